@@ -1,0 +1,35 @@
+# The commands the README names. Every target sets up .venv first when it is missing.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.DEFAULT_GOAL := help
+.PHONY: help install demo test lint typecheck clean
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+install: $(STAMP) ## create .venv and install the project with its dev extras
+
+demo: $(STAMP) ## run the self-driving demo on the embedded defaults
+	$(BIN)/hbgw demo
+
+test: $(STAMP) ## run every test
+	$(BIN)/python -m pytest
+
+lint: $(STAMP) ## ruff check and format check
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: $(STAMP) ## mypy, strict on the packages
+	$(BIN)/mypy
+
+clean: ## remove the virtual environment and caches
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache build *.egg-info

@@ -1,0 +1,3 @@
+"""Heartbeat Gateway: recurring /heartbeat instructions for chat-agent gateways."""
+
+__version__ = "0.1.0"

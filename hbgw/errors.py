@@ -1,0 +1,51 @@
+"""One exception hierarchy. Every message is a sentence a person can act on."""
+
+from __future__ import annotations
+
+
+class HbgwError(Exception):
+    """Base of every error this project raises on purpose."""
+
+    exit_code = 1
+
+
+class BadInput(HbgwError):
+    """The caller asked for something invalid; the message says what to change."""
+
+    exit_code = 2
+
+
+class GrammarError(BadInput):
+    """A slash command, interval or cron expression could not be understood."""
+
+
+class IntervalError(GrammarError):
+    """An interval is malformed or below the minimum."""
+
+
+class CronError(GrammarError):
+    """A cron expression or timezone is invalid; the message names the field."""
+
+
+class CommandError(GrammarError):
+    """A /heartbeat command is malformed (missing prompt, prompt too long, ...)."""
+
+
+class NotFound(BadInput):
+    """A session (or other named thing) does not exist."""
+
+
+class InvalidState(BadInput):
+    """The request does not fit the current state (pause without a heartbeat, ...)."""
+
+
+class StoreError(HbgwError):
+    """The durable store failed or is not usable."""
+
+
+class SchemaBehind(StoreError):
+    """The database schema is older than this code."""
+
+
+class StaleFence(HbgwError):
+    """A write carried a fence older than the session's newest one: another turn owns it."""

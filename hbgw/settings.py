@@ -1,0 +1,97 @@
+"""One settings object per process, read from ``HBGW_*`` environment variables."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="HBGW_", extra="ignore")
+
+    home: Path = Field(default=Path("~/.hbgw"), description="Data directory.")
+    database_url: str | None = Field(
+        default=None, description="SQLAlchemy URL; unset means a SQLite file in HBGW_HOME."
+    )
+    redis_url: str | None = Field(
+        default=None, description="Redis URL; unset means an embedded server started in HBGW_HOME."
+    )
+    namespace: str = Field(default="hbgw", description="Prefix of every Redis key.")
+    min_interval: float = Field(default=60.0, gt=0, description="Smallest interval, seconds.")
+    default_interval: str = Field(default="5m", description="Interval of /heartbeat <prompt>.")
+    max_prompt_chars: int = Field(default=4000, gt=0, description="Longest prompt accepted.")
+    restore_interval: float = Field(
+        default=30.0, gt=0, description="Seconds between restore passes of the due index."
+    )
+    due_shards: int = Field(default=16, ge=1, le=1024, description="Due-index shards.")
+    claim_batch: int = Field(default=500, ge=1, description="Most members claimed per shard call.")
+    claim_lease: float = Field(
+        default=60.0, gt=0, description="Seconds before an unsettled claim becomes due again."
+    )
+    beat_max_sleep: float = Field(default=1.0, gt=0, description="Longest pause between ticks.")
+    lock_lease: float = Field(default=30.0, gt=0, description="Session lock lease, seconds.")
+    worker_ttl: float = Field(
+        default=10.0, gt=0, description="Seconds without a refresh before a worker counts as dead."
+    )
+    refund_backoff: float = Field(
+        default=30.0, ge=0, description="Seconds before a refunded fire is tried again."
+    )
+    agent: str = Field(default="echo", description="Agent kind: echo or command.")
+    agent_command: str | None = Field(default=None, description="Command run by the command agent.")
+    agent_timeout: float = Field(default=120.0, gt=0, description="Command agent timeout, seconds.")
+    echo_delay: float = Field(default=0.0, ge=0, description="Seconds the echo agent takes a turn.")
+    echo_silent_heartbeats: bool = Field(
+        default=False, description="Echo agent answers heartbeat turns with [SILENT]."
+    )
+    channel: str = Field(default="console", description="Delivery channel: console or file.")
+    channel_file: Path | None = Field(default=None, description="JSONL file of the file channel.")
+    stale_after: float = Field(default=300.0, gt=0, description="Liveness: stale? after, seconds.")
+    dead_after: float = Field(default=900.0, gt=0, description="Liveness: dead? after, seconds.")
+    flower_password: SecretStr | None = Field(default=None, description="Flower basic-auth password.")
+
+    @field_validator("home", mode="after")
+    @classmethod
+    def _expand_home(cls, value: Path) -> Path:
+        return value.expanduser()
+
+    @property
+    def effective_database_url(self) -> str:
+        if self.database_url:
+            return self.database_url
+        return f"sqlite:///{self.home / 'hbgw.sqlite3'}"
+
+    def masked(self) -> dict[str, Any]:
+        """Effective settings for display: URLs lose their passwords, secrets are starred."""
+        out: dict[str, Any] = {}
+        for name in type(self).model_fields:
+            value = getattr(self, name)
+            if isinstance(value, SecretStr):
+                value = "********" if value.get_secret_value() else ""
+            elif name.endswith("_url") and isinstance(value, str):
+                value = mask_url(value)
+            elif isinstance(value, Path):
+                value = str(value)
+            out[name] = value
+        out["database_url"] = mask_url(self.effective_database_url)
+        return out
+
+
+def mask_url(url: str) -> str:
+    """Hide the password part of ``scheme://user:password@host``."""
+    scheme, sep, rest = url.partition("://")
+    if not sep or "@" not in rest:
+        return url
+    creds, _, host = rest.rpartition("@")
+    if ":" in creds:
+        user = creds.split(":", 1)[0]
+        return f"{scheme}://{user}:********@{host}"
+    return url
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    return Settings()

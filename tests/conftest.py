@@ -1,0 +1,11 @@
+"""Test configuration shared by every test module."""
+
+from __future__ import annotations
+
+import os
+
+# Tests never read the developer's own configuration.
+for _name in [n for n in os.environ if n.startswith("HBGW_")]:
+    del os.environ[_name]
+
+pytest_plugins = ["redis_fixtures", "sql_fixtures"]

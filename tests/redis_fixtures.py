@@ -1,0 +1,1 @@
+"""Redis fixtures (filled in by the Redis layer)."""
