@@ -43,6 +43,9 @@ class Settings(BaseSettings):
     agent: str = Field(default="echo", description="Agent kind: echo or command.")
     agent_command: str | None = Field(default=None, description="Command run by the command agent.")
     agent_timeout: float = Field(default=120.0, gt=0, description="Command agent timeout, seconds.")
+    agent_log: Path | None = Field(
+        default=None, description="JSONL file where the echo agent records every turn request."
+    )
     echo_delay: float = Field(default=0.0, ge=0, description="Seconds the echo agent takes a turn.")
     echo_silent_heartbeats: bool = Field(
         default=False, description="Echo agent answers heartbeat turns with [SILENT]."

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 # Tests never read the developer's own configuration.
-for _name in [n for n in os.environ if n.startswith("HBGW_")]:
+for _name in [n for n in os.environ if n.startswith("HBGW_") and not n.startswith("HBGW_TEST_")]:
     del os.environ[_name]
 
-pytest_plugins = ["redis_fixtures", "sql_fixtures"]
+pytest_plugins = ["redis_fixtures", "sql_fixtures", "gateway_fixtures"]

@@ -1,0 +1,98 @@
+"""One beat tick: claim what is due, group it by owning worker, publish one message each.
+
+Cost per tick depends on what is due (batched Lua claims per shard), not on how many
+heartbeats are scheduled; beat does no per-fire SQL. Claims are atomic, so any number of beat
+replicas can run side by side.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+
+from hbgw.errors import HbgwError
+from workers.dispatch import Dispatcher
+from workers.ownership import rendezvous_owner
+from workers.runtime import Runtime
+
+from beat.restore import restore
+
+log = logging.getLogger("hbgw.beat")
+
+MIN_SLEEP = 0.05
+
+
+class BeatCore:
+    def __init__(self, rt: Runtime, dispatcher: Dispatcher) -> None:
+        self.rt = rt
+        self.dispatcher = dispatcher
+        self.next_restore_ms = 0
+        s = rt.settings
+        self.lease_ms = int(s.claim_lease * 1000)
+        self.restore_every_ms = int(s.restore_interval * 1000)
+        self.max_sleep = s.beat_max_sleep
+
+    def tick(self) -> float:
+        """Do one pass; return the seconds until the next one is useful."""
+        now_ms = self.rt.now_ms()
+        if now_ms >= self.next_restore_ms:
+            self.restore_now()
+            self.next_restore_ms = now_ms + self.restore_every_ms
+        workers = self.rt.registry.live(now_ms)
+        if workers:
+            self.dispatch_due(now_ms, workers)
+            self.sweep_inboxes(workers)
+        earliest = self.rt.index.earliest_ms()
+        if earliest is None or not workers:
+            return self.max_sleep
+        return min(self.max_sleep, max(MIN_SLEEP, (earliest - self.rt.now_ms()) / 1000))
+
+    def restore_now(self) -> None:
+        s = self.rt.settings
+        slack = int(max(s.claim_lease, s.refund_backoff) * 1000) + 1000
+        restore(self.rt.store, self.rt.index, self.rt.state, slack_ms=slack)
+
+    def dispatch_due(self, now_ms: int, workers: list[str]) -> int:
+        claimed = self.rt.index.claim_all(now_ms, self.lease_ms, self.rt.settings.claim_batch)
+        groups: dict[str, list[tuple[str, int]]] = defaultdict(list)
+        for session_id, due_ms in claimed:
+            owner = rendezvous_owner(session_id, workers)
+            if owner is not None:
+                groups[owner].append((session_id, due_ms))
+        for owner, fires in groups.items():
+            self.dispatcher.fires(owner, fires)
+        if claimed:
+            log.info(
+                "claimed %d due heartbeats for %d workers",
+                len(claimed),
+                len(groups),
+                extra={"action": "beat.dispatch"},
+            )
+        return len(claimed)
+
+    def sweep_inboxes(self, workers: list[str]) -> None:
+        """Re-dispatch queued user messages whose session has no turn running.
+
+        Covers a worker that died between queueing and draining: its queue is gone with it,
+        but the inbox in Redis is not.
+        """
+        state, keys, client = self.rt.state, self.rt.keys, self.rt.client
+        for raw in client.smembers(keys.inbox_sessions()):
+            sid = str(raw)
+            if state.inbox_length(sid) == 0:
+                client.srem(keys.inbox_sessions(), sid)
+                continue
+            if state.lock_holder(sid) is None:
+                owner = rendezvous_owner(sid, workers)
+                if owner is not None:
+                    self.dispatcher.drain(owner, sid)
+
+
+def safe_tick(core: BeatCore) -> float:
+    try:
+        return core.tick()
+    except HbgwError as exc:
+        log.error("beat tick failed: %s", exc, extra={"action": "beat.error"})
+    except Exception:
+        log.exception("beat tick failed", extra={"action": "beat.error"})
+    return core.max_sleep

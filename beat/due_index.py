@@ -1,0 +1,133 @@
+"""The due index: when each session's heartbeat is next due, sharded over Redis ZSETs.
+
+Each shard ``ns:{due:i}`` maps session id -> due time (ms). A session lives in shard
+``shard_of(session_id, shards)``; every replica computes the same shard. Claims go through
+``claim_due.lua``: the due members are leased (their score pushed to now + lease) rather than
+removed, so a fire nobody settles becomes due again. Settling a fire is ``schedule`` with the
+next due time.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+
+import redis
+from redis.commands.core import Script
+
+from hbgw.keys import Keys, shard_of
+from hbgw.scripts import load_script
+
+__all__ = ["Claim", "DueIndex"]
+
+Claim = tuple[str, int]
+"""(session id, the due time in ms it was claimed at)."""
+
+
+def _pairs(flat: Sequence[str | bytes]) -> list[Claim]:
+    def text(value: str | bytes) -> str:
+        return value.decode() if isinstance(value, bytes) else value
+
+    # float() first: Redis may print a large score in exponent form.
+    return [(text(flat[i]), int(float(flat[i + 1]))) for i in range(0, len(flat), 2)]
+
+
+class DueIndex:
+    def __init__(self, client: redis.Redis, keys: Keys, shards: int) -> None:
+        if shards < 1:
+            raise ValueError(f"shards must be >= 1, got {shards}")
+        self.client = client
+        self.keys = keys
+        self.shards = shards
+        self._claim: Script = load_script(client, "beat", "claim_due.lua")
+
+    def shard_key(self, session_id: str) -> str:
+        return self.keys.due_shard(shard_of(session_id, self.shards))
+
+    def schedule(self, session_id: str, due_ms: int) -> None:
+        """Set (or overwrite, including a claim's lease) the session's due time."""
+        self.client.zadd(self.shard_key(session_id), {session_id: int(due_ms)})
+
+    def schedule_many(self, due: Mapping[str, int]) -> None:
+        """``schedule`` for many sessions in one round trip, one ZADD per shard."""
+        by_shard: defaultdict[str, dict[str, int]] = defaultdict(dict)
+        for session_id, due_ms in due.items():
+            by_shard[self.shard_key(session_id)][session_id] = int(due_ms)
+        if not by_shard:
+            return
+        pipe = self.client.pipeline(transaction=False)
+        for key, members in by_shard.items():
+            pipe.zadd(key, members)
+        pipe.execute()
+
+    def remove(self, session_id: str) -> bool:
+        """Drop the session from the index; True when it was there."""
+        return bool(self.client.zrem(self.shard_key(session_id), session_id))
+
+    def due_ms(self, session_id: str) -> int | None:
+        score = self.client.zscore(self.shard_key(session_id), session_id)
+        return None if score is None else int(score)
+
+    def due_many(self, session_ids: Sequence[str], chunk: int = 10_000) -> dict[str, int]:
+        """Due times of many sessions (absent ones omitted), pipelined in chunks."""
+        out: dict[str, int] = {}
+        for start in range(0, len(session_ids), chunk):
+            part = session_ids[start : start + chunk]
+            pipe = self.client.pipeline(transaction=False)
+            for session_id in part:
+                pipe.zscore(self.shard_key(session_id), session_id)
+            for session_id, score in zip(part, pipe.execute(), strict=True):
+                if score is not None:
+                    out[session_id] = int(score)
+        return out
+
+    def claim(self, shard: int, now_ms: int, lease_ms: int, limit: int) -> list[Claim]:
+        """Lease at most ``limit`` members of ``shard`` due at ``now_ms``, earliest first."""
+        self._check(shard, lease_ms, limit)
+        flat = self._claim(keys=[self.keys.due_shard(shard)], args=[now_ms, lease_ms, limit])
+        return _pairs(flat)
+
+    def claim_all(self, now_ms: int, lease_ms: int, limit: int) -> list[Claim]:
+        """Lease every member due at ``now_ms`` in every shard, earliest first.
+
+        ``limit`` bounds one script call (how long Redis is blocked), not the total: a shard that
+        returns a full batch is asked again, in the next pipelined round. Since claimed members
+        move past ``now_ms``, each round only sees members not claimed yet, and the loop ends.
+        """
+        self._check(0, lease_ms, limit)
+        claimed: list[Claim] = []
+        shards = list(range(self.shards))
+        while shards:
+            pipe = self.client.pipeline(transaction=False)
+            for shard in shards:
+                self._claim(
+                    keys=[self.keys.due_shard(shard)], args=[now_ms, lease_ms, limit], client=pipe
+                )
+            batches = [_pairs(flat) for flat in pipe.execute()]
+            claimed.extend(claim for batch in batches for claim in batch)
+            shards = [s for s, batch in zip(shards, batches, strict=True) if len(batch) >= limit]
+        claimed.sort(key=lambda c: (c[1], c[0]))
+        return claimed
+
+    def earliest_ms(self) -> int | None:
+        """The smallest due time over all shards (claimed leases included), None when empty."""
+        pipe = self.client.pipeline(transaction=False)
+        for shard in range(self.shards):
+            pipe.zrange(self.keys.due_shard(shard), 0, 0, withscores=True)
+        heads = [int(score) for rows in pipe.execute() for _, score in rows]
+        return min(heads, default=None)
+
+    def size(self) -> int:
+        pipe = self.client.pipeline(transaction=False)
+        for shard in range(self.shards):
+            pipe.zcard(self.keys.due_shard(shard))
+        return sum(int(n) for n in pipe.execute())
+
+    def _check(self, shard: int, lease_ms: int, limit: int) -> None:
+        if not 0 <= shard < self.shards:
+            raise ValueError(f"shard must be in [0, {self.shards}), got {shard}")
+        # A lease of 0 would leave claimed members due, and claim_all would claim them forever.
+        if lease_ms < 1:
+            raise ValueError(f"lease_ms must be >= 1, got {lease_ms}")
+        if limit < 1:
+            raise ValueError(f"limit must be >= 1, got {limit}")

@@ -1,0 +1,57 @@
+"""The restore pass: SQL is the truth; the due index is rebuilt from it.
+
+Runs when beat starts and every HBGW_RESTORE_INTERVAL seconds. It only adds or corrects
+entries, never removes one: a failing store read is logged and retried on the next pass.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from hbgw.clock import to_ms
+from sessions.store import Store
+from workers.session_state import SessionState
+
+from beat.due_index import DueIndex
+
+log = logging.getLogger("hbgw.restore")
+
+
+@dataclass(frozen=True)
+class RestoreReport:
+    ok: bool
+    restorable: int = 0
+    written: int = 0
+
+
+def restore(
+    store: Store, index: DueIndex, state: SessionState, *, slack_ms: int
+) -> RestoreReport:
+    """Put every restorable heartbeat into the index at its true next due time.
+
+    An entry already present is kept unless it is later than the truth by more than
+    ``slack_ms`` (a claim lease or a refund back-off legitimately pushes it later).
+    """
+    try:
+        entries = store.list_restorable()
+    except Exception:
+        log.exception("restore: store read failed; retrying next pass", extra={"action": "restore.failed"})
+        return RestoreReport(ok=False)
+    present = index.due_many([e.session_id for e in entries])
+    wanted: dict[str, int] = {}
+    for entry in entries:
+        due = to_ms(entry.next_due_at)
+        current = present.get(entry.session_id)
+        if current is None or current > due + slack_ms:
+            wanted[entry.session_id] = due
+        state.seed(entry.session_id, entry.fence)
+    if wanted:
+        index.schedule_many(wanted)
+    log.info(
+        "restore: %d restorable, %d written",
+        len(entries),
+        len(wanted),
+        extra={"action": "restore.done"},
+    )
+    return RestoreReport(ok=True, restorable=len(entries), written=len(wanted))

@@ -1,0 +1,22 @@
+"""Print what a platform would receive."""
+
+from __future__ import annotations
+
+import sys
+
+from gateway.channels.base import Address
+
+
+class ConsoleChannel:
+    name = "console"
+
+    def send(self, address: Address, text: str, *, session_id: str, kind: str) -> None:
+        where = address.chat + (f"/{address.thread}" if address.thread else "")
+        sys.stdout.write(f"[{address.platform}:{where}] ({kind}) {text}\n")
+        sys.stdout.flush()
+
+    def typing(self, address: Address, *, session_id: str) -> None:
+        return None
+
+    def progress(self, address: Address, text: str, *, session_id: str) -> None:
+        return None

@@ -1,0 +1,54 @@
+"""Record every channel call as one JSON line: what a platform would have received."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from gateway.channels.base import Address
+
+
+class FileChannel:
+    name = "file"
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+
+    def send(self, address: Address, text: str, *, session_id: str, kind: str) -> None:
+        self._record("send", address, session_id, text=text, kind=kind)
+
+    def typing(self, address: Address, *, session_id: str) -> None:
+        self._record("typing", address, session_id)
+
+    def progress(self, address: Address, text: str, *, session_id: str) -> None:
+        self._record("progress", address, session_id, text=text)
+
+    def _record(self, call: str, address: Address, session_id: str, **extra: Any) -> None:
+        line = json.dumps(
+            {
+                "call": call,
+                "at": time.time(),
+                "session_id": session_id,
+                "platform": address.platform,
+                "chat": address.chat,
+                "thread": address.thread,
+                "reply_to": address.reply_to,
+                **extra,
+            }
+        )
+        # O_APPEND with one write per line keeps lines whole across worker processes.
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, (line + "\n").encode())
+        finally:
+            os.close(fd)
+
+
+def read_records(path: Path) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]

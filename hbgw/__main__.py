@@ -1,0 +1,3 @@
+from hbgw.cli.main import main
+
+main()

@@ -1,0 +1,48 @@
+"""The Celery application shared by beat and the workers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from celery import Celery
+
+from hbgw.settings import Settings
+
+
+def make_celery(settings: Settings, broker_url: str) -> Celery:
+    app = Celery("hbgw", broker=broker_url, include=["workers.tasks"])
+    app.conf.update(
+        task_serializer="json",
+        accept_content=["json"],
+        result_serializer="json",
+        # Results are never read: fire-and-forget keeps Redis small (and avoids redis-py 8's
+        # deprecated setex in the result backend).
+        task_ignore_result=True,
+        result_backend=None,
+        task_acks_late=True,
+        task_reject_on_worker_lost=True,
+        worker_prefetch_multiplier=1,
+        worker_send_task_events=True,
+        task_send_sent_event=True,
+        task_default_queue=f"{settings.namespace}.default",
+        broker_connection_retry_on_startup=True,
+        broker_transport_options={
+            "visibility_timeout": 3600,
+            # Keeps several deployments (and parallel tests) apart on one Redis.
+            "global_keyprefix": f"{settings.namespace}:celery:",
+        },
+        worker_hijack_root_logger=False,
+        beat_scheduler="beat.scheduler:HeartbeatScheduler",
+        beat_max_loop_interval=settings.beat_max_sleep,
+        timezone="UTC",
+    )
+    app.hbgw_settings = settings
+    return app
+
+
+def runtime_of(app: Any) -> Any:
+    """The turn runner attached to this app by `hbgw worker` (or a test)."""
+    runner = getattr(app, "hbgw_runner", None)
+    if runner is None:
+        raise RuntimeError("this Celery app has no turn runner attached; start it with hbgw worker")
+    return runner

@@ -1,0 +1,46 @@
+"""What every CLI command shares: settings, the store, the clock, output."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+from hbgw.clock import utcnow
+from hbgw.settings import Settings, get_settings
+from sessions.commands import GrammarLimits
+from sessions.intervals import parse_interval
+from sessions.store import Store
+
+
+def settings() -> Settings:
+    return get_settings()
+
+
+def open_store() -> Store:
+    return Store.from_url(settings().effective_database_url)
+
+
+def limits() -> GrammarLimits:
+    s = settings()
+    return GrammarLimits(
+        min_interval=s.min_interval,
+        default_interval=parse_interval(s.default_interval, minimum=s.min_interval),
+        max_prompt_chars=s.max_prompt_chars,
+    )
+
+
+def now() -> Any:
+    return utcnow()
+
+
+def out(text: str) -> None:
+    sys.stdout.write(text + "\n")
+
+
+def err(text: str) -> None:
+    sys.stderr.write(text + "\n")
+
+
+def out_json(data: Any) -> None:
+    out(json.dumps(data, indent=2, sort_keys=True))

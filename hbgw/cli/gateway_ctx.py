@@ -1,0 +1,62 @@
+"""The CLI as a gateway edge: the store, plus Redis and Celery when a deployment is reachable."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import redis
+
+from hbgw.celery_app import make_celery
+from hbgw.cli.common import open_store, settings
+from hbgw.errors import HbgwError
+from sessions.store import Store
+from sessions.views import MessageView
+from workers.dispatch import Dispatcher
+from workers.runtime import Runtime, resolve_redis_url
+
+
+@contextmanager
+def gateway_runtime() -> Iterator[tuple[Store, Runtime | None, Dispatcher | None]]:
+    s = settings()
+    store = open_store()
+    try:
+        url = resolve_redis_url(s)
+    except HbgwError:
+        yield store, None, None
+        store.close()
+        return
+    from hbgw.redis_conn import connect
+
+    client = connect(url)
+    try:
+        client.ping()
+    except redis.RedisError:
+        client.close()
+        yield store, None, None
+        store.close()
+        return
+    rt = Runtime(settings=s, store=store, client=client)
+    app = make_celery(s, url)
+    try:
+        yield store, rt, Dispatcher(app, rt.keys)
+    finally:
+        rt.close()
+
+
+def wait_for_reply(store: Store, message_id: int, timeout: float) -> MessageView | None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        reply = store.reply_for(message_id)
+        if reply is not None:
+            return reply
+        time.sleep(0.1)
+    return None
+
+
+def sync_index(session_id: str) -> None:
+    """After a heartbeat change from the CLI, tell the due index (when Redis is reachable)."""
+    with gateway_runtime() as (_store, rt, _dispatcher):
+        if rt is not None:
+            rt.settle(session_id)

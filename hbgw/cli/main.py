@@ -1,0 +1,133 @@
+"""The `hbgw` command. Exit codes: 0 ok, 2 bad input (message on stderr), 1 unexpected failure."""
+
+from __future__ import annotations
+
+import os
+import sys
+import traceback
+
+import click
+import typer
+
+from hbgw.cli import heartbeat_cmd, session_cmd
+from hbgw.cli.common import err, limits, now, open_store, out, out_json, settings
+from hbgw.clock import iso
+from hbgw.errors import HbgwError
+from gateway.inbound import Answered, receive
+from hbgw.cli import ops_cmd
+from hbgw.cli.gateway_ctx import gateway_runtime, wait_for_reply
+from sessions.db import current_revision, head_revision, make_engine, upgrade
+
+app = typer.Typer(
+    name="hbgw",
+    help="Heartbeat Gateway: recurring /heartbeat instructions for chat-agent sessions.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+app.add_typer(session_cmd.app, name="session")
+app.add_typer(heartbeat_cmd.app, name="heartbeat")
+app.command()(ops_cmd.worker)
+app.command()(ops_cmd.beat)
+app.command()(ops_cmd.estop)
+app.command()(ops_cmd.up)
+app.command()(ops_cmd.demo)
+
+
+@app.command()
+def config() -> None:
+    """Print the effective settings (secrets masked)."""
+    for name, value in settings().masked().items():
+        out(f"HBGW_{name.upper()}={'' if value is None else value}")
+
+
+@app.command()
+def migrate() -> None:
+    """Upgrade the database schema to this version."""
+    engine = make_engine(settings().effective_database_url)
+    before = current_revision(engine)
+    upgrade(engine)
+    after = current_revision(engine)
+    out(f"Database schema at {after} (was {before or 'empty'}).")
+    engine.dispose()
+    if after != head_revision(engine):
+        raise HbgwError("The migration did not reach the head revision.")
+
+
+@app.command()
+def send(
+    session_id: str = typer.Argument(..., metavar="SESSION"),
+    text: list[str] = typer.Argument(..., metavar="TEXT…"),
+    no_wait: bool = typer.Option(False, "--no-wait", help="Return once the message is queued."),
+    timeout: float = typer.Option(60.0, "--timeout", help="Seconds to wait for the reply."),
+) -> None:
+    """Send a message as the session's user and print the reply.
+
+    /heartbeat commands are answered at once; other text runs a turn on the owning worker.
+    """
+    with gateway_runtime() as (store, rt, dispatcher):
+        result = receive(
+            store, session_id, " ".join(text), now(), limits(), rt=rt, dispatcher=dispatcher
+        )
+        if isinstance(result, Answered):
+            out(result.text)
+            return
+        if rt is None or no_wait:
+            where = "" if rt else " (no Redis reachable: it runs once a gateway is up)"
+            out(f"Message {result.message_id} queued for session {result.session_id}{where}.")
+            return
+        reply = wait_for_reply(store, result.message_id, timeout)
+        if reply is None:
+            raise HbgwError(
+                f"No reply within {timeout:g}s; message {result.message_id} stays queued — "
+                "is a worker running (`hbgw up` or `hbgw worker`)?"
+            )
+        out(reply.text)
+
+
+@app.command()
+def runs(
+    session_id: str = typer.Argument(..., metavar="SESSION"),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """List the fire ledger of a session."""
+    rows = open_store().runs(session_id)
+    if as_json:
+        out_json([r.to_json() for r in rows])
+        return
+    if not rows:
+        out(f"No heartbeat runs for session {session_id} yet.")
+        return
+    out(f"{'fire id':<40} {'state':<10} {'fence':>5}  {'reserved':<24} {'started':<24} detail")
+    for r in rows:
+        out(
+            f"{r.fire_id:<40} {r.state:<10} {r.fence:>5}  {iso(r.reserved_at) or '':<24} "
+            f"{iso(r.started_at) or '-':<24} {r.detail or ''}"
+        )
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: typed errors become one sentence on stderr and an exit code."""
+    command = typer.main.get_command(app)
+    try:
+        result = command.main(args=argv, prog_name="hbgw", standalone_mode=False)
+    except HbgwError as exc:
+        err(f"Error: {exc}")
+        sys.exit(exc.exit_code)
+    except click.exceptions.Abort:
+        err("Aborted.")
+        sys.exit(130)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        sys.exit(130)
+    except Exception as exc:
+        if os.environ.get("HBGW_DEBUG"):
+            traceback.print_exc()
+        err(
+            f"Unexpected failure: {exc.__class__.__name__}: {exc} "
+            "(set HBGW_DEBUG=1 for the traceback)."
+        )
+        sys.exit(1)
+    sys.exit(result if isinstance(result, int) else 0)

@@ -1,0 +1,129 @@
+"""Process roles and operator switches: worker, beat, up, estop."""
+
+from __future__ import annotations
+
+import logging
+import socket
+
+import typer
+
+from hbgw.celery_app import make_celery
+from hbgw.cli.common import out, settings
+from workers.runtime import Runtime, resolve_redis_url
+
+
+def setup_logging() -> None:
+    logging.basicConfig(
+        level=logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s %(message)s",
+    )
+
+
+def worker(
+    name: str = typer.Option(
+        None, "--name", help="Worker name (default: the host name); its queue is named after it."
+    ),
+    concurrency: int = typer.Option(8, "--concurrency", min=1, help="Turns run at once."),
+) -> None:
+    """Run a gateway worker: consumes its own queue and runs the turns of the sessions it owns."""
+    from workers.dispatch import Dispatcher
+    from workers.ownership import RegistryHeartbeat
+    from workers.runner import TurnRunner
+
+    setup_logging()
+    s = settings()
+    name = name or socket.gethostname()
+    app = make_celery(s, resolve_redis_url(s))
+    rt = Runtime.from_settings(s, worker=name, with_turns=True)
+    runner = TurnRunner(rt, Dispatcher(app, rt.keys), threads=concurrency)
+    app.hbgw_runner = runner
+    registry = RegistryHeartbeat(rt.registry, name, rt.now_ms, every=max(s.worker_ttl / 4, 0.2))
+    registry.start()
+    try:
+        app.Worker(
+            hostname=f"{name}@%h",
+            queues=[rt.keys.worker_queue(name)],
+            pool="threads",
+            concurrency=2,
+            loglevel="INFO",
+            without_mingle=True,
+            without_gossip=True,
+        ).start()
+    finally:
+        registry.stop()
+        runner.shutdown(wait=True)
+        rt.close()
+
+
+def beat() -> None:
+    """Run beat: claims due heartbeats from the Redis index and sends them to their owners."""
+    setup_logging()
+    s = settings()
+    app = make_celery(s, resolve_redis_url(s))
+    app.Beat(
+        scheduler="beat.scheduler:HeartbeatScheduler",
+        max_interval=s.beat_max_sleep,
+        loglevel="INFO",
+    ).run()
+
+
+def estop(
+    switch: str = typer.Argument(..., metavar="on|off"),
+    session: str | None = typer.Option(None, "--session", help="Only this session."),
+) -> None:
+    """Emergency stop: while on, no agent turn starts and accepted fires are refunded."""
+    if switch not in ("on", "off"):
+        raise typer.BadParameter("say on or off", param_hint="on|off")
+    rt = Runtime.from_settings(settings())
+    try:
+        rt.state.set_estop(switch == "on", session)
+    finally:
+        rt.close()
+    scope = f"session {session}" if session else "every session"
+    out(f"Emergency stop {switch} for {scope}.")
+
+
+def up(
+    workers: int = typer.Option(2, "--workers", min=1, help="Gateway worker processes."),
+) -> None:
+    """Run everything on this machine: embedded Redis, SQLite, beat and workers."""
+    from hbgw.settings import mask_url
+    from hbgw.up import local_stack, wait_forever
+
+    s = settings()
+    with local_stack(s, workers=workers) as stack:
+        out(f"redis    {stack.redis_url}" + ("" if s.redis_url else " (embedded)"))
+        out(f"database {mask_url(s.effective_database_url)}")
+        for role, proc in stack.procs.items():
+            out(f"{role:<8} pid {proc.pid}, log {stack.logs / (role + '.log')}")
+        out("Ready. Try: hbgw session create --platform cli --chat me; Ctrl-C stops everything.")
+        try:
+            wait_forever(stack)
+        except KeyboardInterrupt:
+            out("Stopping…")
+
+
+def demo(
+    duration: float = typer.Option(45.0, "--duration", min=10, help="Seconds of activity."),
+    as_json: bool = typer.Option(False, "--json", help="Print only the summary, as JSON."),
+) -> None:
+    """A finite, self-driving run of the whole contract; exits non-zero if an invariant fails."""
+    import json
+    import sys
+
+    from rich.console import Console
+
+    from hbgw.demo import run_demo
+
+    console = Console(stderr=as_json)
+    summary = run_demo(duration, console=console, live=not as_json)
+    if as_json:
+        out(json.dumps(summary, indent=2, sort_keys=True))
+    else:
+        console.print("[bold]Summary[/]")
+        for key, value in summary.items():
+            console.print(f"  {key:<22} {value}")
+        verdict = "hold" if summary["invariants_ok"] else "FAILED"
+        console.print(f"Invariants I1–I5 {verdict}.")
+    if not summary["invariants_ok"]:
+        sys.exit(1)

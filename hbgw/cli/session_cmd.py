@@ -1,0 +1,87 @@
+"""`hbgw session …`: create, show and move sessions through their lifecycle."""
+
+from __future__ import annotations
+
+import typer
+
+from hbgw.cli.common import now, open_store, out, out_json
+from hbgw.cli.gateway_ctx import sync_index
+from hbgw.clock import iso
+
+app = typer.Typer(help="Create and inspect sessions; compress, reset, switch, suspend, resume.")
+
+
+@app.command()
+def create(
+    platform: str = typer.Option(..., "--platform", help="slack, telegram, webhook, cli, …"),
+    chat: str = typer.Option(..., "--chat", help="Chat (channel) id on the platform."),
+    thread: str | None = typer.Option(None, "--thread", help="Thread or topic id."),
+    owner: str | None = typer.Option(None, "--owner", help="The user who owns the session."),
+) -> None:
+    """Create a session; prints its id alone on a line."""
+    session = open_store().create_session(
+        platform=platform, chat=chat, thread=thread, owner=owner, now=now()
+    )
+    out(session.id)
+
+
+@app.command()
+def show(
+    session_id: str = typer.Argument(..., metavar="SESSION"),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Show a session and its heartbeat."""
+    store = open_store()
+    session = store.get_session(session_id)
+    status = store.heartbeat_status(session_id, now()).to_json()
+    if as_json:
+        out_json({**session.to_json(), "heartbeat": status})
+        return
+    where = session.chat + (f" / {session.thread}" if session.thread else "")
+    out(f"session   {session.id}")
+    out(f"status    {session.status}" + (f" ({session.closed_reason})" if session.closed_reason else ""))
+    out(f"where     {session.platform}: {where}")
+    if session.parent_id:
+        out(f"parent    {session.parent_id}")
+    out(f"created   {iso(session.created_at)}")
+    out(f"heartbeat {status['status']}" + (f" — {status['schedule']}: {status['prompt']}" if status["prompt"] else ""))
+
+
+@app.command()
+def compress(session_id: str = typer.Argument(..., metavar="SESSION")) -> None:
+    """Continue the session under a new id (its heartbeat moves along); prints the child id."""
+    child = open_store().compress(session_id, now())
+    sync_index(session_id)
+    sync_index(child.id)
+    out(child.id)
+
+
+@app.command()
+def reset(session_id: str = typer.Argument(..., metavar="SESSION")) -> None:
+    """Start the conversation over; its heartbeat is cleared for good."""
+    open_store().reset(session_id, now())
+    sync_index(session_id)
+    out(f"Session {session_id} was reset; its heartbeat, if any, is cleared.")
+
+
+@app.command()
+def switch(session_id: str = typer.Argument(..., metavar="SESSION")) -> None:
+    """Move the chat to a new conversation; prints the new session id."""
+    new = open_store().switch(session_id, now())
+    sync_index(session_id)
+    out(new.id)
+
+
+@app.command()
+def suspend(session_id: str = typer.Argument(..., metavar="SESSION")) -> None:
+    """Suspend the session; its heartbeat is cleared and not restored on resume."""
+    open_store().suspend(session_id, now())
+    sync_index(session_id)
+    out(f"Session {session_id} is suspended; its heartbeat, if any, is cleared.")
+
+
+@app.command()
+def resume(session_id: str = typer.Argument(..., metavar="SESSION")) -> None:
+    """Reopen a suspended session (without its old heartbeat)."""
+    open_store().resume_session(session_id, now())
+    out(f"Session {session_id} is active again.")

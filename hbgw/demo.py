@@ -1,0 +1,214 @@
+"""`hbgw demo`: a finite, self-driving run of the whole contract on the embedded defaults.
+
+Real processes (embedded Redis, beat, two workers) on a fresh SQLite store; the demo itself
+plays the chat users: it sets heartbeats, sends messages, compresses one session, resets
+another, holds one under an emergency stop (its fires are refunded), and SIGKILLs a worker
+midway. It ends with a summary and the invariant check, computed from the ledger.
+"""
+
+from __future__ import annotations
+
+import random
+import signal
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+
+from gateway.channels.file import read_records
+from gateway.inbound import receive
+from hbgw.celery_app import make_celery
+from hbgw.clock import utcnow
+from hbgw.invariants import REACHED_AGENT, check
+from hbgw.settings import Settings
+from hbgw.up import Stack, local_stack
+from sessions.commands import GrammarLimits
+from sessions.replies import preview
+from workers.dispatch import Dispatcher
+from workers.runtime import Runtime
+
+DEMO_SETTINGS: dict[str, Any] = {
+    "min_interval": 1,
+    "lock_lease": 3,
+    "worker_ttl": 3,
+    "claim_lease": 5,
+    "refund_backoff": 2,
+    "restore_interval": 5,
+    "beat_max_sleep": 0.2,
+    "agent": "echo",
+    "echo_delay": 0.4,
+    "channel": "file",
+}
+SESSIONS = 30
+
+
+@dataclass
+class Script:
+    """The demo's timeline: (fraction of the run, label, action)."""
+
+    events: list[tuple[float, str, Callable[[], None]]] = field(default_factory=list)
+    done: set[int] = field(default_factory=set)
+    log: list[str] = field(default_factory=list)
+
+    def due(self, fraction: float) -> None:
+        for i, (at, label, action) in enumerate(self.events):
+            if i not in self.done and fraction >= at:
+                self.done.add(i)
+                action()
+                self.log.append(label)
+
+
+class Demo:
+    def __init__(self, settings: Settings, stack: Stack, seed: int) -> None:
+        self.settings = settings
+        self.stack = stack
+        self.rng = random.Random(seed)
+        self.rt = Runtime.from_settings(settings)
+        self.dispatcher = Dispatcher(make_celery(settings, stack.redis_url), self.rt.keys)
+        self.limits = GrammarLimits(min_interval=1, default_interval=5, max_prompt_chars=4000)
+        self.sessions: list[str] = []
+        self.notes: dict[str, str] = {}
+
+    def send(self, sid: str, text: str) -> str:
+        result = receive(
+            self.rt.store, sid, text, utcnow(), self.limits, rt=self.rt, dispatcher=self.dispatcher
+        )
+        return getattr(result, "text", "")
+
+    def setup(self) -> None:
+        for i in range(SESSIONS):
+            sid = self.rt.store.create_session(
+                platform="demo", chat=f"chat-{i:02d}", thread=None, now=utcnow()
+            ).id
+            self.sessions.append(sid)
+            every = 3 + i % 4
+            quiet = " #quiet" if i % 3 == 0 else ""
+            self.send(sid, f"/heartbeat every {every}s check build #{i}{quiet}")
+
+    def chatter(self) -> None:
+        """A burst of user messages on a few sessions: heartbeats there must wait."""
+        for sid in self.rng.sample(self.sessions, 3):
+            if self.rt.store.get_session(sid).status == "active":
+                for n in range(self.rng.randint(1, 3)):
+                    self.send(sid, f"question {n}")
+
+    def compress(self) -> None:
+        sid = self.sessions[1]
+        child = self.rt.store.compress(sid, utcnow())
+        self.rt.settle(sid)
+        self.rt.settle(child.id)
+        self.sessions[1] = child.id
+        self.notes[child.id] = "compressed child"
+
+    def reset(self) -> None:
+        sid = self.sessions[2]
+        self.rt.store.reset(sid, utcnow())
+        self.rt.settle(sid)
+        self.notes[sid] = "reset"
+
+    def estop(self, on: bool) -> None:
+        sid = self.sessions[4]
+        self.rt.state.set_estop(on, sid)
+        self.notes[sid] = "emergency stop" if on else "estop lifted"
+
+    def kill_worker(self) -> None:
+        proc = self.stack.procs["w2"]
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+        del self.stack.procs["w2"]
+        self.notes["w2"] = "killed"
+
+    def table(self, elapsed: float, total: float, events: list[str]) -> Table:
+        now = utcnow()
+        table = Table(title=f"hbgw demo — {elapsed:4.0f}s / {total:.0f}s — {', '.join(events[-3:])}")
+        for column in ("session", "schedule", "next due", "fires", "pending", "last outcome", ""):
+            table.add_column(column)
+        for sid in self.sessions[:14]:
+            status = self.rt.store.heartbeat_status(sid, now)
+            data = status.to_json()
+            if status.waiting_for_idle:
+                due = "due — waiting for idle"
+            elif status.next_due is not None:
+                due = f"in {max(0.0, (status.next_due - now).total_seconds()):.1f}s"
+            else:
+                due = "—"
+            table.add_row(
+                sid,
+                data["schedule"] or "none",
+                due,
+                str(data["fire_count"]),
+                "yes" if self.rt.state.pending(sid) else "",
+                data["last_outcome"] or "",
+                self.notes.get(sid, preview(data["prompt"] or "")[:24]),
+            )
+        return table
+
+    def summary(self) -> dict[str, Any]:
+        runs = self.rt.store.runs()
+        reached = [r for r in runs if r.state in REACHED_AGENT]
+        path = self.settings.channel_file
+        sends = [r for r in read_records(Path(path)) if r["call"] == "send"] if path else []
+        report = check(self.rt, utcnow())
+        return {
+            "sessions": len(self.sessions),
+            "fires": len(reached),
+            "deferred_until_idle": sum(1 for r in reached if r.deferred),
+            "coalesced": sum(r.missed for r in reached),
+            "refunds": sum(1 for r in runs if r.state in ("refunded", "abandoned")),
+            "silent": sum(1 for r in runs if r.state == "silent"),
+            "failed": sum(1 for r in runs if r.state == "failed"),
+            "delivered": len(sends),
+            "heartbeat_deliveries": sum(1 for r in sends if r["kind"] == "heartbeat"),
+            "user_replies": sum(1 for r in sends if r["kind"] in ("reply", "notice")),
+            **report.to_json(),
+        }
+
+
+def run_demo(duration: float, *, console: Console, live: bool, seed: int = 7) -> dict[str, Any]:
+    home = Path(tempfile.mkdtemp(prefix="hbgw-demo-"))
+    settings = Settings(home=home, channel_file=home / "deliveries.jsonl", **DEMO_SETTINGS)
+    console.print(f"[bold]hbgw demo[/] — {duration:.0f}s in {home} (embedded Redis, SQLite)")
+    with local_stack(settings, workers=2) as stack:
+        demo = Demo(settings, stack, seed)
+        _wait_for_workers(demo, 2, timeout=60)
+        demo.setup()
+        script = Script(
+            [
+                (0.2, "emergency stop on one session", lambda: demo.estop(True)),
+                (0.3, "compressed a session", demo.compress),
+                (0.35, "reset a session", demo.reset),
+                (0.45, "emergency stop lifted", lambda: demo.estop(False)),
+                (0.5, "SIGKILLed worker w2", demo.kill_worker),
+            ]
+        )
+        started = time.monotonic()
+        with Live(console=console, refresh_per_second=2, transient=False) as view:
+            while (elapsed := time.monotonic() - started) < duration:
+                script.due(elapsed / duration)
+                if int(elapsed * 2) % 3 == 0:
+                    demo.chatter()
+                if live:
+                    view.update(demo.table(elapsed, duration, script.log))
+                time.sleep(0.5)
+            if live:
+                view.update(demo.table(duration, duration, script.log))
+        stack.stop()  # workers finish their turns; Redis stays up for the index check
+        summary = demo.summary()
+        demo.rt.close()
+    return summary
+
+
+def _wait_for_workers(demo: Demo, count: int, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while len(demo.rt.registry.live(demo.rt.now_ms())) < count:
+        if time.monotonic() > deadline:
+            raise SystemExit("The demo's workers did not start; see the logs in HBGW_HOME/logs.")
+        time.sleep(0.2)
+
+

@@ -1,0 +1,116 @@
+"""Every Redis key name, in one place.
+
+Layout (``ns`` is ``Settings.namespace``, ``hbgw`` by default; ``sid`` a session id)::
+
+    ns:{s:sid}:lock      STRING  turn lock: holder token, PX lease
+    ns:{s:sid}:fence     STRING  fence counter, INCR on every lock grant; never decreases
+    ns:{s:sid}:idle      STRING  "1" when the session is idle (no turn, inbox drained)
+    ns:{s:sid}:inbox     LIST    queued user message ids, oldest first
+    ns:{s:sid}:pending   STRING  the one fire id waiting for the session to go idle
+    ns:{s:sid}:estop     STRING  emergency stop for this session (present = on)
+    ns:{due:i}           ZSET    due-index shard i: member sid, score due time in ms
+    ns:workers           ZSET    worker name -> last seen, ms
+    ns:estop             STRING  global emergency stop (present = on)
+    ns:inbox_sessions    SET     sessions that may have queued messages (a sweeper's hint)
+    ns:liveness          HASH    sid -> JSON liveness stamp
+
+Keys between braces are Redis Cluster hash tags: the slot is computed from the tag alone, so all
+keys of one session live in one slot, and each due shard in its own. Every Lua script touches
+the keys of a single session or a single shard, which is what Redis Cluster requires of a script.
+Global keys are only ever used by plain commands.
+
+``worker_queue`` is not a Redis key but a Celery queue name; it lives here so that every name
+derived from the namespace is built by this module.
+"""
+
+from __future__ import annotations
+
+import zlib
+
+from hbgw.errors import BadInput
+
+__all__ = ["Keys", "shard_of"]
+
+# Characters SCAN MATCH treats as glob syntax; escaped so a namespace matches only itself.
+_GLOB_SPECIALS = "\\*?[]"
+
+
+class Keys:
+    """Key names under one namespace."""
+
+    __slots__ = ("namespace",)
+
+    def __init__(self, namespace: str) -> None:
+        if not namespace or "{" in namespace or "}" in namespace:
+            # A brace in the prefix would become the hash tag of every key and put the whole
+            # deployment in one cluster slot.
+            raise BadInput(
+                f"Invalid Redis namespace {namespace!r}: use a non-empty name without braces, "
+                "such as 'hbgw' (HBGW_NAMESPACE)."
+            )
+        self.namespace = namespace
+
+    def __repr__(self) -> str:
+        return f"Keys({self.namespace!r})"
+
+    # -- per session: one hash tag per session ------------------------------------------------
+
+    def _session(self, session_id: str, leaf: str) -> str:
+        return f"{self.namespace}:{{s:{session_id}}}:{leaf}"
+
+    def lock(self, session_id: str) -> str:
+        return self._session(session_id, "lock")
+
+    def fence(self, session_id: str) -> str:
+        return self._session(session_id, "fence")
+
+    def idle(self, session_id: str) -> str:
+        return self._session(session_id, "idle")
+
+    def inbox(self, session_id: str) -> str:
+        return self._session(session_id, "inbox")
+
+    def pending(self, session_id: str) -> str:
+        return self._session(session_id, "pending")
+
+    def estop(self, session_id: str | None = None) -> str:
+        """The per-session emergency-stop flag, or the global one when ``session_id`` is None."""
+        if session_id is None:
+            return f"{self.namespace}:estop"
+        return self._session(session_id, "estop")
+
+    # -- global ---------------------------------------------------------------------------------
+
+    def due_shard(self, shard: int) -> str:
+        if shard < 0:
+            raise ValueError(f"shard must be >= 0, got {shard}")
+        return f"{self.namespace}:{{due:{shard}}}"
+
+    def workers(self) -> str:
+        return f"{self.namespace}:workers"
+
+    def inbox_sessions(self) -> str:
+        return f"{self.namespace}:inbox_sessions"
+
+    def liveness(self) -> str:
+        return f"{self.namespace}:liveness"
+
+    def worker_queue(self, worker_name: str) -> str:
+        """Celery queue consumed by one worker (not a Redis key)."""
+        return f"{self.namespace}.worker.{worker_name}"
+
+    def match_all(self) -> str:
+        """SCAN MATCH pattern for every key of this namespace."""
+        escaped = "".join(f"\\{c}" if c in _GLOB_SPECIALS else c for c in self.namespace)
+        return f"{escaped}:*"
+
+
+def shard_of(session_id: str, shards: int) -> int:
+    """Due-index shard of a session.
+
+    CRC-32 rather than ``hash()``: Python salts string hashes per process, and every beat and
+    worker replica must agree on the shard.
+    """
+    if shards < 1:
+        raise ValueError(f"shards must be >= 1, got {shards}")
+    return zlib.crc32(session_id.encode("utf-8")) % shards

@@ -1,0 +1,70 @@
+"""Child processes that never outlive their parent."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from pydantic import SecretStr
+
+from hbgw.settings import Settings
+
+PR_SET_PDEATHSIG = 1
+
+
+def settings_env(settings: Settings, **overrides: str) -> dict[str, str]:
+    """This process's environment with ``settings`` spelled out as HBGW_* for a child."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HBGW_")}
+    for name, value in settings.model_dump().items():
+        if value is not None and not isinstance(value, SecretStr):
+            env[f"HBGW_{name.upper()}"] = str(value)
+    env["HBGW_DATABASE_URL"] = settings.effective_database_url
+    env.update({f"HBGW_{k.upper()}": v for k, v in overrides.items()})
+    return env
+
+
+def _die_with_parent() -> None:
+    # Linux: the kernel sends SIGTERM to the child if the parent dies, even by SIGKILL.
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    except OSError:
+        pass
+
+
+def spawn_hbgw(
+    args: list[str], *, env: dict[str, str], log: Path | None = None
+) -> subprocess.Popen[bytes]:
+    """Start `hbgw ARGS` with this interpreter; output goes to ``log`` when given."""
+    out = open(log, "ab") if log else None  # noqa: SIM115 - the child owns it from here
+    try:
+        return subprocess.Popen(
+            [sys.executable, "-m", "hbgw", *args],
+            env=env,
+            stdout=out or None,
+            stderr=subprocess.STDOUT if out else None,
+            preexec_fn=_die_with_parent if os.name == "posix" else None,  # noqa: PLW1509
+        )
+    finally:
+        if out:
+            out.close()
+
+
+def stop_all(procs: list[subprocess.Popen[bytes]], timeout: float = 15.0) -> None:
+    """SIGTERM every child we started, then SIGKILL whatever is left after ``timeout``."""
+    for proc in procs:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    for proc in procs:
+        remaining = max(0.1, deadline - time.monotonic())
+        try:
+            proc.wait(remaining)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)

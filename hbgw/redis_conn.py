@@ -1,0 +1,64 @@
+"""Redis connections: one way to build a client, one way to say that Redis is unreachable."""
+
+from __future__ import annotations
+
+import redis
+from redis.backoff import ExponentialWithJitterBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.retry import Retry
+
+from hbgw.errors import HbgwError
+from hbgw.settings import mask_url
+
+__all__ = ["connect", "ping_or_error"]
+
+SOCKET_TIMEOUT = 5.0
+CONNECT_TIMEOUT = 2.0
+# Seconds a pooled connection may sit unused before it is PINGed again on checkout: catches
+# connections a restarted server or a NAT silently dropped.
+HEALTH_CHECK_INTERVAL = 15
+
+
+def _retry() -> Retry:
+    # Retry only when the connection failed, never on a timeout: a timed-out command may have
+    # run, and the Lua scripts (INCR fence, RPUSH inbox, claim) must not run twice. The short
+    # cap keeps "Redis is down" quick to report.
+    return Retry(
+        ExponentialWithJitterBackoff(cap=0.5, base=0.02),
+        retries=3,
+        supported_errors=(RedisConnectionError,),
+    )
+
+
+def connect(url: str) -> redis.Redis:
+    """A client for ``url`` returning ``str`` values. Connects lazily, on first command."""
+    return redis.Redis.from_url(
+        url,
+        decode_responses=True,
+        socket_timeout=SOCKET_TIMEOUT,
+        socket_connect_timeout=CONNECT_TIMEOUT,
+        socket_keepalive=True,
+        health_check_interval=HEALTH_CHECK_INTERVAL,
+        retry=_retry(),
+    )
+
+
+def client_url(client: redis.Redis) -> str:
+    """Best-effort ``redis://host:port/db`` of a client, for messages (no password)."""
+    kwargs = client.connection_pool.connection_kwargs
+    if "path" in kwargs:
+        return f"unix://{kwargs['path']}"
+    host, port, db = kwargs.get("host", "localhost"), kwargs.get("port", 6379), kwargs.get("db", 0)
+    return f"redis://{host}:{port}/{db}"
+
+
+def ping_or_error(client: redis.Redis, url: str | None = None) -> None:
+    """PING, or raise HbgwError with a sentence telling the operator what to do."""
+    try:
+        client.ping()
+    except (redis.RedisError, OSError) as exc:
+        where = mask_url(url) if url else client_url(client)
+        raise HbgwError(
+            f"Cannot reach Redis at {where}: {exc} — start it or unset HBGW_REDIS_URL "
+            "to use the embedded server."
+        ) from exc

@@ -1,0 +1,104 @@
+"""Engines and schema management (Alembic)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.pool import NullPool
+
+from hbgw.errors import SchemaBehind, StoreError
+from hbgw.settings import mask_url
+
+MIGRATIONS = Path(__file__).with_name("migrations")
+
+
+def make_engine(url: str) -> Engine:
+    """An engine with the project's connection habits for SQLite and PostgreSQL."""
+    if url.startswith("postgresql://"):
+        # psycopg 3 is the driver we ship; the bare scheme would pick psycopg2.
+        url = "postgresql+psycopg://" + url.removeprefix("postgresql://")
+    if url.startswith("sqlite"):
+        return _sqlite_engine(url)
+    return create_engine(url, pool_pre_ping=True, future=True)
+
+
+def _sqlite_engine(url: str) -> Engine:
+    path = url.split("///", 1)[-1]
+    if path and path != ":memory:":
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+    engine = create_engine(
+        url,
+        connect_args={"check_same_thread": False, "timeout": 30},
+        # One connection per checkout: several threads and processes share the file safely.
+        poolclass=NullPool,
+    )
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+        # Let SQLAlchemy emit BEGIN itself (below) instead of pysqlite's deferred BEGIN.
+        dbapi_conn.isolation_level = None
+        cursor = dbapi_conn.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.execute("PRAGMA busy_timeout=30000")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: Any) -> None:
+        # IMMEDIATE takes the write lock up front, so two writers queue instead of deadlocking
+        # on a read-to-write upgrade.
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+    return engine
+
+
+def alembic_config(engine: Engine) -> Config:
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    config.attributes["engine"] = engine
+    return config
+
+
+def head_revision(engine: Engine) -> str | None:
+    return ScriptDirectory.from_config(alembic_config(engine)).get_current_head()
+
+
+def current_revision(engine: Engine) -> str | None:
+    try:
+        with engine.connect() as conn:
+            return MigrationContext.configure(conn).get_current_revision()
+    except SQLAlchemyError as exc:
+        raise StoreError(
+            f"Cannot read the database at {mask_url(str(engine.url))}: {exc.__class__.__name__}: "
+            f"{exc.orig if hasattr(exc, 'orig') else exc} — check HBGW_DATABASE_URL."
+        ) from exc
+
+
+def upgrade(engine: Engine, revision: str = "head") -> None:
+    command.upgrade(alembic_config(engine), revision)
+
+
+def downgrade(engine: Engine, revision: str = "base") -> None:
+    command.downgrade(alembic_config(engine), revision)
+
+
+def ensure_schema(engine: Engine) -> None:
+    """SQLite (the embedded store) migrates itself; any other database must be migrated first."""
+    current = current_revision(engine)
+    head = head_revision(engine)
+    if current == head:
+        return
+    if engine.dialect.name == "sqlite":
+        upgrade(engine)
+        return
+    raise SchemaBehind(
+        f"The database schema is at {current or 'nothing'} but this version needs {head} — "
+        "run `hbgw migrate` first."
+    )

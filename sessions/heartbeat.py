@@ -1,0 +1,147 @@
+"""The heartbeat state machine. Pure: every function takes ``now`` and returns a new state."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Literal
+
+from hbgw.errors import InvalidState
+from sessions.schedule import CronSchedule, IntervalSchedule, Schedule, next_fire
+
+Status = Literal["active", "paused", "cleared"]
+
+
+@dataclass(frozen=True)
+class HeartbeatState:
+    prompt: str
+    schedule: Schedule
+    schedule_text: str
+    status: Status
+    anchor: datetime
+    fire_count: int
+    generation: int
+    origin_chat: str
+    origin_thread: str | None
+    last_fired: datetime | None = None
+    last_outcome: str | None = None
+
+    def next_due(self) -> datetime | None:
+        """Interval: anchor + interval. Cron: the first occurrence after the anchor."""
+        if self.status != "active":
+            return None
+        return next_fire(self.schedule, self.anchor)
+
+    def is_due(self, now: datetime) -> bool:
+        due = self.next_due()
+        return due is not None and now >= due
+
+    def missed(self, now: datetime) -> int:
+        """Due times that passed without a fire, besides the one a fire now would serve."""
+        due = self.next_due()
+        if due is None or now < due:
+            return 0
+        if isinstance(self.schedule, IntervalSchedule):
+            return int((now - due).total_seconds() // self.schedule.seconds)
+        count, moment = 0, due
+        # Cron gaps are at least a minute; the cap keeps a years-late fire cheap to describe.
+        while count < 10_000:
+            moment = next_fire(self.schedule, moment)
+            if moment > now:
+                break
+            count += 1
+        return count
+
+    def describe(self) -> str:
+        return self.schedule.describe()
+
+
+def set_heartbeat(
+    current: HeartbeatState | None,
+    *,
+    schedule: Schedule,
+    schedule_text: str,
+    prompt: str,
+    origin_chat: str,
+    origin_thread: str | None,
+    now: datetime,
+) -> HeartbeatState:
+    """Set or replace: the count starts at 0 and the clock anchors to now."""
+    generation = current.generation + 1 if current else 1
+    return HeartbeatState(
+        prompt=prompt,
+        schedule=schedule,
+        schedule_text=schedule_text,
+        status="active",
+        anchor=now,
+        fire_count=0,
+        generation=generation,
+        origin_chat=origin_chat,
+        origin_thread=origin_thread,
+    )
+
+
+def _require_live(current: HeartbeatState | None, verb: str) -> HeartbeatState:
+    if current is None or current.status == "cleared":
+        raise InvalidState(
+            f"There is no heartbeat to {verb} in this session — set one with "
+            "/heartbeat every 10m <instruction>."
+        )
+    return current
+
+
+def pause(current: HeartbeatState | None, now: datetime) -> HeartbeatState:
+    state = _require_live(current, "pause")
+    if state.status == "paused":
+        raise InvalidState("The heartbeat is already paused — /heartbeat resume starts it again.")
+    return replace(state, status="paused", generation=state.generation + 1)
+
+
+def resume(current: HeartbeatState | None, now: datetime) -> HeartbeatState:
+    """Active again, re-anchored to now: resuming never causes an instant catch-up fire."""
+    state = _require_live(current, "resume")
+    if state.status == "active":
+        raise InvalidState("The heartbeat is already active.")
+    return replace(state, status="active", anchor=now, generation=state.generation + 1)
+
+
+def clear(current: HeartbeatState | None, now: datetime) -> HeartbeatState:
+    state = _require_live(current, "clear")
+    return replace(state, status="cleared", generation=state.generation + 1)
+
+
+def reserve(state: HeartbeatState, now: datetime) -> HeartbeatState:
+    """One fire, however late: the count goes up once and the anchor moves to the fire time."""
+    return replace(state, fire_count=state.fire_count + 1, anchor=now, last_fired=now)
+
+
+def refund(
+    state: HeartbeatState, *, prev_anchor: datetime, prev_last_fired: datetime | None
+) -> HeartbeatState:
+    return replace(
+        state,
+        fire_count=max(0, state.fire_count - 1),
+        anchor=prev_anchor,
+        last_fired=prev_last_fired,
+    )
+
+
+def schedule_columns(schedule: Schedule) -> tuple[int | None, str | None, str | None]:
+    """(interval_seconds, cron, timezone) as stored."""
+    if isinstance(schedule, IntervalSchedule):
+        return schedule.seconds, None, None
+    return None, schedule.expr, schedule.timezone
+
+
+def schedule_from_columns(
+    interval_seconds: int | None, cron: str | None, timezone: str | None
+) -> Schedule:
+    if cron is not None:
+        return CronSchedule(expr=cron, timezone=timezone or "UTC")
+    if interval_seconds is None:
+        raise ValueError("a heartbeat row has neither an interval nor a cron expression")
+    return IntervalSchedule(seconds=interval_seconds)
+
+
+Transition = Callable[[HeartbeatState | None, datetime], HeartbeatState]

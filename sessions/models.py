@@ -1,0 +1,142 @@
+"""SQLAlchemy models: the durable truth. Only ``sessions/`` imports SQLAlchemy."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import (
+    BigInteger,
+    DateTime,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    TypeDecorator,
+)
+from sqlalchemy.engine import Dialect
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """Stores naive UTC, returns aware UTC: SQLite has no time zones, PostgreSQL shifts them."""
+
+    impl = DateTime
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=UTC)
+        return value.astimezone(UTC).replace(tzinfo=None)
+
+    def process_result_value(self, value: Any, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        assert isinstance(value, datetime)
+        return value.replace(tzinfo=UTC)
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class ChatSession(Base):
+    """One conversation of an agent, bound to a chat (and thread) on a platform."""
+
+    __tablename__ = "sessions"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    platform: Mapped[str] = mapped_column(String(64))
+    chat: Mapped[str] = mapped_column(String(255))
+    thread: Mapped[str | None] = mapped_column(String(255))
+    owner: Mapped[str | None] = mapped_column(String(255))
+    # active | suspended | closed
+    status: Mapped[str] = mapped_column(String(16), default="active")
+    closed_reason: Mapped[str | None] = mapped_column(String(32))
+    parent_id: Mapped[str | None] = mapped_column(ForeignKey("sessions.id"))
+    # Bumped by reset: a fire admitted under an older conversation never runs.
+    conversation: Mapped[int] = mapped_column(Integer, default=1)
+    # Highest fence a turn of this session has claimed; fenced writes must carry exactly it.
+    fence: Mapped[int] = mapped_column(BigInteger, default=0)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime())
+
+
+class Message(Base):
+    __tablename__ = "messages"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    session_id: Mapped[str] = mapped_column(ForeignKey("sessions.id"), index=True)
+    conversation: Mapped[int] = mapped_column(Integer, default=1)
+    # user | assistant | system
+    role: Mapped[str] = mapped_column(String(16))
+    # user | heartbeat | assistant | notice
+    kind: Mapped[str] = mapped_column(String(16))
+    text: Mapped[str] = mapped_column(Text)
+    fire_id: Mapped[str | None] = mapped_column(String(160))
+    # The user message an assistant reply or notice answers.
+    reply_to: Mapped[int | None] = mapped_column(Integer, index=True)
+    # queued | done (user messages); assistant and notices are born done
+    state: Mapped[str] = mapped_column(String(16), default="done")
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime())
+
+
+class Heartbeat(Base):
+    """The one recurring instruction of a session. Moves to the child on compression."""
+
+    __tablename__ = "heartbeats"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    session_id: Mapped[str] = mapped_column(ForeignKey("sessions.id"), unique=True)
+    prompt: Mapped[str] = mapped_column(Text)
+    schedule_text: Mapped[str] = mapped_column(String(255), default="")
+    interval_seconds: Mapped[int | None] = mapped_column(Integer)
+    cron: Mapped[str | None] = mapped_column(String(255))
+    timezone: Mapped[str | None] = mapped_column(String(64))
+    # active | paused | cleared
+    status: Mapped[str] = mapped_column(String(16))
+    anchor_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    # When it was last set: the fire count counts runs reserved since then.
+    set_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    next_due_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    fire_count: Mapped[int] = mapped_column(Integer, default=0)
+    generation: Mapped[int] = mapped_column(Integer, default=1)
+    origin_chat: Mapped[str] = mapped_column(String(255))
+    origin_thread: Mapped[str | None] = mapped_column(String(255))
+    last_fired_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    last_outcome: Mapped[str | None] = mapped_column(String(32))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime())
+
+    __table_args__ = (Index("ix_heartbeats_status_next_due", "status", "next_due_at"),)
+
+
+class HeartbeatRun(Base):
+    """The fire ledger: one row per accepted fire id."""
+
+    __tablename__ = "heartbeat_runs"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    fire_id: Mapped[str] = mapped_column(String(160), unique=True)
+    heartbeat_id: Mapped[int] = mapped_column(ForeignKey("heartbeats.id"), index=True)
+    session_id: Mapped[str] = mapped_column(ForeignKey("sessions.id"), index=True)
+    generation: Mapped[int] = mapped_column(Integer)
+    fence: Mapped[int] = mapped_column(BigInteger)
+    # reserved | started | refunded | abandoned | completed | failed | silent
+    state: Mapped[str] = mapped_column(String(16))
+    due_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    reserved_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    started_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    # What a refund puts back.
+    prev_anchor_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    prev_last_fired_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    worker: Mapped[str | None] = mapped_column(String(128))
+    # True when the fire had to wait for the session to go idle.
+    deferred: Mapped[bool] = mapped_column(default=False)
+    # Due times coalesced into this fire besides its own.
+    missed: Mapped[int] = mapped_column(Integer, default=0)
+    detail: Mapped[str | None] = mapped_column(Text)

@@ -1,0 +1,71 @@
+"""The one short, human sentence each heartbeat command answers with."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from hbgw.clock import iso
+from sessions.heartbeat import HeartbeatState
+from sessions.intervals import format_interval
+from sessions.views import HeartbeatStatus
+
+PROMPT_PREVIEW = 60
+
+
+def preview(prompt: str) -> str:
+    flat = " ".join(prompt.split())
+    return flat if len(flat) <= PROMPT_PREVIEW else flat[: PROMPT_PREVIEW - 3].rstrip() + "..."
+
+
+def when(moment: datetime, now: datetime) -> str:
+    stamp = (iso(moment) or "").replace("T", " ").replace("Z", " UTC")
+    seconds = int((moment - now).total_seconds())
+    if seconds <= 0:
+        return stamp
+    return f"{stamp} (in {format_interval(max(1, seconds))})" if seconds < 60 else (
+        f"{stamp} (in {_rough(seconds)})"
+    )
+
+
+def _rough(seconds: int) -> str:
+    for size, unit in ((86400, "d"), (3600, "h"), (60, "m")):
+        if seconds >= size:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
+
+
+def set_reply(state: HeartbeatState) -> str:
+    return f"♥ Heartbeat set ({state.describe()}): {preview(state.prompt)}"
+
+
+def pause_reply(state: HeartbeatState) -> str:
+    return f"♥ Heartbeat paused ({state.describe()}): {preview(state.prompt)}"
+
+
+def resume_reply(state: HeartbeatState, now: datetime) -> str:
+    due = state.next_due()
+    tail = f" — next at {when(due, now)}" if due else ""
+    return f"♥ Heartbeat resumed ({state.describe()}){tail}: {preview(state.prompt)}"
+
+
+def clear_reply(state: HeartbeatState) -> str:
+    return f"♥ Heartbeat cleared: {preview(state.prompt)}"
+
+
+def status_reply(status: HeartbeatStatus) -> str:
+    state = status.state
+    if status.status == "none" or state is None:
+        return "No heartbeat in this session — set one with /heartbeat every 10m <instruction>."
+    fires = f"fired {state.fire_count} time{'s' if state.fire_count != 1 else ''}"
+    outcome = f", last outcome: {state.last_outcome}" if state.last_outcome else ""
+    if status.status == "paused":
+        return (
+            f"♥ Heartbeat paused ({state.describe()}): {preview(state.prompt)} — {fires}"
+            f"{outcome}; /heartbeat resume starts it again."
+        )
+    due = status.next_due
+    if status.waiting_for_idle or due is None:
+        nxt = "due — waiting for the session to go idle"
+    else:
+        nxt = f"next at {when(due, status.now)}"
+    return f"♥ Heartbeat ({state.describe()}): {preview(state.prompt)} — {nxt}, {fires}{outcome}."

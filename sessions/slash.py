@@ -1,0 +1,66 @@
+"""Apply a parsed /heartbeat command to a session and answer in one sentence."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sessions import replies
+from sessions.commands import (
+    Clear,
+    Command,
+    GrammarLimits,
+    Pause,
+    Resume,
+    SetHeartbeat,
+    ShowStatus,
+    parse_command,
+)
+from sessions.store import Store
+
+
+def apply_command(
+    store: Store,
+    session_id: str,
+    command: Command,
+    now: datetime,
+    *,
+    origin_chat: str | None = None,
+    origin_thread: str | None = None,
+) -> str:
+    if isinstance(command, ShowStatus):
+        return replies.status_reply(store.heartbeat_status(session_id, now))
+    if isinstance(command, Pause):
+        return replies.pause_reply(store.pause_heartbeat(session_id, now))
+    if isinstance(command, Resume):
+        return replies.resume_reply(store.resume_heartbeat(session_id, now), now)
+    if isinstance(command, Clear):
+        return replies.clear_reply(store.clear_heartbeat(session_id, now))
+    assert isinstance(command, SetHeartbeat)
+    state = store.set_heartbeat(
+        session_id,
+        schedule=command.schedule,
+        schedule_text=command.schedule_text,
+        prompt=command.prompt,
+        now=now,
+        origin_chat=origin_chat,
+        origin_thread=origin_thread,
+    )
+    return replies.set_reply(state)
+
+
+def handle_slash(
+    store: Store,
+    session_id: str,
+    text: str,
+    now: datetime,
+    limits: GrammarLimits,
+    *,
+    origin_chat: str | None = None,
+    origin_thread: str | None = None,
+) -> str:
+    """Parse and apply; grammar and state errors propagate as typed errors with a sentence."""
+    store.get_session(session_id)  # an unknown session is reported before the grammar
+    command = parse_command(text, limits)
+    return apply_command(
+        store, session_id, command, now, origin_chat=origin_chat, origin_thread=origin_thread
+    )

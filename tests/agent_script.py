@@ -1,0 +1,18 @@
+"""A command agent for tests: behaviour is chosen by words in the turn text."""
+
+import os
+import sys
+import time
+
+text = sys.stdin.read()
+kind = os.environ.get("HBGW_TURN_KIND", "?")
+if "SLOW" in text:
+    time.sleep(float(os.environ.get("TEST_AGENT_SLOW", "1.5")))
+if "FAIL" in text:
+    print("the tool exploded", file=sys.stderr)
+    sys.exit(3)
+if "QUIET" in text:
+    print("  [silent] ")
+    sys.exit(0)
+first = text.strip().splitlines()[0] if text.strip() else ""
+print(f"{kind} reply to: {first}")

@@ -1,0 +1,159 @@
+"""A whole gateway on real components for tests: real Redis, real Celery workers, real SQL.
+
+Workers run in-process (celery.contrib.testing.worker.start_worker, threads pool) or as real
+`hbgw worker` processes; beat ticks are driven by the test (or a real `hbgw beat` process).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from celery.contrib.testing.worker import start_worker
+
+from beat.core import BeatCore
+from gateway.channels.file import read_records
+from hbgw.celery_app import make_celery
+from hbgw.clock import utcnow
+from hbgw.procs import settings_env
+from hbgw.redis_conn import connect
+from hbgw.settings import Settings
+from sessions.schedule import IntervalSchedule
+from sessions.store import Store
+from workers.dispatch import Dispatcher
+from workers.ownership import RegistryHeartbeat
+from workers.runner import TurnRunner
+from workers.runtime import Runtime
+
+FAST = {
+    "min_interval": 1,
+    "lock_lease": 2,
+    "worker_ttl": 3,
+    "claim_lease": 4,
+    "refund_backoff": 1,
+    "restore_interval": 1,
+    "beat_max_sleep": 0.2,
+}
+
+
+def wait_until(predicate: Callable[[], Any], timeout: float = 20.0, what: str = "") -> Any:
+    """Poll for an outcome of real concurrent work (never a timed assertion)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what or predicate}")
+
+
+class Gateway:
+    def __init__(self, settings: Settings, redis_url: str) -> None:
+        self.settings = settings
+        self.redis_url = redis_url
+        self.store = Store.from_url(settings.effective_database_url)
+        self.rt = Runtime(settings=settings, store=self.store, client=connect(redis_url))
+        self.app = make_celery(settings, redis_url)
+        self.dispatcher = Dispatcher(self.app, self.rt.keys)
+        self.beat = BeatCore(self.rt, self.dispatcher)
+        self.runners: dict[str, TurnRunner] = {}
+
+    # -- environment for real processes -----------------------------------------------------
+
+    def env(self) -> dict[str, str]:
+        return settings_env(self.settings, redis_url=self.redis_url)
+
+    # -- in-process workers -----------------------------------------------------------------
+
+    @contextmanager
+    def worker(self, name: str, *, settings: Settings | None = None) -> Iterator[TurnRunner]:
+        s = settings or self.settings
+        app = make_celery(s, self.redis_url)
+        rt = Runtime(
+            settings=s,
+            store=Store.from_url(s.effective_database_url),
+            client=connect(self.redis_url),
+            worker=name,
+        )
+        from gateway.channels import make_channel
+        from workers.agents import make_agent
+
+        rt.agent, rt.channel = make_agent(s), make_channel(s)
+        runner = TurnRunner(rt, Dispatcher(app, rt.keys), threads=4)
+        app.hbgw_runner = runner
+        beat = RegistryHeartbeat(rt.registry, name, rt.now_ms, every=0.5)
+        beat.start()
+        self.runners[name] = runner
+        try:
+            with start_worker(
+                app,
+                pool="threads",
+                concurrency=2,
+                perform_ping_check=False,
+                queues=[rt.keys.worker_queue(name)],
+                hostname=f"{name}@test",
+                shutdown_timeout=30,
+            ):
+                yield runner
+        finally:
+            beat.stop()
+            runner.shutdown(wait=True)
+            rt.close()
+            del self.runners[name]
+
+    # -- driving ----------------------------------------------------------------------------
+
+    def session(self, *, chat: str = "C1", thread: str | None = "T1") -> str:
+        return self.store.create_session(
+            platform="slack", chat=chat, thread=thread, now=utcnow()
+        ).id
+
+    def heartbeat(
+        self, sid: str, *, seconds: int = 60, prompt: str = "check CI", set_at: datetime | None = None
+    ) -> None:
+        """Set a heartbeat as if at ``set_at`` (backdating instead of sleeping)."""
+        self.store.set_heartbeat(
+            sid,
+            schedule=IntervalSchedule(seconds),
+            schedule_text=f"every {seconds}s",
+            prompt=prompt,
+            now=set_at or utcnow(),
+        )
+        self.rt.settle(sid)
+
+    def due_now(self, sid: str, *, seconds: int = 60, missed: int = 0, prompt: str = "check CI") -> None:
+        self.heartbeat(
+            sid,
+            seconds=seconds,
+            prompt=prompt,
+            set_at=utcnow() - timedelta(seconds=seconds * (missed + 1) + 1),
+        )
+
+    def tick(self) -> float:
+        return self.beat.tick()
+
+    def runs(self, sid: str | None = None) -> list[Any]:
+        return self.store.runs(sid)
+
+    def final_runs(self, sid: str, count: int = 1, timeout: float = 20.0) -> list[Any]:
+        def done() -> list[Any] | None:
+            runs = [r for r in self.store.runs(sid) if r.state not in ("reserved", "started")]
+            return runs if len(runs) >= count else None
+
+        return wait_until(done, timeout, f"{count} finished runs of {sid}")  # type: ignore[no-any-return]
+
+    def deliveries(self, sid: str | None = None, call: str | None = None) -> list[dict[str, Any]]:
+        path = self.settings.channel_file
+        assert path is not None
+        return [
+            r
+            for r in read_records(Path(path))
+            if (sid is None or r["session_id"] == sid) and (call is None or r["call"] == call)
+        ]
+
+    def close(self) -> None:
+        self.rt.close()

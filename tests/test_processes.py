@@ -1,0 +1,112 @@
+"""Real `hbgw beat` and `hbgw worker` processes over one Redis and one SQL store."""
+
+from __future__ import annotations
+
+import signal
+from collections import defaultdict
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import timedelta
+from pathlib import Path
+from subprocess import Popen
+
+import pytest
+
+from gateway_fixtures import gateway_settings
+from gateway_harness import Gateway, wait_until
+from hbgw.clock import utcnow
+from hbgw.invariants import REACHED_AGENT, check
+from hbgw.procs import spawn_hbgw, stop_all
+from workers.ownership import rendezvous_owner
+
+pytestmark = pytest.mark.e2e
+
+
+@contextmanager
+def processes(gw: Gateway, tmp_path: Path, *roles: list[str]) -> Iterator[list[Popen[bytes]]]:
+    procs: list[Popen[bytes]] = []
+    try:
+        for i, args in enumerate(roles):
+            procs.append(spawn_hbgw(args, env=gw.env(), log=tmp_path / f"proc{i}.log"))
+        yield procs
+    finally:
+        stop_all(procs, timeout=20)
+
+
+def live(gw: Gateway) -> list[str]:
+    return gw.rt.registry.live(gw.rt.now_ms())
+
+
+def test_two_beats_never_fire_one_due_time_twice(
+    tmp_path: Path, redis_url: str, redis_ns: str
+) -> None:
+    gw = Gateway(gateway_settings(tmp_path, redis_url, redis_ns, agent="echo"), redis_url)
+    worker = ["worker", "--name", "w1", "--concurrency", "8"]
+    with processes(gw, tmp_path, worker, ["beat"], ["beat"]):
+        wait_until(lambda: live(gw) == ["w1"], 60, "the worker to register")
+        sessions = [gw.session(chat=f"C{i}") for i in range(40)]
+        for sid in sessions:
+            gw.due_now(sid, seconds=1)
+        wait_until(lambda: len(gw.runs()) >= 300, 180, "hundreds of fires")
+    runs = gw.runs()
+    assert len({r.fire_id for r in runs}) == len(runs)
+    by_session = defaultdict(list)
+    for run in runs:
+        if run.state in REACHED_AGENT:
+            by_session[run.session_id].append(run.reserved_at)
+    for sid, times in by_session.items():
+        times.sort()
+        gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
+        # One fire per due time: two fires of a 1 s heartbeat are never closer than 1 s.
+        assert all(g >= timedelta(milliseconds=999) for g in gaps), (sid, min(gaps))
+    report = check(gw.rt, utcnow(), include_index=False)
+    assert report.ok, report.to_json()
+    gw.close()
+
+
+def test_sigkill_worker_mid_turn_moves_its_sessions(
+    tmp_path: Path, redis_url: str, redis_ns: str
+) -> None:
+    settings = gateway_settings(
+        tmp_path, redis_url, redis_ns, agent="echo", echo_delay=3.0, lock_lease=2, worker_ttl=2
+    )
+    gw = Gateway(settings, redis_url)
+    with processes(
+        gw, tmp_path, ["worker", "--name", "w1"], ["worker", "--name", "w2"], ["beat"]
+    ) as procs:
+        wait_until(lambda: live(gw) == ["w1", "w2"], 60, "both workers to register")
+        sessions = [gw.session(chat=f"C{i}") for i in range(12)]
+        for sid in sessions:
+            gw.due_now(sid, seconds=5)
+
+        def started_on_w1() -> object:
+            return next(
+                (r for r in gw.runs() if r.worker == "w1" and r.state == "started"), None
+            )
+
+        victim = wait_until(started_on_w1, 60, "a turn running on w1")
+        procs[0].send_signal(signal.SIGKILL)
+        procs[0].wait(10)
+        killed_at = utcnow()
+
+        def moved() -> object:
+            return [
+                r
+                for r in gw.runs(victim.session_id)
+                if r.worker == "w2" and r.state == "completed"
+            ]
+
+        wait_until(moved, 90, "the victim's next fire to complete on w2")
+    interrupted = next(r for r in gw.runs() if r.fire_id == victim.fire_id)
+    assert interrupted.state == "started"  # reached the agent: counted once, never again
+    after_ttl = killed_at + timedelta(seconds=settings.worker_ttl + 1)
+    for run in gw.runs():
+        if run.state not in REACHED_AGENT:
+            continue
+        if run.reserved_at < killed_at:
+            assert run.worker == rendezvous_owner(run.session_id, ["w1", "w2"])
+        elif run.reserved_at > after_ttl:
+            assert run.worker == "w2"
+    report = check(gw.rt, utcnow(), include_index=False)
+    assert report.ok, report.to_json()
+    gw.close()

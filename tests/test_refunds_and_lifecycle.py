@@ -1,0 +1,156 @@
+"""Rules 9–11: reservation refunds, compression/reset/suspend, restore — on real components."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from beat.core import BeatCore
+from beat.restore import restore
+from gateway_fixtures import gateway_settings
+from gateway_harness import Gateway, wait_until
+from hbgw.clock import to_ms, utcnow
+from hbgw.embedded import EmbeddedRedis
+from sessions.db import make_engine
+from sessions.store import Store
+from sessions.views import RunView
+from test_rules import assert_invariants, busy_with_slow_turn, fire_pending
+from workers.ownership import rendezvous_owner
+
+Hook = Callable[[str, RunView], None]
+
+
+def run_with_hook(gw: Gateway, hook_for: Callable[[Gateway], Hook]) -> tuple[str, RunView]:
+    with gw.worker("w1") as runner:
+        runner.before_start.append(hook_for(gw))
+        sid = gw.session()
+        gw.due_now(sid)
+        gw.tick()
+        [run] = gw.final_runs(sid)
+    return sid, run
+
+
+def owner_changes(gw: Gateway) -> Hook:
+    def hook(sid: str, run: RunView) -> None:
+        usurper = next(
+            f"w{i}" for i in range(2, 500) if rendezvous_owner(sid, ["w1", f"w{i}"]) != "w1"
+        )
+        gw.rt.registry.refresh(usurper, gw.rt.now_ms())
+
+    return hook
+
+
+def estop_on(gw: Gateway) -> Hook:
+    return lambda sid, run: gw.rt.state.set_estop(True, sid)
+
+
+@pytest.mark.parametrize(("hook_for", "reason"), [(owner_changes, "owner changed"), (estop_on, "emergency stop")])
+def test_refund_before_agent_start_with_unchanged_generation(
+    gateway: Gateway, hook_for: Callable[[Gateway], Hook], reason: str
+) -> None:
+    sid, run = run_with_hook(gateway, hook_for)
+    assert (run.state, run.detail, run.started_at) == ("refunded", reason, None)
+    status = gateway.store.heartbeat_status(sid, utcnow())
+    assert status.to_json()["fire_count"] == 0
+    assert status.waiting_for_idle  # the previous anchor is back: still due
+    # Retried after the back-off, not at once.
+    due = gateway.rt.index.due_ms(sid)
+    assert due is not None and due > to_ms(run.reserved_at)
+    assert gateway.deliveries(sid) == []
+
+
+def test_session_reset_before_start_is_abandoned(gateway: Gateway) -> None:
+    sid, run = run_with_hook(gateway, lambda gw: lambda s, r: gw.store.reset(s, utcnow()))
+    assert (run.state, run.detail) == ("abandoned", "session reset")
+    assert gateway.store.heartbeat_status(sid, utcnow()).status == "none"
+    assert gateway.deliveries(sid) == []
+
+
+def test_no_refund_when_generation_changed(gateway: Gateway) -> None:
+    sid, run = run_with_hook(gateway, lambda gw: lambda s, r: gw.store.pause_heartbeat(s, utcnow()))
+    assert (run.state, run.detail) == ("abandoned", "heartbeat changed")
+    status = gateway.store.heartbeat_status(sid, utcnow()).to_json()
+    assert status["status"] == "paused" and status["fire_count"] == 1  # the newer config wins
+
+
+def test_fire_admitted_before_compression_executes_in_child(gateway: Gateway) -> None:
+    gw = gateway
+    with gw.worker("w1"):
+        sid = gw.session()
+        busy_with_slow_turn(gw, sid)
+        gw.due_now(sid)
+        fire_pending(gw, sid)
+        child = gw.store.compress(sid, utcnow())
+        [run] = gw.final_runs(child.id)
+    assert run.session_id == child.id and run.state == "completed"
+    [sent] = gw.deliveries(child.id, "send")
+    assert sent["kind"] == "heartbeat"
+    assert gw.store.heartbeat_status(child.id, utcnow()).to_json()["fire_count"] == 1
+    assert_invariants(gw)
+
+
+@pytest.mark.parametrize("departure", ["reset", "suspend"])
+def test_fire_admitted_before_reset_or_suspend_never_executes(
+    gateway: Gateway, departure: str
+) -> None:
+    gw = gateway
+    with gw.worker("w1"):
+        sid = gw.session()
+        busy_with_slow_turn(gw, sid)
+        gw.due_now(sid)
+        fire_pending(gw, sid)
+        getattr(gw.store, departure)(sid, utcnow())
+        wait_until(lambda: gw.rt.state.is_idle(sid), what="the session to go idle")
+        for _ in range(3):
+            gw.tick()
+    assert gw.runs(sid) == []
+    assert [r["kind"] for r in gw.deliveries(sid, "send")] == ["reply"]
+
+
+def test_restore_after_flushall_rebuilds_the_index(tmp_path: Path) -> None:
+    with EmbeddedRedis(tmp_path / "own-redis") as server:
+        url = server.start()
+        gw = Gateway(gateway_settings(tmp_path, url, "hbgw"), url)
+        try:
+            active, paused, cleared, suspended = (gw.session() for _ in range(4))
+            for sid in (active, paused, cleared, suspended):
+                gw.heartbeat(sid, seconds=600)
+            with gw.worker("w1"):
+                gw.due_now(active, seconds=600)
+                gw.tick()
+                gw.final_runs(active)
+            gw.store.pause_heartbeat(paused, utcnow())
+            gw.store.clear_heartbeat(cleared, utcnow())
+            gw.store.suspend(suspended, utcnow())
+            fence = gw.store.max_fence(active)
+            assert fence >= 1
+
+            gw.rt.client.flushall()
+            BeatCore(gw.rt, gw.dispatcher).restore_now()
+
+            true_due = gw.store.heartbeat_status(active, utcnow()).next_due
+            assert true_due is not None
+            assert gw.rt.index.due_ms(active) == to_ms(true_due)
+            for skipped in (paused, cleared, suspended):
+                assert gw.rt.index.due_ms(skipped) is None
+            assert gw.rt.index.size() == 1
+            assert gw.rt.state.fence(active) >= fence  # the fence survives the loss of Redis
+            assert gw.rt.state.is_idle(active)
+            assert_invariants(gw)
+        finally:
+            gw.close()
+
+
+def test_restore_read_failure_never_prunes(gateway: Gateway, tmp_path: Path) -> None:
+    gw = gateway
+    sid = gw.session()
+    gw.heartbeat(sid, seconds=600)
+    before = gw.rt.index.due_ms(sid)
+    unreadable = Store(make_engine(f"sqlite:///{tmp_path / 'unmigrated.sqlite3'}"))
+    report = restore(unreadable, gw.rt.index, gw.rt.state, slack_ms=0)
+    unreadable.close()
+    assert not report.ok
+    assert gw.rt.index.due_ms(sid) == before

@@ -1,0 +1,176 @@
+"""The firing rules of DESIGN.md section 2, end to end on real Redis, Celery and SQL.
+
+Workers are real Celery workers (in-process threads pool); beat ticks are driven here.
+Heartbeats are backdated instead of waiting for intervals to pass.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+
+from gateway.inbound import receive
+from gateway_harness import Gateway, wait_until
+from hbgw.clock import to_ms, utcnow
+from hbgw.invariants import check
+from sessions.commands import GrammarLimits
+from sessions.schedule import IntervalSchedule
+
+LIMITS = GrammarLimits(min_interval=1, default_interval=60, max_prompt_chars=4000)
+
+
+def send(gw: Gateway, sid: str, text: str) -> object:
+    return receive(gw.store, sid, text, utcnow(), LIMITS, rt=gw.rt, dispatcher=gw.dispatcher)
+
+
+def busy_with_slow_turn(gw: Gateway, sid: str) -> None:
+    send(gw, sid, "SLOW user work")
+    wait_until(lambda: gw.rt.state.lock_holder(sid), what="the slow user turn to hold the lock")
+
+
+def fire_pending(gw: Gateway, sid: str) -> str:
+    gw.tick()
+    return wait_until(lambda: gw.rt.state.pending(sid), what="the fire to wait as pending")  # type: ignore[no-any-return]
+
+
+def assert_invariants(gw: Gateway) -> None:
+    report = check(gw.rt, utcnow())
+    assert report.ok, report.to_json()
+
+
+def test_idle_only_then_fires_at_the_idle_transition(gateway: Gateway) -> None:
+    gw = gateway
+    with gw.worker("w1"):
+        sid = gw.session()
+        busy_with_slow_turn(gw, sid)
+        gw.due_now(sid)
+        fire_pending(gw, sid)
+        assert gw.runs(sid) == []  # rule 2: never interrupts the running turn
+        [run] = gw.final_runs(sid)
+    assert run.deferred and run.state == "completed"
+    user_reply = next(m for m in gw.store.list_messages(sid) if m.reply_to is not None)
+    assert run.started_at is not None
+    assert run.started_at >= user_reply.created_at
+    # It ran at the idle transition, not one interval (60 s) later.
+    assert run.started_at - user_reply.created_at < timedelta(seconds=30)
+    assert_invariants(gw)
+
+
+def test_queued_user_messages_run_first(gateway: Gateway) -> None:
+    gw = gateway
+    with gw.worker("w1"):
+        sid = gw.session()
+        busy_with_slow_turn(gw, sid)
+        gw.due_now(sid)
+        fire_pending(gw, sid)
+        send(gw, sid, "second")
+        send(gw, sid, "third")
+        gw.final_runs(sid)
+    kinds = [(m.kind, m.text.splitlines()[0]) for m in gw.store.list_messages(sid)]
+    user_turns = [k for k in kinds if k[0] in ("user", "heartbeat")]
+    assert [k[0] for k in user_turns] == ["user", "user", "user", "heartbeat"], kinds
+
+
+def test_missed_intervals_coalesce_into_one_fire(gateway: Gateway) -> None:
+    gw = gateway
+    with gw.worker("w1"):
+        sid = gw.session()
+        gw.due_now(sid, seconds=60, missed=5)
+        gw.tick()
+        [run] = gw.final_runs(sid)
+        for _ in range(3):
+            gw.tick()
+    assert run.missed == 5
+    status = gw.store.heartbeat_status(sid, utcnow())
+    assert status.to_json()["fire_count"] == 1
+    assert status.next_due == run.reserved_at + timedelta(seconds=60)  # re-anchored at the fire
+    assert gw.rt.index.due_ms(sid) == to_ms(run.reserved_at + timedelta(seconds=60))
+    assert len(gw.runs(sid)) == 1
+
+
+def test_injected_prompt_and_unchanged_system_prompt(gateway: Gateway) -> None:
+    gw = gateway
+    echo = gw.settings.model_copy(update={"agent": "echo"})
+    with gw.worker("w1", settings=echo):
+        sid = gw.session()
+        send(gw, sid, "hello")
+        wait_until(lambda: gw.deliveries(sid, "send"), what="the user reply")
+        gw.due_now(sid, seconds=900, prompt="check whether CI for PR #1234 finished")
+        gw.tick()
+        gw.final_runs(sid)
+    log_path = gw.settings.agent_log
+    assert log_path is not None
+    requests = [json.loads(line) for line in log_path.read_text().splitlines()]
+    user, beat = requests[0], requests[1]
+    assert beat["kind"] == "heartbeat"
+    assert beat["text"].startswith(
+        "[Heartbeat — recurring instruction, fires every 15m]\n"
+        "check whether CI for PR #1234 finished\n\n"
+    )
+    assert "do not invent work" in beat["text"]
+    assert beat["system_prompt"] == user["system_prompt"]
+    assert beat["tools"] == user["tools"]
+    stored = [m for m in gw.store.list_messages(sid) if m.kind == "heartbeat"]
+    assert stored and stored[0].role == "user"  # an ordinary user turn of the same session
+
+
+def test_reply_goes_to_origin_without_quoting(gateway: Gateway) -> None:
+    gw = gateway
+    with gw.worker("w1"):
+        sid = gw.session(chat="C-now", thread="T-now")
+        gw.store.set_heartbeat(
+            sid,
+            schedule=IntervalSchedule(60),
+            schedule_text="every 1m",
+            prompt="status please",
+            now=utcnow() - timedelta(seconds=61),
+            origin_chat="C-origin",
+            origin_thread="T-origin",
+        )
+        gw.rt.settle(sid)
+        gw.tick()
+        gw.final_runs(sid)
+    [sent] = gw.deliveries(sid, "send")
+    assert (sent["chat"], sent["thread"], sent["reply_to"]) == ("C-origin", "T-origin", None)
+    assert sent["kind"] == "heartbeat"
+
+
+def test_silence_marker_sends_nothing_on_heartbeat_turns(gateway: Gateway) -> None:
+    gw = gateway
+    with gw.worker("w1"):
+        sid = gw.session()
+        gw.due_now(sid, prompt="QUIET unless something changed")
+        gw.tick()
+        [run] = gw.final_runs(sid)
+        send(gw, sid, "QUIET please")  # a human turn that returns only the marker
+        wait_until(lambda: gw.deliveries(sid, "send"), what="the notice")
+    assert run.state == "silent"
+    [notice] = gw.deliveries(sid, "send")
+    assert notice["kind"] == "notice" and "no reply" in notice["text"]
+
+
+def test_failed_heartbeat_turn_is_never_silent(gateway: Gateway) -> None:
+    gw = gateway
+    with gw.worker("w1"):
+        sid = gw.session()
+        gw.due_now(sid, prompt="FAIL QUIET")
+        gw.tick()
+        [run] = gw.final_runs(sid)
+    assert run.state == "failed"
+    [sent] = gw.deliveries(sid, "send")
+    assert sent["kind"] == "failure" and "exited with 3" in sent["text"]
+    assert gw.store.heartbeat_status(sid, utcnow()).to_json()["fire_count"] == 1
+
+
+def test_heartbeat_turns_show_no_typing_or_progress(gateway: Gateway) -> None:
+    gw = gateway
+    with gw.worker("w1"):
+        beat_sid, user_sid = gw.session(chat="A"), gw.session(chat="B")
+        gw.due_now(beat_sid)
+        gw.tick()
+        gw.final_runs(beat_sid)
+        send(gw, user_sid, "hello")
+        wait_until(lambda: gw.deliveries(user_sid, "send"), what="the user reply")
+    assert [r["call"] for r in gw.deliveries(beat_sid)] == ["send"]
+    user_calls = [r["call"] for r in gw.deliveries(user_sid)]
+    assert "typing" in user_calls and "progress" in user_calls

@@ -1,0 +1,60 @@
+"""A deterministic agent for demos and tests.
+
+It answers ``echo: <first line>``; a heartbeat turn is answered with the silence marker when
+``silent_heartbeats`` is set or when the heartbeat's instruction contains ``#quiet``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+from workers.agents.base import StepCallback, TurnRequest
+
+
+QUIET_TAG = "#quiet"
+
+
+class EchoAgent:
+    name = "echo"
+
+    def __init__(
+        self, *, delay: float = 0.0, silent_heartbeats: bool = False, log: Path | None = None
+    ) -> None:
+        self.delay = delay
+        self.silent_heartbeats = silent_heartbeats
+        self.log = log
+
+    def run(self, request: TurnRequest, on_step: StepCallback) -> str:
+        on_step("thinking")
+        if self.delay:
+            # Two steps so liveness stamps move during a long turn.
+            time.sleep(self.delay / 2)
+            on_step("tool:echo")
+            time.sleep(self.delay / 2)
+        self._record(request)
+        if request.kind == "heartbeat" and (self.silent_heartbeats or QUIET_TAG in request.text):
+            return "[SILENT]"
+        first = request.text.strip().splitlines()[0] if request.text.strip() else ""
+        return f"echo: {first}"
+
+    def _record(self, request: TurnRequest) -> None:
+        if self.log is None:
+            return
+        line = json.dumps(
+            {
+                "session_id": request.session_id,
+                "kind": request.kind,
+                "text": request.text,
+                "system_prompt": request.system_prompt,
+                "tools": list(request.tools),
+            }
+        )
+        # One write per line with O_APPEND: several worker processes share the file.
+        fd = os.open(self.log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, (line + "\n").encode())
+        finally:
+            os.close(fd)

@@ -1,0 +1,29 @@
+"""What a heartbeat turn looks like to the agent, and how its silence is recognised."""
+
+from __future__ import annotations
+
+import re
+
+SILENCE_MARKERS = ("[SILENT]", "NO_REPLY")
+MAX_MARKER_REPLY = 64
+EMPTY_REPLY_NOTICE = "The agent returned no reply — please try sending your message again."
+
+ANSWER_BRIEFLY = (
+    "If nothing meaningful changed since the last check, answer briefly or reply with exactly "
+    "[SILENT]; do not invent work."
+)
+
+_SPACE = re.compile(r"\s+")
+
+
+def heartbeat_message(prompt: str, schedule: str) -> str:
+    """An ordinary user message: header, the instruction, one anti-busywork sentence."""
+    return f"[Heartbeat — recurring instruction, fires {schedule}]\n{prompt}\n\n{ANSWER_BRIEFLY}"
+
+
+def is_silent(reply: str) -> bool:
+    """True when the whole reply is a silence marker (case- and space-insensitive)."""
+    if len(reply) > MAX_MARKER_REPLY:
+        return False
+    squeezed = _SPACE.sub("", reply).upper()
+    return squeezed in {_SPACE.sub("", m).upper() for m in SILENCE_MARKERS}

@@ -1,0 +1,53 @@
+"""Keeps a session lock alive while a turn runs, and notices when it is lost."""
+
+from __future__ import annotations
+
+import threading
+from types import TracebackType
+
+import redis
+
+from workers.session_state import SessionState
+
+
+class TurnAborted(Exception):
+    """The turn lost its lock (or was stopped) and must not write or deliver anything more."""
+
+
+class LockKeeper:
+    def __init__(self, state: SessionState, session_id: str, token: str, lease_ms: int) -> None:
+        self.state = state
+        self.session_id = session_id
+        self.token = token
+        self.lease_ms = lease_ms
+        self.lost = threading.Event()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="hbgw-lock", daemon=True)
+
+    def __enter__(self) -> LockKeeper:
+        self._thread.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+    def check(self) -> None:
+        if self.lost.is_set():
+            raise TurnAborted(f"lost the lock of session {self.session_id}")
+
+    def _run(self) -> None:
+        # Renew at a third of the lease so two missed renewals still leave time.
+        every = max(self.lease_ms / 3000, 0.05)
+        while not self._stop.wait(every):
+            try:
+                if not self.state.renew(self.session_id, self.token, self.lease_ms):
+                    self.lost.set()
+                    return
+            except redis.RedisError:
+                continue

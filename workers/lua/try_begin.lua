@@ -1,0 +1,46 @@
+-- try_begin.lua: start a turn on a session, or record the fire as pending.
+--
+-- KEYS[1]  lock     STRING ns:{s:sid}:lock     holder token, PX lease
+-- KEYS[2]  fence    STRING ns:{s:sid}:fence    counter, +1 per granted lock
+-- KEYS[3]  idle     STRING ns:{s:sid}:idle
+-- KEYS[4]  inbox    LIST   ns:{s:sid}:inbox
+-- KEYS[5]  pending  STRING ns:{s:sid}:pending  the session's single pending fire id
+-- ARGV[1]  token     the caller's lock token
+-- ARGV[2]  lease_ms  lock lease
+-- ARGV[3]  fire_id   (mode "fire"; ignored for "user")
+-- ARGV[4]  mode      "fire" (a heartbeat) or "user" (draining the inbox)
+--
+-- Returns {1, fence} when the lock was taken, else {0, "busy"} (lock held) or {0, "inbox"}
+-- (mode "fire" only: user messages are queued and run first).
+--
+-- Mode "fire": a busy session keeps the fire as pending; a newer fire replaces an older one, so
+-- any number of missed fires coalesce into one. A free lock with an empty inbox counts as idle
+-- even when the idle flag is missing: a worker that died mid-turn never set the flag, and its
+-- lock lease has expired. Taking the lock consumes any pending fire (coalesced into this one).
+--
+-- Mode "user": only the lock matters; a pending fire stays for end_turn to hand back.
+
+local mode = ARGV[4]
+if mode ~= 'fire' and mode ~= 'user' then
+    return redis.error_reply('try_begin: mode must be "fire" or "user", got ' .. tostring(mode))
+end
+
+if redis.call('EXISTS', KEYS[1]) == 1 then
+    if mode == 'fire' then
+        redis.call('SET', KEYS[5], ARGV[3])
+    end
+    return {0, 'busy'}
+end
+
+if mode == 'fire' and redis.call('LLEN', KEYS[4]) > 0 then
+    redis.call('SET', KEYS[5], ARGV[3])
+    return {0, 'inbox'}
+end
+
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+local fence = redis.call('INCR', KEYS[2])
+redis.call('DEL', KEYS[3])
+if mode == 'fire' then
+    redis.call('DEL', KEYS[5])
+end
+return {1, fence}

@@ -1,0 +1,80 @@
+"""Which worker owns a session: rendezvous hashing over the live workers.
+
+Every worker refreshes its entry in a Redis sorted set every few seconds. A session belongs to
+the live worker with the highest hash of (worker, session): when a worker dies, only its own
+sessions move, and every process computes the same answer with no coordination.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections.abc import Callable
+
+import redis
+
+from hbgw.keys import Keys
+
+
+def rendezvous_owner(session_id: str, workers: list[str]) -> str | None:
+    best, best_score = None, b""
+    for worker in workers:
+        score = hashlib.blake2b(f"{worker}\x00{session_id}".encode(), digest_size=8).digest()
+        if best is None or score > best_score:
+            best, best_score = worker, score
+    return best
+
+
+class WorkerRegistry:
+    def __init__(self, client: redis.Redis, keys: Keys, *, ttl_ms: int) -> None:
+        self.client = client
+        self.keys = keys
+        self.ttl_ms = ttl_ms
+
+    def refresh(self, worker: str, now_ms: int) -> None:
+        self.client.zadd(self.keys.workers(), {worker: now_ms})
+
+    def remove(self, worker: str) -> None:
+        self.client.zrem(self.keys.workers(), worker)
+
+    def live(self, now_ms: int) -> list[str]:
+        members = self.client.zrangebyscore(self.keys.workers(), now_ms - self.ttl_ms, "+inf")
+        return sorted(str(m) for m in members)
+
+    def all(self) -> dict[str, int]:
+        pairs = self.client.zrange(self.keys.workers(), 0, -1, withscores=True)
+        return {str(m): int(s) for m, s in pairs}
+
+    def owner(self, session_id: str, now_ms: int) -> str | None:
+        return rendezvous_owner(session_id, self.live(now_ms))
+
+
+class RegistryHeartbeat:
+    """Refreshes a worker's registry entry from a daemon thread until stopped."""
+
+    def __init__(
+        self, registry: WorkerRegistry, worker: str, clock_ms: Callable[[], int], every: float
+    ) -> None:
+        self.registry = registry
+        self.worker = worker
+        self.clock_ms = clock_ms
+        self.every = every
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="hbgw-registry", daemon=True)
+
+    def start(self) -> None:
+        self.registry.refresh(self.worker, self.clock_ms())
+        self._thread.start()
+
+    def stop(self, *, deregister: bool = True) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+        if deregister:
+            self.registry.remove(self.worker)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.every):
+            try:
+                self.registry.refresh(self.worker, self.clock_ms())
+            except redis.RedisError:
+                continue  # the next refresh retries; the TTL tolerates a few misses

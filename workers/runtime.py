@@ -1,0 +1,108 @@
+"""Everything a worker or beat process talks to, built once from the settings."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import redis
+
+from beat.due_index import DueIndex
+from gateway.channels import Channel, make_channel
+from hbgw.clock import Clock, to_ms, utcnow
+from hbgw.errors import HbgwError
+from hbgw.keys import Keys
+from hbgw.redis_conn import connect
+from hbgw.settings import Settings
+from sessions.store import Store
+from workers.agents import make_agent
+from workers.agents.base import Agent
+from workers.liveness import Liveness
+from workers.ownership import WorkerRegistry
+from workers.session_state import SessionState
+
+REDIS_URL_FILE = "redis.url"
+
+
+def resolve_redis_url(settings: Settings) -> str:
+    """HBGW_REDIS_URL, else the embedded server that `hbgw up` or `hbgw demo` started."""
+    if settings.redis_url:
+        return settings.redis_url
+    path = settings.home / REDIS_URL_FILE
+    if path.exists():
+        return path.read_text().strip()
+    raise HbgwError(
+        "No Redis: set HBGW_REDIS_URL, or start everything with `hbgw up`, which runs an "
+        "embedded Redis and tells the other commands where it is."
+    )
+
+
+def write_redis_url(home: Path, url: str | None) -> None:
+    path = home / REDIS_URL_FILE
+    if url is None:
+        path.unlink(missing_ok=True)
+    else:
+        home.mkdir(parents=True, exist_ok=True)
+        path.write_text(url + "\n")
+
+
+@dataclass
+class Runtime:
+    settings: Settings
+    store: Store
+    client: redis.Redis
+    worker: str = "cli"
+    clock: Clock = utcnow
+    agent: Agent | None = None
+    channel: Channel | None = None
+    keys: Keys = field(init=False)
+    index: DueIndex = field(init=False)
+    state: SessionState = field(init=False)
+    registry: WorkerRegistry = field(init=False)
+    liveness: Liveness = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.keys = Keys(self.settings.namespace)
+        self.index = DueIndex(self.client, self.keys, self.settings.due_shards)
+        self.state = SessionState(self.client, self.keys)
+        self.registry = WorkerRegistry(
+            self.client, self.keys, ttl_ms=int(self.settings.worker_ttl * 1000)
+        )
+        self.liveness = Liveness(self.client, self.keys)
+
+    @classmethod
+    def from_settings(
+        cls, settings: Settings, *, worker: str = "cli", with_turns: bool = False
+    ) -> Runtime:
+        store = Store.from_url(settings.effective_database_url)
+        client = connect(resolve_redis_url(settings))
+        return cls(
+            settings=settings,
+            store=store,
+            client=client,
+            worker=worker,
+            agent=make_agent(settings) if with_turns else None,
+            channel=make_channel(settings) if with_turns else None,
+        )
+
+    def now_ms(self) -> int:
+        return to_ms(self.clock())
+
+    def settle(self, session_id: str) -> int | None:
+        """Make the due index agree with SQL for one session; returns the due time written."""
+        try:
+            state = self.store.get_heartbeat(session_id)
+            session = self.store.get_session(session_id)
+        except HbgwError:
+            self.index.remove(session_id)
+            return None
+        due = state.next_due() if state and session.status == "active" else None
+        if due is None:
+            self.index.remove(session_id)
+            return None
+        self.index.schedule(session_id, to_ms(due))
+        return to_ms(due)
+
+    def close(self) -> None:
+        self.store.close()
+        self.client.close()

@@ -1,0 +1,231 @@
+"""A session's live state in Redis: turn lock, fence, idle flag, inbox, pending fire, e-stop.
+
+Every transition that reads one of these and writes another is a Lua script in ``lua/`` touching
+only the session's hash-tagged keys, so it is atomic and cluster-safe. The lock is fenced: each
+grant increments ``fence``, and SQL writes of a turn carry its fence (``StaleFence`` otherwise).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import redis
+from redis.commands.core import Script
+
+from hbgw.keys import Keys
+from hbgw.scripts import load_script
+
+__all__ = [
+    "Began",
+    "Busy",
+    "KeepLock",
+    "LockLost",
+    "SessionState",
+    "TurnEnded",
+]
+
+_PACKAGE = "workers"
+
+
+@dataclass(frozen=True, slots=True)
+class Began:
+    """The caller holds the lock; its writes carry ``fence``."""
+
+    fence: int
+
+
+@dataclass(frozen=True, slots=True)
+class Busy:
+    """Not started. ``busy``: another turn holds the lock; ``inbox``: user messages go first.
+
+    For a fire, the fire id is now the session's pending fire.
+    """
+
+    reason: Literal["busy", "inbox"]
+
+
+@dataclass(frozen=True, slots=True)
+class TurnEnded:
+    """The session is idle and the lock released; ``pending_fire`` should be begun next."""
+
+    released: bool
+    pending_fire: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class KeepLock:
+    """Messages are queued: the caller keeps the (renewed) lock and drains the inbox."""
+
+
+@dataclass(frozen=True, slots=True)
+class LockLost:
+    """The lock was no longer the caller's; nothing was changed."""
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _begin_result(reply: Sequence[Any]) -> Began | Busy:
+    if int(reply[0]) == 1:
+        return Began(fence=int(reply[1]))
+    reason = _text(reply[1])
+    if reason not in ("busy", "inbox"):
+        raise RuntimeError(f"try_begin.lua returned an unknown reason {reason!r}")
+    return Busy(reason="busy" if reason == "busy" else "inbox")
+
+
+class SessionState:
+    def __init__(self, client: redis.Redis, keys: Keys) -> None:
+        self.client = client
+        self.keys = keys
+        self._enqueue = self._script("enqueue_user.lua")
+        self._try_begin = self._script("try_begin.lua")
+        self._end_turn = self._script("end_turn.lua")
+        self._renew = self._script("lock_renew.lua")
+        self._release = self._script("lock_release.lua")
+        self._seed = self._script("seed_session.lua")
+
+    def _script(self, name: str) -> Script:
+        return load_script(self.client, _PACKAGE, f"lua/{name}")
+
+    # -- inbox ----------------------------------------------------------------------------------
+
+    def enqueue_user(self, session_id: str, message_id: str) -> int:
+        """Queue a message id (clearing idle); returns the inbox length."""
+        k = self.keys
+        pipe = self.client.pipeline(transaction=False)
+        self._enqueue(
+            keys=[k.inbox(session_id), k.idle(session_id)], args=[message_id], client=pipe
+        )
+        # A separate key in another slot, so not part of the script: a hint for a sweeper that
+        # looks for inboxes nobody is draining, harmless when stale.
+        pipe.sadd(k.inbox_sessions(), session_id)
+        length, _ = pipe.execute()
+        return int(length)
+
+    def pop_message(self, session_id: str) -> str | None:
+        value = self.client.lpop(self.keys.inbox(session_id))
+        return None if value is None else _text(value)
+
+    def inbox_length(self, session_id: str) -> int:
+        return int(self.client.llen(self.keys.inbox(session_id)))
+
+    # -- turns ----------------------------------------------------------------------------------
+
+    def _begin(
+        self, session_id: str, token: str, lease_ms: int, fire_id: str, mode: str
+    ) -> Began | Busy:
+        k = self.keys
+        reply = self._try_begin(
+            keys=[
+                k.lock(session_id),
+                k.fence(session_id),
+                k.idle(session_id),
+                k.inbox(session_id),
+                k.pending(session_id),
+            ],
+            args=[token, _lease(lease_ms), fire_id, mode],
+        )
+        return _begin_result(reply)
+
+    def try_begin_fire(
+        self, session_id: str, fire_id: str, token: str, lease_ms: int
+    ) -> Began | Busy:
+        """Take the lock for a heartbeat fire, or leave ``fire_id`` as the pending fire."""
+        return self._begin(session_id, token, lease_ms, fire_id, "fire")
+
+    def try_begin_user(self, session_id: str, token: str, lease_ms: int) -> Began | Busy:
+        """Take the lock to drain the inbox; queued messages do not block this."""
+        return self._begin(session_id, token, lease_ms, "", "user")
+
+    def end_turn(
+        self, session_id: str, token: str, lease_ms: int
+    ) -> TurnEnded | KeepLock | LockLost:
+        k = self.keys
+        reply = self._end_turn(
+            keys=[
+                k.lock(session_id),
+                k.idle(session_id),
+                k.inbox(session_id),
+                k.pending(session_id),
+            ],
+            args=[token, _lease(lease_ms)],
+        )
+        status = int(reply[0])
+        if status == -1:
+            return LockLost()
+        if status == 0:
+            return KeepLock()
+        pending = reply[1] if len(reply) > 1 else None
+        return TurnEnded(released=True, pending_fire=None if pending is None else _text(pending))
+
+    def renew(self, session_id: str, token: str, lease_ms: int) -> bool:
+        """Extend the lease if ``token`` still holds the lock."""
+        return bool(self._renew(keys=[self.keys.lock(session_id)], args=[token, _lease(lease_ms)]))
+
+    def release(self, session_id: str, token: str) -> bool:
+        """Drop the lock if ``token`` still holds it (an aborted turn)."""
+        return bool(self._release(keys=[self.keys.lock(session_id)], args=[token]))
+
+    def seed(self, session_id: str, fence_floor: int) -> int:
+        """Raise the fence to at least ``fence_floor``; mark idle if nothing runs or waits."""
+        k = self.keys
+        return int(
+            self._seed(
+                keys=[
+                    k.fence(session_id),
+                    k.lock(session_id),
+                    k.idle(session_id),
+                    k.inbox(session_id),
+                ],
+                args=[int(fence_floor)],
+            )
+        )
+
+    # -- reads ----------------------------------------------------------------------------------
+
+    def pending(self, session_id: str) -> str | None:
+        value = self.client.get(self.keys.pending(session_id))
+        return None if value is None else _text(value)
+
+    def is_idle(self, session_id: str) -> bool:
+        return bool(self.client.exists(self.keys.idle(session_id)))
+
+    def lock_holder(self, session_id: str) -> str | None:
+        value = self.client.get(self.keys.lock(session_id))
+        return None if value is None else _text(value)
+
+    def fence(self, session_id: str) -> int:
+        """The last fence granted; 0 before the first turn."""
+        value = self.client.get(self.keys.fence(session_id))
+        return 0 if value is None else int(value)
+
+    # -- emergency stop -------------------------------------------------------------------------
+
+    def set_estop(self, on: bool, session_id: str | None = None) -> None:
+        """Switch one session's emergency stop, or the global one when ``session_id`` is None."""
+        key = self.keys.estop(session_id)
+        if on:
+            self.client.set(key, "1")
+        else:
+            self.client.delete(key)
+
+    def estop_active(self, session_id: str) -> bool:
+        """True when the global or this session's emergency stop is on."""
+        # Two EXISTS in a pipeline rather than one multi-key EXISTS: the keys are in different
+        # cluster slots.
+        pipe = self.client.pipeline(transaction=False)
+        pipe.exists(self.keys.estop())
+        pipe.exists(self.keys.estop(session_id))
+        return any(int(n) for n in pipe.execute())
+
+
+def _lease(lease_ms: int) -> int:
+    # PX and PEXPIRE reject 0 and negative values with an error that names neither the key nor
+    # the caller; fail here instead.
+    if lease_ms < 1:
+        raise ValueError(f"lease_ms must be >= 1, got {lease_ms}")
+    return int(lease_ms)
