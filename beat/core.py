@@ -10,12 +10,11 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 
+from beat.restore import restore
 from hbgw.errors import HbgwError
 from workers.dispatch import Dispatcher
 from workers.ownership import rendezvous_owner
 from workers.runtime import Runtime
-
-from beat.restore import restore
 
 log = logging.getLogger("hbgw.beat")
 

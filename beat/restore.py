@@ -9,11 +9,10 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
+from beat.due_index import DueIndex
 from hbgw.clock import to_ms
 from sessions.store import Store
 from workers.session_state import SessionState
-
-from beat.due_index import DueIndex
 
 log = logging.getLogger("hbgw.restore")
 
@@ -25,9 +24,7 @@ class RestoreReport:
     written: int = 0
 
 
-def restore(
-    store: Store, index: DueIndex, state: SessionState, *, slack_ms: int
-) -> RestoreReport:
+def restore(store: Store, index: DueIndex, state: SessionState, *, slack_ms: int) -> RestoreReport:
     """Put every restorable heartbeat into the index at its true next due time.
 
     An entry already present is kept unless it is later than the truth by more than
@@ -36,7 +33,9 @@ def restore(
     try:
         entries = store.list_restorable()
     except Exception:
-        log.exception("restore: store read failed; retrying next pass", extra={"action": "restore.failed"})
+        log.exception(
+            "restore: store read failed; retrying next pass", extra={"action": "restore.failed"}
+        )
         return RestoreReport(ok=False)
     present = index.due_many([e.session_id for e in entries])
     wanted: dict[str, int] = {}

@@ -6,11 +6,10 @@ from typing import Any
 
 from celery.beat import Scheduler
 
+from beat.core import BeatCore, safe_tick
 from hbgw.settings import get_settings
 from workers.dispatch import Dispatcher
 from workers.runtime import Runtime
-
-from beat.core import BeatCore, safe_tick
 
 
 class HeartbeatScheduler(Scheduler):  # type: ignore[misc]
@@ -37,4 +36,3 @@ class HeartbeatScheduler(Scheduler):  # type: ignore[misc]
     @property
     def info(self) -> str:
         return f"    . due index: redis, namespace {self.core.rt.settings.namespace}"
-

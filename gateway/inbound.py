@@ -52,9 +52,7 @@ def receive(
         if rt is not None:
             rt.settle(sid)
         return Answered(sid, reply)
-    message = store.add_message(
-        sid, role="user", kind="user", text=text, now=now, state="queued"
-    )
+    message = store.add_message(sid, role="user", kind="user", text=text, now=now, state="queued")
     if rt is not None:
         rt.state.enqueue_user(sid, str(message.id))
         owner = rt.registry.owner(sid, to_ms(now))

@@ -126,7 +126,9 @@ class Demo:
 
     def table(self, elapsed: float, total: float, events: list[str]) -> Table:
         now = utcnow()
-        table = Table(title=f"hbgw demo — {elapsed:4.0f}s / {total:.0f}s — {', '.join(events[-3:])}")
+        table = Table(
+            title=f"hbgw demo — {elapsed:4.0f}s / {total:.0f}s — {', '.join(events[-3:])}"
+        )
         for column in ("session", "schedule", "next due", "fires", "pending", "last outcome", ""):
             table.add_column(column)
         for sid in self.sessions[:14]:
@@ -210,5 +212,3 @@ def _wait_for_workers(demo: Demo, count: int, timeout: float) -> None:
         if time.monotonic() > deadline:
             raise SystemExit("The demo's workers did not start; see the logs in HBGW_HOME/logs.")
         time.sleep(0.2)
-
-

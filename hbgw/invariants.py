@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime
+from itertools import pairwise
 from typing import Any
 
 from sessions.views import RunView
@@ -83,16 +84,14 @@ def _turns(runs: list[RunView], now: datetime, report: InvariantReport) -> None:
         per_session[run.session_id].append(run)
     for sid, session_runs in per_session.items():
         ordered = sorted(session_runs, key=lambda r: (r.reserved_at, r.id))
-        for before, after in zip(ordered, ordered[1:], strict=False):
+        for before, after in pairwise(ordered):
             if after.fence <= before.fence:
-                report.violations["I1"].append(
-                    f"{sid}: fence {after.fence} after {before.fence}"
-                )
+                report.violations["I1"].append(f"{sid}: fence {after.fence} after {before.fence}")
         started = sorted(
             (r for r in session_runs if r.started_at is not None),
             key=lambda r: r.started_at or now,
         )
-        for before, after in zip(started, started[1:], strict=False):
+        for before, after in pairwise(started):
             if before.finished_at is None and after.fence > before.fence:
                 # An interrupted turn (its worker died): the lock, and so the turn, ended when
                 # a newer fence was granted.

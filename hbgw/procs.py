@@ -48,7 +48,7 @@ def spawn_hbgw(
             env=env,
             stdout=out or None,
             stderr=subprocess.STDOUT if out else None,
-            preexec_fn=_die_with_parent if os.name == "posix" else None,  # noqa: PLW1509
+            preexec_fn=_die_with_parent if os.name == "posix" else None,
         )
     finally:
         if out:

@@ -54,7 +54,9 @@ class Settings(BaseSettings):
     channel_file: Path | None = Field(default=None, description="JSONL file of the file channel.")
     stale_after: float = Field(default=300.0, gt=0, description="Liveness: stale? after, seconds.")
     dead_after: float = Field(default=900.0, gt=0, description="Liveness: dead? after, seconds.")
-    flower_password: SecretStr | None = Field(default=None, description="Flower basic-auth password.")
+    flower_password: SecretStr | None = Field(
+        default=None, description="Flower basic-auth password."
+    )
 
     @field_validator("home", mode="after")
     @classmethod

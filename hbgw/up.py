@@ -48,7 +48,11 @@ def _terminate_on_sigterm() -> None:
 
 @contextmanager
 def local_stack(
-    settings: Settings, *, workers: int = 2, beat: bool = True, env_extra: dict[str, str] | None = None
+    settings: Settings,
+    *,
+    workers: int = 2,
+    beat: bool = True,
+    env_extra: dict[str, str] | None = None,
 ) -> Iterator[Stack]:
     """Embedded Redis (unless HBGW_REDIS_URL), SQLite (unless HBGW_DATABASE_URL), beat, workers."""
     _terminate_on_sigterm()

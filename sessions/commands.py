@@ -135,9 +135,11 @@ def _schedule_and_prompt(rest: str, limits: GrammarLimits) -> tuple[Schedule | N
     if lower == "--cron":
         quoted = re.match(r"""(["'])(.*?)\1\s*(.*)""", tail, re.DOTALL)
         if not quoted:
-            raise CommandError("--cron needs its expression in quotes: --cron \"0 9 * * 1-5\" <instruction>.")
+            raise CommandError(
+                '--cron needs its expression in quotes: --cron "0 9 * * 1-5" <instruction>.'
+            )
         schedule = parse_cron(quoted.group(2), tz=tz)
-        return schedule, f"--cron \"{quoted.group(2)}\"", quoted.group(3)
+        return schedule, f'--cron "{quoted.group(2)}"', quoted.group(3)
     if lower == "cron":
         return _cron(tail, tz, "cron ")
     if lower in ALIASES:

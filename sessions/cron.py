@@ -23,7 +23,9 @@ NAMES = {
     "month": ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"],
     "day-of-week": ["sun", "mon", "tue", "wed", "thu", "fri", "sat"],
 }
-SHAPE = "five fields (minute hour day-of-month month day-of-week) or @hourly/@daily/@weekly/@monthly"
+SHAPE = (
+    "five fields (minute hour day-of-month month day-of-week) or @hourly/@daily/@weekly/@monthly"
+)
 _TZ_PREFIX = re.compile(r"^\s*(?:CRON_)?TZ=(\S+)\s+(.*)$", re.IGNORECASE | re.DOTALL)
 
 
@@ -42,9 +44,7 @@ def parse_cron(text: str, *, tz: str | None = None) -> CronSchedule:
     prefix = _TZ_PREFIX.match(expr)
     if prefix:
         if tz and tz != prefix.group(1):
-            raise CronError(
-                f"Two timezones given ({prefix.group(1)} and {tz}); keep one of them."
-            )
+            raise CronError(f"Two timezones given ({prefix.group(1)} and {tz}); keep one of them.")
         tz, expr = prefix.group(1), prefix.group(2).strip()
     timezone = parse_timezone(tz) if tz else "UTC"
     fields = expr.split()
@@ -68,9 +68,13 @@ def _check_field(value: str, name: str, low: int, high: int) -> None:
         base, slash, step = part.partition("/")
         if slash:
             if not step.isdigit():
-                raise CronError(f"The {name} field '{value}' has a step '{step}' that is not a number.")
+                raise CronError(
+                    f"The {name} field '{value}' has a step '{step}' that is not a number."
+                )
             if int(step) < 1:
-                raise CronError(f"The {name} field '{value}' is not valid: a step must be at least 1.")
+                raise CronError(
+                    f"The {name} field '{value}' is not valid: a step must be at least 1."
+                )
         if base == "*":
             continue
         bounds = base.split("-")

@@ -22,8 +22,10 @@ def when(moment: datetime, now: datetime) -> str:
     seconds = int((moment - now).total_seconds())
     if seconds <= 0:
         return stamp
-    return f"{stamp} (in {format_interval(max(1, seconds))})" if seconds < 60 else (
-        f"{stamp} (in {_rough(seconds)})"
+    return (
+        f"{stamp} (in {format_interval(max(1, seconds))})"
+        if seconds < 60
+        else (f"{stamp} (in {_rough(seconds)})")
     )
 
 

@@ -350,7 +350,9 @@ class Store:
             run = _run(db, run_id)
             _check_fence(db, run.session_id, fence)
             if run.state != "started":
-                raise InvalidState(f"Run {run.fire_id} is {run.state}; only a started run finishes.")
+                raise InvalidState(
+                    f"Run {run.fire_id} is {run.state}; only a started run finishes."
+                )
             run.state = outcome
             run.finished_at = now
             run.detail = detail
@@ -560,8 +562,11 @@ def _check_fence(db: Session, session_id: str, fence: int) -> None:
 
 
 def _state(row: Heartbeat) -> hb.HeartbeatState:
-    status = row.status
-    assert status in ("active", "paused", "cleared")
+    status: hb.Status = "active"
+    if row.status == "paused":
+        status = "paused"
+    elif row.status == "cleared":
+        status = "cleared"
     return hb.HeartbeatState(
         prompt=row.prompt,
         schedule=hb.schedule_from_columns(row.interval_seconds, row.cron, row.timezone),

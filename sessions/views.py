@@ -70,7 +70,9 @@ class HeartbeatStatus:
             "status": self.status,
             "prompt": live.prompt if live else None,
             "schedule": live.describe() if live else None,
-            "interval_seconds": schedule.seconds if isinstance(schedule, IntervalSchedule) else None,
+            "interval_seconds": schedule.seconds
+            if isinstance(schedule, IntervalSchedule)
+            else None,
             "cron": schedule.expr if isinstance(schedule, CronSchedule) else None,
             "timezone": schedule.timezone if isinstance(schedule, CronSchedule) else None,
             "next_due_at": iso(self.next_due),

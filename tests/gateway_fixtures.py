@@ -7,14 +7,16 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
 from gateway_harness import FAST, Gateway
+
 from hbgw.settings import Settings
 
 AGENT_SCRIPT = Path(__file__).with_name("agent_script.py")
 
 
-def gateway_settings(tmp_path: Path, redis_url: str, namespace: str, **overrides: object) -> Settings:
+def gateway_settings(
+    tmp_path: Path, redis_url: str, namespace: str, **overrides: object
+) -> Settings:
     values: dict[str, object] = {
         "home": tmp_path,
         "redis_url": redis_url,

@@ -113,7 +113,12 @@ class Gateway:
         ).id
 
     def heartbeat(
-        self, sid: str, *, seconds: int = 60, prompt: str = "check CI", set_at: datetime | None = None
+        self,
+        sid: str,
+        *,
+        seconds: int = 60,
+        prompt: str = "check CI",
+        set_at: datetime | None = None,
     ) -> None:
         """Set a heartbeat as if at ``set_at`` (backdating instead of sleeping)."""
         self.store.set_heartbeat(
@@ -125,7 +130,9 @@ class Gateway:
         )
         self.rt.settle(sid)
 
-    def due_now(self, sid: str, *, seconds: int = 60, missed: int = 0, prompt: str = "check CI") -> None:
+    def due_now(
+        self, sid: str, *, seconds: int = 60, missed: int = 0, prompt: str = "check CI"
+    ) -> None:
         self.heartbeat(
             sid,
             seconds=seconds,

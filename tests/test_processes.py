@@ -7,13 +7,14 @@ from collections import defaultdict
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import timedelta
+from itertools import pairwise
 from pathlib import Path
 from subprocess import Popen
 
 import pytest
-
 from gateway_fixtures import gateway_settings
 from gateway_harness import Gateway, wait_until
+
 from hbgw.clock import utcnow
 from hbgw.invariants import REACHED_AGENT, check
 from hbgw.procs import spawn_hbgw, stop_all
@@ -56,7 +57,7 @@ def test_two_beats_never_fire_one_due_time_twice(
             by_session[run.session_id].append(run.reserved_at)
     for sid, times in by_session.items():
         times.sort()
-        gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
+        gaps = [b - a for a, b in pairwise(times)]
         # One fire per due time: two fires of a 1 s heartbeat are never closer than 1 s.
         assert all(g >= timedelta(milliseconds=999) for g in gaps), (sid, min(gaps))
     report = check(gw.rt, utcnow(), include_index=False)
@@ -80,9 +81,7 @@ def test_sigkill_worker_mid_turn_moves_its_sessions(
             gw.due_now(sid, seconds=5)
 
         def started_on_w1() -> object:
-            return next(
-                (r for r in gw.runs() if r.worker == "w1" and r.state == "started"), None
-            )
+            return next((r for r in gw.runs() if r.worker == "w1" and r.state == "started"), None)
 
         victim = wait_until(started_on_w1, 60, "a turn running on w1")
         procs[0].send_signal(signal.SIGKILL)
@@ -91,9 +90,7 @@ def test_sigkill_worker_mid_turn_moves_its_sessions(
 
         def moved() -> object:
             return [
-                r
-                for r in gw.runs(victim.session_id)
-                if r.worker == "w2" and r.state == "completed"
+                r for r in gw.runs(victim.session_id) if r.worker == "w2" and r.state == "completed"
             ]
 
         wait_until(moved, 90, "the victim's next fire to complete on w2")

@@ -3,21 +3,20 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from gateway_fixtures import gateway_settings
+from gateway_harness import Gateway, wait_until
+from test_rules import assert_invariants, busy_with_slow_turn, fire_pending
 
 from beat.core import BeatCore
 from beat.restore import restore
-from gateway_fixtures import gateway_settings
-from gateway_harness import Gateway, wait_until
 from hbgw.clock import to_ms, utcnow
 from hbgw.embedded import EmbeddedRedis
 from sessions.db import make_engine
 from sessions.store import Store
 from sessions.views import RunView
-from test_rules import assert_invariants, busy_with_slow_turn, fire_pending
 from workers.ownership import rendezvous_owner
 
 Hook = Callable[[str, RunView], None]
@@ -47,7 +46,9 @@ def estop_on(gw: Gateway) -> Hook:
     return lambda sid, run: gw.rt.state.set_estop(True, sid)
 
 
-@pytest.mark.parametrize(("hook_for", "reason"), [(owner_changes, "owner changed"), (estop_on, "emergency stop")])
+@pytest.mark.parametrize(
+    ("hook_for", "reason"), [(owner_changes, "owner changed"), (estop_on, "emergency stop")]
+)
 def test_refund_before_agent_start_with_unchanged_generation(
     gateway: Gateway, hook_for: Callable[[Gateway], Hook], reason: str
 ) -> None:

@@ -9,8 +9,9 @@ from __future__ import annotations
 import json
 from datetime import timedelta
 
-from gateway.inbound import receive
 from gateway_harness import Gateway, wait_until
+
+from gateway.inbound import receive
 from hbgw.clock import to_ms, utcnow
 from hbgw.invariants import check
 from sessions.commands import GrammarLimits

@@ -7,12 +7,12 @@ import threading
 from datetime import timedelta
 
 import pytest
+from tests_support import T0, make_session_with_heartbeat
 
 from hbgw.clock import to_ms
 from sessions.db import make_engine
 from sessions.store import Store
 from sessions.views import Duplicate, Refused, Reserved
-from tests_support import T0, make_session_with_heartbeat
 
 ROUNDS = 10
 
@@ -44,9 +44,17 @@ def test_two_threads_reserve_same_fire_id(store: Store) -> None:
         barrier = threading.Barrier(2)
         outcomes: list[object] = []
 
-        def go(fence: int, sid: str = sid, fire_id: str = fire_id, barrier=barrier) -> None:  # noqa: ANN001
+        def go(
+            fence: int,
+            sid: str = sid,
+            fire_id: str = fire_id,
+            due: int = due,
+            barrier: threading.Barrier = barrier,
+            outcomes: list[object] = outcomes,
+        ) -> None:
             barrier.wait()
-            outcomes.append(store.reserve_fire(sid, fire_id, due, fence, T0 + timedelta(minutes=10)))
+            now = T0 + timedelta(minutes=10)
+            outcomes.append(store.reserve_fire(sid, fire_id, due, fence, now))
 
         threads = [threading.Thread(target=go, args=(f,)) for f in (1, 2)]
         for t in threads:

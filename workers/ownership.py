@@ -41,10 +41,6 @@ class WorkerRegistry:
         members = self.client.zrangebyscore(self.keys.workers(), now_ms - self.ttl_ms, "+inf")
         return sorted(str(m) for m in members)
 
-    def all(self) -> dict[str, int]:
-        pairs = self.client.zrange(self.keys.workers(), 0, -1, withscores=True)
-        return {str(m): int(s) for m, s in pairs}
-
     def owner(self, session_id: str, now_ms: int) -> str | None:
         return rendezvous_owner(session_id, self.live(now_ms))
 

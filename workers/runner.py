@@ -187,7 +187,12 @@ class TurnRunner:
         self._stamp(sid, "heartbeat:start")
         text = heartbeat_message(state.prompt, state.describe())
         rt.store.add_message(
-            sid, role="user", kind="heartbeat", text=text, fire_id=fire_id, now=rt.clock(),
+            sid,
+            role="user",
+            kind="heartbeat",
+            text=text,
+            fire_id=fire_id,
+            now=rt.clock(),
             fence=fence,
         )
         request = TurnRequest(sid, "heartbeat", text, self._history(sid))

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from hbgw.errors import BadInput
-from hbgw.settings import Settings
 from gateway.channels.base import Address, Channel
 from gateway.channels.console import ConsoleChannel
 from gateway.channels.file import FileChannel
+from hbgw.errors import BadInput
+from hbgw.settings import Settings
 
 __all__ = ["Address", "Channel", "make_channel"]
 

@@ -36,7 +36,9 @@ def status(
 def set_(
     session_id: str = SESSION,
     prompt: list[str] = typer.Argument(..., metavar="PROMPT…", help="The recurring instruction."),
-    every: str | None = typer.Option(None, "--every", help="Interval such as 10m, 1.5h, 90 minutes."),
+    every: str | None = typer.Option(
+        None, "--every", help="Interval such as 10m, 1.5h, 90 minutes."
+    ),
     cron: str | None = typer.Option(None, "--cron", help="Five cron fields or @hourly/@daily/…"),
     tz: str | None = typer.Option(None, "--tz", help="IANA timezone of --cron, e.g. Asia/Tokyo."),
 ) -> None:
@@ -48,7 +50,9 @@ def set_(
         raise BadInput("--tz only applies to --cron schedules.")
     text = " ".join(prompt).strip()
     if not text:
-        raise BadInput("The prompt is required — for example: hbgw heartbeat set SESSION --every 10m check CI")
+        raise BadInput(
+            "The prompt is required — for example: hbgw heartbeat set SESSION --every 10m check CI"
+        )
     if len(text) > lim.max_prompt_chars:
         raise BadInput(
             f"The prompt is {len(text)} characters; the limit is {lim.max_prompt_chars}."
@@ -57,7 +61,10 @@ def set_(
     if cron:
         schedule, schedule_text = parse_cron(cron, tz=tz), cron + (f" --tz {tz}" if tz else "")
     elif every:
-        schedule, schedule_text = IntervalSchedule(parse_interval(every, minimum=lim.min_interval)), every
+        schedule, schedule_text = (
+            IntervalSchedule(parse_interval(every, minimum=lim.min_interval)),
+            every,
+        )
     else:
         schedule, schedule_text = IntervalSchedule(lim.default_interval), ""
     command = SetHeartbeat(schedule=schedule, prompt=text, schedule_text=schedule_text)

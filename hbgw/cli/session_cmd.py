@@ -39,12 +39,18 @@ def show(
         return
     where = session.chat + (f" / {session.thread}" if session.thread else "")
     out(f"session   {session.id}")
-    out(f"status    {session.status}" + (f" ({session.closed_reason})" if session.closed_reason else ""))
+    out(
+        f"status    {session.status}"
+        + (f" ({session.closed_reason})" if session.closed_reason else "")
+    )
     out(f"where     {session.platform}: {where}")
     if session.parent_id:
         out(f"parent    {session.parent_id}")
     out(f"created   {iso(session.created_at)}")
-    out(f"heartbeat {status['status']}" + (f" — {status['schedule']}: {status['prompt']}" if status["prompt"] else ""))
+    out(
+        f"heartbeat {status['status']}"
+        + (f" — {status['schedule']}: {status['prompt']}" if status["prompt"] else "")
+    )
 
 
 @app.command()

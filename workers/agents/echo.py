@@ -13,7 +13,6 @@ from pathlib import Path
 
 from workers.agents.base import StepCallback, TurnRequest
 
-
 QUIET_TAG = "#quiet"
 
 
