@@ -37,9 +37,7 @@ def parse_interval(text: str, *, minimum: float = 60) -> int:
         )
     seconds = int(total)
     if seconds < minimum or seconds <= 0:
-        raise IntervalError(
-            f"Interval too small — minimum is {format_interval(max(1, math.ceil(minimum)))}."
-        )
+        raise IntervalError(f"Interval too small — minimum is {max(1, math.ceil(minimum))}s.")
     if seconds > 366 * 86400:
         raise IntervalError(f"'{text.strip()}' is longer than a year; use a cron schedule.")
     return seconds

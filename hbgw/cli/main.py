@@ -6,7 +6,6 @@ import os
 import sys
 import traceback
 
-import click
 import typer
 
 from gateway.inbound import Answered, receive
@@ -109,15 +108,10 @@ def main(argv: list[str] | None = None) -> None:
     """Entry point: typed errors become one sentence on stderr and an exit code."""
     command = typer.main.get_command(app)
     try:
-        result = command.main(args=argv, prog_name="hbgw", standalone_mode=False)
+        # Standalone mode: usage errors print their own message and exit 2.
+        command.main(args=argv, prog_name="hbgw", standalone_mode=True)
     except HbgwError as exc:
         err(f"Error: {exc}")
-        sys.exit(exc.exit_code)
-    except click.exceptions.Abort:
-        err("Aborted.")
-        sys.exit(130)
-    except click.ClickException as exc:
-        exc.show()
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
         sys.exit(130)
@@ -129,4 +123,3 @@ def main(argv: list[str] | None = None) -> None:
             "(set HBGW_DEBUG=1 for the traceback)."
         )
         sys.exit(1)
-    sys.exit(result if isinstance(result, int) else 0)

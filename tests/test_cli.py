@@ -1,0 +1,129 @@
+"""The `hbgw` command as a new user meets it: sentences for errors, exit codes 0/2/1."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from hbgw.cli.main import main
+from hbgw.settings import get_settings
+
+
+@dataclass
+class Result:
+    code: int
+    out: str
+    err: str
+
+
+@pytest.fixture
+def hbgw(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> object:
+    monkeypatch.setenv("HBGW_HOME", str(tmp_path))
+
+    def run(*args: str) -> Result:
+        get_settings.cache_clear()
+        with pytest.raises(SystemExit) as exit_info:
+            main(list(args))
+        captured = capsys.readouterr()
+        code = exit_info.value.code
+        return Result(code if isinstance(code, int) else 1, captured.out, captured.err)
+
+    yield run
+    get_settings.cache_clear()
+
+
+def test_session_and_heartbeat_walkthrough(hbgw) -> None:  # type: ignore[no-untyped-def]
+    created = hbgw("session", "create", "--platform", "slack", "--chat", "C1", "--thread", "T9")
+    assert created.code == 0
+    sid = created.out.strip()
+    assert sid and "\n" not in sid
+
+    reply = hbgw("send", sid, "/heartbeat every 90 minutes check CI")
+    assert reply.out.strip() == "♥ Heartbeat set (every 90m): check CI"
+
+    status = json.loads(hbgw("heartbeat", "status", sid, "--json").out)
+    assert status["status"] == "active"
+    assert status["interval_seconds"] == 5400
+    assert status["fire_count"] == 0
+    assert status["next_due_at"].endswith("Z")
+    assert status["cron"] is None and status["timezone"] is None
+    assert {"session_id", "prompt", "generation", "last_outcome"} <= status.keys()
+
+    line = hbgw("send", sid, "/hb").out
+    assert line.startswith("♥ Heartbeat (every 90m): check CI — next at ")
+
+    assert hbgw("heartbeat", "pause", sid).out.startswith("♥ Heartbeat paused")
+    assert json.loads(hbgw("heartbeat", "status", sid, "--json").out)["status"] == "paused"
+    assert hbgw("heartbeat", "resume", sid).out.startswith("♥ Heartbeat resumed")
+    assert hbgw("heartbeat", "clear", sid).code == 0
+    assert json.loads(hbgw("heartbeat", "status", sid, "--json").out)["status"] == "none"
+
+    cron = hbgw("heartbeat", "set", sid, "--cron", "0 9 * * 1-5", "--tz", "Asia/Tokyo", "stand-up")
+    assert cron.code == 0, cron.err
+    status = json.loads(hbgw("heartbeat", "status", sid, "--json").out)
+    assert (status["cron"], status["timezone"]) == ("0 9 * * 1-5", "Asia/Tokyo")
+
+    child = hbgw("session", "compress", sid).out.strip()
+    assert json.loads(hbgw("heartbeat", "status", child, "--json").out)["status"] == "active"
+    shown = hbgw("session", "show", sid).out
+    assert "closed (compressed)" in shown
+    assert hbgw("runs", child).out.startswith("No heartbeat runs")
+    assert json.loads(hbgw("runs", child, "--json").out) == []
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (("send", "SID", "/heartbeat every 10s check"), "Interval too small — minimum is 60s."),
+        (("send", "SID", "/heartbeat every 10m"), "The prompt is required"),
+        (("send", "SID", "/heartbeat cron 61 * * * * x"), "minute field"),
+        (("heartbeat", "set", "SID", "--every", "banana", "x"), "is not an interval"),
+        (("heartbeat", "set", "SID", "--cron", "*/0 * * * *", "x"), "step must be at least 1"),
+        (("heartbeat", "pause", "SID"), "no heartbeat to pause"),
+        (("heartbeat", "status", "nope"), "There is no session 'nope'"),
+    ],
+)
+def test_bad_input_is_a_sentence_and_exit_2(hbgw, args: tuple[str, ...], needle: str) -> None:  # type: ignore[no-untyped-def]
+    sid = hbgw("session", "create", "--platform", "cli", "--chat", "me").out.strip()
+    result = hbgw(*(sid if a == "SID" else a for a in args))
+    assert result.code == 2
+    assert needle in result.err
+    assert "Traceback" not in result.err
+    assert result.err.startswith("Error: ")
+
+
+def test_usage_error_exits_2(hbgw) -> None:  # type: ignore[no-untyped-def]
+    assert hbgw("session", "create").code == 2  # --platform and --chat are required
+
+
+def test_send_plain_text_without_redis_queues(hbgw, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    sid = hbgw("session", "create", "--platform", "cli", "--chat", "me").out.strip()
+    result = hbgw("send", sid, "hello", "there")
+    assert result.code == 0
+    assert "queued" in result.out and "no Redis reachable" in result.out
+
+
+def test_config_masks_secrets(hbgw, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setenv("HBGW_DATABASE_URL", "postgresql://hb:s3cret@db:5432/hb")
+    monkeypatch.setenv("HBGW_FLOWER_PASSWORD", "hunter2")
+    text = hbgw("config").out
+    assert "s3cret" not in text and "hunter2" not in text
+    assert "HBGW_DATABASE_URL=postgresql://hb:********@db:5432/hb" in text
+    assert "HBGW_MIN_INTERVAL=60.0" in text
+
+
+def test_migrate_reports_revision(hbgw) -> None:  # type: ignore[no-untyped-def]
+    result = hbgw("migrate")
+    assert result.code == 0 and "Database schema at 0001" in result.out
+
+
+def test_unexpected_failure_exits_1(hbgw, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setenv("HBGW_DATABASE_URL", "nosuchdialect://x")
+    result = hbgw("session", "create", "--platform", "p", "--chat", "c")
+    assert result.code == 1
+    assert result.err.startswith("Unexpected failure:")
