@@ -1,0 +1,62 @@
+"""`hbgw up` as a person uses it: start, talk to it from another shell, Ctrl-C, nothing left."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from gateway_harness import wait_until
+
+pytestmark = pytest.mark.e2e
+
+
+def hbgw(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "hbgw", *args], env=env, capture_output=True, text=True, timeout=60
+    )
+
+
+def children_of(pid: int) -> list[int]:
+    out = subprocess.run(["ps", "-o", "pid=", "--ppid", str(pid)], capture_output=True, text=True)
+    return [int(p) for p in out.stdout.split()]
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    stat = Path(f"/proc/{pid}/stat")
+    return stat.exists() and ") Z " not in stat.read_text()
+
+
+def test_up_runs_a_turn_and_stops_cleanly(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HBGW_")}
+    env.update({"HBGW_HOME": str(tmp_path), "HBGW_NAMESPACE": f"up{os.getpid()}"})
+    log = (tmp_path / "up.out").open("w")
+    up = subprocess.Popen(
+        [sys.executable, "-m", "hbgw", "up"], env=env, stdout=log, stderr=subprocess.STDOUT
+    )
+    try:
+        wait_until(lambda: "Ready." in (tmp_path / "up.out").read_text(), 60, "hbgw up")
+        started = children_of(up.pid)
+        assert len(started) >= 3  # beat, two workers (and the embedded Redis)
+        sid = hbgw("session", "create", "--platform", "cli", "--chat", "me", env=env).stdout.strip()
+        # Sent before the workers registered, it waits in the inbox for beat's sweeper.
+        first = hbgw("send", sid, "hello", "--timeout", "60", env=env)
+        assert first.stdout.strip() == "echo: hello", first.stderr
+        answer = hbgw("send", sid, "second", "--timeout", "30", env=env)
+        assert answer.stdout.strip() == "echo: second"
+        set_reply = hbgw("send", sid, "/heartbeat every 5m check", env=env)
+        assert set_reply.stdout.startswith("♥ Heartbeat set (every 5m)")
+    finally:
+        up.send_signal(signal.SIGINT)
+        code = up.wait(60)
+        log.close()
+    assert code in (0, 130), (tmp_path / "up.out").read_text()
+    wait_until(lambda: not any(alive(p) for p in started), 30, "every child to exit")
+    assert not (tmp_path / "redis.url").exists()
