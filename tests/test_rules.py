@@ -175,3 +175,22 @@ def test_heartbeat_turns_show_no_typing_or_progress(gateway: Gateway) -> None:
     assert [r["call"] for r in gw.deliveries(beat_sid)] == ["send"]
     user_calls = [r["call"] for r in gw.deliveries(user_sid)]
     assert "typing" in user_calls and "progress" in user_calls
+
+
+def test_turn_that_loses_its_lock_stops_and_writes_nothing(gateway: Gateway) -> None:
+    gw = gateway
+    with gw.worker("w1"):
+        sid = gw.session()
+        gw.due_now(sid, prompt="SLOW check")
+        gw.tick()
+        [run] = wait_until(
+            lambda: [r for r in gw.runs(sid) if r.state == "started"], what="the turn to start"
+        )
+        # The lease ran out and another turn took over: new lock, newer fence.
+        gw.rt.client.delete(gw.rt.keys.lock(sid))
+        gw.store.claim_fence(sid, run.fence + 1, utcnow())
+    # Leaving the block shuts the worker down, which waits for the slow turn to return.
+    [after] = gw.runs(sid)
+    assert after.state == "started"  # counted (it reached the agent) but never finished late
+    assert gw.deliveries(sid, "send") == []
+    assert [m.kind for m in gw.store.list_messages(sid)] == ["heartbeat"]
