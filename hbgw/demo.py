@@ -92,11 +92,22 @@ class Demo:
             self.send(sid, f"/heartbeat every {every}s check build #{i}{quiet}")
 
     def chatter(self) -> None:
-        """A burst of user messages on a few sessions: heartbeats there must wait."""
-        for sid in self.rng.sample(self.sessions, 3):
+        """A burst of user messages on a few sessions: heartbeats there must wait.
+
+        The first five sessions are left to the scripted events (compression, reset, the
+        emergency stop, whose refunds queued user messages would otherwise hold back).
+        """
+        for sid in self.rng.sample(self.sessions[5:], 3):
             if self.rt.store.get_session(sid).status == "active":
                 for n in range(self.rng.randint(1, 3)):
                     self.send(sid, f"question {n}")
+
+    def long_conversation(self) -> None:
+        """About eight seconds of queued user turns: session 3's heartbeat must wait for idle."""
+        sid = self.sessions[3]
+        for n in range(20):
+            self.send(sid, f"long question {n}")
+        self.notes[sid] = "busy: 20 queued messages"
 
     def compress(self) -> None:
         sid = self.sessions[1]
@@ -182,6 +193,7 @@ def run_demo(duration: float, *, console: Console, live: bool, seed: int = 7) ->
         demo.setup()
         script = Script(
             [
+                (0.1, "a long conversation", demo.long_conversation),
                 (0.2, "emergency stop on one session", lambda: demo.estop(True)),
                 (0.3, "compressed a session", demo.compress),
                 (0.35, "reset a session", demo.reset),
