@@ -78,7 +78,7 @@ class BeatCore:
         state, keys, client = self.rt.state, self.rt.keys, self.rt.client
         for raw in client.smembers(keys.inbox_sessions()):
             sid = str(raw)
-            if state.inbox_length(sid) == 0:
+            if state.backlog(sid) == 0:
                 client.srem(keys.inbox_sessions(), sid)
                 continue
             if state.lock_holder(sid) is None:

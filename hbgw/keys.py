@@ -6,6 +6,7 @@ Layout (``ns`` is ``Settings.namespace``, ``hbgw`` by default; ``sid`` a session
     ns:{s:sid}:fence     STRING  fence counter, INCR on every lock grant; never decreases
     ns:{s:sid}:idle      STRING  "1" when the session is idle (no turn, inbox drained)
     ns:{s:sid}:inbox     LIST    queued user message ids, oldest first
+    ns:{s:sid}:inflight  LIST    the message id a turn is running (back to the inbox if it dies)
     ns:{s:sid}:pending   STRING  the one fire id waiting for the session to go idle
     ns:{s:sid}:estop     STRING  emergency stop for this session (present = on)
     ns:{due:i}           ZSET    due-index shard i: member sid, score due time in ms
@@ -69,6 +70,9 @@ class Keys:
 
     def inbox(self, session_id: str) -> str:
         return self._session(session_id, "inbox")
+
+    def inflight(self, session_id: str) -> str:
+        return self._session(session_id, "inflight")
 
     def pending(self, session_id: str) -> str:
         return self._session(session_id, "pending")

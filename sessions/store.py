@@ -156,10 +156,12 @@ class Store:
             ).first()
             return _message_view(row) if row else None
 
-    def mark_message_done(self, message_id: int) -> None:
+    def mark_message_done(self, message_id: int, *, fence: int | None = None) -> None:
         with self._tx() as db:
             row = db.get(Message, message_id)
             if row is not None:
+                if fence is not None:
+                    _check_fence(db, row.session_id, fence)
                 row.state = "done"
 
     def list_messages(self, session_id: str, *, limit: int = 100) -> list[MessageView]:

@@ -314,7 +314,7 @@ def test_fire_coalesces_pending_and_fences_increase(state: SessionState) -> None
 def test_taking_the_lock_consumes_a_pending_fire(state: SessionState) -> None:
     state.enqueue_user(SID, "m1")
     state.try_begin_fire(SID, "f1", TOKEN, LOCK_MS)
-    state.pop_message(SID)
+    state.ack_message(SID, state.pop_message(SID) or "")
     assert state.try_begin_fire(SID, "f2", TOKEN, LOCK_MS) == Began(fence=1)
     assert state.pending(SID) is None
 
@@ -326,7 +326,7 @@ def test_user_mode(state: SessionState) -> None:
     state.try_begin_fire(SID, "f1", TOKEN, LOCK_MS)
     assert state.try_begin_user(SID, TOKEN, LOCK_MS) == Busy("busy")
     assert state.pending(SID) == "f1"  # user mode never touches the pending fire
-    state.pop_message(SID)
+    state.ack_message(SID, state.pop_message(SID) or "")
     state.end_turn(SID, OTHER, LOCK_MS)
     assert state.try_begin_user(SID, TOKEN, LOCK_MS) == Began(fence=2)
 
@@ -448,6 +448,22 @@ def test_inbox_is_fifo_clears_idle_and_records_hint(
     assert state.pop_message(SID) == "m1"
     assert state.pop_message(SID) == "m2"
     assert state.pop_message(SID) is None
+    assert state.backlog(SID) == 2  # taken, not yet answered
+    state.ack_message(SID, "m1")
+    assert state.backlog(SID) == 1
+
+
+def test_messages_of_a_dead_turn_go_back_to_the_inbox_first(state: SessionState) -> None:
+    state.enqueue_user(SID, "m1")
+    state.enqueue_user(SID, "m2")
+    assert state.try_begin_user(SID, OTHER, LOCK_MS) == Began(fence=1)
+    assert state.pop_message(SID) == "m1"
+    state.release(SID, OTHER)  # as if its lease ran out
+    # A fire sees the recovered message and waits; the next drain answers m1 before m2.
+    assert state.try_begin_fire(SID, "f1", TOKEN, LOCK_MS) == Busy("inbox")
+    assert state.try_begin_user(SID, TOKEN, LOCK_MS) == Began(fence=2)
+    assert state.pop_message(SID) == "m1"
+    assert state.pop_message(SID) == "m2"
 
 
 def test_estop_global_and_per_session(state: SessionState) -> None:

@@ -194,3 +194,21 @@ def test_turn_that_loses_its_lock_stops_and_writes_nothing(gateway: Gateway) -> 
     assert after.state == "started"  # counted (it reached the agent) but never finished late
     assert gw.deliveries(sid, "send") == []
     assert [m.kind for m in gw.store.list_messages(sid)] == ["heartbeat"]
+
+
+def test_message_taken_by_a_dead_turn_is_answered_not_lost(gateway: Gateway) -> None:
+    gw = gateway
+    sid = gw.session()
+    message = gw.store.add_message(
+        sid, role="user", kind="user", text="are you there?", now=utcnow(), state="queued"
+    )
+    gw.rt.state.enqueue_user(sid, str(message.id))
+    # A worker took the lock and the message, then died: its lease runs out.
+    gw.rt.state.try_begin_user(sid, "dead-worker", 100)
+    assert gw.rt.state.pop_message(sid) == str(message.id)
+    wait_until(lambda: gw.rt.state.lock_holder(sid) is None, what="the dead turn's lease")
+    with gw.worker("w1"):
+        gw.tick()  # beat's sweeper finds the orphaned message
+        reply = wait_until(lambda: gw.store.reply_for(message.id), what="the reply")
+    assert reply.text == "user reply to: are you there?"
+    assert gw.rt.state.backlog(sid) == 0

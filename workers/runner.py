@@ -272,6 +272,7 @@ class TurnRunner:
             message_id = rt.state.pop_message(sid)
             if message_id is not None:
                 self._user_turn(sid, int(message_id), fence, keeper)
+                rt.state.ack_message(sid, message_id)
                 continue
             ended = rt.state.end_turn(sid, token, self.lease_ms)
             if isinstance(ended, KeepLock):
@@ -290,6 +291,8 @@ class TurnRunner:
             message = rt.store.get_message(message_id)
         except NotFound:
             return
+        if message.state == "done":
+            return  # answered by a turn that died before it could take it off the in-flight list
         session = rt.store.get_session(sid)
         address = Address(session.platform, session.chat, session.thread, str(message_id))
         self.channel.typing(address, session_id=sid)
@@ -316,7 +319,7 @@ class TurnRunner:
             now=rt.clock(),
             fence=fence,
         )
-        rt.store.mark_message_done(message_id)
+        rt.store.mark_message_done(message_id, fence=fence)
         self._stamp(sid, "idle")
 
     # -- helpers --------------------------------------------------------------------------

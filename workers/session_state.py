@@ -107,11 +107,24 @@ class SessionState:
         return int(length)
 
     def pop_message(self, session_id: str) -> str | None:
-        value = self.client.lpop(self.keys.inbox(session_id))
+        """Take the oldest message into the in-flight list; ``ack_message`` when answered."""
+        k = self.keys
+        value = self.client.lmove(k.inbox(session_id), k.inflight(session_id), "LEFT", "RIGHT")
         return None if value is None else _text(value)
+
+    def ack_message(self, session_id: str, message_id: str) -> None:
+        self.client.lrem(self.keys.inflight(session_id), 1, message_id)
 
     def inbox_length(self, session_id: str) -> int:
         return int(self.client.llen(self.keys.inbox(session_id)))
+
+    def backlog(self, session_id: str) -> int:
+        """Messages queued or taken by a turn that has not answered them yet."""
+        k = self.keys
+        pipe = self.client.pipeline(transaction=False)
+        pipe.llen(k.inbox(session_id))
+        pipe.llen(k.inflight(session_id))
+        return sum(int(n) for n in pipe.execute())
 
     # -- turns ----------------------------------------------------------------------------------
 
@@ -126,6 +139,7 @@ class SessionState:
                 k.idle(session_id),
                 k.inbox(session_id),
                 k.pending(session_id),
+                k.inflight(session_id),
             ],
             args=[token, _lease(lease_ms), fire_id, mode],
         )

@@ -23,23 +23,14 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     add_completion=False,
 )
-app.add_typer(session_cmd.app, name="session")
-app.add_typer(heartbeat_cmd.app, name="heartbeat")
-app.command()(ops_cmd.worker)
-app.command()(ops_cmd.beat)
-app.command()(ops_cmd.estop)
-app.command()(ops_cmd.up)
-app.command()(ops_cmd.demo)
 
 
-@app.command()
 def config() -> None:
     """Print the effective settings (secrets masked)."""
     for name, value in settings().masked().items():
         out(f"HBGW_{name.upper()}={'' if value is None else value}")
 
 
-@app.command()
 def migrate() -> None:
     """Upgrade the database schema to this version."""
     engine = make_engine(settings().effective_database_url)
@@ -52,7 +43,6 @@ def migrate() -> None:
         raise HbgwError("The migration did not reach the head revision.")
 
 
-@app.command()
 def send(
     session_id: str = typer.Argument(..., metavar="SESSION"),
     text: list[str] = typer.Argument(..., metavar="TEXT…"),
@@ -83,7 +73,6 @@ def send(
         out(reply.text)
 
 
-@app.command()
 def runs(
     session_id: str = typer.Argument(..., metavar="SESSION"),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
@@ -102,6 +91,23 @@ def runs(
             f"{r.fire_id:<40} {r.state:<10} {r.fence:>5}  {iso(r.reserved_at) or '':<24} "
             f"{iso(r.started_at) or '-':<24} {r.detail or ''}"
         )
+
+
+# Registered in the order `hbgw --help` lists them: users' commands first, then operators'.
+app.add_typer(session_cmd.app, name="session")
+app.add_typer(heartbeat_cmd.app, name="heartbeat")
+for _command in (
+    send,
+    runs,
+    ops_cmd.up,
+    ops_cmd.demo,
+    ops_cmd.worker,
+    ops_cmd.beat,
+    migrate,
+    ops_cmd.estop,
+    config,
+):
+    app.command()(_command)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -5,6 +5,7 @@
 -- KEYS[3]  idle     STRING ns:{s:sid}:idle
 -- KEYS[4]  inbox    LIST   ns:{s:sid}:inbox
 -- KEYS[5]  pending  STRING ns:{s:sid}:pending  the session's single pending fire id
+-- KEYS[6]  inflight LIST   ns:{s:sid}:inflight message ids taken by a turn, not yet answered
 -- ARGV[1]  token     the caller's lock token
 -- ARGV[2]  lease_ms  lock lease
 -- ARGV[3]  fire_id   (mode "fire"; ignored for "user")
@@ -19,6 +20,9 @@
 -- lock lease has expired. Taking the lock consumes any pending fire (coalesced into this one).
 --
 -- Mode "user": only the lock matters; a pending fire stays for end_turn to hand back.
+--
+-- With the lock free, messages left in flight belong to a turn whose worker died: they go back
+-- to the head of the inbox first, so nothing a user sent is lost and it still runs first.
 
 local mode = ARGV[4]
 if mode ~= 'fire' and mode ~= 'user' then
@@ -30,6 +34,14 @@ if redis.call('EXISTS', KEYS[1]) == 1 then
         redis.call('SET', KEYS[5], ARGV[3])
     end
     return {0, 'busy'}
+end
+
+while true do
+    local orphan = redis.call('RPOP', KEYS[6])
+    if not orphan then
+        break
+    end
+    redis.call('LPUSH', KEYS[4], orphan)
 end
 
 if mode == 'fire' and redis.call('LLEN', KEYS[4]) > 0 then
