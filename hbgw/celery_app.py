@@ -32,6 +32,8 @@ def make_celery(settings: Settings, broker_url: str) -> Celery:
             "global_keyprefix": f"{settings.namespace}:celery:",
         },
         worker_hijack_root_logger=False,
+        # The console channel prints deliveries; they are not warnings.
+        worker_redirect_stdouts_level="INFO",
         beat_scheduler="beat.scheduler:HeartbeatScheduler",
         beat_max_loop_interval=settings.beat_max_sleep,
         timezone="UTC",

@@ -38,12 +38,14 @@ class Stack:
         stop_all(list(self.procs.values()))
 
 
-def _terminate_on_sigterm() -> None:
+def _terminate_on_signals() -> None:
     # SIGTERM becomes SystemExit so every `finally` runs: children stop, Redis stops.
     def handler(signum: int, frame: FrameType | None) -> None:
         raise SystemExit(128 + signum)
 
     signal.signal(signal.SIGTERM, handler)
+    # A shell starting us in the background ignores SIGINT for us; Ctrl-C must still stop us.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @contextmanager
@@ -55,7 +57,7 @@ def local_stack(
     env_extra: dict[str, str] | None = None,
 ) -> Iterator[Stack]:
     """Embedded Redis (unless HBGW_REDIS_URL), SQLite (unless HBGW_DATABASE_URL), beat, workers."""
-    _terminate_on_sigterm()
+    _terminate_on_signals()
     home = settings.home
     home.mkdir(parents=True, exist_ok=True)
     logs = home / "logs"

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 
-from hbgw.clock import iso
 from sessions.heartbeat import HeartbeatState
-from sessions.intervals import format_interval
 from sessions.views import HeartbeatStatus
 
 PROMPT_PREVIEW = 60
@@ -18,18 +16,15 @@ def preview(prompt: str) -> str:
 
 
 def when(moment: datetime, now: datetime) -> str:
-    stamp = (iso(moment) or "").replace("T", " ").replace("Z", " UTC")
+    stamp = moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
     seconds = int((moment - now).total_seconds())
     if seconds <= 0:
         return stamp
-    return (
-        f"{stamp} (in {format_interval(max(1, seconds))})"
-        if seconds < 60
-        else (f"{stamp} (in {_rough(seconds)})")
-    )
+    return f"{stamp} (in {_rough(seconds)})"
 
 
 def _rough(seconds: int) -> str:
+    """The largest whole unit, rounded down: 'in 1h' reads better than 'in 3725s'."""
     for size, unit in ((86400, "d"), (3600, "h"), (60, "m")):
         if seconds >= size:
             return f"{seconds // size}{unit}"

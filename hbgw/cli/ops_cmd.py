@@ -12,11 +12,22 @@ from hbgw.cli.common import out, settings
 from workers.runtime import Runtime, resolve_redis_url
 
 
+class _ActionDefault(logging.Filter):
+    """Every record carries an ``action`` field, so log lines can be filtered by it."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not hasattr(record, "action"):
+            record.action = "-"
+        return True
+
+
 def setup_logging() -> None:
-    logging.basicConfig(
-        level=logging.INFO,
-        format="%(asctime)s %(levelname)s %(name)s %(message)s",
+    handler = logging.StreamHandler()
+    handler.addFilter(_ActionDefault())
+    handler.setFormatter(
+        logging.Formatter("%(asctime)s %(levelname)s %(name)s action=%(action)s %(message)s")
     )
+    logging.basicConfig(level=logging.INFO, handlers=[handler])
 
 
 def worker(
@@ -41,7 +52,7 @@ def worker(
     registry.start()
     try:
         app.Worker(
-            hostname=f"{name}@%h",
+            hostname=f"{name}@{socket.gethostname()}",
             queues=[rt.keys.worker_queue(name)],
             pool="threads",
             concurrency=2,
