@@ -42,7 +42,7 @@ def make_celery(settings: Settings, broker_url: str) -> Celery:
     return app
 
 
-def runtime_of(app: Any) -> Any:
+def runner_of(app: Any) -> Any:
     """The turn runner attached to this app by `hbgw worker` (or a test)."""
     runner = getattr(app, "hbgw_runner", None)
     if runner is None:

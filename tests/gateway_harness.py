@@ -24,8 +24,8 @@ from hbgw.redis_conn import connect
 from hbgw.settings import Settings
 from sessions.schedule import IntervalSchedule
 from sessions.store import Store
+from workers.boot import assembled_worker
 from workers.dispatch import Dispatcher
-from workers.ownership import RegistryHeartbeat
 from workers.runner import TurnRunner
 from workers.runtime import Runtime
 
@@ -71,39 +71,21 @@ class Gateway:
 
     @contextmanager
     def worker(self, name: str, *, settings: Settings | None = None) -> Iterator[TurnRunner]:
-        s = settings or self.settings
-        app = make_celery(s, self.redis_url)
-        rt = Runtime(
-            settings=s,
-            store=Store.from_url(s.effective_database_url),
-            client=connect(self.redis_url),
-            worker=name,
-        )
-        from gateway.channels import make_channel
-        from workers.agents import make_agent
-
-        rt.agent, rt.channel = make_agent(s), make_channel(s)
-        runner = TurnRunner(rt, Dispatcher(app, rt.keys), threads=4)
-        app.hbgw_runner = runner
-        beat = RegistryHeartbeat(rt.registry, name, rt.now_ms, every=0.5)
-        beat.start()
-        self.runners[name] = runner
-        try:
-            with start_worker(
-                app,
-                pool="threads",
-                concurrency=2,
-                perform_ping_check=False,
-                queues=[rt.keys.worker_queue(name)],
-                hostname=f"{name}@test",
-                shutdown_timeout=30,
-            ):
-                yield runner
-        finally:
-            beat.stop()
-            runner.shutdown(wait=True)
-            rt.close()
-            del self.runners[name]
+        with assembled_worker(settings or self.settings, name, threads=4) as parts:
+            self.runners[name] = parts.runner
+            try:
+                with start_worker(
+                    parts.app,
+                    pool="threads",
+                    concurrency=2,
+                    perform_ping_check=False,
+                    queues=[parts.queue],
+                    hostname=f"{name}@test",
+                    shutdown_timeout=30,
+                ):
+                    yield parts.runner
+            finally:
+                del self.runners[name]
 
     # -- driving ----------------------------------------------------------------------------
 

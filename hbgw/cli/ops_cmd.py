@@ -37,33 +37,20 @@ def worker(
     concurrency: int = typer.Option(8, "--concurrency", min=1, help="Turns run at once."),
 ) -> None:
     """Run a gateway worker: consumes its own queue and runs the turns of the sessions it owns."""
-    from workers.dispatch import Dispatcher
-    from workers.ownership import RegistryHeartbeat
-    from workers.runner import TurnRunner
+    from workers.boot import assembled_worker
 
     setup_logging()
-    s = settings()
     name = name or socket.gethostname()
-    app = make_celery(s, resolve_redis_url(s))
-    rt = Runtime.from_settings(s, worker=name, with_turns=True)
-    runner = TurnRunner(rt, Dispatcher(app, rt.keys), threads=concurrency)
-    app.hbgw_runner = runner
-    registry = RegistryHeartbeat(rt.registry, name, rt.now_ms, every=max(s.worker_ttl / 4, 0.2))
-    registry.start()
-    try:
-        app.Worker(
+    with assembled_worker(settings(), name, threads=concurrency) as parts:
+        parts.app.Worker(
             hostname=f"{name}@{socket.gethostname()}",
-            queues=[rt.keys.worker_queue(name)],
+            queues=[parts.queue],
             pool="threads",
             concurrency=2,
             loglevel="INFO",
             without_mingle=True,
             without_gossip=True,
         ).start()
-    finally:
-        registry.stop()
-        runner.shutdown(wait=True)
-        rt.close()
 
 
 def beat() -> None:
