@@ -21,6 +21,7 @@ from hbgw.errors import InvalidState, NotFound, StaleFence
 from sessions import heartbeat as hb
 from sessions.db import ensure_schema, make_engine
 from sessions.models import ChatSession, Heartbeat, HeartbeatRun, Message
+from sessions.rows import apply_state, heartbeat_state, message_view, run_view, session_view
 from sessions.schedule import Schedule
 from sessions.views import (
     Duplicate,
@@ -75,18 +76,18 @@ class Store:
     ) -> SessionView:
         with self._tx() as db:
             row = _new_session(db, platform, chat, thread, owner, now, parent_id=None)
-            return _session_view(row)
+            return session_view(row)
 
     def get_session(self, session_id: str) -> SessionView:
         with self._tx() as db:
-            return _session_view(_session(db, session_id))
+            return session_view(_session(db, session_id))
 
     def list_sessions(self, status: str | None = None) -> list[SessionView]:
         with self._tx() as db:
             query = select(ChatSession).order_by(ChatSession.created_at, ChatSession.id)
             if status:
                 query = query.where(ChatSession.status == status)
-            return [_session_view(r) for r in db.scalars(query)]
+            return [session_view(r) for r in db.scalars(query)]
 
     def resolve_active(self, session_id: str) -> SessionView:
         """Follow compression to the session that now continues this conversation."""
@@ -101,7 +102,7 @@ class Store:
                 if child is None:
                     break
                 row = child
-            return _session_view(row)
+            return session_view(row)
 
     # -- messages --------------------------------------------------------------------------
 
@@ -139,14 +140,14 @@ class Store:
             )
             db.add(row)
             db.flush()
-            return _message_view(row)
+            return message_view(row)
 
     def get_message(self, message_id: int) -> MessageView:
         with self._tx() as db:
             row = db.get(Message, message_id)
             if row is None:
                 raise NotFound(f"There is no message {message_id}.")
-            return _message_view(row)
+            return message_view(row)
 
     def reply_for(self, message_id: int) -> MessageView | None:
         """The assistant reply or notice answering a user message, once there is one."""
@@ -154,7 +155,7 @@ class Store:
             row = db.scalars(
                 select(Message).where(Message.reply_to == message_id).order_by(Message.id)
             ).first()
-            return _message_view(row) if row else None
+            return message_view(row) if row else None
 
     def mark_message_done(self, message_id: int, *, fence: int | None = None) -> None:
         with self._tx() as db:
@@ -172,7 +173,7 @@ class Store:
                 .order_by(Message.id.desc())
                 .limit(limit)
             )
-            return [_message_view(r) for r in reversed(list(rows))]
+            return [message_view(r) for r in reversed(list(rows))]
 
     # -- heartbeat configuration -----------------------------------------------------------
 
@@ -180,7 +181,7 @@ class Store:
         with self._tx() as db:
             _session(db, session_id)
             row = _heartbeat(db, session_id)
-            return _state(row) if row else None
+            return heartbeat_state(row) if row else None
 
     def heartbeat_status(self, session_id: str, now: datetime) -> HeartbeatStatus:
         return HeartbeatStatus(session_id, self.get_heartbeat(session_id), now)
@@ -201,7 +202,7 @@ class Store:
             session = _active_session(db, session_id, "set a heartbeat in")
             row = _heartbeat(db, session_id)
             state = hb.set_heartbeat(
-                _state(row) if row else None,
+                heartbeat_state(row) if row else None,
                 schedule=schedule,
                 schedule_text=schedule_text,
                 prompt=prompt,
@@ -212,7 +213,7 @@ class Store:
             if row is None:
                 row = Heartbeat(session_id=session_id, created_at=now)
                 db.add(row)
-            _apply(row, state, now)
+            apply_state(row, state, now)
             row.set_at = now
             row.last_outcome = None
             return state
@@ -235,9 +236,9 @@ class Store:
         with self._tx() as db:
             _session(db, session_id)
             row = _heartbeat(db, session_id)
-            state = transition(_state(row) if row else None, now)
+            state = transition(heartbeat_state(row) if row else None, now)
             assert row is not None  # the transition raised InvalidState otherwise
-            _apply(row, state, now)
+            apply_state(row, state, now)
             return state
 
     # -- the fire ledger -------------------------------------------------------------------
@@ -261,13 +262,13 @@ class Store:
                     select(HeartbeatRun).where(HeartbeatRun.fire_id == fire_id)
                 ).first()
                 if existing is not None:
-                    return Duplicate(_run_view(existing))
+                    return Duplicate(run_view(existing))
                 if fence <= session.fence:
                     return Refused("stale_fence")
                 row = _heartbeat(db, session_id)
                 if row is None or row.status == "cleared":
                     return Refused("no_heartbeat")
-                state = _state(row)
+                state = heartbeat_state(row)
                 if state.status != "active" or session.status != "active":
                     return Refused("inactive")
                 if not state.is_due(now):
@@ -291,14 +292,14 @@ class Store:
                     missed=missed,
                 )
                 db.add(run)
-                _apply(row, hb.reserve(state, now), now)
+                apply_state(row, hb.reserve(state, now), now)
                 db.flush()
-                return Reserved(_run_view(run))
+                return Reserved(run_view(run))
         except IntegrityError:
             # A concurrent reserve of the same fire id won the UNIQUE race.
             with self._tx() as db:
                 run = db.scalars(select(HeartbeatRun).where(HeartbeatRun.fire_id == fire_id)).one()
-                return Duplicate(_run_view(run))
+                return Duplicate(run_view(run))
 
     def mark_started(self, run_id: int, fence: int, now: datetime) -> RunView:
         with self._tx() as db:
@@ -308,7 +309,7 @@ class Store:
                 raise InvalidState(f"Run {run.fire_id} is {run.state}; only a reserved run starts.")
             run.state = "started"
             run.started_at = now
-            return _run_view(run)
+            return run_view(run)
 
     def refund(self, run_id: int, reason: str, now: datetime) -> RunView:
         """Give back a reservation that never reached the agent.
@@ -330,18 +331,18 @@ class Store:
             )
             if row is not None and unchanged:
                 state = hb.refund(
-                    _state(row),
+                    heartbeat_state(row),
                     prev_anchor=run.prev_anchor_at,
                     prev_last_fired=run.prev_last_fired_at,
                 )
-                _apply(row, state, now)
+                apply_state(row, state, now)
                 row.last_outcome = f"refunded: {reason}"
                 run.state = "refunded"
             else:
                 run.state = "abandoned"
             run.finished_at = now
             run.detail = reason
-            return _run_view(run)
+            return run_view(run)
 
     def finish(
         self, run_id: int, outcome: str, fence: int, now: datetime, detail: str | None = None
@@ -362,7 +363,7 @@ class Store:
             if row is not None and row.generation == run.generation:
                 row.last_outcome = outcome
                 row.updated_at = now
-            return _run_view(run)
+            return run_view(run)
 
     def claim_fence(self, session_id: str, fence: int, now: datetime) -> None:
         """A user turn starts: record its fence so older turns' writes are rejected."""
@@ -384,12 +385,12 @@ class Store:
             query = select(HeartbeatRun).order_by(HeartbeatRun.id)
             if session_id is not None:
                 query = query.where(HeartbeatRun.session_id == session_id)
-            return [_run_view(r) for r in db.scalars(query)]
+            return [run_view(r) for r in db.scalars(query)]
 
     def get_run(self, fire_id: str) -> RunView | None:
         with self._tx() as db:
             run = db.scalars(select(HeartbeatRun).where(HeartbeatRun.fire_id == fire_id)).first()
-            return _run_view(run) if run else None
+            return run_view(run) if run else None
 
     def heartbeat_audit(self) -> list[HeartbeatAudit]:
         with self._tx() as db:
@@ -422,7 +423,7 @@ class Store:
             ).all()
             out = []
             for row, fence in rows:
-                due = _state(row).next_due()
+                due = heartbeat_state(row).next_due()
                 if due is not None:
                     out.append(RestoreEntry(row.session_id, due, fence))
             return out
@@ -441,7 +442,7 @@ class Store:
             if row is not None:
                 row.session_id = child.id
                 row.updated_at = now
-            return _session_view(child)
+            return session_view(child)
 
     def reset(self, session_id: str, now: datetime) -> SessionView:
         """Start the conversation over: its heartbeat is cleared and never comes back."""
@@ -450,7 +451,7 @@ class Store:
             session.conversation += 1
             session.updated_at = now
             _clear_departing(db, session_id, now)
-            return _session_view(session)
+            return session_view(session)
 
     def switch(self, session_id: str, now: datetime) -> SessionView:
         """The chat moves to a new conversation; the departing one keeps no heartbeat."""
@@ -459,7 +460,7 @@ class Store:
             new = _new_session(db, old.platform, old.chat, old.thread, old.owner, now, None)
             _close(old, "switched", now)
             _clear_departing(db, session_id, now)
-            return _session_view(new)
+            return session_view(new)
 
     def suspend(self, session_id: str, now: datetime) -> SessionView:
         with self._tx() as db:
@@ -467,7 +468,7 @@ class Store:
             session.status = "suspended"
             session.updated_at = now
             _clear_departing(db, session_id, now)
-            return _session_view(session)
+            return session_view(session)
 
     def resume_session(self, session_id: str, now: datetime) -> SessionView:
         """Open a suspended conversation again; its old heartbeat stays cleared."""
@@ -477,7 +478,7 @@ class Store:
                 raise InvalidState(f"Session {session_id} is {session.status}, not suspended.")
             session.status = "active"
             session.updated_at = now
-            return _session_view(session)
+            return session_view(session)
 
 
 # -- row helpers (module-private) ------------------------------------------------------------
@@ -540,7 +541,7 @@ def _close(row: ChatSession, reason: str, now: datetime) -> None:
 def _clear_departing(db: Session, session_id: str, now: datetime) -> None:
     row = _heartbeat(db, session_id)
     if row is not None and row.status != "cleared":
-        _apply(row, hb.clear(_state(row), now), now)
+        apply_state(row, hb.clear(heartbeat_state(row), now), now)
 
 
 def _heartbeat(db: Session, session_id: str) -> Heartbeat | None:
@@ -561,90 +562,3 @@ def _check_fence(db: Session, session_id: str, fence: int) -> None:
             f"Session {session_id} is now fenced at {session.fence}; a write with fence "
             f"{fence} comes from a turn that lost its lock and is rejected."
         )
-
-
-def _state(row: Heartbeat) -> hb.HeartbeatState:
-    status: hb.Status = "active"
-    if row.status == "paused":
-        status = "paused"
-    elif row.status == "cleared":
-        status = "cleared"
-    return hb.HeartbeatState(
-        prompt=row.prompt,
-        schedule=hb.schedule_from_columns(row.interval_seconds, row.cron, row.timezone),
-        schedule_text=row.schedule_text,
-        status=status,
-        anchor=row.anchor_at,
-        fire_count=row.fire_count,
-        generation=row.generation,
-        origin_chat=row.origin_chat,
-        origin_thread=row.origin_thread,
-        last_fired=row.last_fired_at,
-        last_outcome=row.last_outcome,
-    )
-
-
-def _apply(row: Heartbeat, state: hb.HeartbeatState, now: datetime) -> None:
-    row.prompt = state.prompt
-    row.interval_seconds, row.cron, row.timezone = hb.schedule_columns(state.schedule)
-    row.schedule_text = state.schedule_text
-    row.status = state.status
-    row.anchor_at = state.anchor
-    row.next_due_at = state.next_due()
-    row.fire_count = state.fire_count
-    row.generation = state.generation
-    row.origin_chat = state.origin_chat
-    row.origin_thread = state.origin_thread
-    row.last_fired_at = state.last_fired
-    row.updated_at = now
-
-
-def _session_view(row: ChatSession) -> SessionView:
-    return SessionView(
-        id=row.id,
-        platform=row.platform,
-        chat=row.chat,
-        thread=row.thread,
-        owner=row.owner,
-        status=row.status,
-        closed_reason=row.closed_reason,
-        parent_id=row.parent_id,
-        conversation=row.conversation,
-        fence=row.fence,
-        created_at=row.created_at,
-    )
-
-
-def _message_view(row: Message) -> MessageView:
-    return MessageView(
-        id=row.id,
-        session_id=row.session_id,
-        conversation=row.conversation,
-        role=row.role,
-        kind=row.kind,
-        text=row.text,
-        fire_id=row.fire_id,
-        reply_to=row.reply_to,
-        state=row.state,
-        created_at=row.created_at,
-    )
-
-
-def _run_view(row: HeartbeatRun) -> RunView:
-    return RunView(
-        id=row.id,
-        fire_id=row.fire_id,
-        heartbeat_id=row.heartbeat_id,
-        session_id=row.session_id,
-        generation=row.generation,
-        fence=row.fence,
-        state=row.state,
-        due_at=row.due_at,
-        reserved_at=row.reserved_at,
-        started_at=row.started_at,
-        finished_at=row.finished_at,
-        worker=row.worker,
-        deferred=row.deferred,
-        missed=row.missed,
-        detail=row.detail,
-    )
