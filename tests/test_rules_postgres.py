@@ -1,0 +1,40 @@
+"""The worker path on PostgreSQL: the same turns, the production database."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gateway_fixtures import gateway_settings
+from gateway_harness import Gateway
+from hbgw.clock import utcnow
+from sessions.db import make_engine, upgrade
+from test_rules import assert_invariants, busy_with_slow_turn, fire_pending
+
+pytestmark = pytest.mark.postgres
+
+
+def test_deferred_and_coalesced_fires_on_postgres(
+    tmp_path: Path, redis_url: str, redis_ns: str, pg_schema_url: str
+) -> None:
+    engine = make_engine(pg_schema_url)
+    upgrade(engine)
+    engine.dispose()
+    settings = gateway_settings(tmp_path, redis_url, redis_ns, database_url=pg_schema_url)
+    gw = Gateway(settings, redis_url)
+    try:
+        with gw.worker("w1"):
+            late, busy = gw.session(chat="late"), gw.session(chat="busy")
+            gw.due_now(late, missed=3)
+            busy_with_slow_turn(gw, busy)
+            gw.due_now(busy)
+            fire_pending(gw, busy)
+            [coalesced] = gw.final_runs(late)
+            [deferred] = gw.final_runs(busy)
+        assert coalesced.missed == 3 and coalesced.state == "completed"
+        assert deferred.deferred and deferred.state == "completed"
+        assert gw.store.heartbeat_status(late, utcnow()).to_json()["fire_count"] == 1
+        assert_invariants(gw)
+    finally:
+        gw.close()
