@@ -5,12 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from gateway_fixtures import gateway_settings
 from gateway_harness import Gateway
+from test_rules import assert_invariants, busy_with_slow_turn, fire_pending
+
 from hbgw.clock import utcnow
 from sessions.db import make_engine, upgrade
-from test_rules import assert_invariants, busy_with_slow_turn, fire_pending
 
 pytestmark = pytest.mark.postgres
 
