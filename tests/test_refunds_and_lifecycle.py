@@ -155,3 +155,18 @@ def test_restore_read_failure_never_prunes(gateway: Gateway, tmp_path: Path) -> 
     unreadable.close()
     assert not report.ok
     assert gw.rt.index.due_ms(sid) == before
+
+
+def test_message_queued_before_compression_is_still_answered(gateway: Gateway) -> None:
+    gw = gateway
+    sid = gw.session()
+    message = gw.store.add_message(
+        sid, role="user", kind="user", text="before compression", now=utcnow(), state="queued"
+    )
+    gw.rt.state.enqueue_user(sid, str(message.id))  # no worker is up yet
+    gw.store.compress(sid, utcnow())
+    with gw.worker("w1"):
+        gw.tick()  # the sweeper finds the parent's inbox
+        reply = wait_until(lambda: gw.store.reply_for(message.id), what="the reply")
+    assert reply.session_id == sid
+    assert gw.rt.state.backlog(sid) == 0

@@ -99,23 +99,25 @@ class TurnRunner:
     def drain(self, session_id: str) -> str:
         """A user message was queued: run the inbox under the lock if nobody else is."""
         rt = self.rt
-        session = rt.store.resolve_active(session_id)
-        owner = rt.registry.owner(session.id, rt.now_ms())
+        # Messages queued before a compression are answered in the conversation they were
+        # sent to; new ones go to the session that continues it.
+        sid = session_id if rt.state.backlog(session_id) else rt.store.resolve_active(session_id).id
+        owner = rt.registry.owner(sid, rt.now_ms())
         if owner != rt.worker:
             if owner is not None:
-                self.dispatcher.drain(owner, session.id)
+                self.dispatcher.drain(owner, sid)
             return "forwarded"
         token = uuid.uuid4().hex
-        begun = rt.state.try_begin_user(session.id, token, self.lease_ms)
+        begun = rt.state.try_begin_user(sid, token, self.lease_ms)
         if not isinstance(begun, Began):
             return "busy"  # the lock holder drains the inbox before it lets go
         try:
-            rt.store.claim_fence(session.id, begun.fence, rt.clock())
+            rt.store.claim_fence(sid, begun.fence, rt.clock())
         except StaleFence:
-            self._reseed(session.id, token)
-            self.dispatcher.drain(rt.worker, session.id)
+            self._reseed(sid, token)
+            self.dispatcher.drain(rt.worker, sid)
             return "reseeded"
-        self._submit(self._user_session, session.id, token, begun.fence)
+        self._submit(self._user_session, sid, token, begun.fence)
         return "began"
 
     # -- turns ----------------------------------------------------------------------------
