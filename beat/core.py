@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
+from datetime import timedelta
 
 from beat.restore import restore
 from hbgw.errors import HbgwError
@@ -49,7 +50,36 @@ class BeatCore:
     def restore_now(self) -> None:
         s = self.rt.settings
         slack = int(max(s.claim_lease, s.refund_backoff) * 1000) + 1000
-        restore(self.rt.store, self.rt.index, self.rt.state, slack_ms=slack)
+        report = restore(
+            self.rt.store, self.rt.index, self.rt.state, now_ms=self.rt.now_ms(), slack_ms=slack
+        )
+        if report.ok:
+            self.recover_orphans()
+
+    def recover_orphans(self) -> int:
+        """Refund reservations left by workers that died before the agent started.
+
+        A reservation older than a lock lease whose session lock is free can no longer start
+        (its writes are fenced); giving it back keeps the fire count exact and lets the fire
+        run again now instead of one interval later.
+        """
+        rt = self.rt
+        now = rt.clock()
+        before = now - timedelta(seconds=rt.settings.lock_lease)
+        recovered = 0
+        for run in rt.store.stale_reservations(before):
+            if rt.state.lock_holder(run.session_id) is not None:
+                continue
+            if rt.store.refund_orphan(run.id, now) is not None:
+                # Due again at once, under a new fire id (the old one is in the ledger).
+                if rt.settle(run.session_id) is not None:
+                    rt.index.schedule(run.session_id, rt.now_ms())
+                recovered += 1
+        if recovered:
+            log.info(
+                "refunded %d orphaned reservations", recovered, extra={"action": "beat.orphans"}
+            )
+        return recovered
 
     def dispatch_due(self, now_ms: int, workers: list[str]) -> int:
         claimed = self.rt.index.claim_all(now_ms, self.lease_ms, self.rt.settings.claim_batch)

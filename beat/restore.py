@@ -24,11 +24,14 @@ class RestoreReport:
     written: int = 0
 
 
-def restore(store: Store, index: DueIndex, state: SessionState, *, slack_ms: int) -> RestoreReport:
+def restore(
+    store: Store, index: DueIndex, state: SessionState, *, now_ms: int, slack_ms: int
+) -> RestoreReport:
     """Put every restorable heartbeat into the index at its true next due time.
 
-    An entry already present is kept unless it is later than the truth by more than
-    ``slack_ms`` (a claim lease or a refund back-off legitimately pushes it later).
+    An entry already present is kept unless it would fire later than the truth (or now, for an
+    overdue heartbeat) by more than ``slack_ms``: a claim lease or a refund back-off
+    legitimately pushes an entry later.
     """
     try:
         entries = store.list_restorable()
@@ -42,7 +45,7 @@ def restore(store: Store, index: DueIndex, state: SessionState, *, slack_ms: int
     for entry in entries:
         due = to_ms(entry.next_due_at)
         current = present.get(entry.session_id)
-        if current is None or current > due + slack_ms:
+        if current is None or current > max(due, now_ms) + slack_ms:
             wanted[entry.session_id] = due
         state.seed(entry.session_id, entry.fence)
     if wanted:

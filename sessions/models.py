@@ -107,7 +107,7 @@ class Heartbeat(Base):
     origin_chat: Mapped[str] = mapped_column(String(255))
     origin_thread: Mapped[str | None] = mapped_column(String(255))
     last_fired_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
-    last_outcome: Mapped[str | None] = mapped_column(String(32))
+    last_outcome: Mapped[str | None] = mapped_column(String(255))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime())
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime())
 

@@ -37,6 +37,7 @@ from sessions.views import (
 )
 
 FINISHED_OUTCOMES = ("completed", "failed", "silent")
+ORPHANED = "worker lost before the agent started"
 
 
 def new_session_id() -> str:
@@ -265,6 +266,17 @@ class Store:
                     return Duplicate(run_view(existing))
                 if fence <= session.fence:
                     return Refused("stale_fence")
+                # A newer fence proves older turns lost their lock: a reservation they left
+                # behind never reached the agent and is given back before this one is made.
+                for orphan in db.scalars(
+                    select(HeartbeatRun).where(
+                        HeartbeatRun.session_id == session_id,
+                        HeartbeatRun.state == "reserved",
+                        HeartbeatRun.fence < fence,
+                    )
+                ):
+                    _refund_run(db, orphan, ORPHANED, now)
+                db.flush()
                 row = _heartbeat(db, session_id)
                 if row is None or row.status == "cleared":
                     return Refused("no_heartbeat")
@@ -323,26 +335,27 @@ class Store:
                 raise InvalidState(
                     f"Run {run.fire_id} is {run.state}; only a run that never started is refunded."
                 )
-            row = db.get(Heartbeat, run.heartbeat_id)
-            unchanged = (
-                row is not None
-                and row.generation == run.generation
-                and row.anchor_at == run.reserved_at
-            )
-            if row is not None and unchanged:
-                state = hb.refund(
-                    heartbeat_state(row),
-                    prev_anchor=run.prev_anchor_at,
-                    prev_last_fired=run.prev_last_fired_at,
-                )
-                apply_state(row, state, now)
-                row.last_outcome = f"refunded: {reason}"
-                run.state = "refunded"
-            else:
-                run.state = "abandoned"
-            run.finished_at = now
-            run.detail = reason
+            _refund_run(db, run, reason, now)
             return run_view(run)
+
+    def refund_orphan(self, run_id: int, now: datetime) -> RunView | None:
+        """Refund a reservation whose worker died before the agent started; None if it moved on."""
+        with self._tx() as db:
+            run = _run(db, run_id)
+            if run.state != "reserved":
+                return None
+            _refund_run(db, run, ORPHANED, now)
+            return run_view(run)
+
+    def stale_reservations(self, before: datetime) -> list[RunView]:
+        """Runs still ``reserved`` since before ``before``: candidates for ``refund_orphan``."""
+        with self._tx() as db:
+            rows = db.scalars(
+                select(HeartbeatRun)
+                .where(HeartbeatRun.state == "reserved", HeartbeatRun.reserved_at < before)
+                .order_by(HeartbeatRun.id)
+            )
+            return [run_view(r) for r in rows]
 
     def finish(
         self, run_id: int, outcome: str, fence: int, now: datetime, detail: str | None = None
@@ -542,6 +555,26 @@ def _clear_departing(db: Session, session_id: str, now: datetime) -> None:
     row = _heartbeat(db, session_id)
     if row is not None and row.status != "cleared":
         apply_state(row, hb.clear(heartbeat_state(row), now), now)
+
+
+def _refund_run(db: Session, run: HeartbeatRun, reason: str, now: datetime) -> None:
+    row = db.get(Heartbeat, run.heartbeat_id)
+    unchanged = (
+        row is not None and row.generation == run.generation and row.anchor_at == run.reserved_at
+    )
+    if row is not None and unchanged:
+        state = hb.refund(
+            heartbeat_state(row),
+            prev_anchor=run.prev_anchor_at,
+            prev_last_fired=run.prev_last_fired_at,
+        )
+        apply_state(row, state, now)
+        row.last_outcome = f"refunded: {reason}"[:255]
+        run.state = "refunded"
+    else:
+        run.state = "abandoned"
+    run.finished_at = now
+    run.detail = reason
 
 
 def _heartbeat(db: Session, session_id: str) -> Heartbeat | None:

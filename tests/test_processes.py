@@ -94,6 +94,13 @@ def test_sigkill_worker_mid_turn_moves_its_sessions(
             ]
 
         wait_until(moved, 90, "the victim's next fire to complete on w2")
+        # A reservation the dead worker made but never started is given back by beat.
+        stale_before = utcnow() - timedelta(seconds=settings.lock_lease)
+        wait_until(
+            lambda: not [r for r in gw.store.stale_reservations(stale_before) if r.worker == "w1"],
+            30,
+            "beat to refund reservations orphaned by w1",
+        )
     interrupted = next(r for r in gw.runs() if r.fire_id == victim.fire_id)
     assert interrupted.state == "started"  # reached the agent: counted once, never again
     after_ttl = killed_at + timedelta(seconds=settings.worker_ttl + 1)

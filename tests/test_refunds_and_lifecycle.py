@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -16,8 +17,9 @@ from hbgw.clock import to_ms, utcnow
 from hbgw.embedded import EmbeddedRedis
 from sessions.db import make_engine
 from sessions.store import Store
-from sessions.views import RunView
+from sessions.views import Reserved, RunView
 from workers.ownership import rendezvous_owner
+from workers.session_state import Began
 
 Hook = Callable[[str, RunView], None]
 
@@ -151,7 +153,7 @@ def test_restore_read_failure_never_prunes(gateway: Gateway, tmp_path: Path) -> 
     gw.heartbeat(sid, seconds=600)
     before = gw.rt.index.due_ms(sid)
     unreadable = Store(make_engine(f"sqlite:///{tmp_path / 'unmigrated.sqlite3'}"))
-    report = restore(unreadable, gw.rt.index, gw.rt.state, slack_ms=0)
+    report = restore(unreadable, gw.rt.index, gw.rt.state, now_ms=gw.rt.now_ms(), slack_ms=0)
     unreadable.close()
     assert not report.ok
     assert gw.rt.index.due_ms(sid) == before
@@ -170,3 +172,25 @@ def test_message_queued_before_compression_is_still_answered(gateway: Gateway) -
         reply = wait_until(lambda: gw.store.reply_for(message.id), what="the reply")
     assert reply.session_id == sid
     assert gw.rt.state.backlog(sid) == 0
+
+
+def test_reservation_of_a_dead_worker_is_refunded_and_fired_again(gateway: Gateway) -> None:
+    gw = gateway
+    sid = gw.session()
+    gw.due_now(sid, missed=1)
+    due = gw.rt.index.due_ms(sid)
+    assert due is not None
+    # A worker took the lock and reserved, then died before the agent started.
+    begun = gw.rt.state.try_begin_fire(sid, f"{sid}:{due}", "dead-worker", 100)
+    assert isinstance(begun, Began)
+    reserved_at = utcnow() - timedelta(seconds=10)
+    reserved = gw.store.reserve_fire(sid, f"{sid}:{due}", due, begun.fence, reserved_at)
+    assert isinstance(reserved, Reserved)
+    wait_until(lambda: gw.rt.state.lock_holder(sid) is None, what="the dead lock's lease")
+    with gw.worker("w1"):
+        assert gw.beat.recover_orphans() == 1
+        gw.tick()
+        runs = gw.final_runs(sid, count=2)
+    assert sorted(r.state for r in runs) == ["completed", "refunded"]
+    assert gw.store.heartbeat_status(sid, utcnow()).to_json()["fire_count"] == 1
+    assert_invariants(gw)

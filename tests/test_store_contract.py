@@ -111,7 +111,7 @@ def test_reserve_duplicate_fire_id_is_noop(store: Store) -> None:
 def test_reserve_rejects_stale_fence_and_not_due(store: Store) -> None:
     sid = make(store)
     now = T0 + timedelta(minutes=10)
-    fire(store, sid, now, fence=5)
+    store.mark_started(fire(store, sid, now, fence=5).run.id, 5, now)
     later = now + timedelta(minutes=10)
     stale = store.reserve_fire(sid, f"{sid}:x", 0, 5, later)
     assert stale == Refused("stale_fence")
@@ -224,3 +224,27 @@ def test_closed_session_cannot_take_a_heartbeat(store: Store) -> None:
     store.compress(sid, T0)
     with pytest.raises(InvalidState, match="closed"):
         store.set_heartbeat(sid, schedule=TEN_MIN, schedule_text="", prompt="x", now=T0)
+
+
+def test_newer_fence_gives_back_an_orphaned_reservation(store: Store) -> None:
+    sid = make(store)
+    first = T0 + timedelta(minutes=10)
+    orphan = fire(store, sid, first, fence=1).run  # its worker died before the agent started
+    later = first + timedelta(minutes=10)
+    fire(store, sid, later, fence=2)
+    runs = {r.id: r for r in store.runs(sid)}
+    assert runs[orphan.id].state == "refunded"
+    assert runs[orphan.id].detail == "worker lost before the agent started"
+    assert store.heartbeat_status(sid, later).to_json()["fire_count"] == 1
+
+
+def test_refund_orphan_only_while_reserved(store: Store) -> None:
+    sid = make(store)
+    now = T0 + timedelta(minutes=10)
+    run = fire(store, sid, now, fence=1).run
+    assert [r.id for r in store.stale_reservations(now + timedelta(seconds=1))] == [run.id]
+    assert store.stale_reservations(now) == []
+    refunded = store.refund_orphan(run.id, now)
+    assert refunded is not None and refunded.state == "refunded"
+    assert store.refund_orphan(run.id, now) is None
+    assert store.heartbeat_status(sid, now).to_json()["fire_count"] == 0

@@ -139,7 +139,8 @@ class TurnRunner:
         with LockKeeper(self.rt.state, session.id, token, self.lease_ms) as keeper:
             try:
                 self._run_fire(session, fire_id, due_ms, fence, keeper, deferred)
-            except (TurnAborted, StaleFence) as exc:
+            except (TurnAborted, HbgwError) as exc:
+                # Lost lock, stale fence, or the reservation was given back meanwhile.
                 log.warning("turn aborted: %s", exc, extra={"action": "turn.aborted"})
                 return
             self._drain_locked(session.id, token, fence, keeper)
@@ -260,7 +261,7 @@ class TurnRunner:
         with LockKeeper(self.rt.state, sid, token, self.lease_ms) as keeper:
             try:
                 self._drain_locked(sid, token, fence, keeper)
-            except (TurnAborted, StaleFence) as exc:
+            except (TurnAborted, HbgwError) as exc:
                 log.warning("turn aborted: %s", exc, extra={"action": "turn.aborted"})
 
     def _drain_locked(self, sid: str, token: str, fence: int, keeper: LockKeeper) -> None:

@@ -55,7 +55,7 @@ def upgrade() -> None:
         sa.Column("origin_chat", sa.String(length=255), nullable=False),
         sa.Column("origin_thread", sa.String(length=255), nullable=True),
         sa.Column("last_fired_at", sa.DateTime(), nullable=True),
-        sa.Column("last_outcome", sa.String(length=32), nullable=True),
+        sa.Column("last_outcome", sa.String(length=255), nullable=True),
         sa.Column("created_at", sa.DateTime(), nullable=False),
         sa.Column("updated_at", sa.DateTime(), nullable=False),
         sa.ForeignKeyConstraint(
