@@ -212,3 +212,15 @@ def test_message_taken_by_a_dead_turn_is_answered_not_lost(gateway: Gateway) -> 
         reply = wait_until(lambda: gw.store.reply_for(message.id), what="the reply")
     assert reply.text == "user reply to: are you there?"
     assert gw.rt.state.backlog(sid) == 0
+
+
+def test_not_due_never_fires_even_from_a_wrong_index_entry(gateway: Gateway) -> None:
+    gw = gateway
+    with gw.worker("w1"):
+        sid = gw.session()
+        gw.heartbeat(sid, seconds=600)
+        true_due = gw.rt.index.due_ms(sid)
+        gw.rt.index.schedule(sid, gw.rt.now_ms() - 1000)  # an index entry that is wrong
+        gw.tick()
+        wait_until(lambda: gw.rt.index.due_ms(sid) == true_due, what="the entry to be corrected")
+    assert gw.runs(sid) == []  # rule 1: SQL decides what is due, not the index
