@@ -1,8 +1,26 @@
 """The /heartbeat (alias /hb) slash-command grammar.
 
-A lone keyword (status, pause, resume, clear, stop, off) is that command; a keyword followed
-by more text is an error rather than a prompt, because "/heartbeat stop checking" most likely
-means stop, and a surprise heartbeat would be worse than a question.
+``/heartbeat [schedule] <prompt>`` where the schedule is, in any order with an optional
+``--tz Area/City``: ``every <interval>``, ``<interval>``, ``--every <interval>``,
+``--every=<interval>``, ``--cron "<expr>"``, ``cron <5 fields>``, ``@hourly`` (and the other
+aliases) or ``TZ=Area/City <5 fields | @alias>``. An interval is ``10m``, ``1.5h`` or a number
+and a unit word (``90 minutes``, ``10 m``).
+
+Ambiguous forms, decided on purpose:
+
+- A lone keyword (``status``, ``pause``, ``resume``, ``clear``, ``stop``, ``off``, trailing ``.``
+  or ``!`` allowed) is that command. A keyword followed by more text (``/heartbeat stop checking
+  CI``) is an error, not a prompt: it most likely means the command, and a surprise recurring
+  heartbeat is worse than a question. Such a prompt can still be set by giving the schedule first
+  (``/heartbeat every 5m stop …``).
+- ``every`` (or ``--every``) must be followed by an interval; ``every morning`` is an error, never
+  silently a prompt. A leading number is an interval only when a unit follows it (``3 things to
+  check`` is a prompt; ``5 days ago …`` is an interval).
+- ``cron`` and five unquoted fields: a sixth token that looks like a cron field (``*``, ``0``) is an
+  error (seconds are not supported); a prompt starting with such a token needs ``--cron "…"``.
+- ``@hourly`` etc. start a cron schedule; any other ``@word`` (``@alice``) begins the prompt, except
+  ``@midnight`` / ``@reboot``, which get an error rather than becoming a prompt.
+- An unknown ``--option`` at the start is an error, not a prompt.
 """
 
 from __future__ import annotations
@@ -10,10 +28,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from hbgw.errors import CommandError, IntervalError
-from sessions.cron import ALIASES, parse_cron, parse_timezone
-from sessions.intervals import FORMS, UNITS, parse_interval
-from sessions.schedule import CronSchedule, IntervalSchedule, Schedule
+from hbgw.errors import CommandError, CronError, IntervalError
+from sessions.cron import ALIASES, UNSUPPORTED_ALIASES, parse_cron
+from sessions.intervals import NUMBER, forms_error, parse_interval, quote, unit_seconds
+from sessions.schedule import IntervalSchedule, Schedule
 
 
 @dataclass(frozen=True)
@@ -48,6 +66,7 @@ class SetHeartbeat:
     schedule: Schedule
     prompt: str
     schedule_text: str
+    """What the user wrote for the schedule (whitespace collapsed); "" when the default applied."""
 
 
 Command = ShowStatus | Pause | Resume | Clear | SetHeartbeat
@@ -61,142 +80,233 @@ KEYWORDS: dict[str, Command] = {
     "off": Clear(),
 }
 EXAMPLE = "for example: /heartbeat every 10m check CI"
-_HEAD = re.compile(r"^\s*/(?:heartbeat|hb)(?:@\w+)?(?=\s|$)", re.IGNORECASE)
-_NUMBER_UNIT = re.compile(r"^(\d+(?:\.\d+)?|\.\d+)([a-z]+)$", re.IGNORECASE)
-_NUMBER = re.compile(r"^(\d+(?:\.\d+)?|\.\d+)$")
-_CRON_TOKEN = re.compile(r"^[\d*/,\-a-z?]+$", re.IGNORECASE)
+_HEAD = re.compile(r"\s*/(?:heartbeat|hb)(?:@[A-Za-z0-9_]+)?(?=\s|$)", re.IGNORECASE)
+_TOKEN = re.compile(r"\S+")
+_GLUED_INTERVAL = re.compile(rf"({NUMBER})([A-Za-z]+)")
+_BARE_NUMBER = re.compile(NUMBER)
+# Numeric-looking text glued to a unit (1e400s, 1,5h, 1.5.2m): a failed interval, not a prompt.
+_MANGLED_INTERVAL = re.compile(r"[+-]?[0-9.][0-9.,_eE+-]*([A-Za-z]+)")
+_TZ_TOKEN = re.compile(r"(?:cron_)?tz=", re.IGNORECASE)
+_CRONISH = re.compile(r"[0-9*/,\-]*[0-9*][0-9*/,\-]*")
+_QUOTES = {'"': '"', "'": "'", "“": "”", "‘": "’", "«": "»"}  # chat apps curl quotes
 
 
 def is_heartbeat_command(text: str) -> bool:
-    return bool(_HEAD.match(text))
+    """True when ``text`` starts with /heartbeat or /hb as a whole word (/heartbeat@Bot too)."""
+    return _HEAD.match(text) is not None
 
 
 def help_text() -> str:
-    return (
-        "/heartbeat every <interval> <instruction> — set (10m, 1.5h, 90 minutes); "
-        "/heartbeat <instruction> — every 5m by default; "
-        "/heartbeat @daily <instruction>, /heartbeat cron 0 9 * * 1-5 <instruction> "
-        "(TZ=Asia/Tokyo or --tz Asia/Tokyo for a timezone); "
-        "/heartbeat status | pause | resume | clear. /hb is short for /heartbeat."
+    return "\n".join(
+        [
+            "/heartbeat repeats a prompt in this conversation whenever it is idle and due:",
+            "/heartbeat every 10m <prompt> — set it (also 10m, 90 minutes, --every 1.5h; "
+            "units s, m, h, d)",
+            "/heartbeat <prompt> — set it with the default interval",
+            "/heartbeat cron 0 9 * * 1-5 <prompt> — on a cron schedule "
+            '(also @hourly, @daily, @weekly, @monthly, --cron "0 9 * * *")',
+            "/heartbeat TZ=Asia/Tokyo 0 9 * * * <prompt> — cron in a timezone "
+            "(or add --tz Asia/Tokyo)",
+            "/heartbeat status — show it; /heartbeat pause, /heartbeat resume — hold, restart",
+            "/heartbeat clear (or stop, off) — remove it; /hb is short for /heartbeat",
+        ]
     )
 
 
 def parse_command(text: str, limits: GrammarLimits = GrammarLimits()) -> Command:
+    """Parse one /heartbeat command; every failure is a GrammarError with one sentence."""
     head = _HEAD.match(text)
-    if not head:
-        raise CommandError(f"Not a /heartbeat command — {EXAMPLE}.")
+    if head is None:
+        raise CommandError(
+            f"That is not a /heartbeat command — start with /heartbeat or /hb, {EXAMPLE}."
+        )
     rest = text[head.end() :].strip()
     if not rest:
         return ShowStatus()
-    first, _, tail = _split(rest)
-    keyword = KEYWORDS.get(first.lower())
+    first = rest.split(None, 1)[0]
+    keyword = KEYWORDS.get(first.lower().rstrip(".!"))
     if keyword is not None:
-        if tail:
-            raise CommandError(
-                f"'/heartbeat {first.lower()}' takes nothing after it; to set a heartbeat "
-                f"whose instruction starts with '{first}', {EXAMPLE}."
-            )
-        return keyword
-    schedule, schedule_text, prompt = _schedule_and_prompt(rest, limits)
-    if schedule is None:
-        schedule = IntervalSchedule(limits.default_interval)
-    return SetHeartbeat(
-        schedule=schedule, prompt=_check_prompt(prompt, limits), schedule_text=schedule_text
-    )
-
-
-def _split(text: str) -> tuple[str, str, str]:
-    """(first word, separator, the rest with its inner whitespace kept)."""
-    match = re.match(r"(\S+)(\s*)(.*)", text, re.DOTALL)
-    assert match is not None
-    return match.group(1), match.group(2), match.group(3)
-
-
-def _schedule_and_prompt(rest: str, limits: GrammarLimits) -> tuple[Schedule | None, str, str]:
-    tz: str | None = None
-    tz_match = re.search(r"(?:^|\s)--tz(?:=|\s+)(\S+)", rest)
-    if tz_match:
-        tz = parse_timezone(tz_match.group(1))
-        rest = (rest[: tz_match.start()] + " " + rest[tz_match.end() :]).strip()
-    first, _, tail = _split(rest)
-    lower = first.lower()
-    if lower.startswith("--every"):
-        value = first.split("=", 1)[1] if "=" in first else None
-        interval, after = (value, tail) if value else _interval_tokens(tail, required=True)
-        return _interval(interval, limits, after, first if value else f"--every {interval}")
-    if lower == "every":
-        interval, after = _interval_tokens(tail, required=True)
-        return _interval(interval, limits, after, f"every {interval}")
-    if lower.startswith("tz=") or lower.startswith("cron_tz="):
-        zone = first.split("=", 1)[1]
-        if tz and tz != zone:
-            raise CommandError(f"Two timezones given ({zone} and {tz}); keep one of them.")
-        return _cron(tail, parse_timezone(zone), f"TZ={zone} ")
-    if lower == "--cron":
-        quoted = re.match(r"""(["'])(.*?)\1\s*(.*)""", tail, re.DOTALL)
-        if not quoted:
-            raise CommandError(
-                '--cron needs its expression in quotes: --cron "0 9 * * 1-5" <instruction>.'
-            )
-        schedule = parse_cron(quoted.group(2), tz=tz)
-        return schedule, f'--cron "{quoted.group(2)}"', quoted.group(3)
-    if lower == "cron":
-        return _cron(tail, tz, "cron ")
-    if lower in ALIASES:
-        return parse_cron(lower, tz=tz), lower, tail
-    interval, after = _interval_tokens(rest, required=False)
-    if interval is not None:
-        return _interval(interval, limits, after, interval)
-    if tz:
-        raise CommandError("--tz only applies to cron schedules (cron …, @daily, TZ=…).")
-    return None, "", rest
-
-
-def _interval_tokens(text: str, *, required: bool) -> tuple[str | None, str]:
-    """Split an interval (``10m`` or ``10 m``/``90 minutes``) off the front of ``text``."""
-    first, _, tail = _split(text) if text.strip() else ("", "", "")
-    if _NUMBER_UNIT.match(first) and _NUMBER_UNIT.match(first).group(2).lower() in UNITS:  # type: ignore[union-attr]
-        return first, tail
-    if _NUMBER.match(first):
-        unit, _, after = _split(tail) if tail.strip() else ("", "", "")
-        if unit.lower() in UNITS:
-            return f"{first} {unit}", after
-    if required:
-        shown = first or "nothing"
-        raise IntervalError(f"'{shown}' is not an interval — use {FORMS}.")
-    return None, text
-
-
-def _interval(
-    interval: str | None, limits: GrammarLimits, prompt: str, text: str
-) -> tuple[Schedule, str, str]:
-    assert interval is not None
-    seconds = parse_interval(interval, minimum=limits.min_interval)
-    return IntervalSchedule(seconds), text, prompt
-
-
-def _cron(text: str, tz: str | None, lead: str) -> tuple[Schedule, str, str]:
-    first, _, tail = _split(text) if text.strip() else ("", "", "")
-    if first.lower() in ALIASES:
-        schedule: CronSchedule = parse_cron(first, tz=tz)
-        return schedule, f"{lead}{first.lower()}", tail
-    tokens = text.split(None, 5)
-    if len(tokens) < 5 or not all(_CRON_TOKEN.match(t) for t in tokens[:5]):
+        if len(first) == len(rest):
+            return keyword
+        word = first.lower()
         raise CommandError(
-            "A cron schedule needs five fields (minute hour day-of-month month day-of-week) "
-            "or @hourly/@daily/@weekly/@monthly, then the instruction."
+            f"'/heartbeat {word}' takes nothing after it — to set a prompt that starts with "
+            f"'{word}', give the schedule first, for example: /heartbeat every 5m {word} …"
         )
-    expr = " ".join(tokens[:5])
-    return parse_cron(expr, tz=tz), f"{lead}{expr}", tokens[5] if len(tokens) > 5 else ""
-
-
-def _check_prompt(prompt: str, limits: GrammarLimits) -> str:
-    prompt = prompt.strip()
+    schedule, pos = _Head(rest, limits).parse()
+    prompt = rest[pos:].strip()
     if not prompt:
         raise CommandError(f"The prompt is required — {EXAMPLE}.")
     if len(prompt) > limits.max_prompt_chars:
         raise CommandError(
-            f"The prompt is {len(prompt)} characters; the limit is {limits.max_prompt_chars}. "
-            "Shorten it."
+            f"The prompt is too long — {len(prompt)} characters; "
+            f"the limit is {limits.max_prompt_chars}."
         )
-    return prompt
+    if schedule is None:
+        return SetHeartbeat(IntervalSchedule(limits.default_interval), prompt, "")
+    return SetHeartbeat(schedule, prompt, " ".join(rest[:pos].split()))
+
+
+class _Head:
+    """Reads the schedule part in front of the prompt; ``pos`` is where the prompt starts."""
+
+    def __init__(self, rest: str, limits: GrammarLimits) -> None:
+        self.rest = rest
+        self.limits = limits
+        self.pos = 0
+        self.tz: str | None = None
+        self.cron: str | None = None
+        self.interval: int | None = None
+
+    def parse(self) -> tuple[Schedule | None, int]:
+        while (token := self._peek()) is not None and self._step(token):
+            pass
+        if self.cron is not None:
+            return parse_cron(self.cron, tz=self.tz), self.pos
+        if self.tz is not None:
+            raise CommandError(
+                '--tz only applies to cron schedules (cron …, @daily, TZ=…, --cron "…"); '
+                "an interval runs the same in every timezone."
+            )
+        if self.interval is not None:
+            return IntervalSchedule(self.interval), self.pos
+        return None, self.pos
+
+    def _step(self, token: str) -> bool:
+        """Consume one schedule element at ``pos``; False when the prompt starts here."""
+        word = token.lower()
+        if word == "--tz" or word.startswith("--tz="):
+            if self.tz is not None:
+                raise CommandError("--tz is given twice — give one timezone.")
+            self.tz = self._option_value(token, "--tz", "a timezone, like --tz Europe/Paris")
+            return True
+        if self.cron is not None or self.interval is not None:
+            return False  # one schedule only; whatever follows is the prompt
+        if word.startswith("--every="):
+            value = self._option_value(token, "--every", "an interval, like --every=10m")
+            self.interval = parse_interval(value, minimum=self.limits.min_interval)
+            return True
+        if word in ("every", "--every"):
+            self._skip(token)
+            if not self._read_interval():
+                shown = self._peek()
+                raise forms_error(shown) if shown else _needs_interval(word)
+            return True
+        if word == "--cron" or word.startswith("--cron="):
+            self.cron = self._cron_option(token)
+            return True
+        if word == "cron":
+            self._skip(token)
+            self.cron = self._cron_fields()
+            return True
+        if word in ALIASES or word in UNSUPPORTED_ALIASES or _TZ_TOKEN.match(word):
+            self.cron = self._cron_fields()
+            return True
+        if word.startswith("--") and word[2:3].isalpha():
+            raise CommandError(
+                f"Unknown option {quote(token)} — the options are --every, --cron and --tz."
+            )
+        return self._read_interval()
+
+    # -- tokens ---------------------------------------------------------------------------
+
+    def _peek(self) -> str | None:
+        match = _TOKEN.search(self.rest, self.pos)
+        return match.group() if match else None
+
+    def _skip(self, token: str) -> None:
+        self.pos = self.rest.index(token, self.pos) + len(token)
+
+    def _option_value(self, token: str, option: str, what: str) -> str:
+        """The value of ``--opt value`` or ``--opt=value``."""
+        self._skip(token)
+        value = token[len(option) + 1 :] if "=" in token else self._peek()
+        if not value:
+            raise CommandError(f"{option} needs {what}.")
+        if "=" not in token:
+            self._skip(value)
+        return value
+
+    # -- intervals ------------------------------------------------------------------------
+
+    def _read_interval(self) -> bool:
+        """Consume ``10m`` or ``90 minutes`` at ``pos``; False (nothing consumed) otherwise."""
+        token = self._peek()
+        if token is None:
+            return False
+        glued = _GLUED_INTERVAL.fullmatch(token)
+        if glued is not None and unit_seconds(glued.group(2)) is not None:
+            self._skip(token)
+            text = token
+        elif (mangled := _MANGLED_INTERVAL.fullmatch(token)) and unit_seconds(mangled.group(1)):
+            raise forms_error(token)
+        elif _BARE_NUMBER.fullmatch(token):
+            start = self.pos
+            self._skip(token)
+            unit = self._peek()
+            if unit is None or unit_seconds(unit) is None:
+                self.pos = start
+                return False
+            self._skip(unit)
+            text = f"{token} {unit}"
+        else:
+            return False
+        self.interval = parse_interval(text, minimum=self.limits.min_interval)
+        return True
+
+    # -- cron -----------------------------------------------------------------------------
+
+    def _cron_option(self, token: str) -> str:
+        """``--cron "<expr>"`` (straight or curly quotes), ``--cron=@daily`` or bare fields."""
+        self._skip(token)
+        if "=" in token:
+            inline = token[len("--cron=") :]
+            if inline and inline[0] in _QUOTES:
+                self.pos -= len(inline)  # re-read from the opening quote
+            elif inline.startswith("@"):
+                return inline
+            else:
+                raise CommandError('--cron needs the expression in quotes: --cron "0 9 * * 1-5".')
+        else:
+            self.pos = len(self.rest) - len(self.rest[self.pos :].lstrip())
+        opening = self.rest[self.pos : self.pos + 1]
+        if opening not in _QUOTES:
+            return self._cron_fields()
+        closing = self.rest.find(_QUOTES[opening], self.pos + 1)
+        if closing < 0:
+            raise CommandError(f"The --cron expression has no closing {_QUOTES[opening]}.")
+        expr = self.rest[self.pos + 1 : closing]
+        self.pos = closing + 1
+        return expr
+
+    def _cron_fields(self) -> str:
+        """An optional TZ= token, then an @alias or five fields, as text for parse_cron."""
+        parts: list[str] = []
+        token = self._peek()
+        if token is not None and _TZ_TOKEN.match(token):
+            parts.append(token)
+            self._skip(token)
+            token = self._peek()
+            if token is not None and token.lower() == "cron":  # TZ=… cron 0 9 * * *
+                self._skip(token)
+                token = self._peek()
+        if token is not None and token.startswith("@"):
+            self._skip(token)
+            return " ".join([*parts, token])
+        fields: list[str] = []
+        while len(fields) < 5 and (token := self._peek()) is not None:
+            fields.append(token)
+            self._skip(token)
+        extra = self._peek()
+        if len(fields) == 5 and extra is not None and _CRONISH.fullmatch(extra):
+            raise CronError(
+                f"A cron schedule has five fields, and {quote(extra)} looks like a sixth — "
+                'seconds are not supported; if the prompt starts with it, use --cron "…".'
+            )
+        return " ".join([*parts, *fields])
+
+
+def _needs_interval(word: str) -> IntervalError:
+    return IntervalError(
+        f"'{word}' needs an interval after it — write a number and a unit, like {word} 10m."
+    )

@@ -1,110 +1,277 @@
-"""Cron grammar: five fields or an @alias, in an IANA timezone, evaluated by croniter."""
+"""Cron grammar: five fields or an @alias, in an IANA timezone, evaluated by croniter.
+
+croniter is the evaluator, but its parser accepts some garbage (``7-7`` in day-of-week means
+every day, reversed ranges silently wrap) and its messages do not say which field is wrong. So
+each field is checked here first, with errors that name the field, and croniter is handed a
+canonical form (plain numbers) of what was checked.
+
+DST rules, as in Vixie cron: a wall-clock time skipped by a spring-forward fires at the end of the
+gap; a wall-clock time repeated by a fall-back fires once (its first occurrence), unless the
+minute or hour field starts with ``*`` — such "every N minutes/hours" schedules fire in both.
+"""
 
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta, tzinfo
+from functools import cache, lru_cache
+from zoneinfo import ZoneInfo, available_timezones
 
 from croniter import CroniterError, croniter
 
 from hbgw.errors import CronError
+from sessions.intervals import quote
 from sessions.schedule import CronSchedule
 
-ALIASES = {"@hourly", "@daily", "@weekly", "@monthly", "@yearly", "@annually"}
-FIELDS = (
-    ("minute", 0, 59),
-    ("hour", 0, 23),
-    ("day-of-month", 1, 31),
-    ("month", 1, 12),
-    ("day-of-week", 0, 7),
-)
-NAMES = {
-    "month": ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"],
-    "day-of-week": ["sun", "mon", "tue", "wed", "thu", "fri", "sat"],
+ALIASES: dict[str, str] = {
+    "@hourly": "0 * * * *",
+    "@daily": "0 0 * * *",
+    "@weekly": "0 0 * * 0",
+    "@monthly": "0 0 1 * *",
+    "@yearly": "0 0 1 1 *",
+    "@annually": "0 0 1 1 *",
 }
+# Known to cron users but deliberately not offered; they get a pointed error, not "unknown".
+UNSUPPORTED_ALIASES = frozenset({"@midnight", "@reboot"})
+ALIAS_LIST = "@hourly, @daily, @weekly, @monthly or @yearly"
 SHAPE = (
-    "five fields (minute hour day-of-month month day-of-week) or @hourly/@daily/@weekly/@monthly"
+    "five fields (minute hour day-of-month month day-of-week), like 0 9 * * 1-5, "
+    f"or one of {ALIAS_LIST}"
 )
-_TZ_PREFIX = re.compile(r"^\s*(?:CRON_)?TZ=(\S+)\s+(.*)$", re.IGNORECASE | re.DOTALL)
+_TZ_PREFIX = re.compile(r"(?:cron_)?tz=(\S*)(?:\s+|$)", re.IGNORECASE)
+_DIGITS = re.compile(r"[0-9]{1,3}")
+_DAYS_IN_MONTH = (31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
+# A safety bound: the search normally stops after a few candidates (about 60 when an
+# every-minute schedule looks back over a one-hour fall-back overlap).
+_MAX_CANDIDATES = 2000
+
+
+@dataclass(frozen=True)
+class _Field:
+    name: str
+    low: int
+    high: int
+    max_step: int
+    names: tuple[str, ...] = ()
+    hint: str = ""
+
+
+_MONTHS = ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec")
+_DAYS = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")
+FIELDS = (
+    _Field("minute", 0, 59, 60),
+    _Field("hour", 0, 23, 24),
+    _Field("day-of-month", 1, 31, 31),
+    _Field("month", 1, 12, 12, _MONTHS, "use 1–12 or JAN–DEC"),
+    _Field("day-of-week", 0, 7, 7, _DAYS, "use 0–7 (0 and 7 are Sunday) or SUN–SAT"),
+)
+_DOW = FIELDS[4]
+
+
+@dataclass(frozen=True)
+class _Compiled:
+    croniter_expr: str
+    repeats_in_fold: bool
 
 
 def parse_timezone(name: str) -> str:
-    try:
-        ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError, OSError) as exc:
-        raise CronError(
-            f"Unknown timezone '{name}' — use an IANA name such as Europe/Paris."
-        ) from exc
-    return name
+    """The canonical IANA spelling of ``name`` (case-insensitive), or CronError."""
+    key = name.strip()
+    if key.upper() == "UTC":
+        return "UTC"  # always valid, even on a host without a timezone database
+    canonical = _zone_names().get(key.lower())
+    if canonical is None:
+        shown = quote(key) if key else "''"
+        raise CronError(f"Unknown timezone {shown} — use an IANA name such as Europe/Paris.")
+    return canonical
+
+
+@cache
+def _zone_names() -> dict[str, str]:
+    return {name.lower(): name for name in available_timezones()}
 
 
 def parse_cron(text: str, *, tz: str | None = None) -> CronSchedule:
-    expr = text.strip()
-    prefix = _TZ_PREFIX.match(expr)
+    """Five fields or an @alias, optionally prefixed ``TZ=Area/City``; ``tz`` is the default."""
+    body = text.strip()
+    prefix = _TZ_PREFIX.match(body)
+    timezone = parse_timezone(tz) if tz is not None else "UTC"
     if prefix:
-        if tz and tz != prefix.group(1):
-            raise CronError(f"Two timezones given ({prefix.group(1)} and {tz}); keep one of them.")
-        tz, expr = prefix.group(1), prefix.group(2).strip()
-    timezone = parse_timezone(tz) if tz else "UTC"
-    fields = expr.split()
-    if len(fields) == 1 and fields[0].lower() in ALIASES:
-        return CronSchedule(expr=fields[0].lower(), timezone=timezone)
-    if len(fields) != 5:
-        raise CronError(f"A cron schedule needs {SHAPE}; '{expr}' has {len(fields)} fields.")
-    for value, (name, low, high) in zip(fields, FIELDS, strict=True):
-        _check_field(value, name, low, high)
-    normalised = " ".join(fields)
-    try:
-        croniter(normalised)
-    except (CroniterError, ValueError, KeyError) as exc:
-        raise CronError(f"'{normalised}' is not a valid cron expression: {exc}.") from exc
-    return CronSchedule(expr=normalised, timezone=timezone)
-
-
-def _check_field(value: str, name: str, low: int, high: int) -> None:
-    """Each comma part is *, N, N-M, with an optional /step; errors name the field."""
-    for part in value.split(","):
-        base, slash, step = part.partition("/")
-        if slash:
-            if not step.isdigit():
-                raise CronError(
-                    f"The {name} field '{value}' has a step '{step}' that is not a number."
-                )
-            if int(step) < 1:
-                raise CronError(
-                    f"The {name} field '{value}' is not valid: a step must be at least 1."
-                )
-        if base == "*":
-            continue
-        bounds = base.split("-")
-        if len(bounds) > 2 or "" in bounds:
+        given = parse_timezone(prefix.group(1))
+        if tz is not None and given != timezone:
             raise CronError(
-                f"The {name} field '{value}' is not valid: a range has one dash (like 1-5)."
+                f"The timezone is given twice, as {given} and {timezone} — give it once."
             )
-        numbers = [_number(b, name, value) for b in bounds]
-        for number in numbers:
-            if not low <= number <= high:
-                raise CronError(
-                    f"The {name} field '{value}' is out of range: allowed values are {low}–{high}."
-                )
-        if len(numbers) == 2 and numbers[0] > numbers[1]:
-            raise CronError(f"The {name} field '{value}' has a range that runs backwards.")
+        timezone, body = given, body[prefix.end() :]
+    tokens = body.lower().split()
+    if len(tokens) == 1 and tokens[0].startswith("@"):
+        return CronSchedule(expr=_alias(tokens[0]), timezone=timezone)
+    if len(tokens) == 6:
+        raise CronError(
+            f"{quote(body)} has six fields, but a seconds field is not supported — "
+            f"a cron schedule has {SHAPE}."
+        )
+    if len(tokens) != 5:
+        shown = f"{quote(body)} has {len(tokens)}" if tokens else "nothing was given"
+        raise CronError(f"A cron schedule needs {SHAPE}; {shown}.")
+    expr = " ".join(tokens)
+    _compile(expr)
+    # A second opinion from the evaluator itself, should its grammar ever be narrower than ours.
+    if not croniter.is_valid(expr):
+        raise CronError(f"The cron expression {quote(expr)} is not valid — it needs {SHAPE}.")
+    return CronSchedule(expr=expr, timezone=timezone)
 
 
-def _number(token: str, name: str, value: str) -> int:
-    if token.isdigit():
-        return int(token)
-    names = NAMES.get(name, [])
-    if token.lower() in names:
-        return names.index(token.lower()) + (1 if name == "month" else 0)
-    raise CronError(f"The {name} field '{value}' is not valid: '{token}' is not a number.")
+def _alias(token: str) -> str:
+    if token in ALIASES:
+        return token
+    if token in UNSUPPORTED_ALIASES:
+        raise CronError(f"{token} is not supported — use {ALIAS_LIST}, or five fields.")
+    raise CronError(f"{quote(token)} is not a cron alias — use {ALIAS_LIST}, or five fields.")
+
+
+@lru_cache(maxsize=512)
+def _compile(expr: str) -> _Compiled:
+    text = ALIASES.get(expr, expr)
+    fields = text.split()
+    if len(fields) != len(FIELDS):
+        raise CronError(f"A cron schedule needs {SHAPE}; {quote(expr)} does not have five.")
+    values = [_values(spec, field) for spec, field in zip(FIELDS, fields, strict=True)]
+    _check_fires(expr, fields, values)
+    canonical = " ".join(
+        "*" if field == "*" else ",".join(map(str, sorted(found)))
+        for field, found in zip(fields, values, strict=True)
+    )
+    return _Compiled(canonical, fields[0].startswith("*") or fields[1].startswith("*"))
+
+
+def _values(spec: _Field, text: str) -> frozenset[int]:
+    found: set[int] = set()
+    for item in text.split(","):
+        base, slash, step_text = item.partition("/")
+        step = _step(spec, text, step_text) if slash else 1
+        if not item:
+            raise _bad(spec, text, "a list needs a value between every two commas (like 1,15)")
+        if not base:
+            raise _bad(spec, text, "a step needs something to step through (like */15 or 0-30/5)")
+        if base == "*":
+            start, end = spec.low, spec.high
+        else:
+            bounds = base.split("-")
+            if len(bounds) > 2:
+                raise _bad(spec, text, "a range has one dash (like 1-5)")
+            if "" in bounds:
+                raise _bad(spec, text, "a range has a value on each side of its dash (like 1-5)")
+            numbers = [_number(spec, text, bound) for bound in bounds]
+            start = numbers[0]
+            end = numbers[-1] if len(numbers) == 2 else (spec.high if slash else start)
+            if spec is _DOW and len(numbers) == 2 and end == 0 < start:
+                end = 7  # FRI-SUN: Sunday closes the week
+            if start > end:
+                raise _bad(spec, text, "a range goes from low to high (like 1-5)")
+        found.update(range(start, end + 1, step))
+    if spec is _DOW and 7 in found:
+        found = (found - {7}) | {0}
+    return frozenset(found)
+
+
+def _step(spec: _Field, text: str, step_text: str) -> int:
+    if not _DIGITS.fullmatch(step_text):
+        raise _bad(spec, text, "a step is a whole number after one slash (like */15)")
+    step = int(step_text)
+    if step < 1:
+        raise _bad(spec, text, "a step must be at least 1 (like */15)")
+    if step > spec.max_step:
+        raise _bad(spec, text, f"a step can be at most {spec.max_step}")
+    return step
+
+
+def _number(spec: _Field, text: str, token: str) -> int:
+    if token in spec.names:
+        return spec.names.index(token) + (1 if spec.name == "month" else 0)
+    if not token.isascii() or not token.isdigit():
+        reason = spec.hint or f"the values are numbers {spec.low}–{spec.high}"
+        raise _bad(spec, text, f"{quote(token)} is not a value here; {reason}")
+    if len(token) > 2 or not spec.low <= int(token) <= spec.high:
+        raise _bad(spec, text, f"{token} is outside {spec.low}–{spec.high}")
+    return int(token)
+
+
+def _bad(spec: _Field, text: str, reason: str) -> CronError:
+    return CronError(f"The {spec.name} field {quote(text)} is not valid: {reason}.")
+
+
+def _check_fires(expr: str, fields: list[str], values: list[frozenset[int]]) -> None:
+    """Reject a day-of-month that no chosen month has (31 in February): it would never fire."""
+    if fields[4] != "*":
+        return  # a restricted day-of-week is OR-ed with the day-of-month, so it still fires
+    longest = max(_DAYS_IN_MONTH[month - 1] for month in values[3])
+    if min(values[2]) > longest:
+        raise CronError(
+            f"The schedule {quote(expr)} never fires: no chosen month has "
+            f"day {min(values[2])} (the longest has {longest} days)."
+        )
 
 
 def cron_next(schedule: CronSchedule, after: datetime) -> datetime:
-    """The first occurrence strictly after ``after``, in the schedule's timezone, as UTC."""
-    zone = ZoneInfo(schedule.timezone)
-    local = after.astimezone(zone)
-    moment = croniter(schedule.expr, local).get_next(datetime)
-    assert isinstance(moment, datetime)
-    return moment.astimezone(UTC)
+    """The first occurrence strictly after ``after`` (naive means UTC), as an aware UTC datetime.
+
+    Candidates are wall-clock times from croniter, mapped to real instants in the schedule's
+    timezone by the DST rules in the module docstring.
+    """
+    compiled = _compile(schedule.expr)
+    zone = _zone(schedule.timezone)
+    after = after.replace(tzinfo=UTC) if after.tzinfo is None else after.astimezone(UTC)
+    wall = after.astimezone(zone).replace(tzinfo=None, fold=0)
+    first, second = _instants(wall, zone)
+    # Inside a fall-back overlap, earlier wall times still have a second occurrence ahead.
+    lookback = second - first if second is not None else timedelta(0)
+    try:
+        walls = croniter(compiled.croniter_expr, wall - lookback)
+        best: datetime | None = None
+        for _ in range(_MAX_CANDIDATES):
+            candidate = walls.get_next(datetime)
+            first, second = _instants(candidate, zone)
+            if best is not None and first >= best:
+                return best  # first instants never decrease as wall time increases
+            if first > after:
+                best = first if best is None else min(best, first)
+            if second is not None and compiled.repeats_in_fold and second > after:
+                best = second if best is None else min(best, second)
+    except (CroniterError, OverflowError) as exc:
+        raise CronError(f"The schedule {quote(schedule.expr)} has no next fire time.") from exc
+    if best is None:
+        raise CronError(f"The schedule {quote(schedule.expr)} has no next fire time.")
+    return best
+
+
+def _zone(name: str) -> tzinfo:
+    return UTC if name == "UTC" else ZoneInfo(parse_timezone(name))
+
+
+def _instants(wall: datetime, zone: tzinfo) -> tuple[datetime, datetime | None]:
+    """Real instants of a naive wall time: (only or first, second occurrence or None).
+
+    A wall time inside a spring-forward gap maps to the end of the gap.
+    """
+    early = wall.replace(tzinfo=zone, fold=0).astimezone(UTC)
+    late = wall.replace(tzinfo=zone, fold=1).astimezone(UTC)
+    if early == late:
+        return early, None
+    if early < late:
+        return early, late
+    return _transition(late, early, zone), None
+
+
+def _transition(before: datetime, after: datetime, zone: tzinfo) -> datetime:
+    """The first second at or after which the UTC offset differs from the one at ``before``."""
+    offset = before.astimezone(zone).utcoffset()
+    while after - before > timedelta(seconds=1):
+        middle = before + (after - before) // 2
+        middle = middle.replace(microsecond=0)
+        if middle.astimezone(zone).utcoffset() == offset:
+            before = middle
+        else:
+            after = middle
+    return after

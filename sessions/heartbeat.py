@@ -11,6 +11,7 @@ from hbgw.errors import InvalidState
 from sessions.schedule import CronSchedule, IntervalSchedule, Schedule, next_fire
 
 Status = Literal["active", "paused", "cleared"]
+MAX_MISSED_COUNTED = 1000
 
 
 @dataclass(frozen=True)
@@ -45,8 +46,8 @@ class HeartbeatState:
         if isinstance(self.schedule, IntervalSchedule):
             return int((now - due).total_seconds() // self.schedule.seconds)
         count, moment = 0, due
-        # Cron gaps are at least a minute; the cap keeps a years-late fire cheap to describe.
-        while count < 10_000:
+        # A metric only: the cap keeps a years-late every-minute cron cheap (~0.2 ms per step).
+        while count < MAX_MISSED_COUNTED:
             moment = next_fire(self.schedule, moment)
             if moment > now:
                 break

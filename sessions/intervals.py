@@ -1,51 +1,90 @@
-"""Interval grammar: ``10m``, ``every 90 minutes``, ``1.5h``."""
+"""Interval grammar: ``10m``, ``10 m``, ``every 90 minutes``, ``1.5h``.
+
+Pure functions, no I/O. Arithmetic is exact (``Fraction``) so ``1.5h`` is exactly 5400 s and a
+value that is not a whole number of seconds is reported instead of being rounded.
+"""
 
 from __future__ import annotations
 
 import math
 import re
-from decimal import Decimal, InvalidOperation
+from fractions import Fraction
 
 from hbgw.errors import IntervalError
 
-UNITS: dict[str, int] = {}
-for _names, _seconds in (
-    (("s", "sec", "secs", "second", "seconds"), 1),
-    (("m", "min", "mins", "minute", "minutes"), 60),
-    (("h", "hr", "hrs", "hour", "hours"), 3600),
-    (("d", "day", "days"), 86400),
-):
-    for _name in _names:
-        UNITS[_name] = _seconds
+UNITS: dict[str, int] = {
+    **dict.fromkeys(("s", "sec", "secs", "second", "seconds"), 1),
+    **dict.fromkeys(("m", "min", "mins", "minute", "minutes"), 60),
+    **dict.fromkeys(("h", "hr", "hrs", "hour", "hours"), 3600),
+    **dict.fromkeys(("d", "day", "days"), 86400),
+}
+# Beyond a year an interval is a calendar event (use cron @yearly), and the cap keeps every
+# value representable in datetime arithmetic and a 32-bit SQL integer.
+MAX_INTERVAL = 366 * 86400
 
-_PATTERN = re.compile(r"^\s*(?:every\s+)?(\d+(?:\.\d+)?|\.\d+)\s*([a-z]+)\s*$", re.IGNORECASE)
-FORMS = "a number and a unit, such as 30s, 10m, 1.5h, 2d or 'every 90 minutes'"
+# A sign is accepted only so that "-5m" gets the minimum error rather than a syntax lecture.
+NUMBER = r"[+-]?(?:[0-9]+(?:\.[0-9]+)?|\.[0-9]+)"
+_INTERVAL = re.compile(rf"\s*(?:(?i:every)\s+)?({NUMBER})\s*([A-Za-z]+)\s*")
+_MAX_NUMBER_CHARS = 40
+FORMS = (
+    "write a number and a unit, such as 30s, 10m, 1.5h, 2d or every 90 minutes "
+    "(units: s, sec, second, m, min, minute, h, hr, hour, d, day, and their plurals)"
+)
+_LARGEST_FIRST = (("d", 86400), ("h", 3600), ("m", 60))
+
+
+def quote(text: str, limit: int = 40) -> str:
+    """``text`` in quotes for an error message, shortened so a long prompt cannot flood it."""
+    text = " ".join(text.split())
+    return f"'{text}'" if len(text) <= limit else f"'{text[: limit - 1]}…'"
+
+
+def forms_error(text: str) -> IntervalError:
+    if not text.strip():
+        return IntervalError(f"No interval was given — {FORMS}.")
+    return IntervalError(f"{quote(text)} is not an interval — {FORMS}.")
+
+
+def unit_seconds(word: str) -> int | None:
+    """Seconds in one ``word`` (any case), or None when it is not a unit spelling."""
+    return UNITS.get(word.lower()) if word.isascii() else None
 
 
 def parse_interval(text: str, *, minimum: float = 60) -> int:
     """Whole seconds; below ``minimum`` is an error, never a silent clamp."""
-    match = _PATTERN.match(text)
-    if not match or match.group(2).lower() not in UNITS:
-        raise IntervalError(f"'{text.strip()}' is not an interval — use {FORMS}.")
-    try:
-        total = Decimal(match.group(1)) * UNITS[match.group(2).lower()]
-    except InvalidOperation as exc:
-        raise IntervalError(f"'{text.strip()}' is not an interval — use {FORMS}.") from exc
-    if total != total.to_integral_value():
+    match = _INTERVAL.fullmatch(text)
+    size = unit_seconds(match.group(2)) if match else None
+    if match is None or size is None:
+        raise forms_error(text)
+    number = match.group(1)
+    if len(number) > _MAX_NUMBER_CHARS:
+        raise IntervalError(f"The number in {quote(text)} is too long to be an interval.")
+    seconds = Fraction(number) * size
+    floor = max(1, math.ceil(minimum))
+    if seconds < floor:
+        raise IntervalError(f"Interval too small — minimum is {_format_minimum(floor)}.")
+    if seconds > MAX_INTERVAL:
         raise IntervalError(
-            f"Intervals are counted in whole seconds; '{text.strip()}' is {total} seconds."
+            f"Interval too large — maximum is {format_interval(MAX_INTERVAL)}; "
+            "for a yearly reminder use a cron schedule such as @yearly."
         )
-    seconds = int(total)
-    if seconds < minimum or seconds <= 0:
-        raise IntervalError(f"Interval too small — minimum is {max(1, math.ceil(minimum))}s.")
-    if seconds > 366 * 86400:
-        raise IntervalError(f"'{text.strip()}' is longer than a year; use a cron schedule.")
-    return seconds
+    if seconds.denominator != 1:
+        raise IntervalError(
+            f"Intervals are counted in whole seconds — {quote(text)} is "
+            f"{float(seconds):g} seconds; pick a value that comes to whole seconds."
+        )
+    return int(seconds)
 
 
 def format_interval(seconds: int) -> str:
     """The largest unit that divides evenly: 5400 → 90m, 90 → 90s, 86400 → 1d."""
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds % size == 0:
-            return f"{seconds // size}{unit}"
+    if seconds > 0:
+        for unit, size in _LARGEST_FIRST:
+            if seconds % size == 0:
+                return f"{seconds // size}{unit}"
     return f"{seconds}s"
+
+
+def _format_minimum(seconds: int) -> str:
+    # The contract states the default floor as "60s"; "1m" would also read like one month.
+    return f"{seconds}s" if seconds < 120 else format_interval(seconds)

@@ -11,6 +11,7 @@ class IntervalSchedule:
     seconds: int
 
     def describe(self) -> str:
+        # Imported late: intervals and cron import this module for the dataclasses.
         from sessions.intervals import format_interval
 
         return f"every {format_interval(self.seconds)}"
@@ -19,7 +20,9 @@ class IntervalSchedule:
 @dataclass(frozen=True)
 class CronSchedule:
     expr: str
+    """Normalised five fields (single spaces, lowercase) or an @alias."""
     timezone: str = "UTC"
+    """IANA name the fields are read in."""
 
     def describe(self) -> str:
         return f"cron {self.expr} ({self.timezone})"
@@ -29,8 +32,12 @@ Schedule = IntervalSchedule | CronSchedule
 
 
 def next_fire(schedule: Schedule, anchor: datetime) -> datetime:
-    if anchor.tzinfo is None:
-        anchor = anchor.replace(tzinfo=UTC)
+    """The next due time after ``anchor`` (naive means UTC), as an aware UTC datetime.
+
+    Interval: anchor + interval. Cron: the first occurrence strictly after the anchor, read in the
+    schedule's timezone (see ``sessions.cron.cron_next`` for the DST rules).
+    """
+    anchor = anchor.replace(tzinfo=UTC) if anchor.tzinfo is None else anchor.astimezone(UTC)
     if isinstance(schedule, IntervalSchedule):
         return anchor + timedelta(seconds=schedule.seconds)
     from sessions.cron import cron_next

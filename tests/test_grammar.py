@@ -1,23 +1,27 @@
-"""Grammar tables: intervals, cron, and the /heartbeat slash command."""
+"""Grammar tables: intervals, cron, schedules and the /heartbeat slash command."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+import re
+from datetime import UTC, datetime, timedelta, timezone
+from zoneinfo import ZoneInfo
 
 import pytest
 
-from hbgw.errors import CommandError, CronError, IntervalError
+from hbgw.errors import CommandError, CronError, GrammarError, IntervalError
 from sessions.commands import (
     Clear,
+    Command,
     GrammarLimits,
     Pause,
     Resume,
     SetHeartbeat,
     ShowStatus,
+    help_text,
     is_heartbeat_command,
     parse_command,
 )
-from sessions.cron import parse_cron
+from sessions.cron import cron_next, parse_cron
 from sessions.intervals import format_interval, parse_interval
 from sessions.schedule import CronSchedule, IntervalSchedule, next_fire
 
@@ -27,70 +31,169 @@ UNIT_SPELLINGS = {
     3600: ["h", "hr", "hrs", "hour", "hours"],
     86400: ["d", "day", "days"],
 }
+ALL_UNITS = [(size, unit) for size, units in UNIT_SPELLINGS.items() for unit in units]
+
+
+def literally(text: str) -> str:
+    return re.escape(text)
+
+
+# -- intervals ------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
     ("text", "seconds"),
     [
-        (f"{form}2{unit}", 2 * size)
-        for size, units in UNIT_SPELLINGS.items()
-        for unit in units
-        for form in ("", "every ")
-    ]
-    + [(f"2 {unit.upper()}", 2 * size) for size, units in UNIT_SPELLINGS.items() for unit in units]
-    + [
-        ("10m", 600),
-        ("every 90 minutes", 5400),
-        ("1.5h", 5400),
-        ("0.5m", 30),
-        (".5h", 1800),
-        ("  every   10   m  ", 600),
-        ("EVERY 1D", 86400),
+        (f"{every}3{space}{spelling}", 3 * size)
+        for size, unit in ALL_UNITS
+        for spelling in (unit, unit.upper())
+        for every in ("", "every ", "EVERY  ")
+        for space in ("", " ", "\t")
     ],
 )
-def test_interval_forms(text: str, seconds: int) -> None:
+def test_every_unit_spelling(text: str, seconds: int) -> None:
     assert parse_interval(text, minimum=1) == seconds
 
 
 @pytest.mark.parametrize(
-    "text", ["", "10", "m", "10 parsecs", "ten minutes", "-5m", "1e3s", "1.5.2m", "every"]
+    ("text", "seconds"),
+    [
+        ("10m", 600),
+        ("10 m", 600),
+        ("90 minutes", 5400),
+        ("every 90 minutes", 5400),
+        ("1.5h", 5400),
+        ("1.5 hours", 5400),
+        ("0.5m", 30),
+        (".5h", 1800),
+        ("2.25m", 135),
+        ("  every   10   m  ", 600),
+        ("every\n10m", 600),
+        ("1d", 86400),
+        ("366d", 366 * 86400),
+        ("007s", 7),
+    ],
+)
+def test_interval_values(text: str, seconds: int) -> None:
+    assert parse_interval(text, minimum=1) == seconds
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "10",
+        "m",
+        "10 parsecs",
+        "10ms",
+        "ten minutes",
+        "1e3s",
+        "1e400s",
+        "inf s",
+        "nan m",
+        "1.5.2m",
+        "1,5h",
+        "5.m",
+        "every",
+        "every every 10m",
+        "10m 5s",
+        "10m check",
+        "١٠m",  # Arabic-Indic digits are not accepted as numbers
+        "10 minutes!",
+    ],
 )
 def test_interval_errors_explain_the_forms(text: str) -> None:
-    with pytest.raises(IntervalError, match="not an interval — use a number and a unit"):
+    with pytest.raises(IntervalError, match="is not an interval — write a number and a unit"):
         parse_interval(text)
 
 
-def test_minimum_is_an_error_never_a_clamp() -> None:
+def test_empty_interval_says_none_was_given() -> None:
+    with pytest.raises(IntervalError, match="No interval was given — write a number and a unit"):
+        parse_interval("  ")
+
+
+@pytest.mark.parametrize("text", ["59s", "0.5m", "0s", "0m", "-5m", "1s", "every 30 seconds"])
+def test_below_minimum_is_an_error_never_a_clamp(text: str) -> None:
     with pytest.raises(IntervalError) as info:
-        parse_interval("59s")
+        parse_interval(text)
     assert str(info.value) == "Interval too small — minimum is 60s."
-    with pytest.raises(IntervalError, match="minimum is 300s"):
-        parse_interval("4m", minimum=300)
+
+
+@pytest.mark.parametrize(
+    ("minimum", "shown"),
+    [(300, "5m"), (90, "90s"), (59.5, "60s"), (1, "1s"), (0, "1s"), (3600, "1h")],
+)
+def test_minimum_message_names_the_minimum(minimum: float, shown: str) -> None:
+    with pytest.raises(IntervalError) as info:
+        parse_interval("0.5s", minimum=minimum)
+    assert str(info.value) == f"Interval too small — minimum is {shown}."
+
+
+def test_minimum_itself_is_accepted() -> None:
     assert parse_interval("60s") == 60
-    with pytest.raises(IntervalError, match="whole seconds"):
-        parse_interval("1.5s", minimum=1)
+    assert parse_interval("1m") == 60
+    assert parse_interval("5m", minimum=300) == 300
+
+
+@pytest.mark.parametrize("text", ["1.5s", "1.01m", "1.0001h", "0.001d"])
+def test_fractions_of_a_second_are_rejected(text: str) -> None:
+    with pytest.raises(IntervalError, match=r"^Intervals are counted in whole seconds"):
+        parse_interval(text, minimum=1)
+
+
+@pytest.mark.parametrize("text", ["367d", "99999999999999999999999999d", "9" * 35 + "s"])
+def test_huge_intervals_are_errors(text: str) -> None:
+    with pytest.raises(IntervalError, match=r"too large|too long"):
+        parse_interval(text)
 
 
 @pytest.mark.parametrize(
     ("seconds", "text"),
-    [(5400, "90m"), (90, "90s"), (3600, "1h"), (86400, "1d"), (120, "2m"), (1, "1s")],
+    [
+        (86400, "1d"),
+        (5400, "90m"),
+        (3600, "1h"),
+        (90, "90s"),
+        (120, "2m"),
+        (60, "1m"),
+        (1, "1s"),
+        (172800, "2d"),
+        (90000, "25h"),
+        (86401, "86401s"),
+    ],
 )
 def test_format_interval(seconds: int, text: str) -> None:
     assert format_interval(seconds) == text
+    assert parse_interval(text, minimum=1) == seconds
+
+
+# -- cron -----------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
     ("text", "tz", "expr", "zone"),
     [
         ("0 9 * * 1-5", None, "0 9 * * 1-5", "UTC"),
+        ("  0   9 * *   1-5 ", None, "0 9 * * 1-5", "UTC"),
         ("TZ=Asia/Tokyo 0 9 * * *", None, "0 9 * * *", "Asia/Tokyo"),
+        ("tz=asia/tokyo 0 9 * * *", None, "0 9 * * *", "Asia/Tokyo"),
+        ("CRON_TZ=Europe/Paris @daily", None, "@daily", "Europe/Paris"),
+        ("TZ=Asia/Tokyo 0 9 * * *", "Asia/Tokyo", "0 9 * * *", "Asia/Tokyo"),
         ("*/15 * * * *", "Europe/Berlin", "*/15 * * * *", "Europe/Berlin"),
+        ("0 9 * * *", "utc", "0 9 * * *", "UTC"),
         ("@hourly", None, "@hourly", "UTC"),
         ("@DAILY", None, "@daily", "UTC"),
         ("@weekly", None, "@weekly", "UTC"),
         ("@monthly", None, "@monthly", "UTC"),
-        ("0 0 1 jan mon", None, "0 0 1 jan mon", "UTC"),
+        ("@yearly", None, "@yearly", "UTC"),
+        ("@annually", None, "@annually", "UTC"),
+        ("0 9 * * MON-FRI", None, "0 9 * * mon-fri", "UTC"),
+        ("0 0 1 JAN,jul *", None, "0 0 1 jan,jul *", "UTC"),
+        ("0 0 * * fri-sun", None, "0 0 * * fri-sun", "UTC"),
         ("5,10-20/5 0-23 1-31 1-12 0-7", None, "5,10-20/5 0-23 1-31 1-12 0-7", "UTC"),
+        ("5/15 * * * *", None, "5/15 * * * *", "UTC"),
+        ("0 0 29 2 *", None, "0 0 29 2 *", "UTC"),
+        ("0 0 31 2 mon", None, "0 0 31 2 mon", "UTC"),  # day-of-week OR day-of-month
+        ("*/60 */24 */31 */12 */7", None, "*/60 */24 */31 */12 */7", "UTC"),
     ],
 )
 def test_cron_forms(text: str, tz: str | None, expr: str, zone: str) -> None:
@@ -98,47 +201,204 @@ def test_cron_forms(text: str, tz: str | None, expr: str, zone: str) -> None:
 
 
 @pytest.mark.parametrize(
-    ("text", "needle"),
+    ("text", "message"),
     [
-        ("1-2-3 * * * *", "The minute field '1-2-3' is not valid: a range has one dash"),
-        ("61 * * * *", "The minute field '61' is out of range: allowed values are 0–59"),
-        ("*/0 * * * *", "The minute field '*/0' is not valid: a step must be at least 1"),
-        ("0 24 * * *", "The hour field"),
-        ("0 0 0 * *", "The day-of-month field"),
-        ("0 0 * 13 *", "The month field"),
-        ("0 0 * * 8", "The day-of-week field"),
-        ("0 0 * *", "needs five fields"),
-        ("0 0 0 * * * *", "needs five fields"),
-        ("@sometimes", "needs five fields"),
-        ("0 x * * *", "The hour field 'x' is not valid"),
+        (
+            "1-2-3 * * * *",
+            "The minute field '1-2-3' is not valid: a range has one dash (like 1-5).",
+        ),
+        ("61 * * * *", "The minute field '61' is not valid: 61 is outside 0–59."),
+        (
+            "*/0 * * * *",
+            "The minute field '*/0' is not valid: a step must be at least 1 (like */15).",
+        ),
+        ("0 24 * * *", "The hour field '24' is not valid: 24 is outside 0–23."),
+        ("0 0 0 * *", "The day-of-month field '0' is not valid: 0 is outside 1–31."),
+        ("0 0 32 * *", "The day-of-month field '32' is not valid: 32 is outside 1–31."),
+        ("0 0 * 13 *", "The month field '13' is not valid: 13 is outside 1–12."),
+        ("0 0 * * 8", "The day-of-week field '8' is not valid: 8 is outside 0–7."),
+        ("100 * * * *", "The minute field '100' is not valid: 100 is outside 0–59."),
+        ("5-1 * * * *", "The minute field '5-1' is not valid: a range goes from low to high"),
+        ("0 0 * * sat-mon", "The day-of-week field 'sat-mon' is not valid: a range goes from low"),
+        ("-1 * * * *", "The minute field '-1' is not valid: a range has a value on each side"),
+        ("1- * * * *", "The minute field '1-' is not valid: a range has a value on each side"),
+        ("1,,2 * * * *", "The minute field '1,,2' is not valid: a list needs a value between"),
+        ("1, * * * *", "The minute field '1,' is not valid: a list needs a value between"),
+        ("*/x * * * *", "The minute field '*/x' is not valid: a step is a whole number"),
+        ("*/5/5 * * * *", "The minute field '*/5/5' is not valid: a step is a whole number"),
+        ("/5 * * * *", "The minute field '/5' is not valid: a step needs something to step"),
+        ("*/61 * * * *", "The minute field '*/61' is not valid: a step can be at most 60."),
+        ("0 */25 * * *", "The hour field '*/25' is not valid: a step can be at most 24."),
+        ("0 x * * *", "The hour field 'x' is not valid: 'x' is not a value here; the values"),
+        ("0 0 * foo *", "The month field 'foo' is not valid: 'foo' is not a value here; use 1–12"),
+        ("0 0 * * funday", "The day-of-week field 'funday' is not valid: 'funday' is not a value"),
+        ("mon * * * *", "The minute field 'mon' is not valid: 'mon' is not a value here"),
+        ("0 0 L * *", "The day-of-month field 'l' is not valid"),
+        ("0 0 * * 1#2", "The day-of-week field '1#2' is not valid"),
+        ("H * * * *", "The minute field 'h' is not valid"),
+        ("0 0 ? * *", "The day-of-month field '?' is not valid"),
+        ("0 0 * *", "A cron schedule needs five fields (minute hour day-of-month month day-of-wee"),
+        ("", "A cron schedule needs five fields"),
+        ("0 0 0 * * * *", "A cron schedule needs five fields"),
+        ("* * * * * *", "has six fields, but a seconds field is not supported"),
+        ("@sometimes", "'@sometimes' is not a cron alias — use @hourly, @daily, @weekly"),
+        ("@midnight", "@midnight is not supported — use @hourly"),
+        ("@reboot", "@reboot is not supported"),
+        ("0 0 31 2 *", "The schedule '0 0 31 2 *' never fires"),
+        ("0 0 31 4,6,9,11 *", "never fires"),
+        ("0 0 30 feb *", "never fires"),
     ],
 )
-def test_cron_errors_name_the_field(text: str, needle: str) -> None:
-    with pytest.raises(CronError, match=needle.replace("*", r"\*")):
+def test_cron_errors_name_the_field(text: str, message: str) -> None:
+    with pytest.raises(CronError, match=literally(message)):
         parse_cron(text)
 
 
-def test_cron_timezone_errors() -> None:
-    with pytest.raises(CronError, match="Unknown timezone 'Mars/Base'"):
-        parse_cron("0 9 * * *", tz="Mars/Base")
-    with pytest.raises(CronError, match="Two timezones"):
-        parse_cron("TZ=Asia/Tokyo 0 9 * * *", tz="Europe/Paris")
+@pytest.mark.parametrize(
+    ("text", "tz", "message"),
+    [
+        (
+            "0 9 * * *",
+            "Mars/Base",
+            "Unknown timezone 'Mars/Base' — use an IANA name such as Europe/Paris.",
+        ),
+        ("TZ=Mars/Base 0 9 * * *", None, "Unknown timezone 'Mars/Base'"),
+        ("0 9 * * *", "", "Unknown timezone ''"),
+        ("0 9 * * *", "../etc/passwd", "Unknown timezone '../etc/passwd'"),
+        ("0 9 * * *", "Europe", "Unknown timezone 'Europe'"),
+        ("TZ=Asia/Tokyo 0 9 * * *", "Europe/Paris", "The timezone is given twice"),
+    ],
+)
+def test_cron_timezone_errors(text: str, tz: str | None, message: str) -> None:
+    with pytest.raises(CronError, match=literally(message)):
+        parse_cron(text, tz=tz)
 
 
-def test_next_fire_interval_and_cron_across_dst() -> None:
-    anchor = datetime(2026, 3, 28, 12, 0, tzinfo=UTC)
-    assert next_fire(IntervalSchedule(600), anchor) == datetime(2026, 3, 28, 12, 10, tzinfo=UTC)
-    berlin = CronSchedule("0 9 * * *", "Europe/Berlin")
-    # 09:00 CET is 08:00 UTC; after the switch on 29 March, 09:00 CEST is 07:00 UTC.
-    assert next_fire(berlin, anchor) == datetime(2026, 3, 29, 7, 0, tzinfo=UTC)
-    assert next_fire(berlin, datetime(2026, 3, 27, 12, tzinfo=UTC)) == datetime(
-        2026, 3, 28, 8, 0, tzinfo=UTC
-    )
-    # Strictly after the anchor.
-    assert next_fire(CronSchedule("@hourly"), datetime(2026, 1, 1, 5, tzinfo=UTC)) == datetime(
-        2026, 1, 1, 6, tzinfo=UTC
-    )
+@pytest.mark.parametrize(
+    ("schedule", "text"),
+    [
+        (IntervalSchedule(600), "every 10m"),
+        (IntervalSchedule(5400), "every 90m"),
+        (CronSchedule("0 9 * * 1-5", "Asia/Tokyo"), "cron 0 9 * * 1-5 (Asia/Tokyo)"),
+        (CronSchedule("@hourly"), "cron @hourly (UTC)"),
+    ],
+)
+def test_describe(schedule: IntervalSchedule | CronSchedule, text: str) -> None:
+    assert schedule.describe() == text
 
+
+# -- next fire ------------------------------------------------------------------------------
+
+
+def utc(
+    year: int, month: int, day: int, hour: int = 0, minute: int = 0, second: int = 0, us: int = 0
+) -> datetime:
+    return datetime(year, month, day, hour, minute, second, us, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    ("schedule", "anchor", "expected"),
+    [
+        (IntervalSchedule(600), utc(2026, 3, 28, 12), utc(2026, 3, 28, 12, 10)),
+        (IntervalSchedule(60), datetime(2026, 1, 1), utc(2026, 1, 1, 0, 1)),  # naive is UTC
+        (
+            IntervalSchedule(3600),
+            datetime(2026, 1, 1, 9, tzinfo=timezone(timedelta(hours=9))),
+            utc(2026, 1, 1, 1),
+        ),
+        # Strictly after the anchor, also when the anchor is itself an occurrence.
+        (CronSchedule("@hourly"), utc(2026, 1, 1, 5), utc(2026, 1, 1, 6)),
+        (CronSchedule("@hourly"), utc(2026, 1, 1, 5, 0, 0, 1), utc(2026, 1, 1, 6)),
+        (CronSchedule("@daily"), utc(2026, 1, 1, 5), utc(2026, 1, 2)),
+        (CronSchedule("@weekly"), utc(2026, 1, 1), utc(2026, 1, 4)),  # Sunday
+        (CronSchedule("@monthly"), utc(2026, 1, 15), utc(2026, 2, 1)),
+        (CronSchedule("@yearly"), utc(2026, 1, 15), utc(2027, 1, 1)),
+        (CronSchedule("0 9 * * 1-5", "Asia/Tokyo"), utc(2026, 1, 2, 1), utc(2026, 1, 5, 0)),
+        (CronSchedule("0 0 29 2 *"), utc(2026, 3, 1), utc(2028, 2, 29)),
+        (CronSchedule("0 0 * * 7-7"), utc(2026, 1, 1), utc(2026, 1, 4)),  # Sunday only
+        (CronSchedule("0 0 * * fri-sun"), utc(2026, 1, 3, 1), utc(2026, 1, 4)),
+        (CronSchedule("0 0 31 2 mon"), utc(2026, 1, 1), utc(2026, 2, 2)),  # a Monday in February
+        # Berlin 09:00 is 08:00 UTC in winter and 07:00 UTC from 29 March 2026 (CEST).
+        (CronSchedule("0 9 * * *", "Europe/Berlin"), utc(2026, 3, 27, 12), utc(2026, 3, 28, 8)),
+        (CronSchedule("0 9 * * *", "Europe/Berlin"), utc(2026, 3, 28, 12), utc(2026, 3, 29, 7)),
+        # A skipped wall time (02:30 on 29 March) fires when the gap ends, 03:00 CEST.
+        (CronSchedule("30 2 * * *", "Europe/Berlin"), utc(2026, 3, 28, 12), utc(2026, 3, 29, 1)),
+        (CronSchedule("30 2 * * *", "Europe/Berlin"), utc(2026, 3, 29, 1), utc(2026, 3, 30, 0, 30)),
+        # New York falls back on 1 November 2026: 01:30 happens twice, a fixed time fires once.
+        (
+            CronSchedule("30 1 * * *", "America/New_York"),
+            utc(2026, 10, 31, 12),
+            utc(2026, 11, 1, 5, 30),
+        ),
+        (
+            CronSchedule("30 1 * * *", "America/New_York"),
+            utc(2026, 11, 1, 5, 30),
+            utc(2026, 11, 2, 6, 30),
+        ),
+        # ...but an hourly schedule fires in both 01:00 hours (EDT, then EST).
+        (
+            CronSchedule("0 * * * *", "America/New_York"),
+            utc(2026, 11, 1, 4, 30),
+            utc(2026, 11, 1, 5),
+        ),
+        (CronSchedule("0 * * * *", "America/New_York"), utc(2026, 11, 1, 5), utc(2026, 11, 1, 6)),
+        (
+            CronSchedule("0 * * * *", "America/New_York"),
+            utc(2026, 11, 1, 5, 15),
+            utc(2026, 11, 1, 6),
+        ),
+        (CronSchedule("0 * * * *", "America/New_York"), utc(2026, 11, 1, 6), utc(2026, 11, 1, 7)),
+        (
+            CronSchedule("*/30 * * * *", "America/New_York"),
+            utc(2026, 11, 1, 5, 45),
+            utc(2026, 11, 1, 6),
+        ),
+        # Lord Howe moves by 30 minutes: on 4 October 2026 02:00 (+10:30) becomes 02:30 (+11),
+        # so the hourly 02:00 fires at 02:30, then 03:00 as usual.
+        (
+            CronSchedule("0 * * * *", "Australia/Lord_Howe"),
+            utc(2026, 10, 3, 14, 45),
+            utc(2026, 10, 3, 15, 30),
+        ),
+        (
+            CronSchedule("0 * * * *", "Australia/Lord_Howe"),
+            utc(2026, 10, 3, 15, 30),
+            utc(2026, 10, 3, 16, 0),
+        ),
+    ],
+)
+def test_next_fire(
+    schedule: IntervalSchedule | CronSchedule, anchor: datetime, expected: datetime
+) -> None:
+    fired = next_fire(schedule, anchor)
+    assert fired == expected
+    assert fired.utcoffset() == timedelta(0)
+
+
+def test_consecutive_fires_walk_forward_through_a_dst_change() -> None:
+    schedule = parse_cron("*/20 0-3 * * *", tz="America/New_York")
+    moment, seen = utc(2026, 11, 1, 3), []
+    for _ in range(16):
+        moment = cron_next(schedule, moment)
+        seen.append(moment)
+    assert seen == sorted(set(seen))  # strictly increasing, no repeats
+    local = [m.astimezone(ZoneInfo(schedule.timezone)).strftime("%H:%M%z") for m in seen]
+    # Both 01:xx hours fire (minute field starts with *), 00:xx, 02:xx and 03:xx once each.
+    assert local[:9] == [
+        "00:00-0400",
+        "00:20-0400",
+        "00:40-0400",
+        "01:00-0400",
+        "01:20-0400",
+        "01:40-0400",
+        "01:00-0500",
+        "01:20-0500",
+        "01:40-0500",
+    ]
+    assert local[9:12] == ["02:00-0500", "02:20-0500", "02:40-0500"]
+
+
+# -- slash commands -------------------------------------------------------------------------
 
 LIMITS = GrammarLimits(min_interval=60, default_interval=300, max_prompt_chars=50)
 
@@ -147,18 +407,24 @@ LIMITS = GrammarLimits(min_interval=60, default_interval=300, max_prompt_chars=5
     ("text", "expected"),
     [
         ("/heartbeat", ShowStatus()),
+        ("  /heartbeat  ", ShowStatus()),
         ("/hb", ShowStatus()),
         ("/heartbeat status", ShowStatus()),
         ("/HB STATUS", ShowStatus()),
+        ("/Heartbeat Status", ShowStatus()),
         ("/heartbeat pause", Pause()),
         ("/heartbeat resume", Resume()),
+        ("/heartbeat resume!", Resume()),
         ("/heartbeat clear", Clear()),
         ("/heartbeat stop", Clear()),
+        ("/heartbeat stop.", Clear()),
         ("/hb off", Clear()),
         ("/heartbeat@HermesBot status", ShowStatus()),
+        ("/hb@bot_1", ShowStatus()),
+        ("/heartbeat\n pause \n", Pause()),
     ],
 )
-def test_keywords(text: str, expected: object) -> None:
+def test_keywords(text: str, expected: Command) -> None:
     assert parse_command(text, LIMITS) == expected
 
 
@@ -167,61 +433,205 @@ def test_keywords(text: str, expected: object) -> None:
     [
         ("/heartbeat every 10m check CI", 600, "check CI", "every 10m"),
         ("/heartbeat 10m check CI", 600, "check CI", "10m"),
+        ("/heartbeat 10 m check CI", 600, "check CI", "10 m"),
         ("/heartbeat --every 10m check CI", 600, "check CI", "--every 10m"),
+        ("/heartbeat --every 90 minutes check CI", 5400, "check CI", "--every 90 minutes"),
         ("/heartbeat --every=1.5h check CI", 5400, "check CI", "--every=1.5h"),
         ("/hb every 90 minutes check\n  CI", 5400, "check\n  CI", "every 90 minutes"),
-        ("/heartbeat 2 hours look", 7200, "look", "2 hours"),
+        ("/heartbeat EVERY 2 Hours look", 7200, "look", "EVERY 2 Hours"),
+        ("/heartbeat 1.5h look", 5400, "look", "1.5h"),
+        ("/heartbeat every\n10m\nlook\n\nagain  ", 600, "look\n\nagain", "every 10m"),
+        ("/heartbeat@Bot 1d digest", 86400, "digest", "1d"),
         ("/heartbeat check CI", 300, "check CI", ""),
         ("/heartbeat 3 things to check", 300, "3 things to check", ""),
+        ("/heartbeat 10ms is the budget", 300, "10ms is the budget", ""),
+        ("/heartbeat 2nd build, check it", 300, "2nd build, check it", ""),
+        ("/heartbeat @alice please look", 300, "@alice please look", ""),
+        ("/heartbeat everyday check", 300, "everyday check", ""),
+        ("/heartbeat stopwatch check", 300, "stopwatch check", ""),
+        ("/heartbeat 10m every 5m check", 600, "every 5m check", "10m"),
+        ("/heartbeat every 5m stop the build if red", 300, "stop the build if red", "every 5m"),
+        ("/heartbeat every 10m run --dry-run", 600, "run --dry-run", "every 10m"),
     ],
 )
-def test_set_forms(text: str, seconds: int, prompt: str, schedule_text: str) -> None:
+def test_set_interval_forms(text: str, seconds: int, prompt: str, schedule_text: str) -> None:
     assert parse_command(text, LIMITS) == SetHeartbeat(
         IntervalSchedule(seconds), prompt, schedule_text
     )
 
 
+def test_default_interval_comes_from_the_limits() -> None:
+    command = parse_command("/hb look", GrammarLimits(default_interval=900))
+    assert command == SetHeartbeat(IntervalSchedule(900), "look", "")
+
+
 @pytest.mark.parametrize(
-    ("text", "schedule"),
+    ("text", "schedule", "schedule_text"),
     [
-        ("/heartbeat @daily report", CronSchedule("@daily")),
-        ("/heartbeat cron 0 9 * * 1-5 report", CronSchedule("0 9 * * 1-5")),
-        ("/heartbeat TZ=Asia/Tokyo 0 9 * * * report", CronSchedule("0 9 * * *", "Asia/Tokyo")),
-        ("/heartbeat --tz Asia/Tokyo @hourly report", CronSchedule("@hourly", "Asia/Tokyo")),
-        ('/heartbeat --cron "*/30 * * * *" report', CronSchedule("*/30 * * * *")),
+        ("/heartbeat @daily report", CronSchedule("@daily"), "@daily"),
+        ("/heartbeat @HOURLY report", CronSchedule("@hourly"), "@HOURLY"),
+        ("/heartbeat @weekly report", CronSchedule("@weekly"), "@weekly"),
+        ("/heartbeat @monthly report", CronSchedule("@monthly"), "@monthly"),
+        ("/heartbeat cron 0 9 * * 1-5 report", CronSchedule("0 9 * * 1-5"), "cron 0 9 * * 1-5"),
+        ("/heartbeat CRON 0 9 * * MON report", CronSchedule("0 9 * * mon"), "CRON 0 9 * * MON"),
+        ("/heartbeat cron @daily report", CronSchedule("@daily"), "cron @daily"),
+        (
+            "/heartbeat TZ=Asia/Tokyo 0 9 * * * report",
+            CronSchedule("0 9 * * *", "Asia/Tokyo"),
+            "TZ=Asia/Tokyo 0 9 * * *",
+        ),
+        (
+            "/heartbeat TZ=Asia/Tokyo @daily report",
+            CronSchedule("@daily", "Asia/Tokyo"),
+            "TZ=Asia/Tokyo @daily",
+        ),
+        (
+            "/heartbeat TZ=Asia/Tokyo cron 0 9 * * * report",
+            CronSchedule("0 9 * * *", "Asia/Tokyo"),
+            "TZ=Asia/Tokyo cron 0 9 * * *",
+        ),
+        (
+            "/heartbeat cron TZ=Asia/Tokyo 0 9 * * * report",
+            CronSchedule("0 9 * * *", "Asia/Tokyo"),
+            "cron TZ=Asia/Tokyo 0 9 * * *",
+        ),
+        (
+            "/heartbeat --tz Asia/Tokyo @hourly report",
+            CronSchedule("@hourly", "Asia/Tokyo"),
+            "--tz Asia/Tokyo @hourly",
+        ),
+        (
+            "/heartbeat @hourly --tz=asia/tokyo report",
+            CronSchedule("@hourly", "Asia/Tokyo"),
+            "@hourly --tz=asia/tokyo",
+        ),
+        (
+            '/heartbeat --cron "*/30 * * * *" report',
+            CronSchedule("*/30 * * * *"),
+            '--cron "*/30 * * * *"',
+        ),
+        (
+            "/heartbeat --cron '0 9 * * 1-5' --tz Europe/Paris report",
+            CronSchedule("0 9 * * 1-5", "Europe/Paris"),
+            "--cron '0 9 * * 1-5' --tz Europe/Paris",
+        ),
+        (
+            "/heartbeat --cron “0 9 * * *” report",
+            CronSchedule("0 9 * * *"),
+            "--cron “0 9 * * *”",
+        ),
+        (
+            '/heartbeat --cron="TZ=Asia/Tokyo 0 9 * * *" report',
+            CronSchedule("0 9 * * *", "Asia/Tokyo"),
+            '--cron="TZ=Asia/Tokyo 0 9 * * *"',
+        ),
+        ("/heartbeat --cron=@daily report", CronSchedule("@daily"), "--cron=@daily"),
+        ("/heartbeat --cron 0 9 * * * report", CronSchedule("0 9 * * *"), "--cron 0 9 * * *"),
+        (
+            "/heartbeat cron 0 9 * * *\nreport",
+            CronSchedule("0 9 * * *"),
+            "cron 0 9 * * *",
+        ),
     ],
 )
-def test_cron_set_forms(text: str, schedule: CronSchedule) -> None:
-    command = parse_command(text, LIMITS)
-    assert isinstance(command, SetHeartbeat)
-    assert (command.schedule, command.prompt) == (schedule, "report")
+def test_set_cron_forms(text: str, schedule: CronSchedule, schedule_text: str) -> None:
+    assert parse_command(text, LIMITS) == SetHeartbeat(schedule, "report", schedule_text)
 
 
 @pytest.mark.parametrize(
-    ("text", "error", "needle"),
+    ("text", "error", "message"),
     [
-        ("/heartbeat every 10m", CommandError, "The prompt is required"),
+        (
+            "/heartbeat every 10m",
+            CommandError,
+            "The prompt is required — for example: /heartbeat every 10m check CI.",
+        ),
         ("/heartbeat 10m   ", CommandError, "The prompt is required"),
+        ("/heartbeat 90 minutes", CommandError, "The prompt is required"),
         ("/heartbeat --every 1h", CommandError, "The prompt is required"),
         ("/heartbeat @daily", CommandError, "The prompt is required"),
-        ("/heartbeat every banana check", IntervalError, "'banana' is not an interval"),
+        ("/heartbeat cron 0 9 * * *", CommandError, "The prompt is required"),
+        ('/heartbeat --cron "0 9 * * *"  ', CommandError, "The prompt is required"),
+        ("/heartbeat TZ=Asia/Tokyo @daily", CommandError, "The prompt is required"),
+        ("/heartbeat every banana check", IntervalError, "'banana' is not an interval — write a"),
+        ("/heartbeat every 10 check", IntervalError, "'10' is not an interval"),
+        ("/heartbeat every morning", IntervalError, "'morning' is not an interval"),
+        ("/heartbeat every", IntervalError, "'every' needs an interval after it"),
+        ("/heartbeat --every", IntervalError, "'--every' needs an interval after it"),
+        ("/heartbeat --every= check", CommandError, "--every needs an interval"),
+        ("/heartbeat --every=soon check", IntervalError, "'soon' is not an interval"),
+        ("/heartbeat 1e400s check", IntervalError, "'1e400s' is not an interval"),
+        ("/heartbeat 1,5h check", IntervalError, "'1,5h' is not an interval"),
         ("/heartbeat every 30s check", IntervalError, "Interval too small — minimum is 60s."),
-        ("/heartbeat pause now", CommandError, "takes nothing after it"),
-        ("/heartbeat " + "x" * 51, CommandError, "51 characters; the limit is 50"),
-        ("/heartbeat cron 1-2-3 * * * * x", CronError, "minute field"),
-        ("/heartbeat --tz Mars/Base @daily x", CronError, "Unknown timezone"),
-        ("/heartbeat --tz UTC check", CommandError, "only applies to cron"),
-        ("hello", CommandError, "Not a /heartbeat command"),
+        ("/heartbeat 59 seconds check", IntervalError, "Interval too small — minimum is 60s."),
+        ("/heartbeat 0m check", IntervalError, "Interval too small — minimum is 60s."),
+        ("/heartbeat -5m check", IntervalError, "Interval too small — minimum is 60s."),
+        ("/heartbeat 1.5s check", IntervalError, "Interval too small — minimum is 60s."),
+        ("/heartbeat 400d check", IntervalError, "Interval too large"),
+        ("/heartbeat pause now", CommandError, "'/heartbeat pause' takes nothing after it"),
+        ("/heartbeat stop checking CI", CommandError, "'/heartbeat stop' takes nothing"),
+        ("/heartbeat status of the deploy", CommandError, "'/heartbeat status' takes nothing"),
+        ("/heartbeat " + "x" * 51, CommandError, "The prompt is too long — 51 characters; the"),
+        ("/heartbeat 10m " + "x" * 60, CommandError, "60 characters; the limit is 50."),
+        ("/heartbeat cron 1-2-3 * * * * x", CronError, "The minute field '1-2-3' is not valid"),
+        ("/heartbeat cron 61 * * * * x", CronError, "The minute field '61' is not valid"),
+        ("/heartbeat cron */0 * * * * x", CronError, "The minute field '*/0' is not valid"),
+        ("/heartbeat cron 0 9 * * x", CronError, "The day-of-week field 'x' is not valid"),
+        ("/heartbeat cron 0 9 * *", CronError, "A cron schedule needs five fields"),
+        ("/heartbeat cron 0 0 9 * * * x", CronError, "'*' looks like a sixth"),
+        ("/heartbeat TZ=Asia/Tokyo check", CronError, "needs five fields"),
+        ("/heartbeat TZ=Asia/Tokyo 0 9 * * check", CronError, "day-of-week field 'check'"),
+        ("/heartbeat TZ=Mars/Base @daily x", CronError, "Unknown timezone 'Mars/Base'"),
+        ("/heartbeat --tz Mars/Base @daily x", CronError, "Unknown timezone 'Mars/Base'"),
+        ("/heartbeat --tz Asia/Tokyo TZ=Europe/Paris @daily x", CronError, "given twice"),
+        ("/heartbeat --tz UTC --tz UTC @daily x", CommandError, "--tz is given twice"),
+        ("/heartbeat --tz", CommandError, "--tz needs a timezone"),
+        ("/heartbeat --tz UTC check", CommandError, "--tz only applies to cron schedules"),
+        ("/heartbeat every 10m --tz UTC check", CommandError, "--tz only applies to cron"),
+        ("/heartbeat @midnight backup", CronError, "@midnight is not supported"),
+        ('/heartbeat --cron "0 9 * * * check', CommandError, 'has no closing "'),
+        ("/heartbeat --cron=0 check", CommandError, "--cron needs the expression in quotes"),
+        ('/heartbeat --cron "61 * * * *" x', CronError, "The minute field '61' is not valid"),
+        ("/heartbeat --verbose check", CommandError, "Unknown option '--verbose'"),
+        ("hello", CommandError, "That is not a /heartbeat command"),
+        ("/heartbeats", CommandError, "That is not a /heartbeat command"),
+        ("", CommandError, "That is not a /heartbeat command"),
     ],
 )
-def test_command_errors(text: str, error: type[Exception], needle: str) -> None:
-    with pytest.raises(error, match=needle.replace("*", r"\*").replace("?", r"\?")):
+def test_command_errors(text: str, error: type[GrammarError], message: str) -> None:
+    with pytest.raises(error, match=literally(message)):
         parse_command(text, LIMITS)
 
 
-def test_is_heartbeat_command() -> None:
-    assert is_heartbeat_command("/heartbeat")
-    assert is_heartbeat_command("  /hb status")
-    assert not is_heartbeat_command("/heartbeats")
-    assert not is_heartbeat_command("/hbx")
-    assert not is_heartbeat_command("tell me about /heartbeat")
+def test_prompt_at_the_limit_is_accepted() -> None:
+    command = parse_command("/heartbeat " + "x" * 50, LIMITS)
+    assert isinstance(command, SetHeartbeat)
+    assert len(command.prompt) == 50
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("/heartbeat", True),
+        ("  /hb status", True),
+        ("/HB", True),
+        ("/heartbeat\nevery 10m x", True),
+        ("/heartbeat@MyBot status", True),
+        ("/heartbeats", False),
+        ("/hbx", False),
+        ("heartbeat", False),
+        ("/heartbeat-now", False),
+        ("tell me about /heartbeat", False),
+        ("", False),
+    ],
+)
+def test_is_heartbeat_command(text: str, expected: bool) -> None:
+    assert is_heartbeat_command(text) is expected
+
+
+def test_help_text_lists_the_forms() -> None:
+    text = help_text()
+    for form in ("every 10m", "--every", "cron", "@daily", "TZ=", "--tz", "status", "pause"):
+        assert form in text
+    for form in ("resume", "clear", "stop", "off", "/hb"):
+        assert form in text
