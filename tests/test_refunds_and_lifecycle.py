@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from gateway_fixtures import gateway_settings
 from gateway_harness import Gateway, wait_until
-from test_rules import assert_invariants, busy_with_slow_turn, fire_pending
+from test_rules import assert_invariants, busy_session_with_pending_fire
 
 from beat.core import BeatCore
 from beat.restore import restore
@@ -82,10 +82,7 @@ def test_no_refund_when_generation_changed(gateway: Gateway) -> None:
 def test_fire_admitted_before_compression_executes_in_child(gateway: Gateway) -> None:
     gw = gateway
     with gw.worker("w1"):
-        sid = gw.session()
-        busy_with_slow_turn(gw, sid)
-        gw.due_now(sid)
-        fire_pending(gw, sid)
+        sid = busy_session_with_pending_fire(gw)
         child = gw.store.compress(sid, utcnow())
         [run] = gw.final_runs(child.id)
     assert run.session_id == child.id and run.state == "completed"
@@ -101,10 +98,7 @@ def test_fire_admitted_before_reset_or_suspend_never_executes(
 ) -> None:
     gw = gateway
     with gw.worker("w1"):
-        sid = gw.session()
-        busy_with_slow_turn(gw, sid)
-        gw.due_now(sid)
-        fire_pending(gw, sid)
+        sid = busy_session_with_pending_fire(gw)
         getattr(gw.store, departure)(sid, utcnow())
         wait_until(lambda: gw.rt.state.is_idle(sid), what="the session to go idle")
         for _ in range(3):

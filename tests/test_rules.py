@@ -34,6 +34,15 @@ def fire_pending(gw: Gateway, sid: str) -> str:
     return wait_until(lambda: gw.rt.state.pending(sid), what="the fire to wait as pending")  # type: ignore[no-any-return]
 
 
+def busy_session_with_pending_fire(gw: Gateway) -> str:
+    """A session in a slow user turn whose heartbeat came due and waits as pending."""
+    sid = gw.session()
+    busy_with_slow_turn(gw, sid)
+    gw.due_now(sid)
+    fire_pending(gw, sid)
+    return sid
+
+
 def assert_invariants(gw: Gateway) -> None:
     report = check(gw.rt, utcnow())
     assert report.ok, report.to_json()
@@ -42,10 +51,7 @@ def assert_invariants(gw: Gateway) -> None:
 def test_idle_only_then_fires_at_the_idle_transition(gateway: Gateway) -> None:
     gw = gateway
     with gw.worker("w1"):
-        sid = gw.session()
-        busy_with_slow_turn(gw, sid)
-        gw.due_now(sid)
-        fire_pending(gw, sid)
+        sid = busy_session_with_pending_fire(gw)
         assert gw.runs(sid) == []  # rule 2: never interrupts the running turn
         [run] = gw.final_runs(sid)
     assert run.deferred and run.state == "completed"
@@ -60,10 +66,7 @@ def test_idle_only_then_fires_at_the_idle_transition(gateway: Gateway) -> None:
 def test_queued_user_messages_run_first(gateway: Gateway) -> None:
     gw = gateway
     with gw.worker("w1"):
-        sid = gw.session()
-        busy_with_slow_turn(gw, sid)
-        gw.due_now(sid)
-        fire_pending(gw, sid)
+        sid = busy_session_with_pending_fire(gw)
         send(gw, sid, "second")
         send(gw, sid, "third")
         gw.final_runs(sid)
