@@ -134,17 +134,23 @@ def parse_command(text: str, limits: GrammarLimits = GrammarLimits()) -> Command
             f"'{word}', give the schedule first, for example: /heartbeat every 5m {word} …"
         )
     schedule, pos = _Head(rest, limits).parse()
-    prompt = rest[pos:].strip()
+    prompt = check_prompt(rest[pos:], limits)
+    if schedule is None:
+        return SetHeartbeat(IntervalSchedule(limits.default_interval), prompt, "")
+    return SetHeartbeat(schedule, prompt, " ".join(rest[:pos].split()))
+
+
+def check_prompt(prompt: str, limits: GrammarLimits, *, example: str = EXAMPLE) -> str:
+    """The prompt without surrounding space; missing or too long is a CommandError."""
+    prompt = prompt.strip()
     if not prompt:
-        raise CommandError(f"The prompt is required — {EXAMPLE}.")
+        raise CommandError(f"The prompt is required — {example}.")
     if len(prompt) > limits.max_prompt_chars:
         raise CommandError(
             f"The prompt is too long — {len(prompt)} characters; "
             f"the limit is {limits.max_prompt_chars}."
         )
-    if schedule is None:
-        return SetHeartbeat(IntervalSchedule(limits.default_interval), prompt, "")
-    return SetHeartbeat(schedule, prompt, " ".join(rest[:pos].split()))
+    return prompt
 
 
 class _Head:

@@ -8,7 +8,7 @@ from hbgw.cli.common import limits, now, open_store, out, out_json
 from hbgw.cli.gateway_ctx import sync_index
 from hbgw.errors import BadInput
 from sessions import replies
-from sessions.commands import Clear, Pause, Resume, SetHeartbeat
+from sessions.commands import Clear, Pause, Resume, SetHeartbeat, check_prompt
 from sessions.cron import parse_cron
 from sessions.intervals import parse_interval
 from sessions.schedule import IntervalSchedule, Schedule
@@ -48,15 +48,11 @@ def set_(
         raise BadInput("Give either --every or --cron, not both.")
     if tz and not cron:
         raise BadInput("--tz only applies to --cron schedules.")
-    text = " ".join(prompt).strip()
-    if not text:
-        raise BadInput(
-            "The prompt is required — for example: hbgw heartbeat set SESSION --every 10m check CI"
-        )
-    if len(text) > lim.max_prompt_chars:
-        raise BadInput(
-            f"The prompt is {len(text)} characters; the limit is {lim.max_prompt_chars}."
-        )
+    text = check_prompt(
+        " ".join(prompt),
+        lim,
+        example="for example: hbgw heartbeat set SESSION --every 10m check CI",
+    )
     schedule: Schedule
     if cron:
         schedule, schedule_text = parse_cron(cron, tz=tz), cron + (f" --tz {tz}" if tz else "")
