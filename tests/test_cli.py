@@ -127,3 +127,21 @@ def test_unexpected_failure_exits_1(hbgw, monkeypatch: pytest.MonkeyPatch) -> No
     result = hbgw("session", "create", "--platform", "p", "--chat", "c")
     assert result.code == 1
     assert result.err.startswith("Unexpected failure:")
+
+
+def test_estop_switches_the_flag(
+    hbgw, monkeypatch: pytest.MonkeyPatch, redis_url: str, redis_ns: str, redis_client
+) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setenv("HBGW_REDIS_URL", redis_url)
+    monkeypatch.setenv("HBGW_NAMESPACE", redis_ns)
+    from hbgw.keys import Keys
+
+    keys = Keys(redis_ns)
+    assert hbgw("estop", "on", "--session", "s1").out.strip() == "Emergency stop on for session s1."
+    assert redis_client.exists(keys.estop("s1"))
+    assert hbgw("estop", "on").code == 0
+    assert redis_client.exists(keys.estop())
+    hbgw("estop", "off")
+    hbgw("estop", "off", "--session", "s1")
+    assert not redis_client.exists(keys.estop()) and not redis_client.exists(keys.estop("s1"))
+    assert hbgw("estop", "maybe").code == 2
