@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from datetime import datetime
 from typing import Any
 
 from hbgw.clock import utcnow
@@ -30,7 +31,7 @@ def limits() -> GrammarLimits:
     )
 
 
-def now() -> Any:
+def now() -> datetime:
     return utcnow()
 
 
