@@ -20,7 +20,8 @@ from hbgw.invariants import REACHED_AGENT, check
 from hbgw.procs import spawn_hbgw, stop_all
 from workers.ownership import rendezvous_owner
 
-pytestmark = pytest.mark.e2e
+# Real processes on a shared 2-core machine: allow more than the default per-test timeout.
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 
 
 @contextmanager
