@@ -227,3 +227,20 @@ def test_not_due_never_fires_even_from_a_wrong_index_entry(gateway: Gateway) -> 
         gw.tick()
         wait_until(lambda: gw.rt.index.due_ms(sid) == true_due, what="the entry to be corrected")
     assert gw.runs(sid) == []  # rule 1: SQL decides what is due, not the index
+
+
+def test_a_failed_delivery_fails_the_turn_and_frees_the_session(gateway: Gateway) -> None:
+    gw = gateway
+    unwritable = gw.settings.home / "not-a-file"
+    unwritable.mkdir()
+    broken = gw.settings.model_copy(update={"channel_file": unwritable})
+    with gw.worker("w1", settings=broken):
+        sid = gw.session()
+        gw.due_now(sid)
+        gw.tick()
+        [run] = gw.final_runs(sid)
+        send(gw, sid, "still there?")
+        wait_until(lambda: gw.rt.state.is_idle(sid) and gw.rt.state.backlog(sid) == 0)
+    assert run.state == "failed" and (run.detail or "").startswith("delivery failed:")
+    notices = [m for m in gw.store.list_messages(sid) if m.reply_to is not None]
+    assert [m.kind for m in notices] == ["notice"]

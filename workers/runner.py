@@ -8,11 +8,14 @@ index → end of turn: inbox first, then the pending fire, else idle.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import uuid
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
+
+import redis
 
 from gateway.channels.base import Address
 from hbgw.clock import to_ms
@@ -107,6 +110,8 @@ class TurnRunner:
             if owner is not None:
                 self.dispatcher.drain(owner, sid)
             return "forwarded"
+        if rt.state.estop_active(sid):
+            return "estop"  # messages wait in the inbox; the sweeper asks again later
         token = uuid.uuid4().hex
         begun = rt.state.try_begin_user(sid, token, self.lease_ms)
         if not isinstance(begun, Began):
@@ -142,6 +147,13 @@ class TurnRunner:
             except (TurnAborted, HbgwError) as exc:
                 # Lost lock, stale fence, or the reservation was given back meanwhile.
                 log.warning("turn aborted: %s", exc, extra={"action": "turn.aborted"})
+                return
+            except Exception:
+                # The store or Redis failed mid-turn: free the session now rather than at the
+                # end of the lease; the claim lease brings the fire back.
+                log.exception("heartbeat turn crashed", extra={"action": "turn.crashed"})
+                with contextlib.suppress(redis.RedisError):
+                    self.rt.state.release(session.id, token)
                 return
             self._drain_locked(session.id, token, fence, keeper)
 
@@ -209,9 +221,11 @@ class TurnRunner:
         keeper.check()
         # Rule 6: to where the heartbeat was set, as a new message (no reply_to).
         address = Address(session.platform, state.origin_chat, state.origin_thread)
+        detail = None
         if result != "silent":
             kind = "failure" if result == "failed" else "heartbeat"
-            self.channel.send(address, reply, session_id=sid, kind=kind)
+            detail = self._deliver(address, reply, sid, kind)
+            result = "failed" if detail else result
         rt.store.add_message(
             sid,
             role="assistant",
@@ -221,7 +235,7 @@ class TurnRunner:
             now=rt.clock(),
             fence=fence,
         )
-        rt.store.finish(run.id, result, fence, rt.clock(), detail=None)
+        rt.store.finish(run.id, result, fence, rt.clock(), detail=detail)
         rt.settle(sid)
         self._stamp(sid, "idle")
 
@@ -263,6 +277,10 @@ class TurnRunner:
                 self._drain_locked(sid, token, fence, keeper)
             except (TurnAborted, HbgwError) as exc:
                 log.warning("turn aborted: %s", exc, extra={"action": "turn.aborted"})
+            except Exception:
+                log.exception("user turn crashed", extra={"action": "turn.crashed"})
+                with contextlib.suppress(redis.RedisError):
+                    self.rt.state.release(sid, token)
 
     def _drain_locked(self, sid: str, token: str, fence: int, keeper: LockKeeper) -> None:
         """User messages first; then the pending fire; else the session goes idle."""
@@ -298,7 +316,7 @@ class TurnRunner:
             return  # answered by a turn that died before it could take it off the in-flight list
         session = rt.store.get_session(sid)
         address = Address(session.platform, session.chat, session.thread, str(message_id))
-        self.channel.typing(address, session_id=sid)
+        self._best_effort(self.channel.typing, address, session_id=sid)
         self._stamp(sid, "user:start")
         request = TurnRequest(sid, "user", message.text, self._history(sid, before=message_id))
         try:
@@ -312,11 +330,11 @@ class TurnRunner:
         except Exception as exc:
             reply, kind = f"⚠ The turn failed: {exc}", "failure"
         keeper.check()
-        self.channel.send(address, reply, session_id=sid, kind=kind)
+        undelivered = self._deliver(address, reply, sid, kind)
         rt.store.add_message(
             sid,
             role="assistant",
-            kind="assistant" if kind == "reply" else "notice",
+            kind="assistant" if kind == "reply" and not undelivered else "notice",
             text=reply,
             reply_to=message_id,
             now=rt.clock(),
@@ -327,11 +345,30 @@ class TurnRunner:
 
     # -- helpers --------------------------------------------------------------------------
 
+    @staticmethod
+    def _best_effort(call: Callable[..., None], *args: Any, **kwargs: Any) -> None:
+        """Typing indicators and progress are cosmetic: a failing platform must not stop a turn."""
+        try:
+            call(*args, **kwargs)
+        except Exception as exc:
+            log.debug("channel signal failed: %s", exc, extra={"action": "deliver.signal_failed"})
+
+    def _deliver(self, address: Address, text: str, sid: str, kind: str) -> str | None:
+        """Send; a platform failure is recorded on the turn, never left to kill the session."""
+        try:
+            self.channel.send(address, text, session_id=sid, kind=kind)
+        except Exception as exc:
+            log.warning(
+                "delivery to %s failed: %s", address.chat, exc, extra={"action": "deliver.failed"}
+            )
+            return f"delivery failed: {exc}"
+        return None
+
     def _step(self, sid: str, phase: str, keeper: LockKeeper, address: Address | None) -> None:
         keeper.check()
         self._stamp(sid, phase)
         if address is not None:  # rule 8: heartbeat turns pass no address, so show nothing
-            self.channel.progress(address, phase, session_id=sid)
+            self._best_effort(self.channel.progress, address, phase, session_id=sid)
 
     def _stamp(self, sid: str, phase: str) -> None:
         try:
