@@ -244,3 +244,17 @@ def test_a_failed_delivery_fails_the_turn_and_frees_the_session(gateway: Gateway
     assert run.state == "failed" and (run.detail or "").startswith("delivery failed:")
     notices = [m for m in gw.store.list_messages(sid) if m.reply_to is not None]
     assert [m.kind for m in notices] == ["notice"]
+
+
+def test_emergency_stop_holds_user_turns_until_lifted(gateway: Gateway) -> None:
+    gw = gateway
+    with gw.worker("w1") as runner:
+        sid = gw.session()
+        gw.rt.state.set_estop(True)
+        queued = send(gw, sid, "hello?")
+        assert runner.drain(sid) == "estop"
+        assert gw.rt.state.backlog(sid) == 1 and gw.deliveries(sid) == []
+        gw.rt.state.set_estop(False)
+        gw.tick()  # the sweeper dispatches the waiting inbox
+        reply = wait_until(lambda: gw.store.reply_for(queued.message_id), what="the reply")  # type: ignore[attr-defined]
+    assert reply.text == "user reply to: hello?"
