@@ -62,6 +62,11 @@ class Clear:
 
 
 @dataclass(frozen=True)
+class ShowHelp:
+    pass
+
+
+@dataclass(frozen=True)
 class SetHeartbeat:
     schedule: Schedule
     prompt: str
@@ -69,7 +74,7 @@ class SetHeartbeat:
     """What the user wrote for the schedule (whitespace collapsed); "" when the default applied."""
 
 
-Command = ShowStatus | Pause | Resume | Clear | SetHeartbeat
+Command = ShowStatus | ShowHelp | Pause | Resume | Clear | SetHeartbeat
 
 KEYWORDS: dict[str, Command] = {
     "status": ShowStatus(),
@@ -78,6 +83,8 @@ KEYWORDS: dict[str, Command] = {
     "clear": Clear(),
     "stop": Clear(),
     "off": Clear(),
+    # A heartbeat whose whole instruction is "help" is surely a request for the usage.
+    "help": ShowHelp(),
 }
 EXAMPLE = "for example: /heartbeat every 10m check CI"
 _HEAD = re.compile(r"\s*/(?:heartbeat|hb)(?:@[A-Za-z0-9_]+)?(?=\s|$)", re.IGNORECASE)

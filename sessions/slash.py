@@ -12,7 +12,9 @@ from sessions.commands import (
     Pause,
     Resume,
     SetHeartbeat,
+    ShowHelp,
     ShowStatus,
+    help_text,
     parse_command,
 )
 from sessions.store import Store
@@ -27,6 +29,8 @@ def apply_command(
     origin_chat: str | None = None,
     origin_thread: str | None = None,
 ) -> str:
+    if isinstance(command, ShowHelp):
+        return help_text()
     if isinstance(command, ShowStatus):
         return replies.status_reply(store.heartbeat_status(session_id, now))
     if isinstance(command, Pause):

@@ -54,6 +54,7 @@ def test_session_and_heartbeat_walkthrough(hbgw) -> None:  # type: ignore[no-unt
     assert status["cron"] is None and status["timezone"] is None
     assert {"session_id", "prompt", "generation", "last_outcome"} <= status.keys()
 
+    assert "/heartbeat every 10m" in hbgw("send", sid, "/heartbeat help").out
     line = hbgw("send", sid, "/hb").out
     assert line.startswith("♥ Heartbeat (every 90m): check CI — next at ")
 

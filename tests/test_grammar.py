@@ -16,6 +16,7 @@ from sessions.commands import (
     Pause,
     Resume,
     SetHeartbeat,
+    ShowHelp,
     ShowStatus,
     help_text,
     is_heartbeat_command,
@@ -422,6 +423,8 @@ LIMITS = GrammarLimits(min_interval=60, default_interval=300, max_prompt_chars=5
         ("/heartbeat@HermesBot status", ShowStatus()),
         ("/hb@bot_1", ShowStatus()),
         ("/heartbeat\n pause \n", Pause()),
+        ("/heartbeat help", ShowHelp()),
+        ("/hb HELP", ShowHelp()),
     ],
 )
 def test_keywords(text: str, expected: Command) -> None:
