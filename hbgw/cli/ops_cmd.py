@@ -118,7 +118,7 @@ def demo(
     if as_json:
         out(json.dumps(summary, indent=2, sort_keys=True))
     else:
-        console.print("[bold]Summary[/]")
+        console.print("\n[bold]Summary[/]")
         for key, value in summary.items():
             console.print(f"  {key:<22} {value}")
         verdict = "hold" if summary["invariants_ok"] else "FAILED"
