@@ -11,6 +11,8 @@ import redis
 from hbgw.celery_app import make_celery
 from hbgw.cli.common import open_store, settings
 from hbgw.errors import HbgwError
+from hbgw.redis_conn import connect
+from hbgw.settings import Settings
 from sessions.store import Store
 from sessions.views import MessageView
 from workers.dispatch import Dispatcher
@@ -19,30 +21,34 @@ from workers.runtime import Runtime, resolve_redis_url
 
 @contextmanager
 def gateway_runtime() -> Iterator[tuple[Store, Runtime | None, Dispatcher | None]]:
+    """The store, plus Redis and a dispatcher when a deployment answers (else None, None)."""
     s = settings()
     store = open_store()
-    try:
-        url = resolve_redis_url(s)
-    except HbgwError:
-        yield store, None, None
-        store.close()
+    client = _reachable_redis(s)
+    if client is None:
+        try:
+            yield store, None, None
+        finally:
+            store.close()
         return
-    from hbgw.redis_conn import connect
+    rt = Runtime(settings=s, store=store, client=client)
+    try:
+        yield store, rt, Dispatcher(make_celery(s, resolve_redis_url(s)), rt.keys)
+    finally:
+        rt.close()
 
-    client = connect(url)
+
+def _reachable_redis(s: Settings) -> redis.Redis | None:
+    try:
+        client = connect(resolve_redis_url(s))
+    except HbgwError:
+        return None
     try:
         client.ping()
     except redis.RedisError:
         client.close()
-        yield store, None, None
-        store.close()
-        return
-    rt = Runtime(settings=s, store=store, client=client)
-    app = make_celery(s, url)
-    try:
-        yield store, rt, Dispatcher(app, rt.keys)
-    finally:
-        rt.close()
+        return None
+    return client
 
 
 def wait_for_reply(store: Store, message_id: int, timeout: float) -> MessageView | None:
