@@ -20,6 +20,7 @@ import redis
 from gateway.channels.base import Address
 from hbgw.clock import to_ms
 from hbgw.errors import HbgwError, NotFound, StaleFence
+from sessions.heartbeat import HeartbeatState
 from sessions.views import Duplicate, Refused, RunView, SessionView
 from workers.agents.base import TurnRequest
 from workers.dispatch import Dispatcher
@@ -184,7 +185,8 @@ class TurnRunner:
         run = outcome.run
         for hook in self.before_start:
             hook(sid, run)
-        reason = self._refusal(session, run, keeper)
+        state = rt.store.get_heartbeat(sid)
+        reason = self._refusal(session, run, state, keeper)
         if reason is not None:
             refunded = rt.store.refund(run.id, reason, rt.clock())
             log.info(
@@ -197,8 +199,7 @@ class TurnRunner:
             self._after_refund(sid, reason)
             return
         rt.store.mark_started(run.id, fence, rt.clock())
-        state = rt.store.get_heartbeat(sid)
-        assert state is not None
+        assert state is not None  # _refusal answered "heartbeat changed" otherwise
         self._stamp(sid, "heartbeat:start")
         text = heartbeat_message(state.prompt, state.describe())
         rt.store.add_message(
@@ -239,7 +240,13 @@ class TurnRunner:
         rt.settle(sid)
         self._stamp(sid, "idle")
 
-    def _refusal(self, before: SessionView, run: RunView, keeper: LockKeeper) -> str | None:
+    def _refusal(
+        self,
+        before: SessionView,
+        run: RunView,
+        state: HeartbeatState | None,
+        keeper: LockKeeper,
+    ) -> str | None:
         """Why this reserved fire must not reach the agent, or None."""
         rt, sid = self.rt, before.id
         if keeper.lost.is_set():
@@ -251,7 +258,6 @@ class TurnRunner:
             return f"session {session.closed_reason or session.status}"
         if session.conversation != before.conversation:
             return "session reset"
-        state = rt.store.get_heartbeat(sid)
         if state is None or state.generation != run.generation or state.status != "active":
             return "heartbeat changed"
         if rt.registry.owner(sid, rt.now_ms()) != rt.worker:
