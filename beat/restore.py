@@ -47,9 +47,9 @@ def restore(
         current = present.get(entry.session_id)
         if current is None or current > max(due, now_ms) + slack_ms:
             wanted[entry.session_id] = due
-        state.seed(entry.session_id, entry.fence)
     if wanted:
         index.schedule_many(wanted)
+    state.seed_many({e.session_id: e.fence for e in entries})
     log.info(
         "restore: %d restorable, %d written",
         len(entries),

@@ -503,3 +503,10 @@ def test_ping_or_error_says_what_to_do(dead_url: str) -> None:
 
 def test_ping_or_error_passes_on_a_live_server(redis_client: redis.Redis) -> None:
     ping_or_error(redis_client)
+
+
+def test_seed_many_matches_seed(state: SessionState) -> None:
+    state.try_begin_user("busy", TOKEN, LOCK_MS)  # fence 1, locked: not marked idle
+    state.seed_many({SID: 7, "busy": 3, "fresh": 0})
+    assert (state.fence(SID), state.fence("busy"), state.fence("fresh")) == (7, 3, 0)
+    assert state.is_idle(SID) and state.is_idle("fresh") and not state.is_idle("busy")

@@ -7,7 +7,7 @@ grant increments ``fence``, and SQL writes of a turn carry its fence (``StaleFen
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -186,18 +186,20 @@ class SessionState:
 
     def seed(self, session_id: str, fence_floor: int) -> int:
         """Raise the fence to at least ``fence_floor``; mark idle if nothing runs or waits."""
+        return int(self._seed(keys=self._seed_keys(session_id), args=[int(fence_floor)]))
+
+    def seed_many(self, fence_floors: Mapping[str, int], chunk: int = 10_000) -> None:
+        """``seed`` for many sessions, pipelined: the restore pass covers every heartbeat."""
+        items = list(fence_floors.items())
+        for start in range(0, len(items), chunk):
+            pipe = self.client.pipeline(transaction=False)
+            for session_id, floor in items[start : start + chunk]:
+                self._seed(keys=self._seed_keys(session_id), args=[int(floor)], client=pipe)
+            pipe.execute()
+
+    def _seed_keys(self, session_id: str) -> list[str]:
         k = self.keys
-        return int(
-            self._seed(
-                keys=[
-                    k.fence(session_id),
-                    k.lock(session_id),
-                    k.idle(session_id),
-                    k.inbox(session_id),
-                ],
-                args=[int(fence_floor)],
-            )
-        )
+        return [k.fence(session_id), k.lock(session_id), k.idle(session_id), k.inbox(session_id)]
 
     # -- reads ----------------------------------------------------------------------------------
 
