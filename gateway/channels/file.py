@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-import os
 import time
 from pathlib import Path
 from typing import Any
 
 from gateway.channels.base import Address
+from hbgw.jsonl import append_line
 
 
 class FileChannel:
@@ -28,7 +28,8 @@ class FileChannel:
         self._record("progress", address, session_id, text=text)
 
     def _record(self, call: str, address: Address, session_id: str, **extra: Any) -> None:
-        line = json.dumps(
+        append_line(
+            self.path,
             {
                 "call": call,
                 "at": time.time(),
@@ -38,14 +39,8 @@ class FileChannel:
                 "thread": address.thread,
                 "reply_to": address.reply_to,
                 **extra,
-            }
+            },
         )
-        # O_APPEND with one write per line keeps lines whole across worker processes.
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        try:
-            os.write(fd, (line + "\n").encode())
-        finally:
-            os.close(fd)
 
 
 def read_records(path: Path) -> list[dict[str, Any]]:

@@ -6,11 +6,10 @@ It answers ``echo: <first line>``; a heartbeat turn is answered with the silence
 
 from __future__ import annotations
 
-import json
-import os
 import time
 from pathlib import Path
 
+from hbgw.jsonl import append_line
 from workers.agents.base import StepCallback, TurnRequest
 
 QUIET_TAG = "#quiet"
@@ -42,18 +41,13 @@ class EchoAgent:
     def _record(self, request: TurnRequest) -> None:
         if self.log is None:
             return
-        line = json.dumps(
+        append_line(
+            self.log,
             {
                 "session_id": request.session_id,
                 "kind": request.kind,
                 "text": request.text,
                 "system_prompt": request.system_prompt,
                 "tools": list(request.tools),
-            }
+            },
         )
-        # One write per line with O_APPEND: several worker processes share the file.
-        fd = os.open(self.log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        try:
-            os.write(fd, (line + "\n").encode())
-        finally:
-            os.close(fd)
