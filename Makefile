@@ -21,12 +21,13 @@ install: $(STAMP) ## create .venv and install the project with its dev extras
 demo: $(STAMP) ## run the self-driving demo on the embedded defaults
 	$(BIN)/hbgw demo
 
-test: $(STAMP) ## run every test
+test: lint typecheck ## the whole gate: lint, import layers, mypy, every test
 	$(BIN)/python -m pytest
 
-lint: $(STAMP) ## ruff check and format check
+lint: $(STAMP) ## ruff check, format check and the import-layer contract
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports --no-cache
 
 typecheck: $(STAMP) ## mypy, strict on the packages
 	$(BIN)/mypy

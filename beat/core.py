@@ -12,10 +12,10 @@ from collections import defaultdict
 from datetime import timedelta
 
 from beat.restore import restore
-from hbgw.errors import HbgwError
-from workers.dispatch import Dispatcher
-from workers.ownership import rendezvous_owner
-from workers.runtime import Runtime
+from core.errors import HbgwError
+from state.dispatch import Dispatcher
+from state.ownership import rendezvous_owner
+from state.runtime import Runtime
 
 log = logging.getLogger("hbgw.beat")
 
@@ -51,7 +51,7 @@ class BeatCore:
         s = self.rt.settings
         slack = int(max(s.claim_lease, s.refund_backoff) * 1000) + 1000
         report = restore(
-            self.rt.store, self.rt.index, self.rt.state, now_ms=self.rt.now_ms(), slack_ms=slack
+            self.rt.store, self.rt.index, self.rt.gate, now_ms=self.rt.now_ms(), slack_ms=slack
         )
         if report.ok:
             self.recover_orphans()
@@ -68,7 +68,7 @@ class BeatCore:
         before = now - timedelta(seconds=rt.settings.lock_lease)
         recovered = 0
         for run in rt.store.stale_reservations(before):
-            if rt.state.lock_holder(run.session_id) is not None:
+            if rt.gate.lock_holder(run.session_id) is not None:
                 continue
             if rt.store.refund_orphan(run.id, now) is not None:
                 # Due again at once, under a new fire id (the old one is in the ledger).
@@ -105,13 +105,13 @@ class BeatCore:
         Covers a worker that died between queueing and draining: its queue is gone with it,
         but the inbox in Redis is not.
         """
-        state, keys, client = self.rt.state, self.rt.keys, self.rt.client
+        gate, keys, client = self.rt.gate, self.rt.keys, self.rt.client
         for raw in client.smembers(keys.inbox_sessions()):
             sid = str(raw)
-            if state.backlog(sid) == 0:
+            if gate.backlog(sid) == 0:
                 client.srem(keys.inbox_sessions(), sid)
                 continue
-            if state.lock_holder(sid) is None:
+            if gate.lock_holder(sid) is None:
                 owner = rendezvous_owner(sid, workers)
                 if owner is not None:
                     self.dispatcher.drain(owner, sid)

@@ -9,10 +9,10 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from beat.due_index import DueIndex
-from hbgw.clock import to_ms
+from core.clock import to_ms
 from sessions.store import Store
-from workers.session_state import SessionState
+from state.due_index import DueIndex
+from state.turn_gate import TurnGate
 
 log = logging.getLogger("hbgw.restore")
 
@@ -25,7 +25,7 @@ class RestoreReport:
 
 
 def restore(
-    store: Store, index: DueIndex, state: SessionState, *, now_ms: int, slack_ms: int
+    store: Store, index: DueIndex, gate: TurnGate, *, now_ms: int, slack_ms: int
 ) -> RestoreReport:
     """Put every restorable heartbeat into the index at its true next due time.
 
@@ -49,7 +49,7 @@ def restore(
             wanted[entry.session_id] = due
     if wanted:
         index.schedule_many(wanted)
-    state.seed_many({e.session_id: e.fence for e in entries})
+    gate.seed_many({e.session_id: e.fence for e in entries})
     log.info(
         "restore: %d restorable, %d written",
         len(entries),

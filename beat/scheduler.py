@@ -7,16 +7,15 @@ from typing import Any
 from celery.beat import Scheduler
 
 from beat.core import BeatCore, safe_tick
-from hbgw.settings import get_settings
-from workers.dispatch import Dispatcher
-from workers.runtime import Runtime
+from state.dispatch import Dispatcher, context_of
+from state.runtime import Runtime
 
 
 class HeartbeatScheduler(Scheduler):  # type: ignore[misc]
     """Replaces the static beat schedule with claims from the Redis due index."""
 
     def __init__(self, app: Any, *args: Any, **kwargs: Any) -> None:
-        settings = getattr(app, "hbgw_settings", None) or get_settings()
+        settings = context_of(app).settings
         rt = Runtime.from_settings(settings, worker="beat")
         self.core = BeatCore(rt, Dispatcher(app, rt.keys))
         super().__init__(app, *args, **kwargs)

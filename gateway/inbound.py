@@ -5,13 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from hbgw.clock import to_ms
-from hbgw.errors import InvalidState
+from core.clock import to_ms
+from core.errors import InvalidState
 from sessions.commands import GrammarLimits, is_heartbeat_command
 from sessions.slash import handle_slash
 from sessions.store import Store
-from workers.dispatch import Dispatcher
-from workers.runtime import Runtime
+from state.dispatch import Dispatcher
+from state.runtime import Runtime
 
 
 @dataclass(frozen=True)
@@ -54,7 +54,7 @@ def receive(
         return Answered(sid, reply)
     message = store.add_message(sid, role="user", kind="user", text=text, now=now, state="queued")
     if rt is not None:
-        rt.state.enqueue_user(sid, str(message.id))
+        rt.gate.enqueue_user(sid, str(message.id))
         owner = rt.registry.owner(sid, to_ms(now))
         if owner is not None and dispatcher is not None:
             dispatcher.drain(owner, sid)

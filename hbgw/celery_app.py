@@ -1,12 +1,11 @@
-"""The Celery application shared by beat and the workers."""
+"""The Celery application shared by beat and the workers (wiring: it names their modules)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from celery import Celery
 
-from hbgw.settings import Settings
+from core.settings import Settings
+from state.dispatch import AppContext, attach_context
 
 
 def make_celery(settings: Settings, broker_url: str) -> Celery:
@@ -38,13 +37,5 @@ def make_celery(settings: Settings, broker_url: str) -> Celery:
         beat_max_loop_interval=settings.beat_max_sleep,
         timezone="UTC",
     )
-    app.hbgw_settings = settings
+    attach_context(app, AppContext(settings))
     return app
-
-
-def runner_of(app: Any) -> Any:
-    """The turn runner attached to this app by `hbgw worker` (or a test)."""
-    runner = getattr(app, "hbgw_runner", None)
-    if runner is None:
-        raise RuntimeError("this Celery app has no turn runner attached; start it with hbgw worker")
-    return runner

@@ -21,17 +21,17 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
+from core.clock import utcnow
+from core.settings import Settings
 from gateway.channels.file import read_records
 from gateway.inbound import receive
 from hbgw.celery_app import make_celery
-from hbgw.clock import utcnow
 from hbgw.invariants import REACHED_AGENT, check
-from hbgw.settings import Settings
 from hbgw.up import Stack, local_stack
 from sessions.commands import GrammarLimits
 from sessions.replies import preview
-from workers.dispatch import Dispatcher
-from workers.runtime import Runtime
+from state.dispatch import Dispatcher
+from state.runtime import Runtime
 
 DEMO_SETTINGS: dict[str, Any] = {
     "min_interval": 1,
@@ -125,7 +125,7 @@ class Demo:
 
     def estop(self, on: bool) -> None:
         sid = self.sessions[4]
-        self.rt.state.set_estop(on, sid)
+        self.rt.gate.set_estop(on, sid)
         self.notes[sid] = "emergency stop" if on else "estop lifted"
 
     def kill_worker(self) -> None:
@@ -156,7 +156,7 @@ class Demo:
                 data["schedule"] or "none",
                 due,
                 str(data["fire_count"]),
-                "yes" if self.rt.state.pending(sid) else "",
+                "yes" if self.rt.gate.pending(sid) else "",
                 data["last_outcome"] or "",
                 self.notes.get(sid, preview(data["prompt"] or "")[:24]),
             )

@@ -16,7 +16,7 @@ from itertools import pairwise
 from typing import Any
 
 from sessions.views import RunView
-from workers.runtime import Runtime
+from state.runtime import Runtime
 
 REACHED_AGENT = ("started", "completed", "failed", "silent")
 
@@ -73,7 +73,7 @@ def check(rt: Runtime, now: datetime, *, include_index: bool = True) -> Invarian
                 continue
             sid = audit.session_id
             present = rt.index.due_ms(sid) is not None
-            if not (present or rt.state.lock_holder(sid) or rt.state.pending(sid)):
+            if not (present or rt.gate.lock_holder(sid) or rt.gate.pending(sid)):
                 report.violations["I5"].append(f"{sid} is active but not in the index")
     return report
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from pydantic import SecretStr
 
-from hbgw.settings import Settings
+from core.settings import Settings
 
 PR_SET_PDEATHSIG = 1
 

@@ -11,11 +11,11 @@ from pathlib import Path
 from subprocess import Popen
 from types import FrameType
 
-from hbgw.embedded import EmbeddedRedis
+from core.embedded import EmbeddedRedis
+from core.settings import Settings
 from hbgw.procs import settings_env, spawn_hbgw, stop_all
-from hbgw.settings import Settings
 from sessions.db import ensure_schema, make_engine
-from workers.runtime import write_redis_url
+from state.runtime import write_redis_url
 
 
 @dataclass

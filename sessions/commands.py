@@ -28,7 +28,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from hbgw.errors import CommandError, CronError, IntervalError
+from core.errors import CommandError, CronError, IntervalError
 from sessions.cron import ALIASES, UNSUPPORTED_ALIASES, parse_cron
 from sessions.intervals import NUMBER, forms_error, parse_interval, quote, unit_seconds
 from sessions.schedule import IntervalSchedule, Schedule

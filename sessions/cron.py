@@ -20,7 +20,7 @@ from zoneinfo import ZoneInfo, available_timezones
 
 from croniter import CroniterError, croniter
 
-from hbgw.errors import CronError
+from core.errors import CronError
 from sessions.intervals import quote
 from sessions.schedule import CronSchedule
 

@@ -13,8 +13,8 @@ from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.pool import NullPool
 
-from hbgw.errors import SchemaBehind, StoreError
-from hbgw.settings import mask_url
+from core.errors import SchemaBehind, StoreError
+from core.settings import mask_url
 
 MIGRATIONS = Path(__file__).with_name("migrations")
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Literal
 
-from hbgw.errors import InvalidState
+from core.errors import InvalidState
 from sessions.schedule import CronSchedule, IntervalSchedule, Schedule, next_fire
 
 Status = Literal["active", "paused", "cleared"]

@@ -10,7 +10,7 @@ import math
 import re
 from fractions import Fraction
 
-from hbgw.errors import IntervalError
+from core.errors import IntervalError
 
 UNITS: dict[str, int] = {
     **dict.fromkeys(("s", "sec", "secs", "second", "seconds"), 1),

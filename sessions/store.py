@@ -16,8 +16,8 @@ from sqlalchemy import Engine, func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
-from hbgw.clock import from_ms
-from hbgw.errors import InvalidState, NotFound, StaleFence
+from core.clock import from_ms
+from core.errors import InvalidState, NotFound, StaleFence
 from sessions import heartbeat as hb
 from sessions.db import ensure_schema, make_engine
 from sessions.models import ChatSession, Heartbeat, HeartbeatRun, Message

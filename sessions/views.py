@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from hbgw.clock import iso
+from core.clock import iso
 from sessions.heartbeat import HeartbeatState
 from sessions.schedule import CronSchedule, IntervalSchedule
 

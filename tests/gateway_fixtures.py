@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from gateway_harness import FAST, Gateway
 
-from hbgw.settings import Settings
+from core.settings import Settings
 
 AGENT_SCRIPT = Path(__file__).with_name("agent_script.py")
 

@@ -16,18 +16,18 @@ from typing import Any
 from celery.contrib.testing.worker import start_worker
 
 from beat.core import BeatCore
+from core.clock import utcnow
+from core.settings import Settings
 from gateway.channels.file import read_records
 from hbgw.celery_app import make_celery
-from hbgw.clock import utcnow
 from hbgw.procs import settings_env
-from hbgw.redis_conn import connect
-from hbgw.settings import Settings
+from hbgw.wiring import assembled_worker
 from sessions.schedule import IntervalSchedule
 from sessions.store import Store
-from workers.boot import assembled_worker
-from workers.dispatch import Dispatcher
+from state.connection import connect
+from state.dispatch import Dispatcher
+from state.runtime import Runtime
 from workers.runner import TurnRunner
-from workers.runtime import Runtime
 
 FAST = {
     "min_interval": 1,

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from core.settings import get_settings
 from hbgw.cli.main import main
-from hbgw.settings import get_settings
 
 
 @dataclass
@@ -135,7 +135,7 @@ def test_estop_switches_the_flag(
 ) -> None:  # type: ignore[no-untyped-def]
     monkeypatch.setenv("HBGW_REDIS_URL", redis_url)
     monkeypatch.setenv("HBGW_NAMESPACE", redis_ns)
-    from hbgw.keys import Keys
+    from state.keys import Keys
 
     keys = Keys(redis_ns)
     assert hbgw("estop", "on", "--session", "s1").out.strip() == "Emergency stop on for session s1."

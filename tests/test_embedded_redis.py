@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 import redis
 
-from hbgw.embedded import EmbeddedRedis
-from hbgw.errors import HbgwError
-from hbgw.redis_conn import connect, ping_or_error
+from core.embedded import EmbeddedRedis
+from core.errors import HbgwError
+from state.connection import connect, ping_or_error
 
 
 def port_is_closed(port: int) -> bool:

@@ -8,7 +8,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from hbgw.errors import CommandError, CronError, GrammarError, IntervalError
+from core.errors import CommandError, CronError, GrammarError, IntervalError
 from sessions.commands import (
     Clear,
     Command,

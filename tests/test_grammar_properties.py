@@ -10,7 +10,7 @@ from croniter import croniter
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hbgw.errors import GrammarError
+from core.errors import GrammarError
 from sessions.commands import GrammarLimits, SetHeartbeat, parse_command
 from sessions.cron import ALIASES, parse_cron
 from sessions.intervals import MAX_INTERVAL, UNITS, format_interval, parse_interval

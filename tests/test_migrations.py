@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import inspect
 
-from hbgw.errors import SchemaBehind
+from core.errors import SchemaBehind
 from sessions.db import (
     current_revision,
     downgrade,

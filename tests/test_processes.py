@@ -15,10 +15,10 @@ import pytest
 from gateway_fixtures import gateway_settings
 from gateway_harness import Gateway, wait_until
 
-from hbgw.clock import utcnow
+from core.clock import utcnow
 from hbgw.invariants import REACHED_AGENT, check
 from hbgw.procs import spawn_hbgw, stop_all
-from workers.ownership import rendezvous_owner
+from state.ownership import rendezvous_owner
 
 # Real processes on a shared 2-core machine: allow more than the default per-test timeout.
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]

@@ -13,12 +13,12 @@ import pytest
 import redis
 from redis.crc import key_slot
 
-from beat.due_index import DueIndex
-from hbgw.errors import BadInput, HbgwError
-from hbgw.keys import Keys, shard_of
-from hbgw.redis_conn import connect, ping_or_error
-from hbgw.scripts import load_script, read_script
-from workers.session_state import Began, Busy, KeepLock, LockLost, SessionState, TurnEnded
+from core.errors import BadInput, HbgwError
+from state.connection import connect, ping_or_error
+from state.due_index import DueIndex
+from state.keys import Keys, shard_of
+from state.scripts import load_script, read_script
+from state.turn_gate import Began, Busy, KeepLock, LockLost, TurnEnded, TurnGate
 
 NOW = 1_700_000_000_000
 LEASE = 60_000
@@ -28,13 +28,13 @@ OTHER = "tok-b"
 LOCK_MS = 30_000
 
 SCRIPTS = [
-    ("beat", "claim_due.lua"),
-    ("workers", "lua/enqueue_user.lua"),
-    ("workers", "lua/try_begin.lua"),
-    ("workers", "lua/end_turn.lua"),
-    ("workers", "lua/lock_renew.lua"),
-    ("workers", "lua/lock_release.lua"),
-    ("workers", "lua/seed_session.lua"),
+    ("state", "lua/claim_due.lua"),
+    ("state", "lua/enqueue_user.lua"),
+    ("state", "lua/try_begin.lua"),
+    ("state", "lua/end_turn.lua"),
+    ("state", "lua/lock_renew.lua"),
+    ("state", "lua/lock_release.lua"),
+    ("state", "lua/seed_session.lua"),
 ]
 
 
@@ -43,8 +43,8 @@ def slot(key: str) -> int:
 
 
 @pytest.fixture
-def state(redis_client: redis.Redis, keys: Keys) -> SessionState:
-    return SessionState(redis_client, keys)
+def state(redis_client: redis.Redis, keys: Keys) -> TurnGate:
+    return TurnGate(redis_client, keys)
 
 
 @pytest.fixture
@@ -100,18 +100,17 @@ def test_every_script_has_a_header(package: str, name: str) -> None:
 
 
 def test_every_lua_file_is_listed() -> None:
-    shipped = {("beat", p.name) for p in files("beat").iterdir() if p.name.endswith(".lua")}
-    lua_dir = files("workers").joinpath("lua")
-    shipped |= {("workers", f"lua/{p.name}") for p in lua_dir.iterdir() if p.name.endswith(".lua")}
+    lua_dir = files("state").joinpath("lua")
+    shipped = {("state", f"lua/{p.name}") for p in lua_dir.iterdir() if p.name.endswith(".lua")}
     assert shipped == set(SCRIPTS)
 
 
 def test_scripts_are_cached_per_client(redis_client: redis.Redis, redis_url: str) -> None:
-    first = load_script(redis_client, "beat", "claim_due.lua")
-    assert load_script(redis_client, "beat", "claim_due.lua") is first
+    first = load_script(redis_client, "state", "lua/claim_due.lua")
+    assert load_script(redis_client, "state", "lua/claim_due.lua") is first
     other = connect(redis_url)
     try:
-        assert load_script(other, "beat", "claim_due.lua") is not first
+        assert load_script(other, "state", "lua/claim_due.lua") is not first
     finally:
         other.close()
 
@@ -140,7 +139,7 @@ class EvalSpy:
 def test_every_script_call_stays_in_one_slot(
     redis_client: redis.Redis, keys: Keys, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    state = SessionState(redis_client, keys)
+    state = TurnGate(redis_client, keys)
     index = DueIndex(redis_client, keys, shards=4)
     spy = EvalSpy(redis_client, monkeypatch)
     state.seed(SID, 0)
@@ -262,7 +261,7 @@ def test_claim_rejects_bad_arguments(index: DueIndex) -> None:
 # -- try_begin ----------------------------------------------------------------------------------
 
 
-def test_fire_on_fresh_session_counts_as_idle(state: SessionState) -> None:
+def test_fire_on_fresh_session_counts_as_idle(state: TurnGate) -> None:
     # No idle flag at all (a worker died mid-turn, or Redis restarted): free lock + empty inbox.
     assert not state.is_idle(SID)
     assert state.try_begin_fire(SID, "f1", TOKEN, LOCK_MS) == Began(fence=1)
@@ -271,7 +270,7 @@ def test_fire_on_fresh_session_counts_as_idle(state: SessionState) -> None:
 
 
 def test_fire_takes_lock_with_lease_and_clears_idle(
-    state: SessionState, redis_client: redis.Redis, keys: Keys
+    state: TurnGate, redis_client: redis.Redis, keys: Keys
 ) -> None:
     state.seed(SID, 0)
     assert state.is_idle(SID)
@@ -281,7 +280,7 @@ def test_fire_takes_lock_with_lease_and_clears_idle(
 
 
 def test_fire_on_busy_session_becomes_pending_and_newer_replaces_older(
-    state: SessionState,
+    state: TurnGate,
 ) -> None:
     state.try_begin_user(SID, TOKEN, LOCK_MS)
     assert state.try_begin_fire(SID, "f1", OTHER, LOCK_MS) == Busy("busy")
@@ -292,7 +291,7 @@ def test_fire_on_busy_session_becomes_pending_and_newer_replaces_older(
     assert state.fence(SID) == 1
 
 
-def test_fire_waits_for_queued_user_messages(state: SessionState) -> None:
+def test_fire_waits_for_queued_user_messages(state: TurnGate) -> None:
     state.enqueue_user(SID, "m1")
     assert state.try_begin_fire(SID, "f1", TOKEN, LOCK_MS) == Busy("inbox")
     assert state.pending(SID) == "f1"
@@ -300,7 +299,7 @@ def test_fire_waits_for_queued_user_messages(state: SessionState) -> None:
     assert state.fence(SID) == 0
 
 
-def test_fire_coalesces_pending_and_fences_increase(state: SessionState) -> None:
+def test_fire_coalesces_pending_and_fences_increase(state: TurnGate) -> None:
     state.try_begin_user(SID, TOKEN, LOCK_MS)
     state.try_begin_fire(SID, "f-old", OTHER, LOCK_MS)
     assert state.end_turn(SID, TOKEN, LOCK_MS) == TurnEnded(released=True, pending_fire="f-old")
@@ -311,7 +310,7 @@ def test_fire_coalesces_pending_and_fences_increase(state: SessionState) -> None
     assert state.try_begin_fire(SID, "f3", TOKEN, LOCK_MS) == Began(fence=3)
 
 
-def test_taking_the_lock_consumes_a_pending_fire(state: SessionState) -> None:
+def test_taking_the_lock_consumes_a_pending_fire(state: TurnGate) -> None:
     state.enqueue_user(SID, "m1")
     state.try_begin_fire(SID, "f1", TOKEN, LOCK_MS)
     state.ack_message(SID, state.pop_message(SID) or "")
@@ -319,7 +318,7 @@ def test_taking_the_lock_consumes_a_pending_fire(state: SessionState) -> None:
     assert state.pending(SID) is None
 
 
-def test_user_mode(state: SessionState) -> None:
+def test_user_mode(state: TurnGate) -> None:
     state.enqueue_user(SID, "m1")
     assert state.try_begin_user(SID, OTHER, LOCK_MS) == Began(fence=1)  # inbox does not block
     assert state.lock_holder(SID) == OTHER
@@ -331,15 +330,15 @@ def test_user_mode(state: SessionState) -> None:
     assert state.try_begin_user(SID, TOKEN, LOCK_MS) == Began(fence=2)
 
 
-def test_unknown_mode_is_an_error(state: SessionState, redis_client: redis.Redis) -> None:
-    script = load_script(redis_client, "workers", "lua/try_begin.lua")
+def test_unknown_mode_is_an_error(state: TurnGate, redis_client: redis.Redis) -> None:
+    script = load_script(redis_client, "state", "lua/try_begin.lua")
     k = state.keys
     session_keys = [k.lock(SID), k.fence(SID), k.idle(SID), k.inbox(SID), k.pending(SID)]
     with pytest.raises(redis.ResponseError, match="mode"):
         script(keys=session_keys, args=[TOKEN, LOCK_MS, "f", "nap"])
 
 
-def test_lease_must_be_positive(state: SessionState) -> None:
+def test_lease_must_be_positive(state: TurnGate) -> None:
     with pytest.raises(ValueError, match="lease_ms"):
         state.try_begin_user(SID, TOKEN, 0)
 
@@ -348,7 +347,7 @@ def test_lease_must_be_positive(state: SessionState) -> None:
 
 
 def test_end_turn_keeps_lock_while_inbox_is_not_empty(
-    state: SessionState, redis_client: redis.Redis, keys: Keys
+    state: TurnGate, redis_client: redis.Redis, keys: Keys
 ) -> None:
     state.try_begin_user(SID, TOKEN, 50)
     state.enqueue_user(SID, "m1")
@@ -358,14 +357,14 @@ def test_end_turn_keeps_lock_while_inbox_is_not_empty(
     assert not state.is_idle(SID)
 
 
-def test_end_turn_goes_idle_without_pending(state: SessionState) -> None:
+def test_end_turn_goes_idle_without_pending(state: TurnGate) -> None:
     state.try_begin_user(SID, TOKEN, LOCK_MS)
     assert state.end_turn(SID, TOKEN, LOCK_MS) == TurnEnded(released=True, pending_fire=None)
     assert state.is_idle(SID)
     assert state.lock_holder(SID) is None
 
 
-def test_end_turn_hands_back_the_pending_fire(state: SessionState) -> None:
+def test_end_turn_hands_back_the_pending_fire(state: TurnGate) -> None:
     state.try_begin_user(SID, TOKEN, LOCK_MS)
     state.try_begin_fire(SID, "f1", OTHER, LOCK_MS)
     assert state.end_turn(SID, TOKEN, LOCK_MS) == TurnEnded(released=True, pending_fire="f1")
@@ -373,7 +372,7 @@ def test_end_turn_hands_back_the_pending_fire(state: SessionState) -> None:
     assert state.is_idle(SID)
 
 
-def test_end_turn_with_a_lost_lock_changes_nothing(state: SessionState) -> None:
+def test_end_turn_with_a_lost_lock_changes_nothing(state: TurnGate) -> None:
     state.try_begin_user(SID, OTHER, LOCK_MS)
     state.try_begin_fire(SID, "f1", TOKEN, LOCK_MS)
     assert state.end_turn(SID, TOKEN, LOCK_MS) == LockLost()
@@ -385,7 +384,7 @@ def test_end_turn_with_a_lost_lock_changes_nothing(state: SessionState) -> None:
 # -- renew / release ----------------------------------------------------------------------------
 
 
-def test_renew_compares_token(state: SessionState, redis_client: redis.Redis, keys: Keys) -> None:
+def test_renew_compares_token(state: TurnGate, redis_client: redis.Redis, keys: Keys) -> None:
     state.try_begin_user(SID, TOKEN, 50)
     assert state.renew(SID, OTHER, LOCK_MS) is False
     assert redis_client.pttl(keys.lock(SID)) <= 50
@@ -394,7 +393,7 @@ def test_renew_compares_token(state: SessionState, redis_client: redis.Redis, ke
     assert state.renew("never-locked", TOKEN, LOCK_MS) is False
 
 
-def test_release_compares_token(state: SessionState) -> None:
+def test_release_compares_token(state: TurnGate) -> None:
     state.try_begin_user(SID, TOKEN, LOCK_MS)
     assert state.release(SID, OTHER) is False
     assert state.lock_holder(SID) == TOKEN
@@ -408,21 +407,21 @@ def test_release_compares_token(state: SessionState) -> None:
 # -- seed ---------------------------------------------------------------------------------------
 
 
-def test_seed_sets_a_missing_fence_and_idle(state: SessionState) -> None:
+def test_seed_sets_a_missing_fence_and_idle(state: TurnGate) -> None:
     assert state.seed(SID, 41) == 41
     assert state.fence(SID) == 41
     assert state.is_idle(SID)
     assert state.try_begin_fire(SID, "f1", TOKEN, LOCK_MS) == Began(fence=42)
 
 
-def test_seed_raises_but_never_lowers_the_fence(state: SessionState) -> None:
+def test_seed_raises_but_never_lowers_the_fence(state: TurnGate) -> None:
     state.seed(SID, 10)
     assert state.seed(SID, 20) == 20
     assert state.seed(SID, 5) == 20
     assert state.fence(SID) == 20
 
 
-def test_seed_leaves_idle_alone_while_busy_or_queued(state: SessionState) -> None:
+def test_seed_leaves_idle_alone_while_busy_or_queued(state: TurnGate) -> None:
     state.try_begin_user(SID, TOKEN, LOCK_MS)
     state.seed(SID, 0)
     assert not state.is_idle(SID)
@@ -437,7 +436,7 @@ def test_seed_leaves_idle_alone_while_busy_or_queued(state: SessionState) -> Non
 
 
 def test_inbox_is_fifo_clears_idle_and_records_hint(
-    state: SessionState, redis_client: redis.Redis, keys: Keys
+    state: TurnGate, redis_client: redis.Redis, keys: Keys
 ) -> None:
     state.seed(SID, 0)
     assert state.enqueue_user(SID, "m1") == 1
@@ -453,7 +452,7 @@ def test_inbox_is_fifo_clears_idle_and_records_hint(
     assert state.backlog(SID) == 1
 
 
-def test_messages_of_a_dead_turn_go_back_to_the_inbox_first(state: SessionState) -> None:
+def test_messages_of_a_dead_turn_go_back_to_the_inbox_first(state: TurnGate) -> None:
     state.enqueue_user(SID, "m1")
     state.enqueue_user(SID, "m2")
     assert state.try_begin_user(SID, OTHER, LOCK_MS) == Began(fence=1)
@@ -466,7 +465,7 @@ def test_messages_of_a_dead_turn_go_back_to_the_inbox_first(state: SessionState)
     assert state.pop_message(SID) == "m2"
 
 
-def test_estop_global_and_per_session(state: SessionState) -> None:
+def test_estop_global_and_per_session(state: TurnGate) -> None:
     assert not state.estop_active(SID)
     state.set_estop(True, SID)
     assert state.estop_active(SID)
@@ -505,7 +504,7 @@ def test_ping_or_error_passes_on_a_live_server(redis_client: redis.Redis) -> Non
     ping_or_error(redis_client)
 
 
-def test_seed_many_matches_seed(state: SessionState) -> None:
+def test_seed_many_matches_seed(state: TurnGate) -> None:
     state.try_begin_user("busy", TOKEN, LOCK_MS)  # fence 1, locked: not marked idle
     state.seed_many({SID: 7, "busy": 3, "fresh": 0})
     assert (state.fence(SID), state.fence("busy"), state.fence("fresh")) == (7, 3, 0)

@@ -13,13 +13,13 @@ from test_rules import assert_invariants, busy_session_with_pending_fire
 
 from beat.core import BeatCore
 from beat.restore import restore
-from hbgw.clock import to_ms, utcnow
-from hbgw.embedded import EmbeddedRedis
+from core.clock import to_ms, utcnow
+from core.embedded import EmbeddedRedis
 from sessions.db import make_engine
 from sessions.store import Store
 from sessions.views import Reserved, RunView
-from workers.ownership import rendezvous_owner
-from workers.session_state import Began
+from state.ownership import rendezvous_owner
+from state.turn_gate import Began
 
 Hook = Callable[[str, RunView], None]
 
@@ -45,7 +45,7 @@ def owner_changes(gw: Gateway) -> Hook:
 
 
 def estop_on(gw: Gateway) -> Hook:
-    return lambda sid, run: gw.rt.state.set_estop(True, sid)
+    return lambda sid, run: gw.rt.gate.set_estop(True, sid)
 
 
 @pytest.mark.parametrize(
@@ -100,7 +100,7 @@ def test_fire_admitted_before_reset_or_suspend_never_executes(
     with gw.worker("w1"):
         sid = busy_session_with_pending_fire(gw)
         getattr(gw.store, departure)(sid, utcnow())
-        wait_until(lambda: gw.rt.state.is_idle(sid), what="the session to go idle")
+        wait_until(lambda: gw.rt.gate.is_idle(sid), what="the session to go idle")
         for _ in range(3):
             gw.tick()
     assert gw.runs(sid) == []
@@ -134,8 +134,8 @@ def test_restore_after_flushall_rebuilds_the_index(tmp_path: Path) -> None:
             for skipped in (paused, cleared, suspended):
                 assert gw.rt.index.due_ms(skipped) is None
             assert gw.rt.index.size() == 1
-            assert gw.rt.state.fence(active) >= fence  # the fence survives the loss of Redis
-            assert gw.rt.state.is_idle(active)
+            assert gw.rt.gate.fence(active) >= fence  # the fence survives the loss of Redis
+            assert gw.rt.gate.is_idle(active)
             assert_invariants(gw)
         finally:
             gw.close()
@@ -147,7 +147,7 @@ def test_restore_read_failure_never_prunes(gateway: Gateway, tmp_path: Path) -> 
     gw.heartbeat(sid, seconds=600)
     before = gw.rt.index.due_ms(sid)
     unreadable = Store(make_engine(f"sqlite:///{tmp_path / 'unmigrated.sqlite3'}"))
-    report = restore(unreadable, gw.rt.index, gw.rt.state, now_ms=gw.rt.now_ms(), slack_ms=0)
+    report = restore(unreadable, gw.rt.index, gw.rt.gate, now_ms=gw.rt.now_ms(), slack_ms=0)
     unreadable.close()
     assert not report.ok
     assert gw.rt.index.due_ms(sid) == before
@@ -159,13 +159,13 @@ def test_message_queued_before_compression_is_still_answered(gateway: Gateway) -
     message = gw.store.add_message(
         sid, role="user", kind="user", text="before compression", now=utcnow(), state="queued"
     )
-    gw.rt.state.enqueue_user(sid, str(message.id))  # no worker is up yet
+    gw.rt.gate.enqueue_user(sid, str(message.id))  # no worker is up yet
     gw.store.compress(sid, utcnow())
     with gw.worker("w1"):
         gw.tick()  # the sweeper finds the parent's inbox
         reply = wait_until(lambda: gw.store.reply_for(message.id), what="the reply")
     assert reply.session_id == sid
-    assert gw.rt.state.backlog(sid) == 0
+    assert gw.rt.gate.backlog(sid) == 0
 
 
 def test_reservation_of_a_dead_worker_is_refunded_and_fired_again(gateway: Gateway) -> None:
@@ -175,12 +175,12 @@ def test_reservation_of_a_dead_worker_is_refunded_and_fired_again(gateway: Gatew
     due = gw.rt.index.due_ms(sid)
     assert due is not None
     # A worker took the lock and reserved, then died before the agent started.
-    begun = gw.rt.state.try_begin_fire(sid, f"{sid}:{due}", "dead-worker", 100)
+    begun = gw.rt.gate.try_begin_fire(sid, f"{sid}:{due}", "dead-worker", 100)
     assert isinstance(begun, Began)
     reserved_at = utcnow() - timedelta(seconds=10)
     reserved = gw.store.reserve_fire(sid, f"{sid}:{due}", due, begun.fence, reserved_at)
     assert isinstance(reserved, Reserved)
-    wait_until(lambda: gw.rt.state.lock_holder(sid) is None, what="the dead lock's lease")
+    wait_until(lambda: gw.rt.gate.lock_holder(sid) is None, what="the dead lock's lease")
     with gw.worker("w1"):
         assert gw.beat.recover_orphans() == 1
         gw.tick()

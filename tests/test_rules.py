@@ -11,8 +11,8 @@ from datetime import timedelta
 
 from gateway_harness import Gateway, wait_until
 
+from core.clock import to_ms, utcnow
 from gateway.inbound import receive
-from hbgw.clock import to_ms, utcnow
 from hbgw.invariants import check
 from sessions.commands import GrammarLimits
 from sessions.schedule import IntervalSchedule
@@ -26,12 +26,12 @@ def send(gw: Gateway, sid: str, text: str) -> object:
 
 def busy_with_slow_turn(gw: Gateway, sid: str) -> None:
     send(gw, sid, "SLOW user work")
-    wait_until(lambda: gw.rt.state.lock_holder(sid), what="the slow user turn to hold the lock")
+    wait_until(lambda: gw.rt.gate.lock_holder(sid), what="the slow user turn to hold the lock")
 
 
 def fire_pending(gw: Gateway, sid: str) -> str:
     gw.tick()
-    return wait_until(lambda: gw.rt.state.pending(sid), what="the fire to wait as pending")  # type: ignore[no-any-return]
+    return wait_until(lambda: gw.rt.gate.pending(sid), what="the fire to wait as pending")  # type: ignore[no-any-return]
 
 
 def busy_session_with_pending_fire(gw: Gateway) -> str:
@@ -205,16 +205,16 @@ def test_message_taken_by_a_dead_turn_is_answered_not_lost(gateway: Gateway) -> 
     message = gw.store.add_message(
         sid, role="user", kind="user", text="are you there?", now=utcnow(), state="queued"
     )
-    gw.rt.state.enqueue_user(sid, str(message.id))
+    gw.rt.gate.enqueue_user(sid, str(message.id))
     # A worker took the lock and the message, then died: its lease runs out.
-    gw.rt.state.try_begin_user(sid, "dead-worker", 100)
-    assert gw.rt.state.pop_message(sid) == str(message.id)
-    wait_until(lambda: gw.rt.state.lock_holder(sid) is None, what="the dead turn's lease")
+    gw.rt.gate.try_begin_user(sid, "dead-worker", 100)
+    assert gw.rt.gate.pop_message(sid) == str(message.id)
+    wait_until(lambda: gw.rt.gate.lock_holder(sid) is None, what="the dead turn's lease")
     with gw.worker("w1"):
         gw.tick()  # beat's sweeper finds the orphaned message
         reply = wait_until(lambda: gw.store.reply_for(message.id), what="the reply")
     assert reply.text == "user reply to: are you there?"
-    assert gw.rt.state.backlog(sid) == 0
+    assert gw.rt.gate.backlog(sid) == 0
 
 
 def test_not_due_never_fires_even_from_a_wrong_index_entry(gateway: Gateway) -> None:
@@ -240,7 +240,7 @@ def test_a_failed_delivery_fails_the_turn_and_frees_the_session(gateway: Gateway
         gw.tick()
         [run] = gw.final_runs(sid)
         send(gw, sid, "still there?")
-        wait_until(lambda: gw.rt.state.is_idle(sid) and gw.rt.state.backlog(sid) == 0)
+        wait_until(lambda: gw.rt.gate.is_idle(sid) and gw.rt.gate.backlog(sid) == 0)
     assert run.state == "failed" and (run.detail or "").startswith("delivery failed:")
     notices = [m for m in gw.store.list_messages(sid) if m.reply_to is not None]
     assert [m.kind for m in notices] == ["notice"]
@@ -250,11 +250,11 @@ def test_emergency_stop_holds_user_turns_until_lifted(gateway: Gateway) -> None:
     gw = gateway
     with gw.worker("w1") as runner:
         sid = gw.session()
-        gw.rt.state.set_estop(True)
+        gw.rt.gate.set_estop(True)
         queued = send(gw, sid, "hello?")
         assert runner.drain(sid) == "estop"
-        assert gw.rt.state.backlog(sid) == 1 and gw.deliveries(sid) == []
-        gw.rt.state.set_estop(False)
+        assert gw.rt.gate.backlog(sid) == 1 and gw.deliveries(sid) == []
+        gw.rt.gate.set_estop(False)
         gw.tick()  # the sweeper dispatches the waiting inbox
         reply = wait_until(lambda: gw.store.reply_for(queued.message_id), what="the reply")  # type: ignore[attr-defined]
     assert reply.text == "user reply to: hello?"

@@ -9,7 +9,7 @@ from gateway_fixtures import gateway_settings
 from gateway_harness import Gateway
 from test_rules import assert_invariants, busy_with_slow_turn, fire_pending
 
-from hbgw.clock import utcnow
+from core.clock import utcnow
 from sessions.db import make_engine, upgrade
 
 pytestmark = pytest.mark.postgres

@@ -9,7 +9,7 @@ from datetime import timedelta
 import pytest
 from tests_support import T0, make_session_with_heartbeat
 
-from hbgw.clock import to_ms
+from core.clock import to_ms
 from sessions.db import make_engine
 from sessions.store import Store
 

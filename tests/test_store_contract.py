@@ -7,8 +7,8 @@ from datetime import datetime, timedelta
 import pytest
 from tests_support import T0, make_session_with_heartbeat
 
-from hbgw.clock import to_ms
-from hbgw.errors import InvalidState, NotFound, StaleFence
+from core.clock import to_ms
+from core.errors import InvalidState, NotFound, StaleFence
 from sessions.schedule import CronSchedule, IntervalSchedule
 from sessions.store import Store
 from sessions.views import Duplicate, Refused, Reserved

@@ -7,7 +7,7 @@ from types import TracebackType
 
 import redis
 
-from workers.session_state import SessionState
+from state.turn_gate import TurnGate
 
 
 class TurnAborted(Exception):
@@ -15,8 +15,8 @@ class TurnAborted(Exception):
 
 
 class LockKeeper:
-    def __init__(self, state: SessionState, session_id: str, token: str, lease_ms: int) -> None:
-        self.state = state
+    def __init__(self, gate: TurnGate, session_id: str, token: str, lease_ms: int) -> None:
+        self.gate = gate
         self.session_id = session_id
         self.token = token
         self.lease_ms = lease_ms
@@ -46,7 +46,7 @@ class LockKeeper:
         every = max(self.lease_ms / 3000, 0.05)
         while not self._stop.wait(every):
             try:
-                if not self.state.renew(self.session_id, self.token, self.lease_ms):
+                if not self.gate.renew(self.session_id, self.token, self.lease_ms):
                     self.lost.set()
                     return
             except redis.RedisError:

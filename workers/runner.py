@@ -17,17 +17,17 @@ from typing import Any
 
 import redis
 
-from gateway.channels.base import Address
-from hbgw.clock import to_ms
-from hbgw.errors import HbgwError, NotFound, StaleFence
+from core.clock import to_ms
+from core.errors import HbgwError, NotFound, StaleFence
 from sessions.heartbeat import HeartbeatState
 from sessions.views import Duplicate, Refused, RunView, SessionView
-from workers.agents.base import TurnRequest
-from workers.dispatch import Dispatcher
+from state.dispatch import Dispatcher
+from state.runtime import Runtime
+from state.turn_gate import Began, KeepLock, LockLost, TurnEnded
+from workers.agents.base import Agent, TurnRequest
 from workers.injection import EMPTY_REPLY_NOTICE, heartbeat_message, is_silent
 from workers.locks import LockKeeper, TurnAborted
-from workers.runtime import Runtime
-from workers.session_state import Began, KeepLock, LockLost, TurnEnded
+from workers.ports import Address, Channel
 
 log = logging.getLogger("hbgw.runner")
 
@@ -42,12 +42,18 @@ def parse_fire_id(fire_id: str) -> tuple[str, int]:
 
 
 class TurnRunner:
-    def __init__(self, rt: Runtime, dispatcher: Dispatcher, *, threads: int = 8) -> None:
-        if rt.agent is None or rt.channel is None:
-            raise ValueError("a turn runner needs a runtime built with_turns=True")
+    def __init__(
+        self,
+        rt: Runtime,
+        dispatcher: Dispatcher,
+        *,
+        agent: Agent,
+        channel: Channel,
+        threads: int = 8,
+    ) -> None:
         self.rt = rt
-        self.agent = rt.agent
-        self.channel = rt.channel
+        self.agent = agent
+        self.channel = channel
         self.dispatcher = dispatcher
         self.executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="hbgw-turn")
         self.before_start: list[BeforeStartHook] = []
@@ -93,7 +99,7 @@ class TurnRunner:
                 self.dispatcher.fires(owner, [(session_id, due_ms)])
             return "forwarded"
         token = uuid.uuid4().hex
-        begun = rt.state.try_begin_fire(sid, fire_id, token, self.lease_ms)
+        begun = rt.gate.try_begin_fire(sid, fire_id, token, self.lease_ms)
         if not isinstance(begun, Began):
             log.info("fire pending", extra={"action": "fire.pending", "fire_id": fire_id})
             return "pending"
@@ -105,16 +111,16 @@ class TurnRunner:
         rt = self.rt
         # Messages queued before a compression are answered in the conversation they were
         # sent to; new ones go to the session that continues it.
-        sid = session_id if rt.state.backlog(session_id) else rt.store.resolve_active(session_id).id
+        sid = session_id if rt.gate.backlog(session_id) else rt.store.resolve_active(session_id).id
         owner = rt.registry.owner(sid, rt.now_ms())
         if owner != rt.worker:
             if owner is not None:
                 self.dispatcher.drain(owner, sid)
             return "forwarded"
-        if rt.state.estop_active(sid):
+        if rt.gate.estop_active(sid):
             return "estop"  # messages wait in the inbox; the sweeper asks again later
         token = uuid.uuid4().hex
-        begun = rt.state.try_begin_user(sid, token, self.lease_ms)
+        begun = rt.gate.try_begin_user(sid, token, self.lease_ms)
         if not isinstance(begun, Began):
             return "busy"  # the lock holder drains the inbox before it lets go
         try:
@@ -142,7 +148,7 @@ class TurnRunner:
         token: str,
         deferred: bool,
     ) -> None:
-        with LockKeeper(self.rt.state, session.id, token, self.lease_ms) as keeper:
+        with LockKeeper(self.rt.gate, session.id, token, self.lease_ms) as keeper:
             try:
                 self._run_fire(session, fire_id, due_ms, fence, keeper, deferred)
             except (TurnAborted, HbgwError) as exc:
@@ -154,7 +160,7 @@ class TurnRunner:
                 # end of the lease; the claim lease brings the fire back.
                 log.exception("heartbeat turn crashed", extra={"action": "turn.crashed"})
                 with contextlib.suppress(redis.RedisError):
-                    self.rt.state.release(session.id, token)
+                    self.rt.gate.release(session.id, token)
                 return
             self._drain_locked(session.id, token, fence, keeper)
 
@@ -177,7 +183,7 @@ class TurnRunner:
         if isinstance(outcome, Refused):
             if outcome.reason == "stale_fence":
                 # Redis lost its fence counter; SQL remembers the highest one.
-                rt.state.seed(sid, rt.store.max_fence(sid))
+                rt.gate.seed(sid, rt.store.max_fence(sid))
                 rt.index.schedule(sid, rt.now_ms() + 1000)
             else:
                 rt.settle(sid)
@@ -251,7 +257,7 @@ class TurnRunner:
         rt, sid = self.rt, before.id
         if keeper.lost.is_set():
             return "lock lost"
-        if rt.state.estop_active(sid):
+        if rt.gate.estop_active(sid):
             return "emergency stop"
         session = rt.store.get_session(sid)
         if session.status != "active":
@@ -278,7 +284,7 @@ class TurnRunner:
         rt.index.schedule(sid, rt.now_ms() + int(rt.settings.refund_backoff * 1000))
 
     def _user_session(self, sid: str, token: str, fence: int) -> None:
-        with LockKeeper(self.rt.state, sid, token, self.lease_ms) as keeper:
+        with LockKeeper(self.rt.gate, sid, token, self.lease_ms) as keeper:
             try:
                 self._drain_locked(sid, token, fence, keeper)
             except (TurnAborted, HbgwError) as exc:
@@ -286,22 +292,22 @@ class TurnRunner:
             except Exception:
                 log.exception("user turn crashed", extra={"action": "turn.crashed"})
                 with contextlib.suppress(redis.RedisError):
-                    self.rt.state.release(sid, token)
+                    self.rt.gate.release(sid, token)
 
     def _drain_locked(self, sid: str, token: str, fence: int, keeper: LockKeeper) -> None:
         """User messages first; then the pending fire; else the session goes idle."""
         rt = self.rt
         while True:
             keeper.check()
-            if rt.state.estop_active(sid):
-                rt.state.release(sid, token)
+            if rt.gate.estop_active(sid):
+                rt.gate.release(sid, token)
                 return
-            message_id = rt.state.pop_message(sid)
+            message_id = rt.gate.pop_message(sid)
             if message_id is not None:
                 self._user_turn(sid, int(message_id), fence, keeper)
-                rt.state.ack_message(sid, message_id)
+                rt.gate.ack_message(sid, message_id)
                 continue
-            ended = rt.state.end_turn(sid, token, self.lease_ms)
+            ended = rt.gate.end_turn(sid, token, self.lease_ms)
             if isinstance(ended, KeepLock):
                 continue
             if isinstance(ended, LockLost):
@@ -387,8 +393,8 @@ class TurnRunner:
         return tuple((m.role, m.text) for m in messages if before is None or m.id < before)
 
     def _reseed(self, sid: str, token: str) -> None:
-        self.rt.state.seed(sid, self.rt.store.max_fence(sid))
-        self.rt.state.release(sid, token)
+        self.rt.gate.seed(sid, self.rt.store.max_fence(sid))
+        self.rt.gate.release(sid, token)
 
 
 def _log_failure(future: Future[None]) -> None:

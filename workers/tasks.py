@@ -6,17 +6,17 @@ from typing import Any
 
 from celery import shared_task
 
-from hbgw.celery_app import runner_of
-from workers.dispatch import DRAIN_TASK, FIRE_TASK
+from state.dispatch import DRAIN_TASK, FIRE_TASK, context_of
 
 
 @shared_task(name=FIRE_TASK, bind=True)  # type: ignore[untyped-decorator]
 def fire_heartbeats(self: Any, fires: list[list[Any]]) -> list[str]:
     """Accept a batch of due heartbeats ([session_id, due_ms] pairs) for this worker."""
-    return runner_of(self.app).accept_fires([(str(s), int(d)) for s, d in fires])  # type: ignore[no-any-return]
+    handler = context_of(self.app).turn_handler()
+    return handler.accept_fires([(str(s), int(d)) for s, d in fires])
 
 
 @shared_task(name=DRAIN_TASK, bind=True)  # type: ignore[untyped-decorator]
 def drain_inbox(self: Any, session_id: str) -> str:
     """Run the queued user messages of a session."""
-    return runner_of(self.app).drain(session_id)  # type: ignore[no-any-return]
+    return context_of(self.app).turn_handler().drain(session_id)

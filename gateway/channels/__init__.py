@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from gateway.channels.base import Address, Channel
+from core.errors import BadInput
+from core.settings import Settings
 from gateway.channels.console import ConsoleChannel
 from gateway.channels.file import FileChannel
-from hbgw.errors import BadInput
-from hbgw.settings import Settings
+from workers.ports import Address, Channel
 
 __all__ = ["Address", "Channel", "make_channel"]
 

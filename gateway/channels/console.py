@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from gateway.channels.base import Address
+from workers.ports import Address
 
 
 class ConsoleChannel:

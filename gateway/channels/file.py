@@ -7,8 +7,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from gateway.channels.base import Address
-from hbgw.jsonl import append_line
+from core.jsonl import append_line
+from workers.ports import Address
 
 
 class FileChannel:

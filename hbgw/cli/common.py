@@ -7,8 +7,8 @@ import sys
 from datetime import datetime
 from typing import Any
 
-from hbgw.clock import utcnow
-from hbgw.settings import Settings, get_settings
+from core.clock import utcnow
+from core.settings import Settings, get_settings
 from sessions.commands import GrammarLimits
 from sessions.intervals import parse_interval
 from sessions.store import Store
@@ -36,11 +36,15 @@ def now() -> datetime:
 
 
 def out(text: str) -> None:
+    # Flushed line by line: `hbgw up > up.log` or a supervisor's pipe must see "Ready." when it
+    # is written, not when a block buffer fills.
     sys.stdout.write(text + "\n")
+    sys.stdout.flush()
 
 
 def err(text: str) -> None:
     sys.stderr.write(text + "\n")
+    sys.stderr.flush()
 
 
 def out_json(data: Any) -> None:

@@ -8,15 +8,15 @@ from contextlib import contextmanager
 
 import redis
 
+from core.errors import HbgwError
+from core.settings import Settings
 from hbgw.celery_app import make_celery
 from hbgw.cli.common import open_store, settings
-from hbgw.errors import HbgwError
-from hbgw.redis_conn import connect
-from hbgw.settings import Settings
 from sessions.store import Store
 from sessions.views import MessageView
-from workers.dispatch import Dispatcher
-from workers.runtime import Runtime, resolve_redis_url
+from state.connection import connect
+from state.dispatch import Dispatcher
+from state.runtime import Runtime, resolve_redis_url
 
 
 @contextmanager

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import typer
 
+from core.errors import BadInput
 from hbgw.cli.common import limits, now, open_store, out, out_json
 from hbgw.cli.gateway_ctx import sync_index
-from hbgw.errors import BadInput
 from sessions import replies
 from sessions.commands import Clear, Pause, Resume, SetHeartbeat, check_prompt
 from sessions.cron import parse_cron

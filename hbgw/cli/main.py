@@ -8,12 +8,12 @@ import traceback
 
 import typer
 
+from core.clock import iso
+from core.errors import HbgwError
 from gateway.inbound import Answered, receive
 from hbgw.cli import heartbeat_cmd, ops_cmd, session_cmd
 from hbgw.cli.common import err, limits, now, open_store, out, out_json, settings
 from hbgw.cli.gateway_ctx import gateway_runtime, wait_for_reply
-from hbgw.clock import iso
-from hbgw.errors import HbgwError
 from sessions.db import current_revision, head_revision, make_engine, upgrade
 
 app = typer.Typer(

@@ -9,7 +9,7 @@ import typer
 
 from hbgw.celery_app import make_celery
 from hbgw.cli.common import out, settings
-from workers.runtime import Runtime, resolve_redis_url
+from state.runtime import Runtime, resolve_redis_url
 
 
 class _ActionDefault(logging.Filter):
@@ -37,7 +37,7 @@ def worker(
     concurrency: int = typer.Option(8, "--concurrency", min=1, help="Turns run at once."),
 ) -> None:
     """Run a gateway worker: consumes its own queue and runs the turns of the sessions it owns."""
-    from workers.boot import assembled_worker
+    from hbgw.wiring import assembled_worker
 
     setup_logging()
     name = name or socket.gethostname()
@@ -74,7 +74,7 @@ def estop(
         raise typer.BadParameter("say on or off", param_hint="on|off")
     rt = Runtime.from_settings(settings())
     try:
-        rt.state.set_estop(switch == "on", session)
+        rt.gate.set_estop(switch == "on", session)
     finally:
         rt.close()
     scope = f"session {session}" if session else "every session"
@@ -85,7 +85,7 @@ def up(
     workers: int = typer.Option(2, "--workers", min=1, help="Gateway worker processes."),
 ) -> None:
     """Run everything on this machine: embedded Redis, SQLite, beat and workers."""
-    from hbgw.settings import mask_url
+    from core.settings import mask_url
     from hbgw.up import local_stack, wait_forever
 
     s = settings()

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import typer
 
+from core.clock import iso
 from hbgw.cli.common import now, open_store, out, out_json
 from hbgw.cli.gateway_ctx import sync_index
-from hbgw.clock import iso
 
 app = typer.Typer(help="Create and inspect sessions; compress, reset, switch, suspend, resume.")
 

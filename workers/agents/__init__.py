@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from hbgw.errors import BadInput
-from hbgw.settings import Settings
+from core.errors import BadInput
+from core.settings import Settings
 from workers.agents.base import Agent
 from workers.agents.command import CommandAgent
 from workers.agents.echo import EchoAgent

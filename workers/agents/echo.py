@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from hbgw.jsonl import append_line
+from core.jsonl import append_line
 from workers.agents.base import StepCallback, TurnRequest
 
 QUIET_TAG = "#quiet"

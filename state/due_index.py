@@ -15,8 +15,8 @@ from collections.abc import Mapping, Sequence
 import redis
 from redis.commands.core import Script
 
-from hbgw.keys import Keys, shard_of
-from hbgw.scripts import load_script
+from state.keys import Keys, shard_of
+from state.scripts import load_script
 
 __all__ = ["Claim", "DueIndex"]
 
@@ -39,7 +39,7 @@ class DueIndex:
         self.client = client
         self.keys = keys
         self.shards = shards
-        self._claim: Script = load_script(client, "beat", "claim_due.lua")
+        self._claim: Script = load_script(client, "state", "lua/claim_due.lua")
 
     def shard_key(self, session_id: str) -> str:
         return self.keys.due_shard(shard_of(session_id, self.shards))

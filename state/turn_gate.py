@@ -14,19 +14,19 @@ from typing import Any, Literal
 import redis
 from redis.commands.core import Script
 
-from hbgw.keys import Keys
-from hbgw.scripts import load_script
+from state.keys import Keys
+from state.scripts import load_script
 
 __all__ = [
     "Began",
     "Busy",
     "KeepLock",
     "LockLost",
-    "SessionState",
     "TurnEnded",
+    "TurnGate",
 ]
 
-_PACKAGE = "workers"
+_PACKAGE = "state"
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,7 +77,7 @@ def _begin_result(reply: Sequence[Any]) -> Began | Busy:
     return Busy(reason="busy" if reason == "busy" else "inbox")
 
 
-class SessionState:
+class TurnGate:
     def __init__(self, client: redis.Redis, keys: Keys) -> None:
         self.client = client
         self.keys = keys

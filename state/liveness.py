@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import redis
 
-from hbgw.keys import Keys
+from state.keys import Keys
 
 
 @dataclass(frozen=True)

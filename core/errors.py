@@ -49,3 +49,15 @@ class SchemaBehind(StoreError):
 
 class StaleFence(HbgwError):
     """A write carried a fence older than the session's newest one: another turn owns it."""
+
+
+class AgentError(HbgwError):
+    """The agent could not produce a reply; the turn fails with this message."""
+
+
+class TurnAborted(HbgwError):
+    """A running turn lost its session lock; it must stop and write nothing more."""
+
+
+class NotWired(HbgwError):
+    """A process part was used without what the wiring in ``hbgw/`` hands it."""

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import zlib
 
-from hbgw.errors import BadInput
+from core.errors import BadInput
 
 __all__ = ["Keys", "shard_of"]
 

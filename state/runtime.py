@@ -1,4 +1,7 @@
-"""Everything a worker or beat process talks to, built once from the settings."""
+"""Everything a process talks to below the turn itself, built once from the settings.
+
+The agent and the channel are not here: the wiring in ``hbgw/`` hands them to the turn runner.
+"""
 
 from __future__ import annotations
 
@@ -7,19 +10,16 @@ from pathlib import Path
 
 import redis
 
-from beat.due_index import DueIndex
-from gateway.channels import Channel, make_channel
-from hbgw.clock import Clock, to_ms, utcnow
-from hbgw.errors import HbgwError
-from hbgw.keys import Keys
-from hbgw.redis_conn import connect
-from hbgw.settings import Settings
+from core.clock import Clock, to_ms, utcnow
+from core.errors import HbgwError
+from core.settings import Settings
 from sessions.store import Store
-from workers.agents import make_agent
-from workers.agents.base import Agent
-from workers.liveness import Liveness
-from workers.ownership import WorkerRegistry
-from workers.session_state import SessionState
+from state.connection import connect
+from state.due_index import DueIndex
+from state.keys import Keys
+from state.liveness import Liveness
+from state.ownership import WorkerRegistry
+from state.turn_gate import TurnGate
 
 REDIS_URL_FILE = "redis.url"
 
@@ -53,27 +53,23 @@ class Runtime:
     client: redis.Redis
     worker: str = "cli"
     clock: Clock = utcnow
-    agent: Agent | None = None
-    channel: Channel | None = None
     keys: Keys = field(init=False)
     index: DueIndex = field(init=False)
-    state: SessionState = field(init=False)
+    gate: TurnGate = field(init=False)
     registry: WorkerRegistry = field(init=False)
     liveness: Liveness = field(init=False)
 
     def __post_init__(self) -> None:
         self.keys = Keys(self.settings.namespace)
         self.index = DueIndex(self.client, self.keys, self.settings.due_shards)
-        self.state = SessionState(self.client, self.keys)
+        self.gate = TurnGate(self.client, self.keys)
         self.registry = WorkerRegistry(
             self.client, self.keys, ttl_ms=int(self.settings.worker_ttl * 1000)
         )
         self.liveness = Liveness(self.client, self.keys)
 
     @classmethod
-    def from_settings(
-        cls, settings: Settings, *, worker: str = "cli", with_turns: bool = False
-    ) -> Runtime:
+    def from_settings(cls, settings: Settings, *, worker: str = "cli") -> Runtime:
         store = Store.from_url(settings.effective_database_url)
         client = connect(resolve_redis_url(settings))
         return cls(
@@ -81,8 +77,6 @@ class Runtime:
             store=store,
             client=client,
             worker=worker,
-            agent=make_agent(settings) if with_turns else None,
-            channel=make_channel(settings) if with_turns else None,
         )
 
     def now_ms(self) -> int:

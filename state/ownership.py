@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 import redis
 
-from hbgw.keys import Keys
+from state.keys import Keys
 
 
 def rendezvous_owner(session_id: str, workers: list[str]) -> str | None:
