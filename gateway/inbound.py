@@ -9,6 +9,7 @@ from core.clock import to_ms
 from core.errors import InvalidState
 from sessions.commands import GrammarLimits, is_heartbeat_command
 from sessions.slash import handle_slash
+from sessions.states import MessageState, SessionStatus
 from sessions.store import Store
 from state.dispatch import Dispatcher
 from state.runtime import Runtime
@@ -42,7 +43,7 @@ def receive(
     index on the next restore pass.
     """
     session = store.resolve_active(session_id)
-    if session.status != "active":
+    if session.status != SessionStatus.ACTIVE:
         raise InvalidState(f"Session {session.id} is {session.status}; it takes no messages.")
     sid = session.id
     if is_heartbeat_command(text):
@@ -52,7 +53,9 @@ def receive(
         if rt is not None:
             rt.settle(sid)
         return Answered(sid, reply)
-    message = store.add_message(sid, role="user", kind="user", text=text, now=now, state="queued")
+    message = store.add_message(
+        sid, role="user", kind="user", text=text, now=now, state=MessageState.QUEUED
+    )
     if rt is not None:
         rt.gate.enqueue_user(sid, str(message.id))
         owner = rt.registry.owner(sid, to_ms(now))

@@ -26,10 +26,11 @@ from core.settings import Settings
 from gateway.channels.file import read_records
 from gateway.inbound import receive
 from hbgw.celery_app import make_celery
-from hbgw.invariants import REACHED_AGENT, check
+from hbgw.invariants import check
 from hbgw.up import Stack, local_stack
 from sessions.commands import GrammarLimits
 from sessions.replies import preview
+from sessions.states import GIVEN_BACK, REACHED_AGENT, RunState, SessionStatus
 from state.dispatch import Dispatcher
 from state.runtime import Runtime
 
@@ -98,7 +99,7 @@ class Demo:
         emergency stop, whose refunds queued user messages would otherwise hold back).
         """
         for sid in self.rng.sample(self.sessions[5:], 3):
-            if self.rt.store.get_session(sid).status == "active":
+            if self.rt.store.get_session(sid).status == SessionStatus.ACTIVE:
                 for n in range(self.rng.randint(1, 3)):
                     self.send(sid, f"question {n}")
 
@@ -173,9 +174,9 @@ class Demo:
             "fires": len(reached),
             "deferred_until_idle": sum(1 for r in reached if r.deferred),
             "coalesced": sum(r.missed for r in reached),
-            "refunds": sum(1 for r in runs if r.state in ("refunded", "abandoned")),
-            "silent": sum(1 for r in runs if r.state == "silent"),
-            "failed": sum(1 for r in runs if r.state == "failed"),
+            "refunds": sum(1 for r in runs if r.state in GIVEN_BACK),
+            "silent": sum(1 for r in runs if r.state == RunState.SILENT),
+            "failed": sum(1 for r in runs if r.state == RunState.FAILED),
             "delivered": len(sends),
             "heartbeat_deliveries": sum(1 for r in sends if r["kind"] == "heartbeat"),
             "user_replies": sum(1 for r in sends if r["kind"] in ("reply", "notice")),

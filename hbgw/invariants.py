@@ -15,10 +15,9 @@ from datetime import datetime
 from itertools import pairwise
 from typing import Any
 
+from sessions.states import GIVEN_BACK, REACHED_AGENT, HeartbeatStatus, SessionStatus
 from sessions.views import RunView
 from state.runtime import Runtime
-
-REACHED_AGENT = ("started", "completed", "failed", "silent")
 
 
 @dataclass
@@ -58,18 +57,21 @@ def check(rt: Runtime, now: datetime, *, include_index: bool = True) -> Invarian
             for r in by_heartbeat[audit.heartbeat_id]
             if r.state in REACHED_AGENT and r.reserved_at >= audit.set_at
         )
-        if audit.status != "cleared" and reached != audit.fire_count:
+        if audit.status != HeartbeatStatus.CLEARED and reached != audit.fire_count:
             report.violations["I3"].append(
                 f"heartbeat of {audit.session_id}: count {audit.fire_count}, runs {reached}"
             )
     report.violations["I4"] += [
         f"{r.fire_id} is {r.state} but started"
         for r in runs
-        if r.state in ("refunded", "abandoned") and r.started_at is not None
+        if r.state in GIVEN_BACK and r.started_at is not None
     ]
     if include_index:
         for audit in audits:
-            if audit.status != "active" or audit.session_status != "active":
+            if (
+                audit.status != HeartbeatStatus.ACTIVE
+                or audit.session_status != SessionStatus.ACTIVE
+            ):
                 continue
             sid = audit.session_id
             present = rt.index.due_ms(sid) is not None

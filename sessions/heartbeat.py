@@ -5,12 +5,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Literal
 
 from core.errors import InvalidState
 from sessions.schedule import CronSchedule, IntervalSchedule, Schedule, next_fire
+from sessions.states import HeartbeatStatus
 
-Status = Literal["active", "paused", "cleared"]
 MAX_MISSED_COUNTED = 1000
 
 
@@ -19,7 +18,7 @@ class HeartbeatState:
     prompt: str
     schedule: Schedule
     schedule_text: str
-    status: Status
+    status: HeartbeatStatus
     anchor: datetime
     fire_count: int
     generation: int
@@ -30,7 +29,7 @@ class HeartbeatState:
 
     def next_due(self) -> datetime | None:
         """Interval: anchor + interval. Cron: the first occurrence after the anchor."""
-        if self.status != "active":
+        if self.status != HeartbeatStatus.ACTIVE:
             return None
         return next_fire(self.schedule, self.anchor)
 
@@ -74,7 +73,7 @@ def set_heartbeat(
         prompt=prompt,
         schedule=schedule,
         schedule_text=schedule_text,
-        status="active",
+        status=HeartbeatStatus.ACTIVE,
         anchor=now,
         fire_count=0,
         generation=generation,
@@ -84,7 +83,7 @@ def set_heartbeat(
 
 
 def _require_live(current: HeartbeatState | None, verb: str) -> HeartbeatState:
-    if current is None or current.status == "cleared":
+    if current is None or current.status == HeartbeatStatus.CLEARED:
         raise InvalidState(
             f"There is no heartbeat to {verb} in this session — set one with "
             "/heartbeat every 10m <instruction>."
@@ -94,22 +93,24 @@ def _require_live(current: HeartbeatState | None, verb: str) -> HeartbeatState:
 
 def pause(current: HeartbeatState | None, now: datetime) -> HeartbeatState:
     state = _require_live(current, "pause")
-    if state.status == "paused":
+    if state.status == HeartbeatStatus.PAUSED:
         raise InvalidState("The heartbeat is already paused — /heartbeat resume starts it again.")
-    return replace(state, status="paused", generation=state.generation + 1)
+    return replace(state, status=HeartbeatStatus.PAUSED, generation=state.generation + 1)
 
 
 def resume(current: HeartbeatState | None, now: datetime) -> HeartbeatState:
     """Active again, re-anchored to now: resuming never causes an instant catch-up fire."""
     state = _require_live(current, "resume")
-    if state.status == "active":
+    if state.status == HeartbeatStatus.ACTIVE:
         raise InvalidState("The heartbeat is already active.")
-    return replace(state, status="active", anchor=now, generation=state.generation + 1)
+    return replace(
+        state, status=HeartbeatStatus.ACTIVE, anchor=now, generation=state.generation + 1
+    )
 
 
 def clear(current: HeartbeatState | None, now: datetime) -> HeartbeatState:
     state = _require_live(current, "clear")
-    return replace(state, status="cleared", generation=state.generation + 1)
+    return replace(state, status=HeartbeatStatus.CLEARED, generation=state.generation + 1)
 
 
 def reserve(state: HeartbeatState, now: datetime) -> HeartbeatState:

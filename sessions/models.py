@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
+from enum import StrEnum
+from typing import Any, TypeVar
 
 from sqlalchemy import (
     BigInteger,
@@ -17,6 +18,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+from sessions.states import ClosedReason, HeartbeatStatus, MessageState, RunState, SessionStatus
 
 
 class UTCDateTime(TypeDecorator[datetime]):
@@ -39,11 +42,32 @@ class UTCDateTime(TypeDecorator[datetime]):
         return value.replace(tzinfo=UTC)
 
 
+E = TypeVar("E", bound=StrEnum)
+
+
+class StateText(TypeDecorator[E]):
+    """A state enum stored as its plain text: the schema keeps VARCHAR, the rows hold members."""
+
+    impl = String
+    cache_ok = True
+
+    def __init__(self, enum: type[E], length: int) -> None:
+        super().__init__(length)
+        self.enum = enum
+
+    def process_bind_param(self, value: E | str | None, dialect: Dialect) -> str | None:
+        # Coercing through the enum rejects a misspelt state before it reaches the table.
+        return None if value is None else self.enum(value).value
+
+    def process_result_value(self, value: Any, dialect: Dialect) -> E | None:
+        return None if value is None else self.enum(value)
+
+
 class Base(DeclarativeBase):
     pass
 
 
-class ChatSession(Base):
+class SessionRow(Base):
     """One conversation of an agent, bound to a chat (and thread) on a platform."""
 
     __tablename__ = "sessions"
@@ -53,9 +77,10 @@ class ChatSession(Base):
     chat: Mapped[str] = mapped_column(String(255))
     thread: Mapped[str | None] = mapped_column(String(255))
     owner: Mapped[str | None] = mapped_column(String(255))
-    # active | suspended | closed
-    status: Mapped[str] = mapped_column(String(16), default="active")
-    closed_reason: Mapped[str | None] = mapped_column(String(32))
+    status: Mapped[SessionStatus] = mapped_column(
+        StateText(SessionStatus, 16), default=SessionStatus.ACTIVE
+    )
+    closed_reason: Mapped[ClosedReason | None] = mapped_column(StateText(ClosedReason, 32))
     parent_id: Mapped[str | None] = mapped_column(ForeignKey("sessions.id"))
     # Bumped by reset: a fire admitted under an older conversation never runs.
     conversation: Mapped[int] = mapped_column(Integer, default=1)
@@ -65,7 +90,7 @@ class ChatSession(Base):
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime())
 
 
-class Message(Base):
+class MessageRow(Base):
     __tablename__ = "messages"
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
@@ -79,12 +104,14 @@ class Message(Base):
     fire_id: Mapped[str | None] = mapped_column(String(160))
     # The user message an assistant reply or notice answers.
     reply_to: Mapped[int | None] = mapped_column(Integer, index=True)
-    # queued | done (user messages); assistant and notices are born done
-    state: Mapped[str] = mapped_column(String(16), default="done")
+    # A user message waits queued for a turn; replies and notices are born done.
+    state: Mapped[MessageState] = mapped_column(
+        StateText(MessageState, 16), default=MessageState.DONE
+    )
     created_at: Mapped[datetime] = mapped_column(UTCDateTime())
 
 
-class Heartbeat(Base):
+class HeartbeatRow(Base):
     """The one recurring instruction of a session. Moves to the child on compression."""
 
     __tablename__ = "heartbeats"
@@ -96,8 +123,7 @@ class Heartbeat(Base):
     interval_seconds: Mapped[int | None] = mapped_column(Integer)
     cron: Mapped[str | None] = mapped_column(String(255))
     timezone: Mapped[str | None] = mapped_column(String(64))
-    # active | paused | cleared
-    status: Mapped[str] = mapped_column(String(16))
+    status: Mapped[HeartbeatStatus] = mapped_column(StateText(HeartbeatStatus, 16))
     anchor_at: Mapped[datetime] = mapped_column(UTCDateTime())
     # When it was last set: the fire count counts runs reserved since then.
     set_at: Mapped[datetime] = mapped_column(UTCDateTime())
@@ -114,7 +140,7 @@ class Heartbeat(Base):
     __table_args__ = (Index("ix_heartbeats_status_next_due", "status", "next_due_at"),)
 
 
-class HeartbeatRun(Base):
+class RunRow(Base):
     """The fire ledger: one row per accepted fire id."""
 
     __tablename__ = "heartbeat_runs"
@@ -125,8 +151,7 @@ class HeartbeatRun(Base):
     session_id: Mapped[str] = mapped_column(ForeignKey("sessions.id"), index=True)
     generation: Mapped[int] = mapped_column(Integer)
     fence: Mapped[int] = mapped_column(BigInteger)
-    # reserved | started | refunded | abandoned | completed | failed | silent
-    state: Mapped[str] = mapped_column(String(16))
+    state: Mapped[RunState] = mapped_column(StateText(RunState, 16))
     due_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     reserved_at: Mapped[datetime] = mapped_column(UTCDateTime())
     started_at: Mapped[datetime | None] = mapped_column(UTCDateTime())

@@ -5,7 +5,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from sessions.heartbeat import HeartbeatState
-from sessions.views import HeartbeatStatus
+from sessions.states import HeartbeatStatus
+from sessions.store.heartbeat_records import NO_HEARTBEAT, HeartbeatStatusView
 
 PROMPT_PREVIEW = 60
 
@@ -49,13 +50,13 @@ def clear_reply(state: HeartbeatState) -> str:
     return f"♥ Heartbeat cleared: {preview(state.prompt)}"
 
 
-def status_reply(status: HeartbeatStatus) -> str:
+def status_reply(status: HeartbeatStatusView) -> str:
     state = status.state
-    if status.status == "none" or state is None:
+    if status.status == NO_HEARTBEAT or state is None:
         return "No heartbeat in this session — set one with /heartbeat every 10m <instruction>."
     fires = f"fired {state.fire_count} time{'s' if state.fire_count != 1 else ''}"
     outcome = f", last outcome: {state.last_outcome}" if state.last_outcome else ""
-    if status.status == "paused":
+    if status.status == HeartbeatStatus.PAUSED:
         return (
             f"♥ Heartbeat paused ({state.describe()}): {preview(state.prompt)} — {fires}"
             f"{outcome}; /heartbeat resume starts it again."

@@ -13,6 +13,7 @@ import redis
 from core.clock import Clock, to_ms, utcnow
 from core.errors import HbgwError
 from core.settings import Settings
+from sessions.states import SessionStatus
 from sessions.store import Store
 from state.connection import connect
 from state.due_index import DueIndex
@@ -90,7 +91,7 @@ class Runtime:
         except HbgwError:
             self.index.remove(session_id)
             return None
-        due = state.next_due() if state and session.status == "active" else None
+        due = state.next_due() if state and session.status == SessionStatus.ACTIVE else None
         if due is None:
             self.index.remove(session_id)
             return None

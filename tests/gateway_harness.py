@@ -23,6 +23,7 @@ from hbgw.celery_app import make_celery
 from hbgw.procs import settings_env
 from hbgw.wiring import assembled_worker
 from sessions.schedule import IntervalSchedule
+from sessions.states import RunState
 from sessions.store import Store
 from state.connection import connect
 from state.dispatch import Dispatcher
@@ -130,7 +131,11 @@ class Gateway:
 
     def final_runs(self, sid: str, count: int = 1, timeout: float = 20.0) -> list[Any]:
         def done() -> list[Any] | None:
-            runs = [r for r in self.store.runs(sid) if r.state not in ("reserved", "started")]
+            runs = [
+                r
+                for r in self.store.runs(sid)
+                if r.state not in (RunState.RESERVED, RunState.STARTED)
+            ]
             return runs if len(runs) >= count else None
 
         return wait_until(done, timeout, f"{count} finished runs of {sid}")  # type: ignore[no-any-return]

@@ -16,8 +16,9 @@ from gateway_fixtures import gateway_settings
 from gateway_harness import Gateway, wait_until
 
 from core.clock import utcnow
-from hbgw.invariants import REACHED_AGENT, check
+from hbgw.invariants import check
 from hbgw.procs import spawn_hbgw, stop_all
+from sessions.states import REACHED_AGENT, RunState
 from state.ownership import rendezvous_owner
 
 # Real processes on a shared 2-core machine: allow more than the default per-test timeout.
@@ -82,7 +83,9 @@ def test_sigkill_worker_mid_turn_moves_its_sessions(
             gw.due_now(sid, seconds=5)
 
         def started_on_w1() -> object:
-            return next((r for r in gw.runs() if r.worker == "w1" and r.state == "started"), None)
+            return next(
+                (r for r in gw.runs() if r.worker == "w1" and r.state == RunState.STARTED), None
+            )
 
         victim = wait_until(started_on_w1, 60, "a turn running on w1")
         procs[0].send_signal(signal.SIGKILL)
@@ -91,7 +94,9 @@ def test_sigkill_worker_mid_turn_moves_its_sessions(
 
         def moved() -> object:
             return [
-                r for r in gw.runs(victim.session_id) if r.worker == "w2" and r.state == "completed"
+                r
+                for r in gw.runs(victim.session_id)
+                if r.worker == "w2" and r.state == RunState.COMPLETED
             ]
 
         wait_until(moved, 90, "the victim's next fire to complete on w2")
@@ -103,7 +108,7 @@ def test_sigkill_worker_mid_turn_moves_its_sessions(
             "beat to refund reservations orphaned by w1",
         )
     interrupted = next(r for r in gw.runs() if r.fire_id == victim.fire_id)
-    assert interrupted.state == "started"  # reached the agent: counted once, never again
+    assert interrupted.state == RunState.STARTED  # reached the agent: counted once, never again
     after_ttl = killed_at + timedelta(seconds=settings.worker_ttl + 1)
     for run in gw.runs():
         if run.state not in REACHED_AGENT:

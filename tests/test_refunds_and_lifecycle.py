@@ -16,6 +16,7 @@ from beat.restore import restore
 from core.clock import to_ms, utcnow
 from core.embedded import EmbeddedRedis
 from sessions.db import make_engine
+from sessions.states import MessageState, RefundReason, RunState, fire_id
 from sessions.store import Store
 from sessions.views import Reserved, RunView
 from state.ownership import rendezvous_owner
@@ -49,13 +50,14 @@ def estop_on(gw: Gateway) -> Hook:
 
 
 @pytest.mark.parametrize(
-    ("hook_for", "reason"), [(owner_changes, "owner changed"), (estop_on, "emergency stop")]
+    ("hook_for", "reason"),
+    [(owner_changes, RefundReason.OWNER_CHANGED), (estop_on, RefundReason.EMERGENCY_STOP)],
 )
 def test_refund_before_agent_start_with_unchanged_generation(
-    gateway: Gateway, hook_for: Callable[[Gateway], Hook], reason: str
+    gateway: Gateway, hook_for: Callable[[Gateway], Hook], reason: RefundReason
 ) -> None:
     sid, run = run_with_hook(gateway, hook_for)
-    assert (run.state, run.detail, run.started_at) == ("refunded", reason, None)
+    assert (run.state, run.detail, run.started_at) == (RunState.REFUNDED, reason, None)
     status = gateway.store.heartbeat_status(sid, utcnow())
     assert status.to_json()["fire_count"] == 0
     assert status.waiting_for_idle  # the previous anchor is back: still due
@@ -67,14 +69,14 @@ def test_refund_before_agent_start_with_unchanged_generation(
 
 def test_session_reset_before_start_is_abandoned(gateway: Gateway) -> None:
     sid, run = run_with_hook(gateway, lambda gw: lambda s, r: gw.store.reset(s, utcnow()))
-    assert (run.state, run.detail) == ("abandoned", "session reset")
+    assert (run.state, run.detail) == (RunState.ABANDONED, RefundReason.SESSION_RESET)
     assert gateway.store.heartbeat_status(sid, utcnow()).status == "none"
     assert gateway.deliveries(sid) == []
 
 
 def test_no_refund_when_generation_changed(gateway: Gateway) -> None:
     sid, run = run_with_hook(gateway, lambda gw: lambda s, r: gw.store.pause_heartbeat(s, utcnow()))
-    assert (run.state, run.detail) == ("abandoned", "heartbeat changed")
+    assert (run.state, run.detail) == (RunState.ABANDONED, RefundReason.HEARTBEAT_CHANGED)
     status = gateway.store.heartbeat_status(sid, utcnow()).to_json()
     assert status["status"] == "paused" and status["fire_count"] == 1  # the newer config wins
 
@@ -85,7 +87,7 @@ def test_fire_admitted_before_compression_executes_in_child(gateway: Gateway) ->
         sid = busy_session_with_pending_fire(gw)
         child = gw.store.compress(sid, utcnow())
         [run] = gw.final_runs(child.id)
-    assert run.session_id == child.id and run.state == "completed"
+    assert run.session_id == child.id and run.state == RunState.COMPLETED
     [sent] = gw.deliveries(child.id, "send")
     assert sent["kind"] == "heartbeat"
     assert gw.store.heartbeat_status(child.id, utcnow()).to_json()["fire_count"] == 1
@@ -157,7 +159,12 @@ def test_message_queued_before_compression_is_still_answered(gateway: Gateway) -
     gw = gateway
     sid = gw.session()
     message = gw.store.add_message(
-        sid, role="user", kind="user", text="before compression", now=utcnow(), state="queued"
+        sid,
+        role="user",
+        kind="user",
+        text="before compression",
+        now=utcnow(),
+        state=MessageState.QUEUED,
     )
     gw.rt.gate.enqueue_user(sid, str(message.id))  # no worker is up yet
     gw.store.compress(sid, utcnow())
@@ -175,16 +182,16 @@ def test_reservation_of_a_dead_worker_is_refunded_and_fired_again(gateway: Gatew
     due = gw.rt.index.due_ms(sid)
     assert due is not None
     # A worker took the lock and reserved, then died before the agent started.
-    begun = gw.rt.gate.try_begin_fire(sid, f"{sid}:{due}", "dead-worker", 100)
+    begun = gw.rt.gate.try_begin_fire(sid, fire_id(sid, due), "dead-worker", 100)
     assert isinstance(begun, Began)
     reserved_at = utcnow() - timedelta(seconds=10)
-    reserved = gw.store.reserve_fire(sid, f"{sid}:{due}", due, begun.fence, reserved_at)
+    reserved = gw.store.reserve_fire(sid, fire_id(sid, due), due, begun.fence, reserved_at)
     assert isinstance(reserved, Reserved)
     wait_until(lambda: gw.rt.gate.lock_holder(sid) is None, what="the dead lock's lease")
     with gw.worker("w1"):
         assert gw.beat.recover_orphans() == 1
         gw.tick()
         runs = gw.final_runs(sid, count=2)
-    assert sorted(r.state for r in runs) == ["completed", "refunded"]
+    assert sorted(r.state for r in runs) == [RunState.COMPLETED, RunState.REFUNDED]
     assert gw.store.heartbeat_status(sid, utcnow()).to_json()["fire_count"] == 1
     assert_invariants(gw)

@@ -16,6 +16,7 @@ from gateway.inbound import receive
 from hbgw.invariants import check
 from sessions.commands import GrammarLimits
 from sessions.schedule import IntervalSchedule
+from sessions.states import MessageState, RunState
 
 LIMITS = GrammarLimits(min_interval=1, default_interval=60, max_prompt_chars=4000)
 
@@ -54,7 +55,7 @@ def test_idle_only_then_fires_at_the_idle_transition(gateway: Gateway) -> None:
         sid = busy_session_with_pending_fire(gw)
         assert gw.runs(sid) == []  # rule 2: never interrupts the running turn
         [run] = gw.final_runs(sid)
-    assert run.deferred and run.state == "completed"
+    assert run.deferred and run.state == RunState.COMPLETED
     user_reply = next(m for m in gw.store.list_messages(sid) if m.reply_to is not None)
     assert run.started_at is not None
     assert run.started_at >= user_reply.created_at
@@ -148,7 +149,7 @@ def test_silence_marker_sends_nothing_on_heartbeat_turns(gateway: Gateway) -> No
         [run] = gw.final_runs(sid)
         send(gw, sid, "QUIET please")  # a human turn that returns only the marker
         wait_until(lambda: gw.deliveries(sid, "send"), what="the notice")
-    assert run.state == "silent"
+    assert run.state == RunState.SILENT
     [notice] = gw.deliveries(sid, "send")
     assert notice["kind"] == "notice" and "no reply" in notice["text"]
 
@@ -160,7 +161,7 @@ def test_failed_heartbeat_turn_is_never_silent(gateway: Gateway) -> None:
         gw.due_now(sid, prompt="FAIL QUIET")
         gw.tick()
         [run] = gw.final_runs(sid)
-    assert run.state == "failed"
+    assert run.state == RunState.FAILED
     [sent] = gw.deliveries(sid, "send")
     assert sent["kind"] == "failure" and "exited with 3" in sent["text"]
     assert gw.store.heartbeat_status(sid, utcnow()).to_json()["fire_count"] == 1
@@ -187,14 +188,15 @@ def test_turn_that_loses_its_lock_stops_and_writes_nothing(gateway: Gateway) -> 
         gw.due_now(sid, prompt="SLOW check")
         gw.tick()
         [run] = wait_until(
-            lambda: [r for r in gw.runs(sid) if r.state == "started"], what="the turn to start"
+            lambda: [r for r in gw.runs(sid) if r.state == RunState.STARTED],
+            what="the turn to start",
         )
         # The lease ran out and another turn took over: new lock, newer fence.
         gw.rt.client.delete(gw.rt.keys.lock(sid))
         gw.store.claim_fence(sid, run.fence + 1, utcnow())
     # Leaving the block shuts the worker down, which waits for the slow turn to return.
     [after] = gw.runs(sid)
-    assert after.state == "started"  # counted (it reached the agent) but never finished late
+    assert after.state == RunState.STARTED  # counted (it reached the agent) but never finished late
     assert gw.deliveries(sid, "send") == []
     assert [m.kind for m in gw.store.list_messages(sid)] == ["heartbeat"]
 
@@ -203,7 +205,12 @@ def test_message_taken_by_a_dead_turn_is_answered_not_lost(gateway: Gateway) -> 
     gw = gateway
     sid = gw.session()
     message = gw.store.add_message(
-        sid, role="user", kind="user", text="are you there?", now=utcnow(), state="queued"
+        sid,
+        role="user",
+        kind="user",
+        text="are you there?",
+        now=utcnow(),
+        state=MessageState.QUEUED,
     )
     gw.rt.gate.enqueue_user(sid, str(message.id))
     # A worker took the lock and the message, then died: its lease runs out.
@@ -241,7 +248,7 @@ def test_a_failed_delivery_fails_the_turn_and_frees_the_session(gateway: Gateway
         [run] = gw.final_runs(sid)
         send(gw, sid, "still there?")
         wait_until(lambda: gw.rt.gate.is_idle(sid) and gw.rt.gate.backlog(sid) == 0)
-    assert run.state == "failed" and (run.detail or "").startswith("delivery failed:")
+    assert run.state == RunState.FAILED and (run.detail or "").startswith("delivery failed:")
     notices = [m for m in gw.store.list_messages(sid) if m.reply_to is not None]
     assert [m.kind for m in notices] == ["notice"]
 

@@ -11,6 +11,7 @@ from test_rules import assert_invariants, busy_with_slow_turn, fire_pending
 
 from core.clock import utcnow
 from sessions.db import make_engine, upgrade
+from sessions.states import RunState
 
 pytestmark = pytest.mark.postgres
 
@@ -32,8 +33,8 @@ def test_deferred_and_coalesced_fires_on_postgres(
             fire_pending(gw, busy)
             [coalesced] = gw.final_runs(late)
             [deferred] = gw.final_runs(busy)
-        assert coalesced.missed == 3 and coalesced.state == "completed"
-        assert deferred.deferred and deferred.state == "completed"
+        assert coalesced.missed == 3 and coalesced.state == RunState.COMPLETED
+        assert deferred.deferred and deferred.state == RunState.COMPLETED
         assert gw.store.heartbeat_status(late, utcnow()).to_json()["fire_count"] == 1
         assert_invariants(gw)
     finally:

@@ -10,6 +10,7 @@ import pytest
 from tests_support import T0, make_session_with_heartbeat
 
 from core.clock import to_ms
+from sessions import states
 from sessions.db import make_engine
 from sessions.store import Store
 
@@ -37,7 +38,7 @@ def test_two_threads_reserve_same_fire_id(store: Store) -> None:
     for _ in range(ROUNDS):
         sid = make_session_with_heartbeat(store)
         due = to_ms(T0 + timedelta(minutes=10))
-        fire_id = f"{sid}:{due}"
+        fire_id = states.fire_id(sid, due)
         barrier = threading.Barrier(2)
         outcomes: list[str] = []
 
@@ -73,7 +74,7 @@ def test_two_processes_reserve_same_fire_id(pg_schema_url: str) -> None:
         for _ in range(ROUNDS // 2):
             sid = make_session_with_heartbeat(store)
             due = to_ms(T0 + timedelta(minutes=10))
-            args = [(pg_schema_url, sid, f"{sid}:{due}", due, fence) for fence in (1, 1)]
+            args = [(pg_schema_url, sid, states.fire_id(sid, due), due, fence) for fence in (1, 1)]
             outcomes = pool.starmap(_reserve, args)
             _check_one_reservation(store, sid, outcomes)
     store.close()

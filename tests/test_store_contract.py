@@ -10,8 +10,15 @@ from tests_support import T0, make_session_with_heartbeat
 from core.clock import to_ms
 from core.errors import InvalidState, NotFound, StaleFence
 from sessions.schedule import CronSchedule, IntervalSchedule
+from sessions.states import (
+    HeartbeatStatus,
+    RefundReason,
+    RunState,
+    SessionStatus,
+    fire_id,
+)
 from sessions.store import Store
-from sessions.views import Duplicate, Refused, Reserved
+from sessions.views import Duplicate, RefusalReason, Refused, Reserved
 
 TEN_MIN = IntervalSchedule(seconds=600)
 
@@ -23,7 +30,7 @@ def make(store: Store) -> str:
 def fire(store: Store, sid: str, now: datetime, fence: int) -> Reserved:
     due = store.heartbeat_status(sid, now).next_due
     assert due is not None
-    outcome = store.reserve_fire(sid, f"{sid}:{to_ms(due)}", to_ms(due), fence, now)
+    outcome = store.reserve_fire(sid, fire_id(sid, to_ms(due)), to_ms(due), fence, now)
     assert isinstance(outcome, Reserved), outcome
     return outcome
 
@@ -31,7 +38,7 @@ def fire(store: Store, sid: str, now: datetime, fence: int) -> Reserved:
 def test_set_and_replace(store: Store) -> None:
     sid = make(store)
     status = store.heartbeat_status(sid, T0)
-    assert status.status == "active"
+    assert status.status == HeartbeatStatus.ACTIVE
     assert status.next_due == T0 + timedelta(minutes=10)
     assert status.to_json()["origin_chat"] == "C1"
     assert status.to_json()["origin_thread"] == "T1"
@@ -68,7 +75,7 @@ def test_pause_resume_reanchors(store: Store) -> None:
     sid = make(store)
     store.pause_heartbeat(sid, T0 + timedelta(minutes=1))
     paused = store.heartbeat_status(sid, T0 + timedelta(hours=5))
-    assert paused.status == "paused"
+    assert paused.status == HeartbeatStatus.PAUSED
     assert paused.next_due is None
     with pytest.raises(InvalidState):
         store.pause_heartbeat(sid, T0)
@@ -113,12 +120,12 @@ def test_reserve_rejects_stale_fence_and_not_due(store: Store) -> None:
     now = T0 + timedelta(minutes=10)
     store.mark_started(fire(store, sid, now, fence=5).run.id, 5, now)
     later = now + timedelta(minutes=10)
-    stale = store.reserve_fire(sid, f"{sid}:x", 0, 5, later)
-    assert stale == Refused("stale_fence")
-    early = store.reserve_fire(sid, f"{sid}:y", 0, 6, now + timedelta(minutes=1))
-    assert isinstance(early, Refused) and early.reason == "not_due"
+    stale = store.reserve_fire(sid, fire_id(sid, 1), 0, 5, later)
+    assert stale == Refused(RefusalReason.STALE_FENCE)
+    early = store.reserve_fire(sid, fire_id(sid, 2), 0, 6, now + timedelta(minutes=1))
+    assert isinstance(early, Refused) and early.reason == RefusalReason.NOT_DUE
     store.pause_heartbeat(sid, later)
-    assert store.reserve_fire(sid, f"{sid}:z", 0, 7, later) == Refused("inactive")
+    assert store.reserve_fire(sid, fire_id(sid, 3), 0, 7, later) == Refused(RefusalReason.INACTIVE)
 
 
 def test_mark_started_and_finish_are_fenced(store: Store) -> None:
@@ -128,12 +135,12 @@ def test_mark_started_and_finish_are_fenced(store: Store) -> None:
     with pytest.raises(StaleFence):
         store.mark_started(run.id, 0, now)
     started = store.mark_started(run.id, 1, now)
-    assert started.state == "started" and started.started_at == now
+    assert started.state == RunState.STARTED and started.started_at == now
     with pytest.raises(InvalidState):
-        store.refund(run.id, "too late", now)
+        store.refund(run.id, RefundReason.LOCK_LOST, now)
     store.claim_fence(sid, 2, now)  # another turn took over
     with pytest.raises(StaleFence):
-        store.finish(run.id, "completed", 1, now)
+        store.finish(run.id, RunState.COMPLETED, 1, now)
 
 
 def test_finish_records_outcome(store: Store) -> None:
@@ -141,9 +148,9 @@ def test_finish_records_outcome(store: Store) -> None:
     now = T0 + timedelta(minutes=10)
     run = fire(store, sid, now, fence=1).run
     store.mark_started(run.id, 1, now)
-    done = store.finish(run.id, "silent", 1, now + timedelta(seconds=3))
-    assert done.state == "silent"
-    assert store.heartbeat_status(sid, now).to_json()["last_outcome"] == "silent"
+    done = store.finish(run.id, RunState.SILENT, 1, now + timedelta(seconds=3))
+    assert done.state == RunState.SILENT
+    assert store.heartbeat_status(sid, now).to_json()["last_outcome"] == RunState.SILENT
     with pytest.raises(ValueError):
         store.finish(run.id, "exploded", 1, now)
 
@@ -152,8 +159,8 @@ def test_refund_with_unchanged_generation_restores(store: Store) -> None:
     sid = make(store)
     now = T0 + timedelta(minutes=12)
     run = fire(store, sid, now, fence=1).run
-    refunded = store.refund(run.id, "owner changed", now)
-    assert refunded.state == "refunded"
+    refunded = store.refund(run.id, RefundReason.OWNER_CHANGED, now)
+    assert refunded.state == RunState.REFUNDED
     status = store.heartbeat_status(sid, now)
     assert status.to_json()["fire_count"] == 0
     assert status.next_due == T0 + timedelta(minutes=10)  # previous anchor is back
@@ -165,11 +172,11 @@ def test_refund_with_changed_generation_is_abandoned(store: Store) -> None:
     now = T0 + timedelta(minutes=10)
     run = fire(store, sid, now, fence=1).run
     store.pause_heartbeat(sid, now)
-    abandoned = store.refund(run.id, "session reset", now)
-    assert abandoned.state == "abandoned"
+    abandoned = store.refund(run.id, RefundReason.SESSION_RESET, now)
+    assert abandoned.state == RunState.ABANDONED
     status = store.heartbeat_status(sid, now).to_json()
     assert status["fire_count"] == 1
-    assert status["status"] == "paused"
+    assert status["status"] == HeartbeatStatus.PAUSED
 
 
 def test_compress_moves_heartbeat_to_child(store: Store) -> None:
@@ -178,7 +185,7 @@ def test_compress_moves_heartbeat_to_child(store: Store) -> None:
     fire(store, sid, now, fence=1)
     child = store.compress(sid, now)
     assert child.parent_id == sid
-    assert store.get_session(sid).status == "closed"
+    assert store.get_session(sid).status == SessionStatus.CLOSED
     assert store.heartbeat_status(sid, now).status == "none"
     moved = store.heartbeat_status(child.id, now).to_json()
     assert moved["fire_count"] == 1
@@ -201,7 +208,7 @@ def test_departing_conversation_loses_heartbeat(store: Store, departure: str) ->
 def test_reset_keeps_session_but_bumps_conversation(store: Store) -> None:
     sid = make(store)
     after = store.reset(sid, T0)
-    assert after.status == "active" and after.conversation == 2
+    assert after.status == SessionStatus.ACTIVE and after.conversation == 2
 
 
 def test_list_restorable_skips_paused_cleared_suspended(store: Store) -> None:
@@ -233,8 +240,8 @@ def test_newer_fence_gives_back_an_orphaned_reservation(store: Store) -> None:
     later = first + timedelta(minutes=10)
     fire(store, sid, later, fence=2)
     runs = {r.id: r for r in store.runs(sid)}
-    assert runs[orphan.id].state == "refunded"
-    assert runs[orphan.id].detail == "worker lost before the agent started"
+    assert runs[orphan.id].state == RunState.REFUNDED
+    assert runs[orphan.id].detail == RefundReason.ORPHANED
     assert store.heartbeat_status(sid, later).to_json()["fire_count"] == 1
 
 
@@ -245,6 +252,6 @@ def test_refund_orphan_only_while_reserved(store: Store) -> None:
     assert [r.id for r in store.stale_reservations(now + timedelta(seconds=1))] == [run.id]
     assert store.stale_reservations(now) == []
     refunded = store.refund_orphan(run.id, now)
-    assert refunded is not None and refunded.state == "refunded"
+    assert refunded is not None and refunded.state == RunState.REFUNDED
     assert store.refund_orphan(run.id, now) is None
     assert store.heartbeat_status(sid, now).to_json()["fire_count"] == 0

@@ -1,0 +1,30 @@
+"""The typed store: every SQL statement of the project lives in ``sessions/``.
+
+``Store`` is the one façade; each concern lives in its own module and each public method is
+one transaction. Writes made by a running turn carry its fence: a write whose fence is not the
+session's newest is rejected, so a worker that lost its lock cannot change anything after the
+new owner has started.
+"""
+
+from __future__ import annotations
+
+from sessions.db import ensure_schema, make_engine
+from sessions.store.heartbeat_records import HeartbeatRecords
+from sessions.store.ledger import FireLedger
+from sessions.store.message_records import MessageRecords
+from sessions.store.session_records import SessionRecords
+
+
+class Store(SessionRecords, MessageRecords, HeartbeatRecords, FireLedger):
+    @classmethod
+    def from_url(cls, url: str) -> Store:
+        """Open a store; the embedded SQLite store migrates itself, others must be migrated."""
+        engine = make_engine(url)
+        ensure_schema(engine)
+        return cls(engine)
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+
+__all__ = ["Store"]

@@ -1,0 +1,223 @@
+"""Heartbeat configuration: set, pause, resume, clear, status, and what restore and audit read."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from core.clock import iso
+from sessions import heartbeat as hb
+from sessions.models import HeartbeatRow, SessionRow
+from sessions.schedule import CronSchedule, IntervalSchedule, Schedule
+from sessions.states import HeartbeatStatus, SessionStatus
+from sessions.store.base import Transactions, active_session_row, heartbeat_row, session_row
+
+# What status shows for a session without a live heartbeat; never stored.
+NO_HEARTBEAT = "none"
+
+
+@dataclass(frozen=True)
+class HeartbeatStatusView:
+    """What `/heartbeat status` and `hbgw heartbeat status --json` show."""
+
+    session_id: str
+    state: hb.HeartbeatState | None
+    now: datetime
+
+    @property
+    def status(self) -> str:
+        """The heartbeat's status, or ``NO_HEARTBEAT`` when there is none or it was cleared."""
+        if self.state is None or self.state.status == HeartbeatStatus.CLEARED:
+            return NO_HEARTBEAT
+        return self.state.status
+
+    @property
+    def next_due(self) -> datetime | None:
+        return None if self.status == NO_HEARTBEAT or self.state is None else self.state.next_due()
+
+    @property
+    def waiting_for_idle(self) -> bool:
+        return self.next_due is not None and self.now >= self.next_due
+
+    def to_json(self) -> dict[str, Any]:
+        live = self.state if self.status != NO_HEARTBEAT else None
+        schedule = live.schedule if live else None
+        return {
+            "session_id": self.session_id,
+            "status": self.status,
+            "prompt": live.prompt if live else None,
+            "schedule": live.describe() if live else None,
+            "interval_seconds": schedule.seconds
+            if isinstance(schedule, IntervalSchedule)
+            else None,
+            "cron": schedule.expr if isinstance(schedule, CronSchedule) else None,
+            "timezone": schedule.timezone if isinstance(schedule, CronSchedule) else None,
+            "next_due_at": iso(self.next_due),
+            "waiting_for_idle": self.waiting_for_idle,
+            "fire_count": live.fire_count if live else 0,
+            "generation": self.state.generation if self.state else 0,
+            "last_fired_at": iso(live.last_fired) if live else None,
+            "last_outcome": live.last_outcome if live else None,
+            "origin_chat": live.origin_chat if live else None,
+            "origin_thread": live.origin_thread if live else None,
+        }
+
+
+@dataclass(frozen=True)
+class RestoreEntry:
+    """One active heartbeat of an active session, for the restore pass."""
+
+    session_id: str
+    next_due_at: datetime
+    fence: int
+
+
+@dataclass(frozen=True)
+class HeartbeatAudit:
+    """What the invariant check needs of one heartbeat row."""
+
+    heartbeat_id: int
+    session_id: str
+    status: HeartbeatStatus
+    session_status: SessionStatus
+    fire_count: int
+    set_at: datetime
+
+
+def heartbeat_state(row: HeartbeatRow) -> hb.HeartbeatState:
+    return hb.HeartbeatState(
+        prompt=row.prompt,
+        schedule=hb.schedule_from_columns(row.interval_seconds, row.cron, row.timezone),
+        schedule_text=row.schedule_text,
+        status=row.status,
+        anchor=row.anchor_at,
+        fire_count=row.fire_count,
+        generation=row.generation,
+        origin_chat=row.origin_chat,
+        origin_thread=row.origin_thread,
+        last_fired=row.last_fired_at,
+        last_outcome=row.last_outcome,
+    )
+
+
+def apply_state(row: HeartbeatRow, state: hb.HeartbeatState, now: datetime) -> None:
+    row.prompt = state.prompt
+    row.interval_seconds, row.cron, row.timezone = hb.schedule_columns(state.schedule)
+    row.schedule_text = state.schedule_text
+    row.status = state.status
+    row.anchor_at = state.anchor
+    row.next_due_at = state.next_due()
+    row.fire_count = state.fire_count
+    row.generation = state.generation
+    row.origin_chat = state.origin_chat
+    row.origin_thread = state.origin_thread
+    row.last_fired_at = state.last_fired
+    row.updated_at = now
+
+
+def clear_departing(db: Session, session_id: str, now: datetime) -> None:
+    """A conversation that goes away (reset, switch, suspend) keeps no heartbeat."""
+    row = heartbeat_row(db, session_id)
+    if row is not None and row.status != HeartbeatStatus.CLEARED:
+        apply_state(row, hb.clear(heartbeat_state(row), now), now)
+
+
+class HeartbeatRecords(Transactions):
+    def get_heartbeat(self, session_id: str) -> hb.HeartbeatState | None:
+        with self._transaction() as db:
+            session_row(db, session_id)
+            row = heartbeat_row(db, session_id)
+            return heartbeat_state(row) if row else None
+
+    def heartbeat_status(self, session_id: str, now: datetime) -> HeartbeatStatusView:
+        return HeartbeatStatusView(session_id, self.get_heartbeat(session_id), now)
+
+    def set_heartbeat(
+        self,
+        session_id: str,
+        *,
+        schedule: Schedule,
+        schedule_text: str,
+        prompt: str,
+        now: datetime,
+        origin_chat: str | None = None,
+        origin_thread: str | None = None,
+    ) -> hb.HeartbeatState:
+        """Set or replace the session's heartbeat; replies go where it was set."""
+        with self._transaction() as db:
+            session = active_session_row(db, session_id, "set a heartbeat in")
+            row = heartbeat_row(db, session_id)
+            state = hb.set_heartbeat(
+                heartbeat_state(row) if row else None,
+                schedule=schedule,
+                schedule_text=schedule_text,
+                prompt=prompt,
+                origin_chat=origin_chat if origin_chat is not None else session.chat,
+                origin_thread=origin_thread if origin_chat is not None else session.thread,
+                now=now,
+            )
+            if row is None:
+                row = HeartbeatRow(session_id=session_id, created_at=now)
+                db.add(row)
+            apply_state(row, state, now)
+            row.set_at = now
+            row.last_outcome = None
+            return state
+
+    def pause_heartbeat(self, session_id: str, now: datetime) -> hb.HeartbeatState:
+        return self._change(session_id, now, hb.pause)
+
+    def resume_heartbeat(self, session_id: str, now: datetime) -> hb.HeartbeatState:
+        return self._change(session_id, now, hb.resume)
+
+    def clear_heartbeat(self, session_id: str, now: datetime) -> hb.HeartbeatState:
+        return self._change(session_id, now, hb.clear)
+
+    def _change(
+        self,
+        session_id: str,
+        now: datetime,
+        transition: hb.Transition,
+    ) -> hb.HeartbeatState:
+        with self._transaction() as db:
+            session_row(db, session_id)
+            row = heartbeat_row(db, session_id)
+            state = transition(heartbeat_state(row) if row else None, now)
+            assert row is not None  # the transition raised InvalidState otherwise
+            apply_state(row, state, now)
+            return state
+
+    def list_restorable(self) -> list[RestoreEntry]:
+        """Active heartbeats of active sessions, with their true next due time."""
+        with self._transaction() as db:
+            rows = db.execute(
+                select(HeartbeatRow, SessionRow.fence)
+                .join(SessionRow, SessionRow.id == HeartbeatRow.session_id)
+                .where(
+                    HeartbeatRow.status == HeartbeatStatus.ACTIVE,
+                    SessionRow.status == SessionStatus.ACTIVE,
+                )
+                .order_by(HeartbeatRow.id)
+            ).all()
+            out = []
+            for row, fence in rows:
+                due = heartbeat_state(row).next_due()
+                if due is not None:
+                    out.append(RestoreEntry(row.session_id, due, fence))
+            return out
+
+    def heartbeat_audit(self) -> list[HeartbeatAudit]:
+        with self._transaction() as db:
+            rows = db.execute(
+                select(HeartbeatRow, SessionRow.status)
+                .join(SessionRow, SessionRow.id == HeartbeatRow.session_id)
+                .order_by(HeartbeatRow.id)
+            ).all()
+            return [
+                HeartbeatAudit(h.id, h.session_id, h.status, status, h.fire_count, h.set_at)
+                for h, status in rows
+            ]

@@ -1,0 +1,348 @@
+"""The fire ledger: one row per accepted fire id, reserved → started → finished, or given back.
+
+A reservation counts the fire and moves the anchor in the same transaction; a refund puts both
+back only while nothing newer happened. Writes of a running turn carry its fence.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from core.clock import from_ms, iso
+from core.errors import InvalidState, StaleFence
+from sessions import heartbeat as hb
+from sessions.models import HeartbeatRow, RunRow, SessionRow
+from sessions.states import FINISHED, HeartbeatStatus, RefundReason, RunState, SessionStatus
+from sessions.store.base import (
+    Transactions,
+    fenced_session_row,
+    heartbeat_row,
+    run_row,
+    session_row,
+)
+from sessions.store.heartbeat_records import apply_state, heartbeat_state
+
+
+@dataclass(frozen=True)
+class RunView:
+    id: int
+    fire_id: str
+    heartbeat_id: int
+    session_id: str
+    generation: int
+    fence: int
+    state: RunState
+    due_at: datetime | None
+    reserved_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    worker: str | None
+    deferred: bool
+    missed: int
+    detail: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "fire_id": self.fire_id,
+            "session_id": self.session_id,
+            "generation": self.generation,
+            "fence": self.fence,
+            "state": self.state,
+            "due_at": iso(self.due_at),
+            "reserved_at": iso(self.reserved_at),
+            "started_at": iso(self.started_at),
+            "finished_at": iso(self.finished_at),
+            "worker": self.worker,
+            "deferred": self.deferred,
+            "missed": self.missed,
+            "detail": self.detail,
+        }
+
+
+class RefusalReason(StrEnum):
+    """Why ``reserve_fire`` made no reservation."""
+
+    STALE_FENCE = "stale_fence"  # a newer turn holds the session
+    NO_HEARTBEAT = "no_heartbeat"
+    INACTIVE = "inactive"  # the heartbeat is paused or the session is not active
+    NOT_DUE = "not_due"
+
+
+@dataclass(frozen=True)
+class Reserved:
+    run: RunView
+
+
+@dataclass(frozen=True)
+class Duplicate:
+    """The fire id is already in the ledger: a second delivery of the same fire."""
+
+    run: RunView
+
+
+@dataclass(frozen=True)
+class Refused:
+    reason: RefusalReason
+    next_due_at: datetime | None = None
+
+
+ReserveOutcome = Reserved | Duplicate | Refused
+
+
+def run_view(row: RunRow) -> RunView:
+    return RunView(
+        id=row.id,
+        fire_id=row.fire_id,
+        heartbeat_id=row.heartbeat_id,
+        session_id=row.session_id,
+        generation=row.generation,
+        fence=row.fence,
+        state=row.state,
+        due_at=row.due_at,
+        reserved_at=row.reserved_at,
+        started_at=row.started_at,
+        finished_at=row.finished_at,
+        worker=row.worker,
+        deferred=row.deferred,
+        missed=row.missed,
+        detail=row.detail,
+    )
+
+
+class FireLedger(Transactions):
+    def reserve_fire(
+        self,
+        session_id: str,
+        fire_id: str,
+        due_ms: int,
+        fence: int,
+        now: datetime,
+        *,
+        worker: str | None = None,
+        deferred: bool = False,
+    ) -> ReserveOutcome:
+        """Reserve one fire: count +1, anchor = now, one ledger row, all or nothing."""
+        try:
+            with self._transaction() as db:
+                session = session_row(db, session_id, for_update=True)
+                existing = _run_by_fire_id(db, fire_id)
+                if existing is not None:
+                    return Duplicate(run_view(existing))
+                if fence <= session.fence:
+                    return Refused(RefusalReason.STALE_FENCE)
+                _give_back_orphans(db, session_id, fence, now)
+                row = heartbeat_row(db, session_id)
+                admitted = _admit(session, row, now)
+                if isinstance(admitted, Refused):
+                    return admitted
+                assert row is not None  # _admit refused otherwise
+                session.fence = fence
+                session.updated_at = now
+                run = RunRow(
+                    fire_id=fire_id,
+                    heartbeat_id=row.id,
+                    session_id=session_id,
+                    generation=admitted.generation,
+                    fence=fence,
+                    state=RunState.RESERVED,
+                    due_at=from_ms(due_ms),
+                    reserved_at=now,
+                    prev_anchor_at=admitted.anchor,
+                    prev_last_fired_at=admitted.last_fired,
+                    worker=worker,
+                    deferred=deferred,
+                    missed=admitted.missed(now),
+                )
+                db.add(run)
+                apply_state(row, hb.reserve(admitted, now), now)
+                db.flush()
+                return Reserved(run_view(run))
+        except IntegrityError:
+            # A concurrent reserve of the same fire id won the UNIQUE race.
+            return self._concurrent_winner(fire_id)
+
+    def _concurrent_winner(self, fire_id: str) -> Duplicate:
+        with self._transaction() as db:
+            winner = _run_by_fire_id(db, fire_id)
+            assert winner is not None  # the UNIQUE violation means it is committed
+            return Duplicate(run_view(winner))
+
+    def mark_started(self, run_id: int, fence: int, now: datetime) -> RunView:
+        with self._transaction() as db:
+            run = run_row(db, run_id)
+            fenced_session_row(db, run.session_id, fence)
+            if run.state != RunState.RESERVED:
+                raise InvalidState(f"Run {run.fire_id} is {run.state}; only a reserved run starts.")
+            run.state = RunState.STARTED
+            run.started_at = now
+            return run_view(run)
+
+    def refund(self, run_id: int, reason: RefundReason | str, now: datetime) -> RunView:
+        """Give back a reservation that never reached the agent.
+
+        Only when nothing newer happened: same generation and the anchor still the one this
+        reservation set. Otherwise the run is ``abandoned`` and the newer state wins. A plain
+        string is accepted while callers move to ``RefundReason``; it must be one of its values.
+        """
+        why = _refund_reason(reason)
+        with self._transaction() as db:
+            run = run_row(db, run_id)
+            if run.state != RunState.RESERVED:
+                raise InvalidState(
+                    f"Run {run.fire_id} is {run.state}; only a run that never started is refunded."
+                )
+            _refund_run(db, run, why, now)
+            return run_view(run)
+
+    def refund_orphan(self, run_id: int, now: datetime) -> RunView | None:
+        """Refund a reservation whose worker died before the agent started; None if it moved on."""
+        with self._transaction() as db:
+            run = run_row(db, run_id)
+            if run.state != RunState.RESERVED:
+                return None
+            _refund_run(db, run, RefundReason.ORPHANED, now)
+            return run_view(run)
+
+    def stale_reservations(self, before: datetime) -> list[RunView]:
+        """Runs still ``reserved`` since before ``before``: candidates for ``refund_orphan``."""
+        with self._transaction() as db:
+            rows = db.scalars(
+                select(RunRow)
+                .where(RunRow.state == RunState.RESERVED, RunRow.reserved_at < before)
+                .order_by(RunRow.id)
+            )
+            return [run_view(r) for r in rows]
+
+    def finish(
+        self,
+        run_id: int,
+        outcome: RunState | str,
+        fence: int,
+        now: datetime,
+        detail: str | None = None,
+    ) -> RunView:
+        """Record how a started run ended: ``outcome`` is one of ``states.FINISHED``."""
+        final = _finished_outcome(outcome)
+        with self._transaction() as db:
+            run = run_row(db, run_id)
+            fenced_session_row(db, run.session_id, fence)
+            if run.state != RunState.STARTED:
+                raise InvalidState(
+                    f"Run {run.fire_id} is {run.state}; only a started run finishes."
+                )
+            run.state = final
+            run.finished_at = now
+            run.detail = detail
+            row = db.get(HeartbeatRow, run.heartbeat_id)
+            if row is not None and row.generation == run.generation:
+                row.last_outcome = final.value
+                row.updated_at = now
+            return run_view(run)
+
+    def claim_fence(self, session_id: str, fence: int, now: datetime) -> None:
+        """A user turn starts: record its fence so older turns' writes are rejected."""
+        with self._transaction() as db:
+            session = session_row(db, session_id, for_update=True)
+            if fence <= session.fence:
+                raise StaleFence(
+                    f"Fence {fence} of session {session_id} is not newer than {session.fence}."
+                )
+            session.fence = fence
+            session.updated_at = now
+
+    def runs(self, session_id: str | None = None) -> list[RunView]:
+        with self._transaction() as db:
+            query = select(RunRow).order_by(RunRow.id)
+            if session_id is not None:
+                query = query.where(RunRow.session_id == session_id)
+            return [run_view(r) for r in db.scalars(query)]
+
+    def get_run(self, fire_id: str) -> RunView | None:
+        with self._transaction() as db:
+            run = _run_by_fire_id(db, fire_id)
+            return run_view(run) if run else None
+
+    def max_fence(self, session_id: str) -> int:
+        """The highest fence SQL knows for the session: what Redis reseeds from."""
+        with self._transaction() as db:
+            session = session_row(db, session_id)
+            ledger = db.scalar(
+                select(func.max(RunRow.fence)).where(RunRow.session_id == session_id)
+            )
+            return max(session.fence, ledger or 0)
+
+
+def _run_by_fire_id(db: Session, fire_id: str) -> RunRow | None:
+    return db.scalars(select(RunRow).where(RunRow.fire_id == fire_id)).first()
+
+
+def _admit(
+    session: SessionRow, row: HeartbeatRow | None, now: datetime
+) -> hb.HeartbeatState | Refused:
+    """The heartbeat state a fire may reserve from now, or why it may not."""
+    if row is None or row.status == HeartbeatStatus.CLEARED:
+        return Refused(RefusalReason.NO_HEARTBEAT)
+    state = heartbeat_state(row)
+    if state.status != HeartbeatStatus.ACTIVE or session.status != SessionStatus.ACTIVE:
+        return Refused(RefusalReason.INACTIVE)
+    if not state.is_due(now):
+        return Refused(RefusalReason.NOT_DUE, state.next_due())
+    return state
+
+
+def _give_back_orphans(db: Session, session_id: str, fence: int, now: datetime) -> None:
+    """A newer fence proves older turns lost their lock: a reservation they left behind never
+    reached the agent and is given back before the new one is made."""
+    for orphan in db.scalars(
+        select(RunRow).where(
+            RunRow.session_id == session_id,
+            RunRow.state == RunState.RESERVED,
+            RunRow.fence < fence,
+        )
+    ):
+        _refund_run(db, orphan, RefundReason.ORPHANED, now)
+    db.flush()
+
+
+def _refund_run(db: Session, run: RunRow, reason: RefundReason, now: datetime) -> None:
+    row = db.get(HeartbeatRow, run.heartbeat_id)
+    unchanged = (
+        row is not None and row.generation == run.generation and row.anchor_at == run.reserved_at
+    )
+    if row is not None and unchanged:
+        state = hb.refund(
+            heartbeat_state(row),
+            prev_anchor=run.prev_anchor_at,
+            prev_last_fired=run.prev_last_fired_at,
+        )
+        apply_state(row, state, now)
+        row.last_outcome = f"refunded: {reason}"[:255]
+        run.state = RunState.REFUNDED
+    else:
+        run.state = RunState.ABANDONED
+    run.finished_at = now
+    run.detail = reason.value
+
+
+def _refund_reason(reason: RefundReason | str) -> RefundReason:
+    try:
+        return RefundReason(reason)
+    except ValueError:
+        known = ", ".join(repr(r.value) for r in RefundReason)
+        raise ValueError(f"refund reason must be one of {known}, not {reason!r}") from None
+
+
+def _finished_outcome(outcome: RunState | str) -> RunState:
+    for state in FINISHED:
+        if state == outcome:
+            return state
+    known = ", ".join(sorted(FINISHED))
+    raise ValueError(f"outcome must be one of {known}, not {outcome!r}")

@@ -1,0 +1,182 @@
+"""Sessions and their lifecycle: create, look up, compress, reset, switch, suspend, resume."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from core.clock import iso
+from core.errors import InvalidState
+from sessions.models import SessionRow
+from sessions.states import ClosedReason, SessionStatus
+from sessions.store.base import Transactions, active_session_row, heartbeat_row, session_row
+from sessions.store.heartbeat_records import clear_departing
+
+# A compression chain longer than this is a loop in the data, not a conversation.
+MAX_COMPRESSIONS_FOLLOWED = 1000
+
+
+@dataclass(frozen=True)
+class SessionView:
+    id: str
+    platform: str
+    chat: str
+    thread: str | None
+    owner: str | None
+    status: SessionStatus
+    closed_reason: ClosedReason | None
+    parent_id: str | None
+    conversation: int
+    fence: int
+    created_at: datetime
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "session_id": self.id,
+            "platform": self.platform,
+            "chat": self.chat,
+            "thread": self.thread,
+            "owner": self.owner,
+            "status": self.status,
+            "closed_reason": self.closed_reason,
+            "parent_id": self.parent_id,
+            "conversation": self.conversation,
+            "created_at": iso(self.created_at),
+        }
+
+
+def session_view(row: SessionRow) -> SessionView:
+    return SessionView(
+        id=row.id,
+        platform=row.platform,
+        chat=row.chat,
+        thread=row.thread,
+        owner=row.owner,
+        status=row.status,
+        closed_reason=row.closed_reason,
+        parent_id=row.parent_id,
+        conversation=row.conversation,
+        fence=row.fence,
+        created_at=row.created_at,
+    )
+
+
+class SessionRecords(Transactions):
+    def create_session(
+        self,
+        *,
+        platform: str,
+        chat: str,
+        now: datetime,
+        thread: str | None = None,
+        owner: str | None = None,
+    ) -> SessionView:
+        with self._transaction() as db:
+            row = _new_session(db, platform, chat, thread, owner, now, parent_id=None)
+            return session_view(row)
+
+    def get_session(self, session_id: str) -> SessionView:
+        with self._transaction() as db:
+            return session_view(session_row(db, session_id))
+
+    def resolve_active(self, session_id: str) -> SessionView:
+        """Follow compression to the session that now continues this conversation."""
+        with self._transaction() as db:
+            row = session_row(db, session_id)
+            for _ in range(MAX_COMPRESSIONS_FOLLOWED):
+                compressed = ClosedReason.COMPRESSED
+                if not (row.status == SessionStatus.CLOSED and row.closed_reason == compressed):
+                    break
+                child = db.scalars(select(SessionRow).where(SessionRow.parent_id == row.id)).first()
+                if child is None:
+                    break
+                row = child
+            return session_view(row)
+
+    def compress(self, session_id: str, now: datetime) -> SessionView:
+        """Continue the conversation under a new id; the heartbeat moves along intact."""
+        with self._transaction() as db:
+            parent = active_session_row(db, session_id, "compress")
+            child = _new_session(
+                db, parent.platform, parent.chat, parent.thread, parent.owner, now, parent.id
+            )
+            _close(parent, ClosedReason.COMPRESSED, now)
+            row = heartbeat_row(db, session_id)
+            if row is not None:
+                row.session_id = child.id
+                row.updated_at = now
+            return session_view(child)
+
+    def reset(self, session_id: str, now: datetime) -> SessionView:
+        """Start the conversation over: its heartbeat is cleared and never comes back."""
+        with self._transaction() as db:
+            session = active_session_row(db, session_id, "reset")
+            session.conversation += 1
+            session.updated_at = now
+            clear_departing(db, session_id, now)
+            return session_view(session)
+
+    def switch(self, session_id: str, now: datetime) -> SessionView:
+        """The chat moves to a new conversation; the departing one keeps no heartbeat."""
+        with self._transaction() as db:
+            old = active_session_row(db, session_id, "switch away from")
+            new = _new_session(db, old.platform, old.chat, old.thread, old.owner, now, None)
+            _close(old, ClosedReason.SWITCHED, now)
+            clear_departing(db, session_id, now)
+            return session_view(new)
+
+    def suspend(self, session_id: str, now: datetime) -> SessionView:
+        with self._transaction() as db:
+            session = active_session_row(db, session_id, "suspend")
+            session.status = SessionStatus.SUSPENDED
+            session.updated_at = now
+            clear_departing(db, session_id, now)
+            return session_view(session)
+
+    def resume_session(self, session_id: str, now: datetime) -> SessionView:
+        """Open a suspended conversation again; its old heartbeat stays cleared."""
+        with self._transaction() as db:
+            session = session_row(db, session_id)
+            if session.status != SessionStatus.SUSPENDED:
+                raise InvalidState(f"Session {session_id} is {session.status}, not suspended.")
+            session.status = SessionStatus.ACTIVE
+            session.updated_at = now
+            return session_view(session)
+
+
+def _new_session(
+    db: Session,
+    platform: str,
+    chat: str,
+    thread: str | None,
+    owner: str | None,
+    now: datetime,
+    parent_id: str | None,
+) -> SessionRow:
+    row = SessionRow(
+        id="s" + uuid.uuid4().hex[:15],
+        platform=platform,
+        chat=chat,
+        thread=thread,
+        owner=owner,
+        status=SessionStatus.ACTIVE,
+        parent_id=parent_id,
+        conversation=1,
+        fence=0,
+        created_at=now,
+        updated_at=now,
+    )
+    db.add(row)
+    db.flush()
+    return row
+
+
+def _close(row: SessionRow, reason: ClosedReason, now: datetime) -> None:
+    row.status = SessionStatus.CLOSED
+    row.closed_reason = reason
+    row.updated_at = now

@@ -1,0 +1,125 @@
+"""The shared vocabulary: fire ids, and that the store keeps exactly the enum values."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from sqlalchemy import Engine, text
+from tests_support import T0, make_session_with_heartbeat
+
+from core.clock import to_ms
+from sessions.states import (
+    ClosedReason,
+    HeartbeatStatus,
+    MessageState,
+    RefundReason,
+    RunState,
+    SessionStatus,
+    fire_id,
+    parse_fire_id,
+)
+from sessions.store import Store
+from sessions.views import Reserved
+
+
+@given(session_id=st.text(min_size=1, max_size=40), due_ms=st.integers(0, 2**53))
+def test_fire_id_round_trips(session_id: str, due_ms: int) -> None:
+    assert parse_fire_id(fire_id(session_id, due_ms)) == (session_id, due_ms)
+
+
+def test_session_id_with_colons_splits_at_the_last_one() -> None:
+    assert fire_id("slack:C1:T1", 1700000000000) == "slack:C1:T1:1700000000000"
+    assert parse_fire_id("slack:C1:T1:1700000000000") == ("slack:C1:T1", 1700000000000)
+
+
+@pytest.mark.parametrize(
+    "garbage", ["", "s1", "s1:", ":123", "s1:x", "s1:-5", "s1:1.5", "s1:12 ", "123"]
+)
+def test_parse_fire_id_rejects_garbage(garbage: str) -> None:
+    with pytest.raises(ValueError, match="not a fire id"):
+        parse_fire_id(garbage)
+
+
+def _stored(engine: Engine, sql: str) -> set[str]:
+    with engine.connect() as conn:
+        return {row[0] for row in conn.execute(text(sql)) if row[0] is not None}
+
+
+def _reserve(store: Store, sid: str, fence: int, minutes: int) -> int:
+    now = T0 + timedelta(minutes=minutes)
+    due = store.heartbeat_status(sid, now).next_due
+    assert due is not None
+    outcome = store.reserve_fire(sid, fire_id(sid, to_ms(due)), to_ms(due), fence, now)
+    assert isinstance(outcome, Reserved), outcome
+    return outcome.run.id
+
+
+def test_stored_states_are_exactly_the_enum_values(store: Store, migrated_engine: Engine) -> None:
+    """Every state column holds the plain enum text, whatever path wrote it."""
+    finished, refunded, abandoned = (make_session_with_heartbeat(store) for _ in range(3))
+    run = _reserve(store, finished, 1, 10)
+    store.mark_started(run, 1, T0)
+    store.finish(run, RunState.SILENT, 1, T0)
+    store.refund(_reserve(store, refunded, 1, 10), RefundReason.OWNER_CHANGED, T0)
+    store.pause_heartbeat(abandoned, T0)
+    store.resume_heartbeat(abandoned, T0)
+    gone = _reserve(store, abandoned, 1, 10)
+    store.pause_heartbeat(abandoned, T0 + timedelta(minutes=10))
+    store.refund(gone, RefundReason.HEARTBEAT_CHANGED, T0)
+    store.clear_heartbeat(refunded, T0)
+    store.compress(finished, T0)
+    store.switch(refunded, T0)
+    store.suspend(make_session_with_heartbeat(store), T0)
+    store.add_message(abandoned, role="user", kind="user", text="hi", now=T0)
+    store.add_message(
+        abandoned, role="user", kind="user", text="?", now=T0, state=MessageState.QUEUED
+    )
+
+    assert _stored(migrated_engine, "select state from heartbeat_runs") == {
+        "silent",
+        "refunded",
+        "abandoned",
+    }
+    assert _stored(migrated_engine, "select detail from heartbeat_runs") == {
+        RefundReason.OWNER_CHANGED.value,
+        RefundReason.HEARTBEAT_CHANGED.value,
+    }
+    assert _stored(migrated_engine, "select status from sessions") == {
+        s.value for s in SessionStatus
+    }
+    assert _stored(migrated_engine, "select closed_reason from sessions") == {
+        r.value for r in ClosedReason
+    }
+    assert _stored(migrated_engine, "select status from heartbeats") == {
+        h.value for h in HeartbeatStatus
+    }
+    assert _stored(migrated_engine, "select state from messages") == {m.value for m in MessageState}
+    assert _stored(migrated_engine, "select last_outcome from heartbeats") == {
+        RunState.SILENT.value,
+        f"refunded: {RefundReason.OWNER_CHANGED.value}",
+    }
+
+
+def test_views_carry_enum_members(store: Store) -> None:
+    """A plain string handed in still comes back as the enum member."""
+    sid = make_session_with_heartbeat(store)
+    assert type(store.get_session(sid).status) is SessionStatus
+    heartbeat = store.get_heartbeat(sid)
+    assert heartbeat is not None and type(heartbeat.status) is HeartbeatStatus
+    _reserve(store, sid, 1, 10)
+    assert [type(r.state) for r in store.runs(sid)] == [RunState]
+    message = store.add_message(sid, role="user", kind="user", text="x", now=T0, state="queued")
+    assert type(store.get_message(message.id).state) is MessageState
+
+
+def test_unknown_refund_reason_and_outcome_are_rejected(store: Store) -> None:
+    sid = make_session_with_heartbeat(store)
+    run = _reserve(store, sid, 1, 10)
+    with pytest.raises(ValueError, match="refund reason must be one of"):
+        store.refund(run, "too late", T0)
+    store.mark_started(run, 1, T0)
+    with pytest.raises(ValueError, match="outcome must be one of"):
+        store.finish(run, RunState.REFUNDED, 1, T0)
