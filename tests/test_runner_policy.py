@@ -7,8 +7,10 @@ changes the world under another session's granted lock.
 
 from __future__ import annotations
 
+import logging
 import threading
 
+import pytest
 from gateway_harness import Gateway, wait_until
 from test_rules import assert_invariants, send
 
@@ -22,6 +24,11 @@ def answered(gw: Gateway, message_id: int, *, tick: bool) -> object:
     if tick:
         gw.tick()
     return gw.store.reply_for(message_id)
+
+
+def finished_after_tick(gw: Gateway, sid: str) -> list[RunView]:
+    gw.tick()
+    return [r for r in gw.runs(sid) if r.state not in ("reserved", "started")]
 
 
 def test_refused_reservation_then_user_message_is_answered_once(gateway: Gateway) -> None:
@@ -62,11 +69,14 @@ def test_refused_reservation_then_user_message_is_answered_once(gateway: Gateway
     assert_invariants(gw)
 
 
-def test_typed_error_in_heartbeat_turn_frees_the_session_at_once(gateway: Gateway) -> None:
+def test_typed_error_in_heartbeat_turn_frees_the_session_at_once(
+    gateway: Gateway, caplog: pytest.LogCaptureFixture
+) -> None:
     """Defect: any HbgwError was taken for a lost lock: no release, no drain, so the queued
     message waited a whole lease and a sweep. Here the reservation is refunded meanwhile (as
     beat's orphan recovery may do), so mark_started raises InvalidState."""
     gw = gateway
+    caplog.set_level(logging.WARNING, logger="hbgw.runner")
     queued: list[Queued] = []
     with gw.worker("w1") as runner:
         sid = gw.session()
@@ -89,3 +99,33 @@ def test_typed_error_in_heartbeat_turn_frees_the_session_at_once(gateway: Gatewa
     assert reply.text == "user reply to: hello"  # type: ignore[attr-defined]
     [run] = gw.runs(sid)
     assert run.state == "refunded"
+    # Reported, not dropped: the failure names its session and fire.
+    [failed] = [r for r in caplog.records if getattr(r, "action", "") == "heartbeat.failed"]
+    assert (failed.session, failed.fire_id) == (sid, run.fire_id)  # type: ignore[attr-defined]
+
+
+def test_user_drain_behind_sql_fence_resyncs_and_answers_once(gateway: Gateway) -> None:
+    """Redis lost its fence counter (SQL is ahead): the first grant's claim is refused, the
+    loop raises Redis' counter to SQL's and drains again under a newer lock."""
+    gw = gateway
+    sid = gw.session()
+    gw.store.claim_fence(sid, 5, utcnow())
+    with gw.worker("w1"):
+        queued = send(gw, sid, "hello")
+        assert isinstance(queued, Queued)
+        wait_until(lambda: answered(gw, queued.message_id, tick=False), what="the reply")
+        wait_until(lambda: gw.rt.gate.lock_holder(sid) is None, what="the lock to go")
+    assert gw.rt.gate.fence(sid) > 5
+    assert [r["text"] for r in gw.deliveries(sid, "send")] == ["user reply to: hello"]
+
+
+def test_fire_behind_sql_fence_resyncs_and_fires(gateway: Gateway) -> None:
+    gw = gateway
+    sid = gw.session()
+    gw.store.claim_fence(sid, 5, utcnow())
+    with gw.worker("w1"):
+        gw.due_now(sid)
+        [run] = wait_until(lambda: finished_after_tick(gw, sid), what="the fire after a resync")
+    assert run.state == "completed" and run.fence > 5
+    assert [r["kind"] for r in gw.deliveries(sid, "send")] == ["heartbeat"]
+    assert_invariants(gw)
