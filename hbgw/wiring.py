@@ -31,12 +31,14 @@ class WorkerParts:
 @contextmanager
 def assembled_worker(settings: Settings, name: str, *, threads: int) -> Iterator[WorkerParts]:
     """Registered as live while inside; on exit it deregisters and waits for running turns."""
+    # The agent first: a configuration error stops here, before a connection is opened.
+    agent = make_agent(settings)
     app = make_celery(settings, resolve_redis_url(settings))
     rt = Runtime.from_settings(settings, worker=name)
     runner = TurnRunner(
         rt,
         Dispatcher(app, rt.keys),
-        agent=make_agent(settings),
+        agent=agent,
         channel=make_channel(settings),
         threads=threads,
     )

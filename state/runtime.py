@@ -5,13 +5,14 @@ The agent and the channel are not here: the wiring in ``hbgw/`` hands them to th
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import redis
 
 from core.clock import Clock, to_ms, utcnow
-from core.errors import HbgwError
+from core.errors import HbgwError, NotFound
 from core.settings import Settings
 from sessions.states import SessionStatus
 from sessions.store import Store
@@ -23,6 +24,8 @@ from state.ownership import WorkerRegistry
 from state.turn_gate import TurnGate
 
 REDIS_URL_FILE = "redis.url"
+
+log = logging.getLogger("hbgw.runtime")
 
 
 def resolve_redis_url(settings: Settings) -> str:
@@ -88,8 +91,16 @@ class Runtime:
         try:
             state = self.store.get_heartbeat(session_id)
             session = self.store.get_session(session_id)
-        except HbgwError:
+        except NotFound:
             self.index.remove(session_id)
+            return None
+        except Exception:
+            # Rule 11: only a definite answer prunes; a failing read keeps the entry for later.
+            log.warning(
+                "settle kept the due entry: the store could not be read",
+                exc_info=True,
+                extra={"action": "index.settle_failed", "session": session_id},
+            )
             return None
         due = state.next_due() if state and session.status == SessionStatus.ACTIVE else None
         if due is None:

@@ -71,8 +71,10 @@ class Gateway:
     # -- in-process workers -----------------------------------------------------------------
 
     @contextmanager
-    def worker(self, name: str, *, settings: Settings | None = None) -> Iterator[TurnRunner]:
-        with assembled_worker(settings or self.settings, name, threads=4) as parts:
+    def worker(
+        self, name: str, *, settings: Settings | None = None, threads: int = 4
+    ) -> Iterator[TurnRunner]:
+        with assembled_worker(settings or self.settings, name, threads=threads) as parts:
             self.runners[name] = parts.runner
             try:
                 with start_worker(

@@ -3,15 +3,24 @@
 from __future__ import annotations
 
 import threading
+from dataclasses import dataclass
 from types import TracebackType
 
 import redis
 
+from core.errors import TurnAborted
 from state.turn_gate import TurnGate
 
+__all__ = ["Grant", "Lease", "LockKeeper", "TurnAborted"]
 
-class TurnAborted(Exception):
-    """The turn lost its lock (or was stopped) and must not write or deliver anything more."""
+
+@dataclass(frozen=True)
+class Grant:
+    """A lock just granted by the turn gate: its holder token and fence."""
+
+    session_id: str
+    token: str
+    fence: int
 
 
 class LockKeeper:
@@ -39,7 +48,7 @@ class LockKeeper:
 
     def check(self) -> None:
         if self.lost.is_set():
-            raise TurnAborted(f"lost the lock of session {self.session_id}")
+            raise TurnAborted(f"Lost the lock of session {self.session_id}; the turn stops here.")
 
     def _run(self) -> None:
         # Renew at a third of the lease so two missed renewals still leave time.
@@ -51,3 +60,24 @@ class LockKeeper:
                     return
             except redis.RedisError:
                 continue
+
+
+@dataclass
+class Lease:
+    """A held grant while work runs under it.
+
+    ``claimed`` is False until SQL records the fence: until then a fenced write of this lease
+    would be refused, so nothing may be delivered.
+    """
+
+    grant: Grant
+    keeper: LockKeeper
+    claimed: bool = False
+
+    @property
+    def session_id(self) -> str:
+        return self.grant.session_id
+
+    @property
+    def fence(self) -> int:
+        return self.grant.fence

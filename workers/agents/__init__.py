@@ -5,7 +5,7 @@ from __future__ import annotations
 from core.errors import BadInput
 from core.settings import Settings
 from workers.agents.base import Agent
-from workers.agents.command import CommandAgent
+from workers.agents.command import BLANK_COMMAND, CommandAgent
 from workers.agents.echo import EchoAgent
 
 
@@ -17,7 +17,9 @@ def make_agent(settings: Settings) -> Agent:
             log=settings.agent_log,
         )
     if settings.agent == "command":
-        if not settings.agent_command:
-            raise BadInput("HBGW_AGENT=command needs HBGW_AGENT_COMMAND, the command to run.")
-        return CommandAgent(settings.agent_command, timeout=settings.agent_timeout)
+        # Spaces only would pass a truthiness test and fail at the first turn instead.
+        command = (settings.agent_command or "").strip()
+        if not command:
+            raise BadInput(f"HBGW_AGENT=command: {BLANK_COMMAND}")
+        return CommandAgent(command, timeout=settings.agent_timeout)
     raise BadInput(f"Unknown agent {settings.agent!r}: HBGW_AGENT is echo or command.")

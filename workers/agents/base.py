@@ -6,6 +6,18 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
+from core.errors import AgentError
+
+__all__ = [
+    "SYSTEM_PROMPT",
+    "TOOLS",
+    "Agent",
+    "AgentError",
+    "StepCallback",
+    "TurnKind",
+    "TurnRequest",
+]
+
 TurnKind = Literal["user", "heartbeat"]
 
 # The system prompt and tool set are the same for every turn of a session: a heartbeat turn
@@ -25,10 +37,6 @@ class TurnRequest:
 
 
 StepCallback = Callable[[str], None]
-
-
-class AgentError(Exception):
-    """The agent could not complete the turn; the turn is failed (never silent)."""
 
 
 class Agent(Protocol):

@@ -6,7 +6,13 @@ import os
 import shlex
 import subprocess
 
-from workers.agents.base import AgentError, StepCallback, TurnRequest
+from core.errors import AgentError, BadInput
+from workers.agents.base import StepCallback, TurnRequest
+
+BLANK_COMMAND = (
+    "HBGW_AGENT_COMMAND is empty; set it to the command to run per turn "
+    "(it reads the prompt on stdin and prints the reply)."
+)
 
 
 class CommandAgent:
@@ -15,7 +21,7 @@ class CommandAgent:
     def __init__(self, command: str, *, timeout: float) -> None:
         self.argv = shlex.split(command)
         if not self.argv:
-            raise AgentError("HBGW_AGENT_COMMAND is empty; name the command to run per turn.")
+            raise BadInput(BLANK_COMMAND)
         self.timeout = timeout
 
     def run(self, request: TurnRequest, on_step: StepCallback) -> str:

@@ -1,0 +1,97 @@
+"""Rule 11 for ``Runtime.settle``: only a definite answer from SQL removes a due-index entry.
+
+The store is real and really broken (a file that is not a database, a database without the
+schema, a PostgreSQL schema dropped underneath): a failing read must keep the entry.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+from gateway_fixtures import gateway_settings
+from sql_fixtures import PG_URL
+from sqlalchemy import create_engine, text
+from tests_support import T0, make_session_with_heartbeat
+
+from core.clock import to_ms
+from sessions.db import make_engine, upgrade
+from sessions.store import Store
+from state.runtime import Runtime
+
+DUE = 1_700_000_000_000
+
+
+def not_a_database(tmp_path: Path) -> Store:
+    path = tmp_path / "garbage.sqlite3"
+    path.write_bytes(b"this file is not a database\n" * 200)
+    return Store(make_engine(f"sqlite:///{path}"))
+
+
+def without_schema(tmp_path: Path) -> Store:
+    return Store(make_engine(f"sqlite:///{tmp_path / 'unmigrated.sqlite3'}"))
+
+
+@pytest.fixture
+def runtime_on(
+    tmp_path: Path, redis_url: str, redis_ns: str, redis_client: redis.Redis
+) -> Iterator[object]:
+    stores: list[Store] = []
+
+    def make(store: Store) -> Runtime:
+        stores.append(store)
+        return Runtime(gateway_settings(tmp_path, redis_url, redis_ns), store, redis_client)
+
+    yield make
+    for store in stores:
+        store.close()
+
+
+@pytest.mark.parametrize("broken", [not_a_database, without_schema])
+def test_unreadable_store_never_prunes(
+    broken, runtime_on, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:  # type: ignore[no-untyped-def]
+    rt = runtime_on(broken(tmp_path))
+    rt.index.schedule("s-kept", DUE)
+    with caplog.at_level(logging.WARNING):
+        assert rt.settle("s-kept") is None
+    assert rt.index.due_ms("s-kept") == DUE
+    assert any(getattr(r, "session", None) == "s-kept" for r in caplog.records)
+
+
+@pytest.mark.postgres
+def test_dropped_postgres_schema_never_prunes(runtime_on, pg_schema_url: str) -> None:  # type: ignore[no-untyped-def]
+    engine = make_engine(pg_schema_url)
+    upgrade(engine)
+    store = Store(engine)
+    sid = make_session_with_heartbeat(store, now=T0)
+    rt = runtime_on(store)
+    assert rt.settle(sid) is not None
+    schema = pg_schema_url.rsplit("%3D", 1)[-1]
+    admin = create_engine(PG_URL)
+    with admin.begin() as conn:
+        conn.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
+        conn.execute(text(f'CREATE SCHEMA "{schema}"'))  # the fixture drops it afterwards
+    admin.dispose()
+    due = rt.index.due_ms(sid)
+    assert rt.settle(sid) is None
+    assert rt.index.due_ms(sid) == due
+
+
+def test_definite_answers_still_prune(runtime_on, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    store = Store.from_url(f"sqlite:///{tmp_path / 'ok.sqlite3'}")
+    rt = runtime_on(store)
+    paused = make_session_with_heartbeat(store, now=T0)
+    suspended = make_session_with_heartbeat(store, now=T0)
+    for sid in (paused, suspended, "s-no-such-session"):
+        rt.index.schedule(sid, DUE)
+    store.pause_heartbeat(paused, T0)
+    store.suspend(suspended, T0)
+    for sid in (paused, suspended, "s-no-such-session"):
+        assert rt.settle(sid) is None
+        assert rt.index.due_ms(sid) is None
+    active = make_session_with_heartbeat(store, now=T0)
+    assert rt.settle(active) == rt.index.due_ms(active) == to_ms(T0) + 600_000

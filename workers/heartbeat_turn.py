@@ -1,0 +1,197 @@
+"""One heartbeat turn under a held lock.
+
+reserve in SQL with the fence → re-check session, conversation, generation, owner, estop (else
+refund) → mark started → agent → deliver (quiet: nothing; rule 6: to the origin, no reply_to)
+→ finish → settle the due index.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from sessions.heartbeat import HeartbeatState
+from sessions.states import (
+    ClosedReason,
+    HeartbeatStatus,
+    RefundReason,
+    RunState,
+    SessionStatus,
+)
+from sessions.views import Duplicate, Refused, RunView, SessionView
+from workers.agents.base import TurnRequest
+from workers.injection import heartbeat_message, is_silent
+from workers.locks import Lease
+from workers.logfields import fields, log
+from workers.ports import Address
+from workers.turn_io import TurnIO
+
+# Test seam: called after a reservation, before the re-check (simulates races).
+BeforeStartHook = Callable[[str, RunView], None]
+
+_DEPARTED: dict[str, RefundReason] = {
+    ClosedReason.COMPRESSED: RefundReason.SESSION_COMPRESSED,
+    ClosedReason.SWITCHED: RefundReason.SESSION_SWITCHED,
+}
+
+
+def is_active(state: HeartbeatState | None) -> bool:
+    # Through the enum's constructor: right whether the state holds the text or the member.
+    return state is not None and HeartbeatStatus(state.status) is HeartbeatStatus.ACTIVE
+
+
+@dataclass(frozen=True)
+class Fire:
+    """An admitted fire: the session as admission saw it, and the fire's identity."""
+
+    session: SessionView
+    fire_id: str
+    due_ms: int
+    deferred: bool
+
+
+class HeartbeatTurn:
+    def __init__(self, io: TurnIO, before_start: list[BeforeStartHook]) -> None:
+        self.io = io
+        self.rt = io.rt
+        self.before_start = before_start
+
+    def run(self, lease: Lease, fire: Fire) -> None:
+        run = self._reserve(lease, fire)
+        if run is None:
+            return
+        sid = lease.session_id
+        for hook in self.before_start:
+            hook(sid, run)
+        state = self.rt.store.get_heartbeat(sid)
+        reason = self._refusal(lease, fire.session, run, state)
+        if reason is not None:
+            self._refund(fire, run, reason)
+            return
+        assert state is not None  # _refusal answered HEARTBEAT_CHANGED otherwise
+        self._execute(lease, fire, run, state)
+
+    def _reserve(self, lease: Lease, fire: Fire) -> RunView | None:
+        """The reservation; it records the fence in SQL, so it is this lease's claim."""
+        rt, sid = self.rt, lease.session_id
+        outcome = rt.store.reserve_fire(
+            sid,
+            fire.fire_id,
+            fire.due_ms,
+            lease.fence,
+            rt.clock(),
+            worker=rt.worker,
+            deferred=fire.deferred,
+        )
+        if isinstance(outcome, Duplicate):
+            rt.settle(sid)
+            return None
+        if isinstance(outcome, Refused):
+            log.info(
+                "fire %s refused: %s",
+                fire.fire_id,
+                outcome.reason,
+                extra=fields("fire.refused", sid, fire.fire_id),
+            )
+            if outcome.reason == "stale_fence":
+                # Redis lost its fence counter; SQL remembers the highest one.
+                rt.gate.seed(sid, rt.store.max_fence(sid))
+                rt.index.schedule(sid, rt.now_ms() + 1000)
+            else:
+                rt.settle(sid)
+            return None
+        lease.claimed = True
+        return outcome.run
+
+    def _refusal(
+        self, lease: Lease, before: SessionView, run: RunView, state: HeartbeatState | None
+    ) -> RefundReason | None:
+        """Why this reserved fire must not reach the agent, or None."""
+        rt, sid = self.rt, before.id
+        if lease.keeper.lost.is_set():
+            return RefundReason.LOCK_LOST
+        if rt.gate.estop_active(sid):
+            return RefundReason.EMERGENCY_STOP
+        session = rt.store.get_session(sid)
+        if session.status == SessionStatus.SUSPENDED:
+            return RefundReason.SESSION_SUSPENDED
+        if session.status != SessionStatus.ACTIVE:
+            return _DEPARTED.get(session.closed_reason or "", RefundReason.SESSION_CLOSED)
+        if session.conversation != before.conversation:
+            return RefundReason.SESSION_RESET
+        if state is None or state.generation != run.generation or not is_active(state):
+            return RefundReason.HEARTBEAT_CHANGED
+        if rt.registry.owner(sid, rt.now_ms()) != rt.worker:
+            return RefundReason.OWNER_CHANGED
+        return None
+
+    def _refund(self, fire: Fire, run: RunView, reason: RefundReason) -> None:
+        rt, sid = self.rt, fire.session.id
+        refunded = rt.store.refund(run.id, reason, rt.clock())
+        log.info(
+            "fire %s %s: %s",
+            fire.fire_id,
+            refunded.state,
+            reason,
+            extra=fields("fire.refund", sid, fire.fire_id),
+        )
+        state = rt.store.get_heartbeat(sid)
+        if not is_active(state):
+            rt.settle(sid)
+        elif reason is RefundReason.SESSION_COMPRESSED:
+            rt.settle(rt.store.resolve_active(sid).id)  # the fire executes in the child, at once
+        else:
+            # Back off so a persistent cause of refusal (estop, no route) cannot spin.
+            rt.index.schedule(sid, rt.now_ms() + int(rt.settings.refund_backoff * 1000))
+
+    def _execute(self, lease: Lease, fire: Fire, run: RunView, state: HeartbeatState) -> None:
+        rt, io, sid, fence = self.rt, self.io, lease.session_id, lease.fence
+        rt.store.mark_started(run.id, fence, rt.clock())
+        io.stamp(sid, "heartbeat:start")
+        text = heartbeat_message(state.prompt, state.describe())
+        rt.store.add_message(
+            sid,
+            role="user",
+            kind="heartbeat",
+            text=text,
+            fire_id=fire.fire_id,
+            now=rt.clock(),
+            fence=fence,
+        )
+        reply, failure = io.ask(lease, TurnRequest(sid, "heartbeat", text, io.history(sid)), None)
+        if failure is not None:
+            reply, result = f"⚠ Heartbeat failed: {failure}", RunState.FAILED
+        else:
+            result = RunState.SILENT if is_silent(reply) else RunState.COMPLETED
+        # Rule 6: to where the heartbeat was set, as a new message (no reply_to).
+        address = Address(fire.session.platform, state.origin_chat, state.origin_thread)
+        self._conclude(lease, fire, run, address, reply, result)
+
+    def _conclude(
+        self,
+        lease: Lease,
+        fire: Fire,
+        run: RunView,
+        address: Address,
+        reply: str,
+        result: RunState,
+    ) -> None:
+        rt, io, sid, fence = self.rt, self.io, lease.session_id, lease.fence
+        detail = None
+        if result is not RunState.SILENT:
+            io.before_delivery(lease)
+            kind = "failure" if result is RunState.FAILED else "heartbeat"
+            detail = io.deliver(address, reply, sid, kind, fire.fire_id)
+            result = RunState.FAILED if detail else result
+        rt.store.add_message(
+            sid,
+            role="assistant",
+            kind="notice" if result is RunState.FAILED else "assistant",
+            text=reply,
+            fire_id=fire.fire_id,
+            now=rt.clock(),
+            fence=fence,
+        )
+        rt.store.finish(run.id, result, fence, rt.clock(), detail=detail)
+        rt.settle(sid)
+        io.stamp(sid, "idle")

@@ -1,0 +1,135 @@
+"""The locked session loop: the one place that holds a session's lock, claims its fence in SQL
+and decides what an error under the lock means.
+
+Under a lock: the fire it was granted for (if any), then the queued user messages, then the
+pending fire (handed back to admission), else the session goes idle.
+
+Error policy, for everything that runs under the lock:
+
+- ``TurnAborted`` (the lock is gone): stop; release nothing, drain nothing — that is the new
+  holder's work now.
+- ``StaleFence`` (SQL knows a newer fence): stop writing; raise Redis' fence counter to SQL's,
+  release the lock if it is still ours and ask for a new drain of any queued messages.
+- anything else inside one turn: log it; the turn is over, the drain goes on, so queued user
+  messages are answered at once (an unanswered message stays in flight and is retried on the
+  next grant).
+- anything else outside a turn (Redis or SQL down): log it and release the lock.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+from collections.abc import Callable
+
+import redis
+
+from core.errors import StaleFence, TurnAborted
+from sessions.states import parse_fire_id
+from state.dispatch import Dispatcher
+from state.runtime import Runtime
+from state.turn_gate import KeepLock, LockLost, TurnEnded
+from workers.heartbeat_turn import Fire, HeartbeatTurn
+from workers.locks import Grant, Lease, LockKeeper
+from workers.logfields import fields, log
+from workers.user_turn import UserTurn
+
+OnPending = Callable[[str, int], object]
+
+
+class SessionLoop:
+    def __init__(
+        self,
+        rt: Runtime,
+        dispatcher: Dispatcher,
+        *,
+        heartbeat: HeartbeatTurn,
+        user: UserTurn,
+        lease_ms: int,
+        on_pending: OnPending,
+    ) -> None:
+        self.rt = rt
+        self.dispatcher = dispatcher
+        self.heartbeat = heartbeat
+        self.user = user
+        self.lease_ms = lease_ms
+        self.on_pending = on_pending
+
+    def run(self, grant: Grant, fire: Fire | None = None) -> None:
+        sid, fire_id = grant.session_id, fire.fire_id if fire else None
+        with LockKeeper(self.rt.gate, sid, grant.token, self.lease_ms) as keeper:
+            lease = Lease(grant, keeper)
+            try:
+                if fire is not None:
+                    # A reservation records the fence itself (SQL refuses a second claim of it).
+                    run_fire = functools.partial(self.heartbeat.run, lease, fire)
+                    self._attempt(lease, "heartbeat", run_fire, fire_id)
+                if not lease.claimed:
+                    self.rt.store.claim_fence(sid, grant.fence, self.rt.clock())
+                    lease.claimed = True
+                self._drain(lease)
+            except TurnAborted as exc:
+                log.warning("turn aborted: %s", exc, extra=fields("turn.aborted", sid, fire_id))
+            except StaleFence as exc:
+                log.warning("stale fence: %s", exc, extra=fields("turn.stale_fence", sid, fire_id))
+                self._resync(grant)
+            except Exception:
+                log.exception("session loop failed", extra=fields("turn.crashed", sid, fire_id))
+                with contextlib.suppress(redis.RedisError):
+                    self.rt.gate.release(sid, grant.token)
+
+    def _attempt(
+        self, lease: Lease, action: str, work: Callable[[], None], fire_id: str | None = None
+    ) -> bool:
+        """Run one turn; True when it completed. Lock and fence trouble ends the whole loop."""
+        try:
+            work()
+        except (TurnAborted, StaleFence):
+            raise
+        except Exception as exc:
+            if lease.keeper.lost.is_set():
+                raise TurnAborted(f"Lost the lock of session {lease.session_id}.") from exc
+            log.exception(
+                "%s turn failed; the session goes on",
+                action,
+                extra=fields(f"{action}.failed", lease.session_id, fire_id),
+            )
+            return False
+        return True
+
+    def _drain(self, lease: Lease) -> None:
+        """User messages first; then the pending fire; else the session goes idle."""
+        gate, sid, token = self.rt.gate, lease.session_id, lease.grant.token
+        while True:
+            lease.keeper.check()
+            if gate.estop_active(sid):
+                gate.release(sid, token)  # messages wait in the inbox; the sweeper asks again
+                return
+            message_id = gate.pop_message(sid)
+            if message_id is not None:
+                answer = functools.partial(self.user.run, lease, int(message_id))
+                if self._attempt(lease, "user", answer):
+                    gate.ack_message(sid, message_id)
+                continue
+            ended = gate.end_turn(sid, token, self.lease_ms)
+            if isinstance(ended, KeepLock):
+                continue
+            if isinstance(ended, LockLost):
+                log.warning("lock lost at the end of a turn", extra=fields("turn.lock_lost", sid))
+                return
+            assert isinstance(ended, TurnEnded)
+            if ended.pending_fire:
+                pending_sid, due_ms = parse_fire_id(ended.pending_fire)
+                self.on_pending(pending_sid, due_ms)
+            return
+
+    def _resync(self, grant: Grant) -> None:
+        """Redis lost its fence counter (or the lock moved on): catch up with SQL, start over."""
+        rt, sid = self.rt, grant.session_id
+        try:
+            rt.gate.seed(sid, rt.store.max_fence(sid))
+            rt.gate.release(sid, grant.token)
+            if rt.gate.backlog(sid):
+                self.dispatcher.drain(rt.worker, sid)
+        except Exception:
+            log.exception("fence resync failed", extra=fields("turn.resync_failed", sid))
