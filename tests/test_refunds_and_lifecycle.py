@@ -185,6 +185,7 @@ def test_reservation_of_a_dead_worker_is_refunded_and_fired_again(gateway: Gatew
     begun = gw.rt.gate.try_begin_fire(sid, fire_id(sid, due), "dead-worker", 100)
     assert isinstance(begun, Began)
     reserved_at = utcnow() - timedelta(seconds=10)
+    gw.store.claim_fence(sid, begun.fence, reserved_at)
     reserved = gw.store.reserve_fire(sid, fire_id(sid, due), due, begun.fence, reserved_at)
     assert isinstance(reserved, Reserved)
     wait_until(lambda: gw.rt.gate.lock_holder(sid) is None, what="the dead lock's lease")

@@ -52,6 +52,7 @@ def _reserve(store: Store, sid: str, fence: int, minutes: int) -> int:
     now = T0 + timedelta(minutes=minutes)
     due = store.heartbeat_status(sid, now).next_due
     assert due is not None
+    store.claim_fence(sid, fence, now)
     outcome = store.reserve_fire(sid, fire_id(sid, to_ms(due)), to_ms(due), fence, now)
     assert isinstance(outcome, Reserved), outcome
     return outcome.run.id

@@ -39,6 +39,8 @@ def test_two_threads_reserve_same_fire_id(store: Store) -> None:
         sid = make_session_with_heartbeat(store)
         due = to_ms(T0 + timedelta(minutes=10))
         fire_id = states.fire_id(sid, due)
+        # Both carry the claimed fence, so only the UNIQUE fire id can decide between them.
+        store.claim_fence(sid, 1, T0)
         barrier = threading.Barrier(2)
         outcomes: list[str] = []
 
@@ -54,7 +56,7 @@ def test_two_threads_reserve_same_fire_id(store: Store) -> None:
             now = T0 + timedelta(minutes=10)
             outcomes.append(type(store.reserve_fire(sid, fire_id, due, fence, now)).__name__)
 
-        threads = [threading.Thread(target=go, args=(f,)) for f in (1, 2)]
+        threads = [threading.Thread(target=go, args=(f,)) for f in (1, 1)]
         for t in threads:
             t.start()
         for t in threads:
@@ -74,6 +76,7 @@ def test_two_processes_reserve_same_fire_id(pg_schema_url: str) -> None:
         for _ in range(ROUNDS // 2):
             sid = make_session_with_heartbeat(store)
             due = to_ms(T0 + timedelta(minutes=10))
+            store.claim_fence(sid, 1, T0)
             args = [(pg_schema_url, sid, states.fire_id(sid, due), due, fence) for fence in (1, 1)]
             outcomes = pool.starmap(_reserve, args)
             _check_one_reservation(store, sid, outcomes)

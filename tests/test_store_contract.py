@@ -30,6 +30,7 @@ def make(store: Store) -> str:
 def fire(store: Store, sid: str, now: datetime, fence: int) -> Reserved:
     due = store.heartbeat_status(sid, now).next_due
     assert due is not None
+    store.claim_fence(sid, fence, now)  # as a worker does at the lock grant
     outcome = store.reserve_fire(sid, fire_id(sid, to_ms(due)), to_ms(due), fence, now)
     assert isinstance(outcome, Reserved), outcome
     return outcome
@@ -120,12 +121,17 @@ def test_reserve_rejects_stale_fence_and_not_due(store: Store) -> None:
     now = T0 + timedelta(minutes=10)
     store.mark_started(fire(store, sid, now, fence=5).run.id, 5, now)
     later = now + timedelta(minutes=10)
-    stale = store.reserve_fire(sid, fire_id(sid, 1), 0, 5, later)
-    assert stale == Refused(RefusalReason.STALE_FENCE)
+    # Only the fence claimed at the lock grant may reserve: an older one, or one never claimed.
+    for fence in (4, 6):
+        stale = store.reserve_fire(sid, fire_id(sid, fence), 0, fence, later)
+        assert stale == Refused(RefusalReason.STALE_FENCE)
+    with pytest.raises(StaleFence):
+        store.claim_fence(sid, 5, later)  # a second claim of the same fence
+    store.claim_fence(sid, 6, later)
     early = store.reserve_fire(sid, fire_id(sid, 2), 0, 6, now + timedelta(minutes=1))
     assert isinstance(early, Refused) and early.reason == RefusalReason.NOT_DUE
     store.pause_heartbeat(sid, later)
-    assert store.reserve_fire(sid, fire_id(sid, 3), 0, 7, later) == Refused(RefusalReason.INACTIVE)
+    assert store.reserve_fire(sid, fire_id(sid, 3), 0, 6, later) == Refused(RefusalReason.INACTIVE)
 
 
 def test_mark_started_and_finish_are_fenced(store: Store) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from core.errors import StaleFence
 from sessions.heartbeat import HeartbeatState
 from sessions.states import (
     ClosedReason,
@@ -18,7 +19,7 @@ from sessions.states import (
     RunState,
     SessionStatus,
 )
-from sessions.views import Duplicate, Refused, RunView, SessionView
+from sessions.views import Duplicate, RefusalReason, Refused, RunView, SessionView
 from workers.agents.base import TurnRequest
 from workers.injection import heartbeat_message, is_silent
 from workers.locks import Lease
@@ -72,7 +73,7 @@ class HeartbeatTurn:
         self._execute(lease, fire, run, state)
 
     def _reserve(self, lease: Lease, fire: Fire) -> RunView | None:
-        """The reservation; it records the fence in SQL, so it is this lease's claim."""
+        """The reservation, fenced by the claim the session loop made at the lock grant."""
         rt, sid = self.rt, lease.session_id
         outcome = rt.store.reserve_fire(
             sid,
@@ -93,14 +94,10 @@ class HeartbeatTurn:
                 outcome.reason,
                 extra=fields("fire.refused", sid, fire.fire_id),
             )
-            if outcome.reason == "stale_fence":
-                # Redis lost its fence counter; SQL remembers the highest one.
-                rt.gate.seed(sid, rt.store.max_fence(sid))
-                rt.index.schedule(sid, rt.now_ms() + 1000)
-            else:
-                rt.settle(sid)
+            if outcome.reason == RefusalReason.STALE_FENCE:
+                raise StaleFence(f"Session {sid} is fenced past this grant; the fire stops here.")
+            rt.settle(sid)
             return None
-        lease.claimed = True
         return outcome.run
 
     def _refusal(

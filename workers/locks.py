@@ -64,15 +64,10 @@ class LockKeeper:
 
 @dataclass
 class Lease:
-    """A held grant while work runs under it.
-
-    ``claimed`` is False until SQL records the fence: until then a fenced write of this lease
-    would be refused, so nothing may be delivered.
-    """
+    """A held grant while work runs under it (its fence already claimed in SQL)."""
 
     grant: Grant
     keeper: LockKeeper
-    claimed: bool = False
 
     @property
     def session_id(self) -> str:

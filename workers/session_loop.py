@@ -60,13 +60,12 @@ class SessionLoop:
         with LockKeeper(self.rt.gate, sid, grant.token, self.lease_ms) as keeper:
             lease = Lease(grant, keeper)
             try:
+                # Claimed before anything runs under the lock: every write of this grant (the
+                # reservation included) is then fenced, whatever comes first.
+                self.rt.store.claim_fence(sid, grant.fence, self.rt.clock())
                 if fire is not None:
-                    # A reservation records the fence itself (SQL refuses a second claim of it).
                     run_fire = functools.partial(self.heartbeat.run, lease, fire)
                     self._attempt(lease, "heartbeat", run_fire, fire_id)
-                if not lease.claimed:
-                    self.rt.store.claim_fence(sid, grant.fence, self.rt.clock())
-                    lease.claimed = True
                 self._drain(lease)
             except TurnAborted as exc:
                 log.warning("turn aborted: %s", exc, extra=fields("turn.aborted", sid, fire_id))

@@ -136,15 +136,14 @@ class FireLedger(Transactions):
                 existing = _run_by_fire_id(db, fire_id)
                 if existing is not None:
                     return Duplicate(run_view(existing))
-                if fence <= session.fence:
+                if fence != session.fence:
+                    # Claimed at the lock grant (claim_fence); any other fence is another turn's.
                     return Refused(RefusalReason.STALE_FENCE)
-                _give_back_orphans(db, session_id, fence, now)
                 row = heartbeat_row(db, session_id)
                 admitted = _admit(session, row, now)
                 if isinstance(admitted, Refused):
                     return admitted
                 assert row is not None  # _admit refused otherwise
-                session.fence = fence
                 session.updated_at = now
                 run = RunRow(
                     fire_id=fire_id,
@@ -248,15 +247,25 @@ class FireLedger(Transactions):
             return run_view(run)
 
     def claim_fence(self, session_id: str, fence: int, now: datetime) -> None:
-        """A user turn starts: record its fence so older turns' writes are rejected."""
+        """A lock was granted: record its fence, so every write of older turns is rejected.
+
+        Claimed once per grant, before anything runs under the lock; every later write of the
+        turn (reservation included) must carry exactly this fence.
+        """
         with self._transaction() as db:
             session = session_row(db, session_id, for_update=True)
             if fence <= session.fence:
                 raise StaleFence(
                     f"Fence {fence} of session {session_id} is not newer than {session.fence}."
                 )
+            _give_back_orphans(db, session_id, fence, now)
             session.fence = fence
             session.updated_at = now
+
+    def check_fence(self, session_id: str, fence: int) -> None:
+        """Raise StaleFence unless ``fence`` is still the session's newest (before a delivery)."""
+        with self._transaction() as db:
+            fenced_session_row(db, session_id, fence)
 
     def runs(self, session_id: str | None = None) -> list[RunView]:
         with self._transaction() as db:
