@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import Literal
 
 from core.errors import InvalidState
-from sessions.schedule import CronSchedule, IntervalSchedule, Schedule, next_fire
+from sessions.grammar import CronSchedule, IntervalSchedule, Schedule, next_fire
 
 Status = Literal["active", "paused", "cleared"]
 MAX_MISSED_COUNTED = 1000

@@ -20,9 +20,9 @@ from core.clock import from_ms
 from core.errors import InvalidState, NotFound, StaleFence
 from sessions import heartbeat as hb
 from sessions.db import ensure_schema, make_engine
+from sessions.grammar import Schedule
 from sessions.models import ChatSession, Heartbeat, HeartbeatRun, Message
 from sessions.rows import apply_state, heartbeat_state, message_view, run_view, session_view
-from sessions.schedule import Schedule
 from sessions.views import (
     Duplicate,
     HeartbeatAudit,

@@ -7,8 +7,8 @@ from datetime import datetime
 from typing import Any
 
 from core.clock import iso
+from sessions.grammar import CronSchedule, IntervalSchedule
 from sessions.heartbeat import HeartbeatState
-from sessions.schedule import CronSchedule, IntervalSchedule
 
 
 @dataclass(frozen=True)

@@ -9,8 +9,7 @@ from typing import Any
 
 from core.clock import utcnow
 from core.settings import Settings, get_settings
-from sessions.commands import GrammarLimits
-from sessions.intervals import parse_interval
+from sessions.grammar import GrammarLimits, limits_from_settings
 from sessions.store import Store
 
 
@@ -23,12 +22,7 @@ def open_store() -> Store:
 
 
 def limits() -> GrammarLimits:
-    s = settings()
-    return GrammarLimits(
-        min_interval=s.min_interval,
-        default_interval=parse_interval(s.default_interval, minimum=s.min_interval),
-        max_prompt_chars=s.max_prompt_chars,
-    )
+    return limits_from_settings(settings())
 
 
 def now() -> datetime:

@@ -8,11 +8,18 @@ from core.errors import BadInput
 from hbgw.cli.common import limits, now, open_store, out, out_json
 from hbgw.cli.gateway_ctx import sync_index
 from sessions import replies
-from sessions.commands import Clear, Pause, Resume, SetHeartbeat, check_prompt
-from sessions.cron import parse_cron
-from sessions.intervals import parse_interval
-from sessions.schedule import IntervalSchedule, Schedule
-from sessions.slash import apply_command
+from sessions.grammar import (
+    Clear,
+    IntervalSchedule,
+    Pause,
+    Resume,
+    Schedule,
+    SetHeartbeat,
+    check_prompt,
+    parse_cron,
+    parse_interval,
+)
+from sessions.heartbeat_commands import apply_command
 
 app = typer.Typer(help="Show, set, pause, resume or clear the heartbeat of a session.")
 
