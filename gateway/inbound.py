@@ -7,8 +7,8 @@ from datetime import datetime
 
 from core.clock import to_ms
 from core.errors import InvalidState
-from sessions.commands import GrammarLimits, is_heartbeat_command
-from sessions.slash import handle_slash
+from sessions.grammar import GrammarLimits, is_heartbeat_command
+from sessions.heartbeat_commands import handle_slash
 from sessions.states import MessageState, SessionStatus
 from sessions.store import Store
 from state.dispatch import Dispatcher

@@ -28,7 +28,7 @@ from gateway.inbound import receive
 from hbgw.celery_app import make_celery
 from hbgw.invariants import check
 from hbgw.up import Stack, local_stack
-from sessions.commands import GrammarLimits
+from sessions.grammar import limits_from_settings
 from sessions.replies import preview
 from sessions.states import GIVEN_BACK, REACHED_AGENT, RunState, SessionStatus
 from state.dispatch import Dispatcher
@@ -72,7 +72,7 @@ class Demo:
         self.rng = random.Random(seed)
         self.rt = Runtime.from_settings(settings)
         self.dispatcher = Dispatcher(make_celery(settings, stack.redis_url), self.rt.keys)
-        self.limits = GrammarLimits(min_interval=1, default_interval=5, max_prompt_chars=4000)
+        self.limits = limits_from_settings(settings)
         self.sessions: list[str] = []
         self.notes: dict[str, str] = {}
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 
 from core.errors import InvalidState
-from sessions.schedule import CronSchedule, IntervalSchedule, Schedule, next_fire
+from sessions.grammar import CronSchedule, IntervalSchedule, Schedule, next_fire
 from sessions.states import HeartbeatStatus
 
 MAX_MISSED_COUNTED = 1000

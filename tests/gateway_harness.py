@@ -22,7 +22,7 @@ from gateway.channels.file import read_records
 from hbgw.celery_app import make_celery
 from hbgw.procs import settings_env
 from hbgw.wiring import assembled_worker
-from sessions.schedule import IntervalSchedule
+from sessions.grammar import IntervalSchedule
 from sessions.states import RunState
 from sessions.store import Store
 from state.connection import connect

@@ -9,22 +9,26 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from core.errors import CommandError, CronError, GrammarError, IntervalError
-from sessions.commands import (
+from sessions.grammar import (
     Clear,
     Command,
+    CronSchedule,
     GrammarLimits,
+    IntervalSchedule,
     Pause,
     Resume,
     SetHeartbeat,
     ShowHelp,
     ShowStatus,
+    cron_next,
+    format_interval,
     help_text,
     is_heartbeat_command,
+    next_fire,
     parse_command,
+    parse_cron,
+    parse_interval,
 )
-from sessions.cron import cron_next, parse_cron
-from sessions.intervals import format_interval, parse_interval
-from sessions.schedule import CronSchedule, IntervalSchedule, next_fire
 
 UNIT_SPELLINGS = {
     1: ["s", "sec", "secs", "second", "seconds"],

@@ -14,8 +14,7 @@ from gateway_harness import Gateway, wait_until
 from core.clock import to_ms, utcnow
 from gateway.inbound import receive
 from hbgw.invariants import check
-from sessions.commands import GrammarLimits
-from sessions.schedule import IntervalSchedule
+from sessions.grammar import GrammarLimits, IntervalSchedule
 from sessions.states import MessageState, RunState
 
 LIMITS = GrammarLimits(min_interval=1, default_interval=60, max_prompt_chars=4000)

@@ -9,7 +9,7 @@ from tests_support import T0, make_session_with_heartbeat
 
 from core.clock import to_ms
 from core.errors import InvalidState, NotFound, StaleFence
-from sessions.schedule import CronSchedule, IntervalSchedule
+from sessions.grammar import CronSchedule, IntervalSchedule
 from sessions.states import (
     HeartbeatStatus,
     RefundReason,

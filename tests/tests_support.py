@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from sessions.schedule import IntervalSchedule
+from sessions.grammar import IntervalSchedule
 from sessions.store import Store
 
 T0 = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)

@@ -1,34 +1,52 @@
-"""What every CLI command shares: settings, the store, the clock, output."""
+"""What every CLI command shares: settings, the store, the clock, output.
+
+Every `hbgw` call imports this module, `--help` included, so it imports nothing heavy: pydantic,
+SQLAlchemy and the grammar load inside the function that needs them.
+"""
 
 from __future__ import annotations
 
 import json
 import sys
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from core.clock import utcnow
-from core.settings import Settings, get_settings
-from sessions.commands import GrammarLimits
-from sessions.intervals import parse_interval
-from sessions.store import Store
+from core.errors import BadInput
+
+if TYPE_CHECKING:
+    from core.settings import Settings
+    from sessions.grammar import GrammarLimits
+    from sessions.store import Store
 
 
 def settings() -> Settings:
-    return get_settings()
+    from pydantic import ValidationError
+
+    from core.settings import get_settings
+
+    try:
+        return get_settings()
+    except ValidationError as exc:
+        # pydantic's report spans several lines; the CLI promises one sentence and exit code 2.
+        problem = exc.errors()[0]
+        where = problem["loc"][0] if problem["loc"] else None
+        name = f"HBGW_{str(where).upper()}" if where is not None else "An HBGW_ variable"
+        raise BadInput(
+            f"{name} is not valid: {problem['msg'].rstrip('.')} — fix it in the environment."
+        ) from exc
 
 
 def open_store() -> Store:
+    from sessions.store import Store
+
     return Store.from_url(settings().effective_database_url)
 
 
 def limits() -> GrammarLimits:
-    s = settings()
-    return GrammarLimits(
-        min_interval=s.min_interval,
-        default_interval=parse_interval(s.default_interval, minimum=s.min_interval),
-        max_prompt_chars=s.max_prompt_chars,
-    )
+    from sessions.grammar import limits_from_settings
+
+    return limits_from_settings(settings())
 
 
 def now() -> datetime:

@@ -1,27 +1,36 @@
-"""The CLI as a gateway edge: the store, plus Redis and Celery when a deployment is reachable."""
+"""The CLI as a gateway edge: the store, plus Redis and Celery when a deployment is reachable.
+
+Redis and Celery are imported inside the functions: commands import this module to call
+``sync_index``, and `hbgw --help` must not load them.
+"""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-
-import redis
+from typing import TYPE_CHECKING
 
 from core.errors import HbgwError
-from core.settings import Settings
-from hbgw.celery_app import make_celery
 from hbgw.cli.common import open_store, settings
-from sessions.store import Store
-from sessions.views import MessageView
-from state.connection import connect
-from state.dispatch import Dispatcher
-from state.runtime import Runtime, resolve_redis_url
+
+if TYPE_CHECKING:
+    import redis
+
+    from core.settings import Settings
+    from sessions.store import Store
+    from sessions.views import MessageView
+    from state.dispatch import Dispatcher
+    from state.runtime import Runtime
 
 
 @contextmanager
 def gateway_runtime() -> Iterator[tuple[Store, Runtime | None, Dispatcher | None]]:
     """The store, plus Redis and a dispatcher when a deployment answers (else None, None)."""
+    from hbgw.celery_app import make_celery
+    from state.dispatch import Dispatcher
+    from state.runtime import Runtime, resolve_redis_url
+
     s = settings()
     store = open_store()
     client = _reachable_redis(s)
@@ -39,6 +48,11 @@ def gateway_runtime() -> Iterator[tuple[Store, Runtime | None, Dispatcher | None
 
 
 def _reachable_redis(s: Settings) -> redis.Redis | None:
+    import redis
+
+    from state.connection import connect
+    from state.runtime import resolve_redis_url
+
     try:
         client = connect(resolve_redis_url(s))
     except HbgwError:

@@ -1,30 +1,36 @@
-"""`hbgw heartbeat …`: the /heartbeat commands, for operators and scripts."""
+"""`hbgw heartbeat …`: the /heartbeat commands, for operators and scripts.
+
+``set`` reads its options with the /heartbeat grammar (``option_schedule``), so a schedule is
+accepted or refused, in the same words, whichever way it is given.
+"""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import typer
 
-from core.errors import BadInput
 from hbgw.cli.common import limits, now, open_store, out, out_json
 from hbgw.cli.gateway_ctx import sync_index
-from sessions import replies
-from sessions.commands import Clear, Pause, Resume, SetHeartbeat, check_prompt
-from sessions.cron import parse_cron
-from sessions.intervals import parse_interval
-from sessions.schedule import IntervalSchedule, Schedule
-from sessions.slash import apply_command
+from hbgw.cli.help import Command, Group
 
-app = typer.Typer(help="Show, set, pause, resume or clear the heartbeat of a session.")
+if TYPE_CHECKING:
+    from sessions.grammar import Command as HeartbeatCommand
+
+app = typer.Typer(cls=Group, help="Show, set, pause, resume or clear the heartbeat of a session.")
 
 SESSION = typer.Argument(..., metavar="SESSION", help="Session id.")
+CLI_EXAMPLE = "for example: hbgw heartbeat set SESSION --every 10m check CI"
 
 
-@app.command()
+@app.command(cls=Command)
 def status(
     session_id: str = SESSION,
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Prompt, schedule, next fire time, fires so far and last outcome."""
+    from sessions import replies
+
     result = open_store().heartbeat_status(session_id, now())
     if as_json:
         out_json(result.to_json())
@@ -32,58 +38,75 @@ def status(
         out(replies.status_reply(result))
 
 
-@app.command("set")
+@app.command("set", cls=Command)
 def set_(
     session_id: str = SESSION,
     prompt: list[str] = typer.Argument(..., metavar="PROMPT…", help="The recurring instruction."),
     every: str | None = typer.Option(
-        None, "--every", help="Interval such as 10m, 1.5h, 90 minutes."
+        None, "--every", metavar="INTERVAL", help="Interval such as 10m, 1.5h or '90 minutes'."
     ),
-    cron: str | None = typer.Option(None, "--cron", help="Five cron fields or @hourly/@daily/…"),
-    tz: str | None = typer.Option(None, "--tz", help="IANA timezone of --cron, e.g. Asia/Tokyo."),
+    cron: str | None = typer.Option(
+        None, "--cron", metavar="EXPR", help="Five cron fields, or @hourly, @daily, … (in quotes)."
+    ),
+    tz: str | None = typer.Option(
+        None, "--tz", metavar="ZONE", help="IANA timezone of --cron, such as Asia/Tokyo."
+    ),
 ) -> None:
-    """Set (or replace) the heartbeat: fire count 0, fresh anchor."""
-    lim = limits()
-    if every and cron:
-        raise BadInput("Give either --every or --cron, not both.")
-    if tz and not cron:
-        raise BadInput("--tz only applies to --cron schedules.")
-    text = check_prompt(
-        " ".join(prompt),
-        lim,
-        example="for example: hbgw heartbeat set SESSION --every 10m check CI",
+    """Set (or replace) the heartbeat: fire count 0, fresh anchor.
+
+    Without --every or --cron it fires at the default interval (HBGW_DEFAULT_INTERVAL).
+    """
+    from sessions.grammar import (
+        IntervalSchedule,
+        SetHeartbeat,
+        check_prompt,
+        option_schedule,
     )
-    schedule: Schedule
-    if cron:
-        schedule, schedule_text = parse_cron(cron, tz=tz), cron + (f" --tz {tz}" if tz else "")
-    elif every:
-        schedule, schedule_text = (
-            IntervalSchedule(parse_interval(every, minimum=lim.min_interval)),
-            every,
-        )
+
+    lim = limits()
+    schedule = option_schedule(every=every, cron=cron, tz=tz, limits=lim)
+    text = check_prompt(" ".join(prompt), lim, example=CLI_EXAMPLE)
+    if schedule is None:
+        command = SetHeartbeat(IntervalSchedule(lim.default_interval), text, "")
     else:
-        schedule, schedule_text = IntervalSchedule(lim.default_interval), ""
-    command = SetHeartbeat(schedule=schedule, prompt=text, schedule_text=schedule_text)
+        command = SetHeartbeat(schedule, text, _schedule_text(every, cron, tz))
+    _apply(session_id, command)
+
+
+@app.command(cls=Command)
+def pause(session_id: str = SESSION) -> None:
+    """Stop firing but keep the heartbeat."""
+    from sessions.grammar import Pause
+
+    _apply(session_id, Pause())
+
+
+@app.command(cls=Command)
+def resume(session_id: str = SESSION) -> None:
+    """Fire again; the clock re-anchors to now (no instant catch-up)."""
+    from sessions.grammar import Resume
+
+    _apply(session_id, Resume())
+
+
+@app.command(cls=Command)
+def clear(session_id: str = SESSION) -> None:
+    """Remove the heartbeat (kept as cleared for audit, never restored)."""
+    from sessions.grammar import Clear
+
+    _apply(session_id, Clear())
+
+
+def _apply(session_id: str, command: HeartbeatCommand) -> None:
+    from sessions.heartbeat_commands import apply_command
+
     out(apply_command(open_store(), session_id, command, now()))
     sync_index(session_id)
 
 
-@app.command()
-def pause(session_id: str = SESSION) -> None:
-    """Stop firing but keep the heartbeat."""
-    out(apply_command(open_store(), session_id, Pause(), now()))
-    sync_index(session_id)
-
-
-@app.command()
-def resume(session_id: str = SESSION) -> None:
-    """Fire again; the clock re-anchors to now (no instant catch-up)."""
-    out(apply_command(open_store(), session_id, Resume(), now()))
-    sync_index(session_id)
-
-
-@app.command()
-def clear(session_id: str = SESSION) -> None:
-    """Remove the heartbeat (kept as cleared for audit, never restored)."""
-    out(apply_command(open_store(), session_id, Clear(), now()))
-    sync_index(session_id)
+def _schedule_text(every: str | None, cron: str | None, tz: str | None) -> str:
+    """The options as the equivalent /heartbeat text: what the user wrote for the schedule."""
+    parts = [f"--every {every}"] if every is not None else [f'--cron "{cron}"']
+    if tz is not None:
+        parts.append(f"--tz {tz}")
+    return " ".join(" ".join(parts).split())

@@ -1,4 +1,8 @@
-"""The `hbgw` command. Exit codes: 0 ok, 2 bad input (message on stderr), 1 unexpected failure."""
+"""The `hbgw` command. Exit codes: 0 ok, 2 bad input (message on stderr), 1 unexpected failure.
+
+Each command imports what it uses in its own body: `hbgw --help` and `hbgw config` must not pay
+for Celery, SQLAlchemy and Redis (tests/test_cli_surface.py checks which modules load).
+"""
 
 from __future__ import annotations
 
@@ -8,21 +12,47 @@ import traceback
 
 import typer
 
-from core.clock import iso
 from core.errors import HbgwError
-from gateway.inbound import Answered, receive
 from hbgw.cli import heartbeat_cmd, ops_cmd, session_cmd
 from hbgw.cli.common import err, limits, now, open_store, out, out_json, settings
-from hbgw.cli.gateway_ctx import gateway_runtime, wait_for_reply
-from sessions.db import current_revision, head_revision, make_engine, upgrade
+from hbgw.cli.help import INSPECT, OPERATE, RUN, TALK, Command, Group
+
+PACKAGE = "heartbeat-gateway"
+
+
+class Root(Group):
+    order = ("up", "demo", "worker", "beat", "session", "heartbeat", "send", "runs", "config")
+
 
 app = typer.Typer(
+    cls=Root,
     name="hbgw",
     help="Heartbeat Gateway: recurring /heartbeat instructions for chat-agent sessions.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
 )
+
+
+def _print_version(wanted: bool) -> None:
+    if wanted:
+        from importlib.metadata import version
+
+        out(f"hbgw {version(PACKAGE)}")
+        raise typer.Exit()
+
+
+@app.callback()
+def root(
+    _version: bool = typer.Option(
+        False,
+        "--version",
+        is_eager=True,
+        callback=_print_version,
+        help="Print the installed version and exit.",
+    ),
+) -> None:
+    pass
 
 
 def config() -> None:
@@ -33,6 +63,8 @@ def config() -> None:
 
 def migrate() -> None:
     """Upgrade the database schema to this version."""
+    from sessions.db import current_revision, head_revision, make_engine, upgrade
+
     engine = make_engine(settings().effective_database_url)
     before = current_revision(engine)
     upgrade(engine)
@@ -44,15 +76,20 @@ def migrate() -> None:
 
 
 def send(
-    session_id: str = typer.Argument(..., metavar="SESSION"),
-    text: list[str] = typer.Argument(..., metavar="TEXT…"),
+    session_id: str = typer.Argument(..., metavar="SESSION", help="Session id."),
+    text: list[str] = typer.Argument(..., metavar="TEXT…", help="The message, or a /heartbeat."),
     no_wait: bool = typer.Option(False, "--no-wait", help="Return once the message is queued."),
-    timeout: float = typer.Option(60.0, "--timeout", help="Seconds to wait for the reply."),
+    timeout: float = typer.Option(
+        60.0, "--timeout", metavar="SECONDS", help="Seconds to wait for the reply."
+    ),
 ) -> None:
     """Send a message as the session's user and print the reply.
 
     /heartbeat commands are answered at once; other text runs a turn on the owning worker.
     """
+    from gateway.inbound import Answered, receive
+    from hbgw.cli.gateway_ctx import gateway_runtime, wait_for_reply
+
     with gateway_runtime() as (store, rt, dispatcher):
         result = receive(
             store, session_id, " ".join(text), now(), limits(), rt=rt, dispatcher=dispatcher
@@ -74,10 +111,12 @@ def send(
 
 
 def runs(
-    session_id: str = typer.Argument(..., metavar="SESSION"),
+    session_id: str = typer.Argument(..., metavar="SESSION", help="Session id."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """List the fire ledger of a session."""
+    from core.clock import iso
+
     rows = open_store().runs(session_id)
     if as_json:
         out_json([r.to_json() for r in rows])
@@ -93,31 +132,36 @@ def runs(
         )
 
 
-# Registered in the order `hbgw --help` lists them: users' commands first, then operators'.
-app.add_typer(session_cmd.app, name="session")
-app.add_typer(heartbeat_cmd.app, name="heartbeat")
-for _command in (
-    send,
-    runs,
-    ops_cmd.up,
-    ops_cmd.demo,
-    ops_cmd.worker,
-    ops_cmd.beat,
-    migrate,
-    ops_cmd.estop,
-    config,
+# `hbgw --help` shows one panel per kind of use: start the processes, talk to sessions as a user
+# would, look at what happened, and operator switches.
+app.add_typer(session_cmd.app, name="session", rich_help_panel=TALK)
+app.add_typer(heartbeat_cmd.app, name="heartbeat", rich_help_panel=TALK)
+for _command, _panel in (
+    (ops_cmd.up, RUN),
+    (ops_cmd.demo, RUN),
+    (ops_cmd.worker, RUN),
+    (ops_cmd.beat, RUN),
+    (send, TALK),
+    (runs, INSPECT),
+    (config, INSPECT),
+    (migrate, OPERATE),
+    (ops_cmd.estop, OPERATE),
 ):
-    app.command()(_command)
+    app.command(cls=Command, rich_help_panel=_panel)(_command)
 
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point: typed errors become one sentence on stderr and an exit code."""
-    command = typer.main.get_command(app)
+    run(app, argv)
+
+
+def run(cli: typer.Typer, argv: list[str] | None) -> None:
+    command = typer.main.get_command(cli)
     try:
         # Standalone mode: usage errors print their own message and exit 2.
         command.main(args=argv, prog_name="hbgw", standalone_mode=True)
     except HbgwError as exc:
-        err(f"Error: {exc}")
+        err(f"Error: {sentence(exc)}")
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
         sys.exit(130)
@@ -125,7 +169,15 @@ def main(argv: list[str] | None = None) -> None:
         if os.environ.get("HBGW_DEBUG"):
             traceback.print_exc()
         err(
-            f"Unexpected failure: {exc.__class__.__name__}: {exc} "
+            f"Unexpected failure: {exc.__class__.__name__}: {' '.join(str(exc).split())} "
             "(set HBGW_DEBUG=1 for the traceback)."
         )
         sys.exit(1)
+
+
+def sentence(exc: HbgwError) -> str:
+    """The error's message on one line; a bare error falls back to its class's description."""
+    text = " ".join(str(exc).split())
+    if not text:
+        text = " ".join((type(exc).__doc__ or "").strip().split("\n\n")[0].split())
+    return text or f"{type(exc).__name__} (no details were given)."

@@ -7,9 +7,7 @@ import socket
 
 import typer
 
-from hbgw.celery_app import make_celery
 from hbgw.cli.common import out, settings
-from state.runtime import Runtime, resolve_redis_url
 
 
 class _ActionDefault(logging.Filter):
@@ -34,7 +32,14 @@ def worker(
     name: str = typer.Option(
         None, "--name", help="Worker name (default: the host name); its queue is named after it."
     ),
-    concurrency: int = typer.Option(8, "--concurrency", min=1, help="Turns run at once."),
+    concurrency: int = typer.Option(
+        8,
+        "--concurrency",
+        min=1,
+        metavar="N",
+        help="Turns run at once: N turn-runner threads, and N Celery threads taking fires and "
+        "messages off the worker's queue.",
+    ),
 ) -> None:
     """Run a gateway worker: consumes its own queue and runs the turns of the sessions it owns."""
     from hbgw.wiring import assembled_worker
@@ -46,7 +51,7 @@ def worker(
             hostname=f"{name}@{socket.gethostname()}",
             queues=[parts.queue],
             pool="threads",
-            concurrency=2,
+            concurrency=concurrency,
             loglevel="INFO",
             without_mingle=True,
             without_gossip=True,
@@ -55,6 +60,9 @@ def worker(
 
 def beat() -> None:
     """Run beat: claims due heartbeats from the Redis index and sends them to their owners."""
+    from hbgw.celery_app import make_celery
+    from state.runtime import resolve_redis_url
+
     setup_logging()
     s = settings()
     app = make_celery(s, resolve_redis_url(s))
@@ -70,6 +78,8 @@ def estop(
     session: str | None = typer.Option(None, "--session", help="Only this session."),
 ) -> None:
     """Emergency stop: while on, no agent turn starts and accepted fires are refunded."""
+    from state.runtime import Runtime
+
     if switch not in ("on", "off"):
         raise typer.BadParameter("say on or off", param_hint="on|off")
     rt = Runtime.from_settings(settings())

@@ -7,11 +7,17 @@ import typer
 from core.clock import iso
 from hbgw.cli.common import now, open_store, out, out_json
 from hbgw.cli.gateway_ctx import sync_index
+from hbgw.cli.help import Command, Group
 
-app = typer.Typer(help="Create and inspect sessions; compress, reset, switch, suspend, resume.")
+app = typer.Typer(
+    cls=Group, help="Create and inspect sessions; compress, reset, switch, suspend, resume."
+)
 
 
-@app.command()
+SESSION = typer.Argument(..., metavar="SESSION", help="Session id.")
+
+
+@app.command(cls=Command)
 def create(
     platform: str = typer.Option(..., "--platform", help="slack, telegram, webhook, cli, …"),
     chat: str = typer.Option(..., "--chat", help="Chat (channel) id on the platform."),
@@ -25,9 +31,9 @@ def create(
     out(session.id)
 
 
-@app.command()
+@app.command(cls=Command)
 def show(
-    session_id: str = typer.Argument(..., metavar="SESSION"),
+    session_id: str = SESSION,
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Show a session and its heartbeat."""
@@ -53,8 +59,8 @@ def show(
     )
 
 
-@app.command()
-def compress(session_id: str = typer.Argument(..., metavar="SESSION")) -> None:
+@app.command(cls=Command)
+def compress(session_id: str = SESSION) -> None:
     """Continue the session under a new id (its heartbeat moves along); prints the child id."""
     child = open_store().compress(session_id, now())
     sync_index(session_id)
@@ -62,32 +68,32 @@ def compress(session_id: str = typer.Argument(..., metavar="SESSION")) -> None:
     out(child.id)
 
 
-@app.command()
-def reset(session_id: str = typer.Argument(..., metavar="SESSION")) -> None:
+@app.command(cls=Command)
+def reset(session_id: str = SESSION) -> None:
     """Start the conversation over; its heartbeat is cleared for good."""
     open_store().reset(session_id, now())
     sync_index(session_id)
     out(f"Session {session_id} was reset; its heartbeat, if any, is cleared.")
 
 
-@app.command()
-def switch(session_id: str = typer.Argument(..., metavar="SESSION")) -> None:
+@app.command(cls=Command)
+def switch(session_id: str = SESSION) -> None:
     """Move the chat to a new conversation; prints the new session id."""
     new = open_store().switch(session_id, now())
     sync_index(session_id)
     out(new.id)
 
 
-@app.command()
-def suspend(session_id: str = typer.Argument(..., metavar="SESSION")) -> None:
+@app.command(cls=Command)
+def suspend(session_id: str = SESSION) -> None:
     """Suspend the session; its heartbeat is cleared and not restored on resume."""
     open_store().suspend(session_id, now())
     sync_index(session_id)
     out(f"Session {session_id} is suspended; its heartbeat, if any, is cleared.")
 
 
-@app.command()
-def resume(session_id: str = typer.Argument(..., metavar="SESSION")) -> None:
+@app.command(cls=Command)
+def resume(session_id: str = SESSION) -> None:
     """Reopen a suspended session (without its old heartbeat)."""
     open_store().resume_session(session_id, now())
     out(f"Session {session_id} is active again.")

@@ -11,8 +11,8 @@ from sqlalchemy.orm import Session
 
 from core.clock import iso
 from sessions import heartbeat as hb
+from sessions.grammar import CronSchedule, IntervalSchedule, Schedule
 from sessions.models import HeartbeatRow, SessionRow
-from sessions.schedule import CronSchedule, IntervalSchedule, Schedule
 from sessions.states import HeartbeatStatus, SessionStatus
 from sessions.store.base import Transactions, active_session_row, heartbeat_row, session_row
 

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import dataclass
 from fractions import Fraction
 
 from core.errors import IntervalError
+from sessions.grammar.text import quote
 
 UNITS: dict[str, int] = {
     **dict.fromkeys(("s", "sec", "secs", "second", "seconds"), 1),
@@ -33,10 +35,14 @@ FORMS = (
 _LARGEST_FIRST = (("d", 86400), ("h", 3600), ("m", 60))
 
 
-def quote(text: str, limit: int = 40) -> str:
-    """``text`` in quotes for an error message, shortened so a long prompt cannot flood it."""
-    text = " ".join(text.split())
-    return f"'{text}'" if len(text) <= limit else f"'{text[: limit - 1]}…'"
+@dataclass(frozen=True)
+class IntervalSchedule:
+    """A heartbeat every ``seconds``, counted from its anchor."""
+
+    seconds: int
+
+    def describe(self) -> str:
+        return f"every {format_interval(self.seconds)}"
 
 
 def forms_error(text: str) -> IntervalError:

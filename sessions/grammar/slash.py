@@ -29,16 +29,17 @@ import re
 from dataclasses import dataclass
 
 from core.errors import CommandError, CronError, IntervalError
-from sessions.cron import ALIASES, UNSUPPORTED_ALIASES, parse_cron
-from sessions.intervals import NUMBER, forms_error, parse_interval, quote, unit_seconds
-from sessions.schedule import IntervalSchedule, Schedule
-
-
-@dataclass(frozen=True)
-class GrammarLimits:
-    min_interval: float = 60
-    default_interval: int = 300
-    max_prompt_chars: int = 4000
+from sessions.grammar.cron import ALIASES, UNSUPPORTED_ALIASES, parse_cron
+from sessions.grammar.intervals import (
+    NUMBER,
+    IntervalSchedule,
+    forms_error,
+    parse_interval,
+    unit_seconds,
+)
+from sessions.grammar.limits import GrammarLimits
+from sessions.grammar.schedule import Schedule
+from sessions.grammar.text import quote
 
 
 @dataclass(frozen=True)
@@ -160,6 +161,30 @@ def check_prompt(prompt: str, limits: GrammarLimits, *, example: str = EXAMPLE) 
     return prompt
 
 
+def option_schedule(
+    *, every: str | None, cron: str | None, tz: str | None, limits: GrammarLimits
+) -> Schedule | None:
+    """The schedule that ``--every``, ``--cron`` and ``--tz`` describe, by the /heartbeat rules.
+
+    None when neither --every nor --cron is given (the caller applies the default interval).
+    """
+    if every is not None and cron is not None:
+        raise CommandError("Give one schedule — --every or --cron, not both.")
+    interval = None if every is None else parse_interval(every, minimum=limits.min_interval)
+    return _schedule(interval, cron, tz)
+
+
+def _schedule(interval: int | None, cron: str | None, tz: str | None) -> Schedule | None:
+    if cron is not None:
+        return parse_cron(cron, tz=tz)
+    if tz is not None:
+        raise CommandError(
+            '--tz only applies to cron schedules (cron …, @daily, TZ=…, --cron "…"); '
+            "an interval runs the same in every timezone."
+        )
+    return None if interval is None else IntervalSchedule(interval)
+
+
 class _Head:
     """Reads the schedule part in front of the prompt; ``pos`` is where the prompt starts."""
 
@@ -174,16 +199,7 @@ class _Head:
     def parse(self) -> tuple[Schedule | None, int]:
         while (token := self._peek()) is not None and self._step(token):
             pass
-        if self.cron is not None:
-            return parse_cron(self.cron, tz=self.tz), self.pos
-        if self.tz is not None:
-            raise CommandError(
-                '--tz only applies to cron schedules (cron …, @daily, TZ=…, --cron "…"); '
-                "an interval runs the same in every timezone."
-            )
-        if self.interval is not None:
-            return IntervalSchedule(self.interval), self.pos
-        return None, self.pos
+        return _schedule(self.interval, self.cron, self.tz), self.pos
 
     def _step(self, token: str) -> bool:
         """Consume one schedule element at ``pos``; False when the prompt starts here."""

@@ -1,11 +1,14 @@
-"""Apply a parsed /heartbeat command to a session and answer in one sentence."""
+"""The /heartbeat commands at work: apply a parsed command to the store, answer in one sentence.
+
+The grammar (``sessions.grammar``) only parses; this module is where a command meets the store.
+"""
 
 from __future__ import annotations
 
 from datetime import datetime
 
 from sessions import replies
-from sessions.commands import (
+from sessions.grammar import (
     Clear,
     Command,
     GrammarLimits,

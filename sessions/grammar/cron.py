@@ -21,8 +21,7 @@ from zoneinfo import ZoneInfo, available_timezones
 from croniter import CroniterError, croniter
 
 from core.errors import CronError
-from sessions.intervals import quote
-from sessions.schedule import CronSchedule
+from sessions.grammar.text import quote
 
 ALIASES: dict[str, str] = {
     "@hourly": "0 * * * *",
@@ -45,6 +44,17 @@ _DAYS_IN_MONTH = (31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
 # A safety bound: the search normally stops after a few candidates (about 60 when an
 # every-minute schedule looks back over a one-hour fall-back overlap).
 _MAX_CANDIDATES = 2000
+
+
+@dataclass(frozen=True)
+class CronSchedule:
+    expr: str
+    """Normalised five fields (single spaces, lowercase) or an @alias."""
+    timezone: str = "UTC"
+    """IANA name the fields are read in."""
+
+    def describe(self) -> str:
+        return f"cron {self.expr} ({self.timezone})"
 
 
 @dataclass(frozen=True)

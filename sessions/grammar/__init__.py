@@ -1,0 +1,52 @@
+"""The grammar of heartbeat schedules and of the /heartbeat command. Pure: no I/O, no SQL.
+
+Modules, bottom up: ``text`` (wording of errors), ``intervals`` (``10m``, ``every 90 minutes``),
+``cron`` (five fields or an @alias, in a timezone), ``schedule`` (either one, and when it fires
+next), ``limits`` (what the settings allow) and ``slash`` (the /heartbeat command line). Callers
+import from this package; the modules import each other only downwards, never lazily.
+"""
+
+from sessions.grammar.cron import CronSchedule, cron_next, parse_cron, parse_timezone
+from sessions.grammar.intervals import IntervalSchedule, format_interval, parse_interval
+from sessions.grammar.limits import GrammarLimits, limits_from_settings
+from sessions.grammar.schedule import Schedule, next_fire
+from sessions.grammar.slash import (
+    Clear,
+    Command,
+    Pause,
+    Resume,
+    SetHeartbeat,
+    ShowHelp,
+    ShowStatus,
+    check_prompt,
+    help_text,
+    is_heartbeat_command,
+    option_schedule,
+    parse_command,
+)
+
+__all__ = [
+    "Clear",
+    "Command",
+    "CronSchedule",
+    "GrammarLimits",
+    "IntervalSchedule",
+    "Pause",
+    "Resume",
+    "Schedule",
+    "SetHeartbeat",
+    "ShowHelp",
+    "ShowStatus",
+    "check_prompt",
+    "cron_next",
+    "format_interval",
+    "help_text",
+    "is_heartbeat_command",
+    "limits_from_settings",
+    "next_fire",
+    "option_schedule",
+    "parse_command",
+    "parse_cron",
+    "parse_interval",
+    "parse_timezone",
+]

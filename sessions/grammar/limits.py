@@ -1,0 +1,36 @@
+"""The limits the grammar enforces, and the one place they are read from the settings."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from core.errors import IntervalError
+from sessions.grammar.intervals import parse_interval
+
+if TYPE_CHECKING:
+    from core.settings import Settings
+
+
+@dataclass(frozen=True)
+class GrammarLimits:
+    min_interval: float = 60
+    """Smallest interval, in seconds; anything shorter is an error, never a silent clamp."""
+    default_interval: int = 300
+    """Seconds between fires of ``/heartbeat <prompt>`` (no schedule given)."""
+    max_prompt_chars: int = 4000
+    """Longest prompt accepted."""
+
+
+def limits_from_settings(settings: Settings) -> GrammarLimits:
+    """HBGW_MIN_INTERVAL, HBGW_DEFAULT_INTERVAL and HBGW_MAX_PROMPT_CHARS as grammar limits."""
+    try:
+        default = parse_interval(settings.default_interval, minimum=settings.min_interval)
+    except IntervalError as exc:
+        # Without the variable's name the sentence would read like a complaint about user input.
+        raise IntervalError(f"HBGW_DEFAULT_INTERVAL is not usable: {exc}") from exc
+    return GrammarLimits(
+        min_interval=settings.min_interval,
+        default_interval=default,
+        max_prompt_chars=settings.max_prompt_chars,
+    )
