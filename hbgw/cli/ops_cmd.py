@@ -2,32 +2,14 @@
 
 from __future__ import annotations
 
-import logging
 import socket
 
 import typer
 
+from core.logs import configure_logging
 from hbgw.celery_app import make_celery
 from hbgw.cli.common import out, settings
 from state.runtime import Runtime, resolve_redis_url
-
-
-class _ActionDefault(logging.Filter):
-    """Every record carries an ``action`` field, so log lines can be filtered by it."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if not hasattr(record, "action"):
-            record.action = "-"
-        return True
-
-
-def setup_logging() -> None:
-    handler = logging.StreamHandler()
-    handler.addFilter(_ActionDefault())
-    handler.setFormatter(
-        logging.Formatter("%(asctime)s %(levelname)s %(name)s action=%(action)s %(message)s")
-    )
-    logging.basicConfig(level=logging.INFO, handlers=[handler])
 
 
 def worker(
@@ -39,8 +21,8 @@ def worker(
     """Run a gateway worker: consumes its own queue and runs the turns of the sessions it owns."""
     from hbgw.wiring import assembled_worker
 
-    setup_logging()
     name = name or socket.gethostname()
+    configure_logging(settings(), worker=name)
     with assembled_worker(settings(), name, threads=concurrency) as parts:
         parts.app.Worker(
             hostname=f"{name}@{socket.gethostname()}",
@@ -55,8 +37,8 @@ def worker(
 
 def beat() -> None:
     """Run beat: claims due heartbeats from the Redis index and sends them to their owners."""
-    setup_logging()
     s = settings()
+    configure_logging(s)
     app = make_celery(s, resolve_redis_url(s))
     app.Beat(
         scheduler="beat.scheduler:HeartbeatScheduler",
