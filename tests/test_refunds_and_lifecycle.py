@@ -126,7 +126,7 @@ def test_restore_after_flushall_rebuilds_the_index(tmp_path: Path) -> None:
             assert fence >= 1
 
             gw.rt.client.flushall()
-            BeatCore(gw.rt, gw.dispatcher).restore_now()
+            BeatCore(gw.rt, gw.dispatcher).restore_now(gw.rt.now_ms())
 
             true_due = gw.store.heartbeat_status(active, utcnow()).next_due
             assert true_due is not None
@@ -182,7 +182,7 @@ def test_reservation_of_a_dead_worker_is_refunded_and_fired_again(gateway: Gatew
     assert isinstance(reserved, Reserved)
     wait_until(lambda: gw.rt.gate.lock_holder(sid) is None, what="the dead lock's lease")
     with gw.worker("w1"):
-        assert gw.beat.recover_orphans() == 1
+        assert gw.beat.recover_orphans(utcnow()) == 1
         gw.tick()
         runs = gw.final_runs(sid, count=2)
     assert sorted(r.state for r in runs) == ["completed", "refunded"]
