@@ -333,9 +333,18 @@ def test_user_mode(state: TurnGate) -> None:
 def test_unknown_mode_is_an_error(state: TurnGate, redis_client: redis.Redis) -> None:
     script = load_script(redis_client, "state", "lua/try_begin.lua")
     k = state.keys
-    session_keys = [k.lock(SID), k.fence(SID), k.idle(SID), k.inbox(SID), k.pending(SID)]
-    with pytest.raises(redis.ResponseError, match="mode"):
+    session_keys = [
+        k.lock(SID),
+        k.fence(SID),
+        k.idle(SID),
+        k.inbox(SID),
+        k.pending(SID),
+        k.inflight(SID),
+    ]
+    with pytest.raises(redis.ResponseError, match='mode must be "fire" or "user", got nap'):
         script(keys=session_keys, args=[TOKEN, LOCK_MS, "f", "nap"])
+    # Refused before any write: no lock, no fence, no pending fire.
+    assert redis_client.exists(*session_keys) == 0
 
 
 def test_lease_must_be_positive(state: TurnGate) -> None:
@@ -501,7 +510,12 @@ def test_ping_or_error_says_what_to_do(dead_url: str) -> None:
 
 
 def test_ping_or_error_passes_on_a_live_server(redis_client: redis.Redis) -> None:
-    ping_or_error(redis_client)
+    def pings() -> int:
+        return int(redis_client.info("commandstats").get("cmdstat_ping", {}).get("calls", 0))
+
+    before = pings()
+    ping_or_error(redis_client)  # no HbgwError: the server answered
+    assert pings() > before  # it did ask the server, not only build a client
 
 
 def test_seed_many_matches_seed(state: TurnGate) -> None:
