@@ -8,4 +8,8 @@ import os
 for _name in [n for n in os.environ if n.startswith("HBGW_") and not n.startswith("HBGW_TEST_")]:
     del os.environ[_name]
 
-pytest_plugins = ["redis_fixtures", "sql_fixtures", "gateway_fixtures"]
+pytest_plugins = [
+    "support.redis_fixtures",
+    "support.sql_fixtures",
+    "support.gateway_fixtures",
+]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from gateway_harness import Gateway
+from support.harness import Gateway
 
 from beat.core import BeatCore
 from core.clock import utcnow

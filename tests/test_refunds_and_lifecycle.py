@@ -7,9 +7,8 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from gateway_fixtures import gateway_settings
-from gateway_harness import Gateway, wait_until
-from test_rules import assert_invariants, busy_session_with_pending_fire
+from support.harness import Gateway, gateway_settings, wait_until
+from support.scenarios import assert_invariants, busy_session_with_pending_fire
 
 from beat.core import BeatCore
 from beat.restore import restore
@@ -21,12 +20,18 @@ from sessions.views import Reserved, RunView
 from state.ownership import rendezvous_owner
 from state.turn_gate import Began
 
-Hook = Callable[[str, RunView], None]
+# Tests' hooks may return what the store call returned; the runner's hooks return nothing.
+Hook = Callable[[str, RunView], object]
 
 
 def run_with_hook(gw: Gateway, hook_for: Callable[[Gateway], Hook]) -> tuple[str, RunView]:
     with gw.worker("w1") as runner:
-        runner.before_start.append(hook_for(gw))
+        hook = hook_for(gw)
+
+        def before_start(session_id: str, reserved: RunView) -> None:
+            hook(session_id, reserved)
+
+        runner.before_start.append(before_start)
         sid = gw.session()
         gw.due_now(sid)
         gw.tick()

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from gateway_harness import wait_until
+from support.harness import wait_until
 
 pytestmark = pytest.mark.e2e
 
