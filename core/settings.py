@@ -53,8 +53,6 @@ class Settings(BaseSettings):
     )
     channel: str = Field(default="console", description="Delivery channel: console or file.")
     channel_file: Path | None = Field(default=None, description="JSONL file of the file channel.")
-    stale_after: float = Field(default=300.0, gt=0, description="Liveness: stale? after, seconds.")
-    dead_after: float = Field(default=900.0, gt=0, description="Liveness: dead? after, seconds.")
     flower_password: SecretStr | None = Field(
         default=None, description="Flower basic-auth password."
     )
