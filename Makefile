@@ -29,7 +29,7 @@ lint: $(STAMP) ## ruff check, format check and the import-layer contract
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports --no-cache
 
-typecheck: $(STAMP) ## mypy, strict on the packages
+typecheck: $(STAMP) ## mypy, strict on the packages and the tests
 	$(BIN)/mypy
 
 clean: ## remove the virtual environment and caches

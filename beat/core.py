@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from beat.restore import restore
+from core.clock import from_ms, to_ms
 from core.errors import HbgwError
 from state.dispatch import Dispatcher
 from state.ownership import rendezvous_owner
@@ -34,9 +35,10 @@ class BeatCore:
 
     def tick(self) -> float:
         """Do one pass; return the seconds until the next one is useful."""
+        # One reading per pass: every step judges "due" and "stale" against the same instant.
         now_ms = self.rt.now_ms()
         if now_ms >= self.next_restore_ms:
-            self.restore_now()
+            self.restore_now(now_ms)
             self.next_restore_ms = now_ms + self.restore_every_ms
         workers = self.rt.registry.live(now_ms)
         if workers:
@@ -45,18 +47,16 @@ class BeatCore:
         earliest = self.rt.index.earliest_ms()
         if earliest is None or not workers:
             return self.max_sleep
-        return min(self.max_sleep, max(MIN_SLEEP, (earliest - self.rt.now_ms()) / 1000))
+        return min(self.max_sleep, max(MIN_SLEEP, (earliest - now_ms) / 1000))
 
-    def restore_now(self) -> None:
+    def restore_now(self, now_ms: int) -> None:
         s = self.rt.settings
         slack = int(max(s.claim_lease, s.refund_backoff) * 1000) + 1000
-        report = restore(
-            self.rt.store, self.rt.index, self.rt.gate, now_ms=self.rt.now_ms(), slack_ms=slack
-        )
+        report = restore(self.rt.store, self.rt.index, self.rt.gate, now_ms=now_ms, slack_ms=slack)
         if report.ok:
-            self.recover_orphans()
+            self.recover_orphans(from_ms(now_ms))
 
-    def recover_orphans(self) -> int:
+    def recover_orphans(self, now: datetime) -> int:
         """Refund reservations left by workers that died before the agent started.
 
         A reservation older than a lock lease whose session lock is free can no longer start
@@ -64,7 +64,6 @@ class BeatCore:
         run again now instead of one interval later.
         """
         rt = self.rt
-        now = rt.clock()
         before = now - timedelta(seconds=rt.settings.lock_lease)
         recovered = 0
         for run in rt.store.stale_reservations(before):
@@ -73,7 +72,7 @@ class BeatCore:
             if rt.store.refund_orphan(run.id, now) is not None:
                 # Due again at once, under a new fire id (the old one is in the ledger).
                 if rt.settle(run.session_id) is not None:
-                    rt.index.schedule(run.session_id, rt.now_ms())
+                    rt.index.schedule(run.session_id, to_ms(now))
                 recovered += 1
         if recovered:
             log.info(

@@ -21,7 +21,7 @@ class HeartbeatScheduler(Scheduler):  # type: ignore[misc]
         super().__init__(app, *args, **kwargs)
 
     def setup_schedule(self) -> None:
-        self.core.restore_now()
+        self.core.restore_now(self.core.rt.now_ms())
 
     def tick(self, *args: Any, **kwargs: Any) -> float:
         return safe_tick(self.core)

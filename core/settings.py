@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import logging
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -52,16 +53,26 @@ class Settings(BaseSettings):
     )
     channel: str = Field(default="console", description="Delivery channel: console or file.")
     channel_file: Path | None = Field(default=None, description="JSONL file of the file channel.")
-    stale_after: float = Field(default=300.0, gt=0, description="Liveness: stale? after, seconds.")
-    dead_after: float = Field(default=900.0, gt=0, description="Liveness: dead? after, seconds.")
     flower_password: SecretStr | None = Field(
         default=None, description="Flower basic-auth password."
     )
+    log_format: Literal["json", "text", "auto"] = Field(
+        default="auto", description="Log lines: json, text, or auto (text on a terminal)."
+    )
+    log_level: str = Field(default="INFO", description="Lowest level logged, like INFO or DEBUG.")
 
     @field_validator("home", mode="after")
     @classmethod
     def _expand_home(cls, value: Path) -> Path:
         return value.expanduser()
+
+    @field_validator("log_level", mode="after")
+    @classmethod
+    def _known_level(cls, value: str) -> str:
+        level = value.upper()
+        if level not in logging.getLevelNamesMapping():
+            raise ValueError(f"{value!r} is not a log level; use DEBUG, INFO, WARNING or ERROR")
+        return level
 
     @property
     def effective_database_url(self) -> str:

@@ -2,10 +2,20 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from celery import Celery
+from celery.signals import setup_logging
 
 from core.settings import Settings
 from state.dispatch import AppContext, attach_context
+
+
+@setup_logging.connect  # type: ignore[untyped-decorator]
+def _logging_is_configured_by_hbgw(**_: Any) -> None:
+    """With a receiver here Celery adds no handler or format of its own (its task logger would
+    otherwise write in another format and stop propagating); core.logs.configure_logging does it.
+    """
 
 
 def make_celery(settings: Settings, broker_url: str) -> Celery:

@@ -2,10 +2,29 @@
 
 from __future__ import annotations
 
+import logging
 import os
+from collections.abc import Iterator
+
+import pytest
 
 # Tests never read the developer's own configuration.
 for _name in [n for n in os.environ if n.startswith("HBGW_") and not n.startswith("HBGW_TEST_")]:
     del os.environ[_name]
 
-pytest_plugins = ["redis_fixtures", "sql_fixtures", "gateway_fixtures"]
+pytest_plugins = [
+    "support.redis_fixtures",
+    "support.sql_fixtures",
+    "support.gateway_fixtures",
+]
+
+
+@pytest.fixture(autouse=True)
+def _root_logging_restored() -> Iterator[None]:
+    """A command run in-process (`hbgw worker`) points the root logger at the test's captured
+    stderr; later tests must not log into that closed stream."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 import pytest
+import redis
 
 from core.settings import get_settings
 from hbgw.cli.main import main
@@ -19,10 +22,16 @@ class Result:
     err: str
 
 
+class Hbgw(Protocol):
+    """Runs `hbgw ARGS` in-process, as a user would type it."""
+
+    def __call__(self, *args: str) -> Result: ...
+
+
 @pytest.fixture
 def hbgw(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> object:
+) -> Iterator[Hbgw]:
     monkeypatch.setenv("HBGW_HOME", str(tmp_path))
 
     def run(*args: str) -> Result:
@@ -37,7 +46,7 @@ def hbgw(
     get_settings.cache_clear()
 
 
-def test_session_and_heartbeat_walkthrough(hbgw) -> None:  # type: ignore[no-untyped-def]
+def test_session_and_heartbeat_walkthrough(hbgw: Hbgw) -> None:
     created = hbgw("session", "create", "--platform", "slack", "--chat", "C1", "--thread", "T9")
     assert created.code == 0
     sid = created.out.strip()
@@ -89,7 +98,7 @@ def test_session_and_heartbeat_walkthrough(hbgw) -> None:  # type: ignore[no-unt
         (("heartbeat", "status", "nope"), "There is no session 'nope'"),
     ],
 )
-def test_bad_input_is_a_sentence_and_exit_2(hbgw, args: tuple[str, ...], needle: str) -> None:  # type: ignore[no-untyped-def]
+def test_bad_input_is_a_sentence_and_exit_2(hbgw: Hbgw, args: tuple[str, ...], needle: str) -> None:
     sid = hbgw("session", "create", "--platform", "cli", "--chat", "me").out.strip()
     result = hbgw(*(sid if a == "SID" else a for a in args))
     assert result.code == 2
@@ -98,18 +107,18 @@ def test_bad_input_is_a_sentence_and_exit_2(hbgw, args: tuple[str, ...], needle:
     assert result.err.startswith("Error: ")
 
 
-def test_usage_error_exits_2(hbgw) -> None:  # type: ignore[no-untyped-def]
+def test_usage_error_exits_2(hbgw: Hbgw) -> None:
     assert hbgw("session", "create").code == 2  # --platform and --chat are required
 
 
-def test_send_plain_text_without_redis_queues(hbgw, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+def test_send_plain_text_without_redis_queues(hbgw: Hbgw, monkeypatch: pytest.MonkeyPatch) -> None:
     sid = hbgw("session", "create", "--platform", "cli", "--chat", "me").out.strip()
     result = hbgw("send", sid, "hello", "there")
     assert result.code == 0
     assert "queued" in result.out and "no Redis reachable" in result.out
 
 
-def test_config_masks_secrets(hbgw, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+def test_config_masks_secrets(hbgw: Hbgw, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HBGW_DATABASE_URL", "postgresql://hb:s3cret@db:5432/hb")
     monkeypatch.setenv("HBGW_FLOWER_PASSWORD", "hunter2")
     text = hbgw("config").out
@@ -118,12 +127,12 @@ def test_config_masks_secrets(hbgw, monkeypatch: pytest.MonkeyPatch) -> None:  #
     assert "HBGW_MIN_INTERVAL=60.0" in text
 
 
-def test_migrate_reports_revision(hbgw) -> None:  # type: ignore[no-untyped-def]
+def test_migrate_reports_revision(hbgw: Hbgw) -> None:
     result = hbgw("migrate")
     assert result.code == 0 and "Database schema at 0001" in result.out
 
 
-def test_unexpected_failure_exits_1(hbgw, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+def test_unexpected_failure_exits_1(hbgw: Hbgw, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HBGW_DATABASE_URL", "nosuchdialect://x")
     result = hbgw("session", "create", "--platform", "p", "--chat", "c")
     assert result.code == 1
@@ -131,8 +140,12 @@ def test_unexpected_failure_exits_1(hbgw, monkeypatch: pytest.MonkeyPatch) -> No
 
 
 def test_estop_switches_the_flag(
-    hbgw, monkeypatch: pytest.MonkeyPatch, redis_url: str, redis_ns: str, redis_client
-) -> None:  # type: ignore[no-untyped-def]
+    hbgw: Hbgw,
+    monkeypatch: pytest.MonkeyPatch,
+    redis_url: str,
+    redis_ns: str,
+    redis_client: redis.Redis,
+) -> None:
     monkeypatch.setenv("HBGW_REDIS_URL", redis_url)
     monkeypatch.setenv("HBGW_NAMESPACE", redis_ns)
     from state.keys import Keys

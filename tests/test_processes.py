@@ -12,8 +12,7 @@ from pathlib import Path
 from subprocess import Popen
 
 import pytest
-from gateway_fixtures import gateway_settings
-from gateway_harness import Gateway, wait_until
+from support.harness import Gateway, gateway_settings, wait_until
 
 from core.clock import utcnow
 from hbgw.invariants import check

@@ -7,9 +7,8 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from gateway_fixtures import gateway_settings
-from gateway_harness import Gateway, wait_until
-from test_rules import assert_invariants, busy_session_with_pending_fire
+from support.harness import Gateway, gateway_settings, wait_until
+from support.scenarios import assert_invariants, busy_session_with_pending_fire
 
 from beat.core import BeatCore
 from beat.restore import restore
@@ -22,12 +21,18 @@ from sessions.views import Reserved, RunView
 from state.ownership import rendezvous_owner
 from state.turn_gate import Began
 
-Hook = Callable[[str, RunView], None]
+# Tests' hooks may return what the store call returned; the runner's hooks return nothing.
+Hook = Callable[[str, RunView], object]
 
 
 def run_with_hook(gw: Gateway, hook_for: Callable[[Gateway], Hook]) -> tuple[str, RunView]:
     with gw.worker("w1") as runner:
-        runner.before_start.append(hook_for(gw))
+        hook = hook_for(gw)
+
+        def before_start(session_id: str, reserved: RunView) -> None:
+            hook(session_id, reserved)
+
+        runner.before_start.append(before_start)
         sid = gw.session()
         gw.due_now(sid)
         gw.tick()
@@ -128,7 +133,7 @@ def test_restore_after_flushall_rebuilds_the_index(tmp_path: Path) -> None:
             assert fence >= 1
 
             gw.rt.client.flushall()
-            BeatCore(gw.rt, gw.dispatcher).restore_now()
+            BeatCore(gw.rt, gw.dispatcher).restore_now(gw.rt.now_ms())
 
             true_due = gw.store.heartbeat_status(active, utcnow()).next_due
             assert true_due is not None
@@ -190,7 +195,7 @@ def test_reservation_of_a_dead_worker_is_refunded_and_fired_again(gateway: Gatew
     assert isinstance(reserved, Reserved)
     wait_until(lambda: gw.rt.gate.lock_holder(sid) is None, what="the dead lock's lease")
     with gw.worker("w1"):
-        assert gw.beat.recover_orphans() == 1
+        assert gw.beat.recover_orphans(utcnow()) == 1
         gw.tick()
         runs = gw.final_runs(sid, count=2)
     assert sorted(r.state for r in runs) == [RunState.COMPLETED, RunState.REFUNDED]

@@ -1,4 +1,4 @@
-"""The firing rules of DESIGN.md section 2, end to end on real Redis, Celery and SQL.
+"""The firing rules of docs/contract.md, end to end on real Redis, Celery and SQL.
 
 Workers are real Celery workers (in-process threads pool); beat ticks are driven here.
 Heartbeats are backdated instead of waiting for intervals to pass.
@@ -9,43 +9,12 @@ from __future__ import annotations
 import json
 from datetime import timedelta
 
-from gateway_harness import Gateway, wait_until
+from support.harness import Gateway, wait_until
+from support.scenarios import assert_invariants, busy_session_with_pending_fire, send
 
 from core.clock import to_ms, utcnow
-from gateway.inbound import receive
-from hbgw.invariants import check
-from sessions.grammar import GrammarLimits, IntervalSchedule
+from sessions.grammar import IntervalSchedule
 from sessions.states import MessageState, RunState
-
-LIMITS = GrammarLimits(min_interval=1, default_interval=60, max_prompt_chars=4000)
-
-
-def send(gw: Gateway, sid: str, text: str) -> object:
-    return receive(gw.store, sid, text, utcnow(), LIMITS, rt=gw.rt, dispatcher=gw.dispatcher)
-
-
-def busy_with_slow_turn(gw: Gateway, sid: str) -> None:
-    send(gw, sid, "SLOW user work")
-    wait_until(lambda: gw.rt.gate.lock_holder(sid), what="the slow user turn to hold the lock")
-
-
-def fire_pending(gw: Gateway, sid: str) -> str:
-    gw.tick()
-    return wait_until(lambda: gw.rt.gate.pending(sid), what="the fire to wait as pending")  # type: ignore[no-any-return]
-
-
-def busy_session_with_pending_fire(gw: Gateway) -> str:
-    """A session in a slow user turn whose heartbeat came due and waits as pending."""
-    sid = gw.session()
-    busy_with_slow_turn(gw, sid)
-    gw.due_now(sid)
-    fire_pending(gw, sid)
-    return sid
-
-
-def assert_invariants(gw: Gateway) -> None:
-    report = check(gw.rt, utcnow())
-    assert report.ok, report.to_json()
 
 
 def test_idle_only_then_fires_at_the_idle_transition(gateway: Gateway) -> None:

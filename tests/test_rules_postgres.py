@@ -5,9 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from gateway_fixtures import gateway_settings
-from gateway_harness import Gateway
-from test_rules import assert_invariants, busy_with_slow_turn, fire_pending
+from support.harness import Gateway, gateway_settings
+from support.scenarios import assert_invariants, busy_with_slow_turn, fire_pending
 
 from core.clock import utcnow
 from sessions.db import make_engine, upgrade

@@ -11,8 +11,8 @@ import logging
 import threading
 
 import pytest
-from gateway_harness import Gateway, wait_until
-from test_rules import assert_invariants, send
+from support.harness import Gateway, wait_until
+from support.scenarios import assert_invariants, send
 
 from core.clock import utcnow
 from gateway.inbound import Queued
@@ -96,7 +96,7 @@ def test_typed_error_in_heartbeat_turn_frees_the_session_at_once(
             lambda: answered(gw, queued[0].message_id, tick=False), timeout=15, what="the reply"
         )
         wait_until(lambda: gw.rt.gate.lock_holder(sid) is None, what="the lock to be released")
-    assert reply.text == "user reply to: hello"  # type: ignore[attr-defined]
+    assert reply.text == "user reply to: hello"
     [run] = gw.runs(sid)
     assert run.state == "refunded"
     # Reported, not dropped: the failure names its session and fire.

@@ -7,15 +7,15 @@ schema, a PostgreSQL schema dropped underneath): a failing read must keep the en
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 import redis
-from gateway_fixtures import gateway_settings
-from sql_fixtures import PG_URL
 from sqlalchemy import create_engine, text
-from tests_support import T0, make_session_with_heartbeat
+from support.harness import gateway_settings
+from support.seed import T0, make_session_with_heartbeat
+from support.sql_fixtures import PG_URL
 
 from core.clock import to_ms
 from sessions.db import make_engine, upgrade
@@ -38,7 +38,7 @@ def without_schema(tmp_path: Path) -> Store:
 @pytest.fixture
 def runtime_on(
     tmp_path: Path, redis_url: str, redis_ns: str, redis_client: redis.Redis
-) -> Iterator[object]:
+) -> Iterator[Callable[[Store], Runtime]]:
     stores: list[Store] = []
 
     def make(store: Store) -> Runtime:
@@ -52,8 +52,11 @@ def runtime_on(
 
 @pytest.mark.parametrize("broken", [not_a_database, without_schema])
 def test_unreadable_store_never_prunes(
-    broken, runtime_on, tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:  # type: ignore[no-untyped-def]
+    broken: Callable[[Path], Store],
+    runtime_on: Callable[[Store], Runtime],
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     rt = runtime_on(broken(tmp_path))
     rt.index.schedule("s-kept", DUE)
     with caplog.at_level(logging.WARNING):
@@ -63,7 +66,9 @@ def test_unreadable_store_never_prunes(
 
 
 @pytest.mark.postgres
-def test_dropped_postgres_schema_never_prunes(runtime_on, pg_schema_url: str) -> None:  # type: ignore[no-untyped-def]
+def test_dropped_postgres_schema_never_prunes(
+    runtime_on: Callable[[Store], Runtime], pg_schema_url: str
+) -> None:
     engine = make_engine(pg_schema_url)
     upgrade(engine)
     store = Store(engine)
@@ -81,7 +86,9 @@ def test_dropped_postgres_schema_never_prunes(runtime_on, pg_schema_url: str) ->
     assert rt.index.due_ms(sid) == due
 
 
-def test_definite_answers_still_prune(runtime_on, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_definite_answers_still_prune(
+    runtime_on: Callable[[Store], Runtime], tmp_path: Path
+) -> None:
     store = Store.from_url(f"sqlite:///{tmp_path / 'ok.sqlite3'}")
     rt = runtime_on(store)
     paused = make_session_with_heartbeat(store, now=T0)

@@ -7,7 +7,7 @@ import threading
 from datetime import timedelta
 
 import pytest
-from tests_support import T0, make_session_with_heartbeat
+from support.seed import T0, make_session_with_heartbeat
 
 from core.clock import to_ms
 from sessions import states

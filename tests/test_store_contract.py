@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 import pytest
-from tests_support import T0, make_session_with_heartbeat
+from support.seed import T0, make_session_with_heartbeat
 
 from core.clock import to_ms
 from core.errors import InvalidState, NotFound, StaleFence

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from gateway_harness import wait_until
+from support.harness import wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -35,7 +35,8 @@ def alive(pid: int) -> bool:
 
 
 def test_up_runs_a_turn_and_stops_cleanly(tmp_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("HBGW_")}
+    # As a user runs it: no PYTHONUNBUFFERED (or any PYTHON*) to hide an unflushed "Ready."
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HBGW_", "PYTHON"))}
     env.update({"HBGW_HOME": str(tmp_path), "HBGW_NAMESPACE": f"up{os.getpid()}"})
     log = (tmp_path / "up.out").open("w")
     up = subprocess.Popen(

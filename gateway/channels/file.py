@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 from typing import Any
 
+from core.clock import Clock, utcnow
 from core.jsonl import append_line
 from workers.ports import Address
 
@@ -14,8 +14,9 @@ from workers.ports import Address
 class FileChannel:
     name = "file"
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, clock: Clock = utcnow) -> None:
         self.path = path
+        self.clock = clock
         path.parent.mkdir(parents=True, exist_ok=True)
 
     def send(self, address: Address, text: str, *, session_id: str, kind: str) -> None:
@@ -32,7 +33,7 @@ class FileChannel:
             self.path,
             {
                 "call": call,
-                "at": time.time(),
+                "at": self.clock().timestamp(),
                 "session_id": session_id,
                 "platform": address.platform,
                 "chat": address.chat,

@@ -2,30 +2,11 @@
 
 from __future__ import annotations
 
-import logging
 import socket
 
 import typer
 
 from hbgw.cli.common import out, settings
-
-
-class _ActionDefault(logging.Filter):
-    """Every record carries an ``action`` field, so log lines can be filtered by it."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if not hasattr(record, "action"):
-            record.action = "-"
-        return True
-
-
-def setup_logging() -> None:
-    handler = logging.StreamHandler()
-    handler.addFilter(_ActionDefault())
-    handler.setFormatter(
-        logging.Formatter("%(asctime)s %(levelname)s %(name)s action=%(action)s %(message)s")
-    )
-    logging.basicConfig(level=logging.INFO, handlers=[handler])
 
 
 def worker(
@@ -42,10 +23,11 @@ def worker(
     ),
 ) -> None:
     """Run a gateway worker: consumes its own queue and runs the turns of the sessions it owns."""
+    from core.logs import configure_logging
     from hbgw.wiring import assembled_worker
 
-    setup_logging()
     name = name or socket.gethostname()
+    configure_logging(settings(), worker=name)
     with assembled_worker(settings(), name, threads=concurrency) as parts:
         parts.app.Worker(
             hostname=f"{name}@{socket.gethostname()}",
@@ -60,11 +42,12 @@ def worker(
 
 def beat() -> None:
     """Run beat: claims due heartbeats from the Redis index and sends them to their owners."""
+    from core.logs import configure_logging
     from hbgw.celery_app import make_celery
     from state.runtime import resolve_redis_url
 
-    setup_logging()
     s = settings()
+    configure_logging(s)
     app = make_celery(s, resolve_redis_url(s))
     app.Beat(
         scheduler="beat.scheduler:HeartbeatScheduler",

@@ -6,6 +6,7 @@ Workers run in-process (celery.contrib.testing.worker.start_worker, threads pool
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -30,6 +31,8 @@ from state.dispatch import Dispatcher
 from state.runtime import Runtime
 from workers.runner import TurnRunner
 
+AGENT_SCRIPT = Path(__file__).with_name("agent_script.py")
+
 FAST = {
     "min_interval": 1,
     "lock_lease": 2,
@@ -39,6 +42,24 @@ FAST = {
     "restore_interval": 1,
     "beat_max_sleep": 0.2,
 }
+
+
+def gateway_settings(
+    tmp_path: Path, redis_url: str, namespace: str, **overrides: object
+) -> Settings:
+    values: dict[str, object] = {
+        "home": tmp_path,
+        "redis_url": redis_url,
+        "namespace": namespace,
+        "channel": "file",
+        "channel_file": tmp_path / "deliveries.jsonl",
+        "agent_log": tmp_path / "agent.jsonl",
+        "agent": "command",
+        "agent_command": f"{sys.executable} {AGENT_SCRIPT}",
+        **FAST,
+    }
+    values.update(overrides)
+    return Settings(**values)  # type: ignore[arg-type]
 
 
 def wait_until(predicate: Callable[[], Any], timeout: float = 20.0, what: str = "") -> Any:

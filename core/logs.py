@@ -1,0 +1,141 @@
+"""Process logs: one JSON object per record, or one key=value line when a person reads them.
+
+Every record carries the same keys (ts, level, logger, message, action, session, fire_id,
+worker), then any other ``extra=`` keys of the call site, then the exception text. Nothing
+secret is written: values that are URLs with a password lose it, ``SecretStr`` values are
+starred, and every configured secret is starred wherever it shows up in a record.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import sys
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from typing import Any, Literal, TextIO
+from urllib.parse import unquote, urlsplit
+
+from pydantic import SecretStr
+
+from core.settings import Settings, mask_url
+
+Mode = Literal["json", "text"]
+
+STARS = "********"
+FIELDS = ("action", "session", "fire_id", "worker")
+# Attributes every LogRecord has; anything else on a record came from a call site's ``extra=``.
+_STANDARD = set(vars(logging.LogRecord("", 0, "", 0, None, None, None))) | {
+    "message",
+    "asctime",
+    "taskName",
+}
+_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://\S+")
+_BARE = re.compile(r"[^\s\"'=]+")
+
+
+class LogFormatter(logging.Formatter):
+    def __init__(self, mode: Mode, *, secrets: Iterable[str] = (), worker: str | None = None):
+        super().__init__()
+        self.mode = mode
+        self.worker = worker
+        # Longest first, so a secret that contains another one is starred whole.
+        self.secrets = sorted({s for s in secrets if s}, key=len, reverse=True)
+
+    def format(self, record: logging.LogRecord) -> str:
+        fields = self.fields(record)
+        if self.mode == "json":
+            return json.dumps(fields, default=str, ensure_ascii=False)
+        return " ".join(f"{key}={_text_value(value)}" for key, value in fields.items())
+
+    def fields(self, record: logging.LogRecord) -> dict[str, Any]:
+        """The record as ordered, cleaned key/values (what both modes print)."""
+        moment = datetime.fromtimestamp(record.created, UTC)
+        out: dict[str, Any] = {
+            "ts": moment.isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        out.update({name: getattr(record, name, None) for name in FIELDS})
+        if out["worker"] is None:
+            out["worker"] = self.worker
+        out.update({k: v for k, v in vars(record).items() if k not in _STANDARD and k not in out})
+        exc = self._exception_text(record)
+        if exc:
+            out["exc"] = exc
+        return {key: self.clean(value) for key, value in out.items()}
+
+    def clean(self, value: Any) -> Any:
+        if isinstance(value, SecretStr):
+            return STARS if value.get_secret_value() else ""
+        if isinstance(value, str):
+            return self.redact(value)
+        if value is None or isinstance(value, bool | int | float):
+            return value
+        if isinstance(value, dict):
+            return {str(k): self.clean(v) for k, v in value.items()}
+        if isinstance(value, list | tuple | set | frozenset):
+            return [self.clean(v) for v in value]
+        return self.redact(str(value))
+
+    def redact(self, text: str) -> str:
+        text = _URL.sub(lambda m: mask_url(m.group(0)), text)
+        for secret in self.secrets:
+            text = text.replace(secret, STARS)
+        return text
+
+    def _exception_text(self, record: logging.LogRecord) -> str | None:
+        parts = []
+        if record.exc_info:
+            parts.append(self.formatException(record.exc_info))
+        if record.stack_info:
+            parts.append(self.formatStack(record.stack_info))
+        return "\n".join(parts) or None
+
+
+def _text_value(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, str) and _BARE.fullmatch(value):
+        return value
+    # Quoted and escaped, so a multi-line message or traceback stays on one line.
+    return json.dumps(value, default=str, ensure_ascii=False)
+
+
+def configured_secrets(settings: Settings) -> list[str]:
+    """Every secret value the settings hold: SecretStr fields and passwords inside URLs."""
+    secrets = []
+    for name in type(settings).model_fields:
+        value = getattr(settings, name)
+        if isinstance(value, SecretStr):
+            secrets.append(value.get_secret_value())
+        elif isinstance(value, str) and "://" in value:
+            password = urlsplit(value).password
+            if password:
+                secrets.extend({password, unquote(password)})
+    return [s for s in secrets if s]
+
+
+def choose_mode(setting: str, stream: TextIO) -> Mode:
+    if setting == "auto":
+        return "text" if stream.isatty() else "json"
+    return "text" if setting == "text" else "json"
+
+
+def configure_logging(
+    settings: Settings, *, worker: str | None = None, stream: TextIO | None = None
+) -> logging.Handler:
+    """Send every log record of this process to ``stream`` (stderr), formatted per settings."""
+    stream = stream or sys.stderr
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(
+        LogFormatter(
+            choose_mode(settings.log_format, stream),
+            secrets=configured_secrets(settings),
+            worker=worker,
+        )
+    )
+    logging.basicConfig(level=settings.log_level, handlers=[handler], force=True)
+    return handler

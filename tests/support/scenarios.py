@@ -1,0 +1,39 @@
+"""Scenario steps several test modules drive a gateway through."""
+
+from __future__ import annotations
+
+from core.clock import utcnow
+from gateway.inbound import receive
+from hbgw.invariants import check
+from sessions.grammar import GrammarLimits
+from support.harness import Gateway, wait_until
+
+LIMITS = GrammarLimits(min_interval=1, default_interval=60, max_prompt_chars=4000)
+
+
+def send(gw: Gateway, sid: str, text: str) -> object:
+    return receive(gw.store, sid, text, utcnow(), LIMITS, rt=gw.rt, dispatcher=gw.dispatcher)
+
+
+def busy_with_slow_turn(gw: Gateway, sid: str) -> None:
+    send(gw, sid, "SLOW user work")
+    wait_until(lambda: gw.rt.gate.lock_holder(sid), what="the slow user turn to hold the lock")
+
+
+def fire_pending(gw: Gateway, sid: str) -> str:
+    gw.tick()
+    return wait_until(lambda: gw.rt.gate.pending(sid), what="the fire to wait as pending")  # type: ignore[no-any-return]
+
+
+def busy_session_with_pending_fire(gw: Gateway) -> str:
+    """A session in a slow user turn whose heartbeat came due and waits as pending."""
+    sid = gw.session()
+    busy_with_slow_turn(gw, sid)
+    gw.due_now(sid)
+    fire_pending(gw, sid)
+    return sid
+
+
+def assert_invariants(gw: Gateway) -> None:
+    report = check(gw.rt, utcnow())
+    assert report.ok, report.to_json()

@@ -1,0 +1,259 @@
+"""The turn gate against a real server: try_begin, end_turn, renew/release, seed, inbox, estop."""
+
+from __future__ import annotations
+
+import pytest
+import redis
+
+from state.keys import Keys
+from state.scripts import load_script
+from state.turn_gate import Began, Busy, KeepLock, LockLost, TurnEnded, TurnGate
+
+NOW = 1_700_000_000_000
+LEASE = 60_000
+SID = "sess-1"
+TOKEN = "tok-a"
+OTHER = "tok-b"
+LOCK_MS = 30_000
+
+
+@pytest.fixture
+def gate(redis_client: redis.Redis, keys: Keys) -> TurnGate:
+    return TurnGate(redis_client, keys)
+
+
+# -- try_begin ----------------------------------------------------------------------------------
+
+
+def test_fire_on_fresh_session_counts_as_idle(gate: TurnGate) -> None:
+    # No idle flag at all (a worker died mid-turn, or Redis restarted): free lock + empty inbox.
+    assert not gate.is_idle(SID)
+    assert gate.try_begin_fire(SID, "f1", TOKEN, LOCK_MS) == Began(fence=1)
+    assert gate.lock_holder(SID) == TOKEN
+    assert gate.pending(SID) is None
+
+
+def test_fire_takes_lock_with_lease_and_clears_idle(
+    gate: TurnGate, redis_client: redis.Redis, keys: Keys
+) -> None:
+    gate.seed(SID, 0)
+    assert gate.is_idle(SID)
+    gate.try_begin_fire(SID, "f1", TOKEN, LOCK_MS)
+    assert not gate.is_idle(SID)
+    assert 0 < redis_client.pttl(keys.lock(SID)) <= LOCK_MS
+
+
+def test_fire_on_busy_session_becomes_pending_and_newer_replaces_older(
+    gate: TurnGate,
+) -> None:
+    gate.try_begin_user(SID, TOKEN, LOCK_MS)
+    assert gate.try_begin_fire(SID, "f1", OTHER, LOCK_MS) == Busy("busy")
+    assert gate.pending(SID) == "f1"
+    assert gate.try_begin_fire(SID, "f2", OTHER, LOCK_MS) == Busy("busy")
+    assert gate.pending(SID) == "f2"
+    assert gate.lock_holder(SID) == TOKEN
+    assert gate.fence(SID) == 1
+
+
+def test_fire_waits_for_queued_user_messages(gate: TurnGate) -> None:
+    gate.enqueue_user(SID, "m1")
+    assert gate.try_begin_fire(SID, "f1", TOKEN, LOCK_MS) == Busy("inbox")
+    assert gate.pending(SID) == "f1"
+    assert gate.lock_holder(SID) is None
+    assert gate.fence(SID) == 0
+
+
+def test_fire_coalesces_pending_and_fences_increase(gate: TurnGate) -> None:
+    gate.try_begin_user(SID, TOKEN, LOCK_MS)
+    gate.try_begin_fire(SID, "f-old", OTHER, LOCK_MS)
+    assert gate.end_turn(SID, TOKEN, LOCK_MS) == TurnEnded(released=True, pending_fire="f-old")
+    gate.try_begin_fire(SID, "f-late", OTHER, LOCK_MS)  # idle again, takes the lock
+    assert gate.pending(SID) is None
+    assert gate.fence(SID) == 2
+    gate.end_turn(SID, OTHER, LOCK_MS)
+    assert gate.try_begin_fire(SID, "f3", TOKEN, LOCK_MS) == Began(fence=3)
+
+
+def test_taking_the_lock_consumes_a_pending_fire(gate: TurnGate) -> None:
+    gate.enqueue_user(SID, "m1")
+    gate.try_begin_fire(SID, "f1", TOKEN, LOCK_MS)
+    gate.ack_message(SID, gate.pop_message(SID) or "")
+    assert gate.try_begin_fire(SID, "f2", TOKEN, LOCK_MS) == Began(fence=1)
+    assert gate.pending(SID) is None
+
+
+def test_user_mode(gate: TurnGate) -> None:
+    gate.enqueue_user(SID, "m1")
+    assert gate.try_begin_user(SID, OTHER, LOCK_MS) == Began(fence=1)  # inbox does not block
+    assert gate.lock_holder(SID) == OTHER
+    gate.try_begin_fire(SID, "f1", TOKEN, LOCK_MS)
+    assert gate.try_begin_user(SID, TOKEN, LOCK_MS) == Busy("busy")
+    assert gate.pending(SID) == "f1"  # user mode never touches the pending fire
+    gate.ack_message(SID, gate.pop_message(SID) or "")
+    gate.end_turn(SID, OTHER, LOCK_MS)
+    assert gate.try_begin_user(SID, TOKEN, LOCK_MS) == Began(fence=2)
+
+
+def test_unknown_mode_is_an_error(gate: TurnGate, redis_client: redis.Redis) -> None:
+    script = load_script(redis_client, "state", "lua/try_begin.lua")
+    k = gate.keys
+    session_keys = [
+        k.lock(SID),
+        k.fence(SID),
+        k.idle(SID),
+        k.inbox(SID),
+        k.pending(SID),
+        k.inflight(SID),
+    ]
+    with pytest.raises(redis.ResponseError, match='mode must be "fire" or "user", got nap'):
+        script(keys=session_keys, args=[TOKEN, LOCK_MS, "f", "nap"])
+    # Refused before any write: no lock, no fence, no pending fire.
+    assert redis_client.exists(*session_keys) == 0
+
+
+def test_lease_must_be_positive(gate: TurnGate) -> None:
+    with pytest.raises(ValueError, match="lease_ms"):
+        gate.try_begin_user(SID, TOKEN, 0)
+
+
+# -- end_turn -----------------------------------------------------------------------------------
+
+
+def test_end_turn_keeps_lock_while_inbox_is_not_empty(
+    gate: TurnGate, redis_client: redis.Redis, keys: Keys
+) -> None:
+    gate.try_begin_user(SID, TOKEN, 50)
+    gate.enqueue_user(SID, "m1")
+    assert gate.end_turn(SID, TOKEN, LOCK_MS) == KeepLock()
+    assert gate.lock_holder(SID) == TOKEN
+    assert redis_client.pttl(keys.lock(SID)) > 50  # renewed to the new lease
+    assert not gate.is_idle(SID)
+
+
+def test_end_turn_goes_idle_without_pending(gate: TurnGate) -> None:
+    gate.try_begin_user(SID, TOKEN, LOCK_MS)
+    assert gate.end_turn(SID, TOKEN, LOCK_MS) == TurnEnded(released=True, pending_fire=None)
+    assert gate.is_idle(SID)
+    assert gate.lock_holder(SID) is None
+
+
+def test_end_turn_hands_back_the_pending_fire(gate: TurnGate) -> None:
+    gate.try_begin_user(SID, TOKEN, LOCK_MS)
+    gate.try_begin_fire(SID, "f1", OTHER, LOCK_MS)
+    assert gate.end_turn(SID, TOKEN, LOCK_MS) == TurnEnded(released=True, pending_fire="f1")
+    assert gate.pending(SID) is None
+    assert gate.is_idle(SID)
+
+
+def test_end_turn_with_a_lost_lock_changes_nothing(gate: TurnGate) -> None:
+    gate.try_begin_user(SID, OTHER, LOCK_MS)
+    gate.try_begin_fire(SID, "f1", TOKEN, LOCK_MS)
+    assert gate.end_turn(SID, TOKEN, LOCK_MS) == LockLost()
+    assert gate.lock_holder(SID) == OTHER
+    assert gate.pending(SID) == "f1"
+    assert gate.end_turn("never-locked", TOKEN, LOCK_MS) == LockLost()
+
+
+# -- renew / release ----------------------------------------------------------------------------
+
+
+def test_renew_compares_token(gate: TurnGate, redis_client: redis.Redis, keys: Keys) -> None:
+    gate.try_begin_user(SID, TOKEN, 50)
+    assert gate.renew(SID, OTHER, LOCK_MS) is False
+    assert redis_client.pttl(keys.lock(SID)) <= 50
+    assert gate.renew(SID, TOKEN, LOCK_MS) is True
+    assert redis_client.pttl(keys.lock(SID)) > 50
+    assert gate.renew("never-locked", TOKEN, LOCK_MS) is False
+
+
+def test_release_compares_token(gate: TurnGate) -> None:
+    gate.try_begin_user(SID, TOKEN, LOCK_MS)
+    assert gate.release(SID, OTHER) is False
+    assert gate.lock_holder(SID) == TOKEN
+    assert gate.release(SID, TOKEN) is True
+    assert gate.lock_holder(SID) is None
+    assert gate.release(SID, TOKEN) is False
+    # Released without idle flag: the next fire still starts.
+    assert gate.try_begin_fire(SID, "f1", TOKEN, LOCK_MS) == Began(fence=2)
+
+
+# -- seed ---------------------------------------------------------------------------------------
+
+
+def test_seed_sets_a_missing_fence_and_idle(gate: TurnGate) -> None:
+    assert gate.seed(SID, 41) == 41
+    assert gate.fence(SID) == 41
+    assert gate.is_idle(SID)
+    assert gate.try_begin_fire(SID, "f1", TOKEN, LOCK_MS) == Began(fence=42)
+
+
+def test_seed_raises_but_never_lowers_the_fence(gate: TurnGate) -> None:
+    gate.seed(SID, 10)
+    assert gate.seed(SID, 20) == 20
+    assert gate.seed(SID, 5) == 20
+    assert gate.fence(SID) == 20
+
+
+def test_seed_leaves_idle_alone_while_busy_or_queued(gate: TurnGate) -> None:
+    gate.try_begin_user(SID, TOKEN, LOCK_MS)
+    gate.seed(SID, 0)
+    assert not gate.is_idle(SID)
+    gate.release(SID, TOKEN)
+    gate.enqueue_user(SID, "m1")
+    gate.seed(SID, 0)
+    assert not gate.is_idle(SID)
+    assert gate.fence(SID) == 1
+
+
+# -- inbox and estop ----------------------------------------------------------------------------
+
+
+def test_inbox_is_fifo_clears_idle_and_records_hint(
+    gate: TurnGate, redis_client: redis.Redis, keys: Keys
+) -> None:
+    gate.seed(SID, 0)
+    assert gate.enqueue_user(SID, "m1") == 1
+    assert gate.enqueue_user(SID, "m2") == 2
+    assert not gate.is_idle(SID)
+    assert redis_client.sismember(keys.inbox_sessions(), SID)
+    assert gate.inbox_length(SID) == 2
+    assert gate.pop_message(SID) == "m1"
+    assert gate.pop_message(SID) == "m2"
+    assert gate.pop_message(SID) is None
+    assert gate.backlog(SID) == 2  # taken, not yet answered
+    gate.ack_message(SID, "m1")
+    assert gate.backlog(SID) == 1
+
+
+def test_messages_of_a_dead_turn_go_back_to_the_inbox_first(gate: TurnGate) -> None:
+    gate.enqueue_user(SID, "m1")
+    gate.enqueue_user(SID, "m2")
+    assert gate.try_begin_user(SID, OTHER, LOCK_MS) == Began(fence=1)
+    assert gate.pop_message(SID) == "m1"
+    gate.release(SID, OTHER)  # as if its lease ran out
+    # A fire sees the recovered message and waits; the next drain answers m1 before m2.
+    assert gate.try_begin_fire(SID, "f1", TOKEN, LOCK_MS) == Busy("inbox")
+    assert gate.try_begin_user(SID, TOKEN, LOCK_MS) == Began(fence=2)
+    assert gate.pop_message(SID) == "m1"
+    assert gate.pop_message(SID) == "m2"
+
+
+def test_estop_global_and_per_session(gate: TurnGate) -> None:
+    assert not gate.estop_active(SID)
+    gate.set_estop(True, SID)
+    assert gate.estop_active(SID)
+    assert not gate.estop_active("other")
+    gate.set_estop(True)
+    assert gate.estop_active("other")
+    gate.set_estop(False)
+    assert not gate.estop_active("other")
+    assert gate.estop_active(SID)
+    gate.set_estop(False, SID)
+    assert not gate.estop_active(SID)
+
+
+def test_seed_many_matches_seed(gate: TurnGate) -> None:
+    gate.try_begin_user("busy", TOKEN, LOCK_MS)  # fence 1, locked: not marked idle
+    gate.seed_many({SID: 7, "busy": 3, "fresh": 0})
+    assert (gate.fence(SID), gate.fence("busy"), gate.fence("fresh")) == (7, 3, 0)
+    assert gate.is_idle(SID) and gate.is_idle("fresh") and not gate.is_idle("busy")
