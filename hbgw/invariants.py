@@ -1,4 +1,4 @@
-"""The invariants of DESIGN.md section 3, computed from the ledger (and the index for I5).
+"""The invariants I1–I5 of docs/contract.md, computed from the ledger (and the index for I5).
 
 I1 at most one turn per session at a time: fences strictly increase, run intervals never overlap
 I2 at most one run per fire id

@@ -6,7 +6,7 @@ import signal
 from collections import defaultdict
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import timedelta
+from datetime import datetime, timedelta
 from itertools import pairwise
 from pathlib import Path
 from subprocess import Popen
@@ -108,7 +108,14 @@ def test_sigkill_worker_mid_turn_moves_its_sessions(
         )
     interrupted = next(r for r in gw.runs() if r.fire_id == victim.fire_id)
     assert interrupted.state == RunState.STARTED  # reached the agent: counted once, never again
-    after_ttl = killed_at + timedelta(seconds=settings.worker_ttl + 1)
+    _assert_ownership_moved(gw, killed_at + timedelta(seconds=settings.worker_ttl + 1), killed_at)
+    report = check(gw.rt, utcnow(), include_index=False)
+    assert report.ok, report.to_json()
+    gw.close()
+
+
+def _assert_ownership_moved(gw: Gateway, after_ttl: datetime, killed_at: datetime) -> None:
+    """Turns before the kill ran on their rendezvous owner; after the TTL only on w2."""
     for run in gw.runs():
         if run.state not in REACHED_AGENT:
             continue
@@ -116,6 +123,3 @@ def test_sigkill_worker_mid_turn_moves_its_sessions(
             assert run.worker == rendezvous_owner(run.session_id, ["w1", "w2"])
         elif run.reserved_at > after_ttl:
             assert run.worker == "w2"
-    report = check(gw.rt, utcnow(), include_index=False)
-    assert report.ok, report.to_json()
-    gw.close()
