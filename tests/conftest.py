@@ -16,6 +16,7 @@ pytest_plugins = [
     "support.redis_fixtures",
     "support.sql_fixtures",
     "support.gateway_fixtures",
+    "support.cli_fixtures",
 ]
 
 

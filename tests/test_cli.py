@@ -3,47 +3,10 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Protocol
 
 import pytest
 import redis
-
-from core.settings import get_settings
-from hbgw.cli.main import main
-
-
-@dataclass
-class Result:
-    code: int
-    out: str
-    err: str
-
-
-class Hbgw(Protocol):
-    """Runs `hbgw ARGS` in-process, as a user would type it."""
-
-    def __call__(self, *args: str) -> Result: ...
-
-
-@pytest.fixture
-def hbgw(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> Iterator[Hbgw]:
-    monkeypatch.setenv("HBGW_HOME", str(tmp_path))
-
-    def run(*args: str) -> Result:
-        get_settings.cache_clear()
-        with pytest.raises(SystemExit) as exit_info:
-            main(list(args))
-        captured = capsys.readouterr()
-        code = exit_info.value.code
-        return Result(code if isinstance(code, int) else 1, captured.out, captured.err)
-
-    yield run
-    get_settings.cache_clear()
+from support.cli_fixtures import Hbgw
 
 
 def test_session_and_heartbeat_walkthrough(hbgw: Hbgw) -> None:

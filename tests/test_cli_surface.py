@@ -6,49 +6,15 @@ import json
 import re
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from importlib.metadata import version
 from pathlib import Path
 
 import pytest
 import typer
+from support.cli_fixtures import Hbgw, Result
 
 from core import errors
-from core.settings import get_settings
 from hbgw.cli import main as cli
-
-
-@dataclass
-class Result:
-    code: int
-    out: str
-    err: str
-
-
-Run = Callable[..., Result]
-
-
-@pytest.fixture
-def hbgw(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> Iterator[Run]:
-    monkeypatch.setenv("HBGW_HOME", str(tmp_path))
-    # Wide enough that rich never wraps a line of help in the middle of a phrase.
-    monkeypatch.setenv("COLUMNS", "160")
-    monkeypatch.setenv("NO_COLOR", "1")
-
-    def run(*args: str) -> Result:
-        get_settings.cache_clear()
-        with pytest.raises(SystemExit) as exit_info:
-            cli.main(list(args))
-        captured = capsys.readouterr()
-        code = exit_info.value.code
-        return Result(code if isinstance(code, int) else 1, captured.out, captured.err)
-
-    yield run
-    get_settings.cache_clear()
-
 
 # -- heartbeat set speaks the /heartbeat grammar ---------------------------------------------
 
@@ -73,7 +39,7 @@ def _error(result: Result) -> str:
     ],
 )
 def test_heartbeat_set_errors_are_the_slash_sentences(
-    hbgw: Run, options: list[str], slash: str
+    hbgw: Hbgw, options: list[str], slash: str
 ) -> None:
     sid = hbgw("session", "create", "--platform", "cli", "--chat", "me").out.strip()
     from_cli = _error(hbgw("heartbeat", "set", sid, *options, "check", "CI"))
@@ -92,7 +58,7 @@ def test_heartbeat_set_errors_are_the_slash_sentences(
     ],
 )
 def test_heartbeat_set_rejects_what_the_options_cannot_mean(
-    hbgw: Run, options: list[str], needle: str
+    hbgw: Hbgw, options: list[str], needle: str
 ) -> None:
     sid = hbgw("session", "create", "--platform", "cli", "--chat", "me").out.strip()
     assert needle in _error(hbgw("heartbeat", "set", sid, *options, "check"))
@@ -109,7 +75,7 @@ def test_heartbeat_set_rejects_what_the_options_cannot_mean(
     ],
 )
 def test_heartbeat_set_sets_what_the_slash_command_sets(
-    hbgw: Run, options: list[str], slash: str
+    hbgw: Hbgw, options: list[str], slash: str
 ) -> None:
     sid = hbgw("session", "create", "--platform", "cli", "--chat", "me").out.strip()
     from_cli = hbgw("heartbeat", "set", sid, *options, "check", "CI")
@@ -125,7 +91,7 @@ def test_heartbeat_set_sets_what_the_slash_command_sets(
 # -- help and version ------------------------------------------------------------------------
 
 
-def test_help_groups_the_commands_in_a_deliberate_order(hbgw: Run) -> None:
+def test_help_groups_the_commands_in_a_deliberate_order(hbgw: Hbgw) -> None:
     text = hbgw("--help").out
     # Panel titles (╭─ Run ───) and the first word of each row (│ up   Run everything…).
     shown = re.findall(r"^╭─ (.+?) ─|^│ (\S+) ", text, flags=re.MULTILINE)
@@ -148,7 +114,7 @@ def test_help_groups_the_commands_in_a_deliberate_order(hbgw: Run) -> None:
         ([], "Usage: hbgw [OPTIONS] COMMAND [ARGS]...\n"),
     ],
 )
-def test_help_shows_plain_argument_names(hbgw: Run, args: list[str], usage: str) -> None:
+def test_help_shows_plain_argument_names(hbgw: Hbgw, args: list[str], usage: str) -> None:
     result = hbgw(*args, "--help")
     assert result.code == 0
     assert usage in "\n".join(line.strip() for line in result.out.splitlines()) + "\n"
@@ -156,7 +122,7 @@ def test_help_shows_plain_argument_names(hbgw: Run, args: list[str], usage: str)
         assert odd not in result.out, result.out
 
 
-def test_help_of_heartbeat_set_and_worker_names_their_options(hbgw: Run) -> None:
+def test_help_of_heartbeat_set_and_worker_names_their_options(hbgw: Hbgw) -> None:
     text = " ".join(hbgw("heartbeat", "set", "--help").out.split())
     for option in ("--every INTERVAL", "--cron EXPR", "--tz ZONE"):
         assert option in text
@@ -164,7 +130,7 @@ def test_help_of_heartbeat_set_and_worker_names_their_options(hbgw: Run) -> None
     assert "--concurrency N" in worker and "N Celery threads" in worker
 
 
-def test_version_is_the_installed_package_version(hbgw: Run) -> None:
+def test_version_is_the_installed_package_version(hbgw: Hbgw) -> None:
     result = hbgw("--version")
     assert (result.code, result.out) == (0, f"hbgw {version('heartbeat-gateway')}\n")
 
@@ -233,7 +199,7 @@ def test_every_typed_error_exits_with_its_code_and_one_sentence(
     ("variable", "value"), [("HBGW_MIN_INTERVAL", "soon"), ("HBGW_DEFAULT_INTERVAL", "5 jiffies")]
 )
 def test_a_bad_setting_is_one_sentence_that_names_the_variable(
-    hbgw: Run, monkeypatch: pytest.MonkeyPatch, variable: str, value: str
+    hbgw: Hbgw, monkeypatch: pytest.MonkeyPatch, variable: str, value: str
 ) -> None:
     monkeypatch.setenv(variable, value)
     result = hbgw("heartbeat", "set", "s1", "check")
@@ -264,7 +230,7 @@ def _readme_commands() -> list[tuple[list[str], list[str]]]:
     return found
 
 
-def test_the_readme_command_table_matches_the_help(hbgw: Run) -> None:
+def test_the_readme_command_table_matches_the_help(hbgw: Hbgw) -> None:
     documented = _readme_commands()
     groups = {p[0] for p, _ in documented if p and "COMMAND" in hbgw(p[0], "--help").out}
     for path, options in documented:

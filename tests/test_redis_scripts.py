@@ -24,7 +24,6 @@ NOW = 1_700_000_000_000
 LEASE = 60_000
 SID = "sess-1"
 TOKEN = "tok-a"
-OTHER = "tok-b"
 LOCK_MS = 30_000
 
 SCRIPTS = [

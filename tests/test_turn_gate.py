@@ -9,8 +9,6 @@ from state.keys import Keys
 from state.scripts import load_script
 from state.turn_gate import Began, Busy, KeepLock, LockLost, TurnEnded, TurnGate
 
-NOW = 1_700_000_000_000
-LEASE = 60_000
 SID = "sess-1"
 TOKEN = "tok-a"
 OTHER = "tok-b"
