@@ -1,0 +1,1 @@
+"""The edges: inbound messages and slash commands, and the channels that deliver to platforms."""

@@ -1,3 +1,5 @@
-"""Heartbeat Gateway: recurring /heartbeat instructions for chat-agent gateways."""
+"""Heartbeat Gateway: recurring /heartbeat instructions for chat-agent gateways.
 
-__version__ = "0.1.0"
+The top layer: the `hbgw` command, `up`, `demo`, and the wiring that assembles processes.
+The version is the installed package's (`hbgw --version`).
+"""

@@ -128,7 +128,7 @@ def test_unknown_refund_reason_and_outcome_are_rejected(store: Store) -> None:
     sid = make_session_with_heartbeat(store)
     run = _reserve(store, sid, 1, 10)
     with pytest.raises(ValueError, match="refund reason must be one of"):
-        store.refund(run, "too late", T0)
+        store.refund(run, "too late", T0)  # type: ignore[arg-type]  # an untyped caller
     store.mark_started(run, 1, T0)
     with pytest.raises(ValueError, match="outcome must be one of"):
         store.finish(run, RunState.REFUNDED, 1, T0)

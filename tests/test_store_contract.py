@@ -158,7 +158,7 @@ def test_finish_records_outcome(store: Store) -> None:
     assert done.state == RunState.SILENT
     assert store.heartbeat_status(sid, now).to_json()["last_outcome"] == RunState.SILENT
     with pytest.raises(ValueError):
-        store.finish(run.id, "exploded", 1, now)
+        store.finish(run.id, "exploded", 1, now)  # type: ignore[arg-type]  # an untyped caller
 
 
 def test_refund_with_unchanged_generation_restores(store: Store) -> None:

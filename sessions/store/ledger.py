@@ -184,12 +184,11 @@ class FireLedger(Transactions):
             run.started_at = now
             return run_view(run)
 
-    def refund(self, run_id: int, reason: RefundReason | str, now: datetime) -> RunView:
+    def refund(self, run_id: int, reason: RefundReason, now: datetime) -> RunView:
         """Give back a reservation that never reached the agent.
 
         Only when nothing newer happened: same generation and the anchor still the one this
-        reservation set. Otherwise the run is ``abandoned`` and the newer state wins. A plain
-        string is accepted while callers move to ``RefundReason``; it must be one of its values.
+        reservation set. Otherwise the run is ``abandoned`` and the newer state wins.
         """
         why = _refund_reason(reason)
         with self._transaction() as db:
@@ -223,7 +222,7 @@ class FireLedger(Transactions):
     def finish(
         self,
         run_id: int,
-        outcome: RunState | str,
+        outcome: RunState,
         fence: int,
         now: datetime,
         detail: str | None = None,
