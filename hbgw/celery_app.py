@@ -35,6 +35,11 @@ def make_celery(settings: Settings, broker_url: str) -> Celery:
         task_send_sent_event=True,
         task_default_queue=f"{settings.namespace}.default",
         broker_connection_retry_on_startup=True,
+        # Issue 7: a Redis error (a full Redis included) is waited out, never a reason to exit.
+        # None retries for ever; hbgw.consumer spaces the attempts and logs one line each.
+        broker_connection_max_retries=None,
+        broker_channel_error_retry=True,
+        worker_consumer="hbgw.consumer:ResilientConsumer",
         broker_transport_options={
             "visibility_timeout": 3600,
             # Keeps several deployments (and parallel tests) apart on one Redis.

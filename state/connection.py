@@ -10,7 +10,17 @@ from redis.retry import Retry
 from core.errors import HbgwError
 from core.settings import mask_url
 
-__all__ = ["connect", "ping_or_error"]
+__all__ = ["TRANSIENT_REDIS_ERRORS", "connect", "ping_or_error"]
+
+# What Redis does when it is down, restarting, loading, full or failing over: expected, waited
+# out and logged as one line. Any other RedisError (a script bug, a wrong type) is a defect.
+TRANSIENT_REDIS_ERRORS: tuple[type[Exception], ...] = (
+    redis.ConnectionError,
+    redis.TimeoutError,
+    redis.BusyLoadingError,
+    redis.OutOfMemoryError,
+    redis.ReadOnlyError,
+)
 
 SOCKET_TIMEOUT = 5.0
 CONNECT_TIMEOUT = 2.0

@@ -8,12 +8,16 @@ sessions move, and every process computes the same answer with no coordination.
 from __future__ import annotations
 
 import hashlib
+import logging
 import threading
 from collections.abc import Callable
 
 import redis
 
+from state.connection import TRANSIENT_REDIS_ERRORS
 from state.keys import Keys
+
+log = logging.getLogger("hbgw.registry")
 
 
 def rendezvous_owner(session_id: str, workers: list[str]) -> str | None:
@@ -59,18 +63,44 @@ class RegistryHeartbeat:
         self._thread = threading.Thread(target=self._run, name="hbgw-registry", daemon=True)
 
     def start(self) -> None:
-        self.registry.refresh(self.worker, self.clock_ms())
+        # A Redis that fails now (full, restarting) must not stop the worker from starting:
+        # the thread keeps refreshing, and the worker is live as soon as one refresh lands.
+        self._refresh()
         self._thread.start()
 
     def stop(self, *, deregister: bool = True) -> None:
         self._stop.set()
         self._thread.join(timeout=5)
-        if deregister:
+        if not deregister:
+            return
+        try:
             self.registry.remove(self.worker)
+        except TRANSIENT_REDIS_ERRORS as exc:
+            # The entry expires after the worker TTL anyway.
+            log.warning(
+                "registry: could not deregister %s: %s",
+                self.worker,
+                exc,
+                extra={"action": "registry.remove_failed"},
+            )
+
+    def _refresh(self) -> None:
+        try:
+            self.registry.refresh(self.worker, self.clock_ms())
+        except TRANSIENT_REDIS_ERRORS as exc:
+            # One line per miss; the next refresh retries and the TTL tolerates a few misses.
+            log.warning(
+                "registry: refresh of %s failed, retrying in %.1fs: %s",
+                self.worker,
+                self.every,
+                exc,
+                extra={"action": "registry.refresh_failed"},
+            )
 
     def _run(self) -> None:
         while not self._stop.wait(self.every):
             try:
-                self.registry.refresh(self.worker, self.clock_ms())
-            except redis.RedisError:
-                continue  # the next refresh retries; the TTL tolerates a few misses
+                self._refresh()
+            except Exception:
+                # Unexpected (a bug, not Redis): say it loudly, but keep the worker registered.
+                log.exception("registry: refresh crashed", extra={"action": "registry.error"})

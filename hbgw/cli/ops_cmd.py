@@ -29,7 +29,7 @@ def worker(
     name = name or socket.gethostname()
     configure_logging(settings(), worker=name)
     with assembled_worker(settings(), name, threads=concurrency) as parts:
-        parts.app.Worker(
+        celery_worker = parts.app.Worker(
             hostname=f"{name}@{socket.gethostname()}",
             queues=[parts.queue],
             pool="threads",
@@ -37,7 +37,11 @@ def worker(
             loglevel="INFO",
             without_mingle=True,
             without_gossip=True,
-        ).start()
+        )
+        celery_worker.start()
+    # Celery reports an unrecoverable error only in its exit code: pass it on, so a supervisor
+    # sees the failure instead of a clean exit 0.
+    raise typer.Exit(celery_worker.exitcode or 0)
 
 
 def beat() -> None:
