@@ -21,16 +21,31 @@ class HeartbeatScheduler(Scheduler):  # type: ignore[misc]
         super().__init__(app, *args, **kwargs)
 
     def setup_schedule(self) -> None:
-        self.core.restore_now(self.core.rt.now_ms())
+        # Nothing here: the first tick restores (a Redis or SQL failure at start is then one
+        # logged tick, retried, instead of a beat that cannot start).
+        return None
+
+    def request_stop(self) -> None:
+        """Ask the loop to stop; safe from a signal handler (it only sets a flag)."""
+        self.core.stopping.set()
 
     def tick(self, *args: Any, **kwargs: Any) -> float:
-        return safe_tick(self.core)
+        # The pause happens here, on the stop flag, so a stop ends it at once; Celery's
+        # Service loop does not sleep after a tick that returns 0.
+        stopping = self.core.stopping
+        if not stopping.is_set():
+            stopping.wait(safe_tick(self.core))
+        if stopping.is_set():
+            # Service.start ends its loop on SystemExit and then closes us, outside any read.
+            raise SystemExit(0)
+        return 0.0
 
     def sync(self) -> None:
         return None
 
     def close(self) -> None:
         self.core.rt.close()
+        self.core.stopping.close()
 
     @property
     def info(self) -> str:

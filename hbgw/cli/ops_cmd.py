@@ -46,6 +46,12 @@ def worker(
 
 def beat() -> None:
     """Run beat: claims due heartbeats from the Redis index and sends them to their owners."""
+    import signal
+    from types import FrameType
+
+    from celery.beat import Service
+
+    from beat.scheduler import HeartbeatScheduler
     from core.logs import configure_logging
     from hbgw.celery_app import make_celery
     from state.runtime import resolve_redis_url
@@ -53,11 +59,18 @@ def beat() -> None:
     s = settings()
     configure_logging(s)
     app = make_celery(s, resolve_redis_url(s))
-    app.Beat(
-        scheduler="beat.scheduler:HeartbeatScheduler",
-        max_interval=s.beat_max_sleep,
-        loglevel="INFO",
-    ).run()
+    service = Service(app, max_interval=s.beat_max_sleep, scheduler_cls=HeartbeatScheduler)
+    # Built here, not lazily inside the signal handler.
+    scheduler: HeartbeatScheduler = service.scheduler
+
+    def request_stop(_signum: int, _frame: FrameType | None) -> None:
+        # Only a flag: Celery's own handler closed the Redis client under a running read, and
+        # the resulting error was swallowed by the tick, so beat kept ticking (issue 7).
+        scheduler.request_stop()
+
+    signal.signal(signal.SIGTERM, request_stop)
+    signal.signal(signal.SIGINT, request_stop)
+    service.start()
 
 
 def estop(
