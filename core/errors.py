@@ -43,6 +43,10 @@ class StoreError(HbgwError):
     """The durable store failed or is not usable."""
 
 
+class OutcomeUnknown(StoreError):
+    """The connection dropped during COMMIT: the change may or may not have been saved."""
+
+
 class SchemaBehind(StoreError):
     """The database schema is older than this code."""
 

@@ -1,29 +1,150 @@
-"""What every concern of the store shares: one transaction per public method, and row lookups."""
+"""What every concern of the store shares: one transaction per public method, and row lookups.
+
+Every public method of a concern is one transaction and is repeated, as a whole, when the
+database connection dropped before COMMIT: the server rolled the transaction back, so running
+it again is safe. A drop *during* COMMIT is ambiguous (it may have been saved): only methods
+marked ``@repeatable`` (their second run recognises the first) are repeated after one; any
+other raises ``OutcomeUnknown``. Raw SQLAlchemy errors never leave the store: they become
+``StoreError`` with one sentence.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import functools
+import inspect
+import logging
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Any, TypeVar
 
-from sqlalchemy import Engine, select
-from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy import Engine, event, select
+from sqlalchemy.exc import DBAPIError, SQLAlchemyError
+from sqlalchemy.orm import ORMExecuteState, Session, sessionmaker
 
-from core.errors import InvalidState, NotFound, StaleFence
+from core.errors import InvalidState, NotFound, OutcomeUnknown, StaleFence, StoreError
 from sessions.models import HeartbeatRow, RunRow, SessionRow
 from sessions.states import SessionStatus
+
+log = logging.getLogger("hbgw.store")
+
+ATTEMPTS = 3
+BACKOFF = 0.1  # seconds before the second attempt, doubled before the third
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def repeatable(method: F) -> F:
+    """Mark a store method whose second run after a committed first one is a harmless no-op."""
+    method._hbgw_repeatable = True  # type: ignore[attr-defined]
+    return method
+
+
+class _CommitCut(Exception):
+    """The connection dropped during COMMIT of a transaction that wrote."""
+
+    def __init__(self, cause: DBAPIError) -> None:
+        super().__init__(str(cause.orig or cause))
+        self.cause = cause
+
+
+def _dropped(exc: BaseException) -> bool:
+    return isinstance(exc, DBAPIError) and bool(exc.connection_invalidated)
+
+
+def _cause(exc: BaseException) -> str:
+    orig = getattr(exc, "orig", None) or exc
+    return " ".join(str(orig).split()) or type(orig).__name__
 
 
 class Transactions:
     """The base of every store concern: ``_transaction()`` is the only way to reach the rows."""
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for name, member in list(vars(cls).items()):
+            if not name.startswith("_") and inspect.isfunction(member):
+                setattr(cls, name, _retrying(member))
+
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self._make_orm_session = sessionmaker(engine, expire_on_commit=False)
+        event.listen(self._make_orm_session, "after_flush", _note_write)
+        event.listen(self._make_orm_session, "do_orm_execute", _note_dml)
 
     @contextmanager
     def _transaction(self) -> Iterator[Session]:
-        with self._make_orm_session() as db, db.begin():
+        # Leaving the ``with`` by an exception closes the session, which rolls back.
+        with self._make_orm_session() as db:
+            db.begin()
             yield db
+            # Flushed here, so a failure of the statements themselves is a plain, repeatable
+            # failure; only the COMMIT below is ambiguous.
+            db.flush()
+            try:
+                db.commit()
+            except DBAPIError as exc:
+                if _dropped(exc) and db.info.get("wrote"):
+                    raise _CommitCut(exc) from exc
+                raise
+
+
+def _note_write(db: Session, _context: Any) -> None:
+    db.info["wrote"] = True
+
+
+def _note_dml(state: ORMExecuteState) -> None:
+    if state.is_insert or state.is_update or state.is_delete:
+        state.session.info["wrote"] = True
+
+
+def _retrying(method: Callable[..., Any]) -> Callable[..., Any]:
+    if getattr(method, "_hbgw_retrying", False):
+        return method
+    repeat_after_commit = bool(getattr(method, "_hbgw_repeatable", False))
+    what = method.__name__
+
+    @functools.wraps(method)
+    def run(self: Transactions, *args: Any, **kwargs: Any) -> Any:
+        for attempt in range(1, ATTEMPTS + 1):
+            try:
+                return method(self, *args, **kwargs)
+            except _CommitCut as exc:
+                if not repeat_after_commit:
+                    raise OutcomeUnknown(
+                        f"The database connection dropped while committing {what}: the change "
+                        f"may or may not be saved ({exc}) — check it before trying again."
+                    ) from exc.cause
+                failure: Exception = exc
+            except SQLAlchemyError as exc:
+                if not _dropped(exc) or attempt == ATTEMPTS:
+                    raise _store_error(what, exc, attempt) from exc
+                failure = exc
+            log.warning(
+                "store: %s lost its database connection, attempt %d of %d: %s",
+                what,
+                attempt,
+                ATTEMPTS,
+                _cause(failure),
+                extra={"action": "store.retry"},
+            )
+            time.sleep(BACKOFF * 2 ** (attempt - 1))
+        raise AssertionError("unreachable: the last attempt returns or raises")
+
+    run._hbgw_retrying = True  # type: ignore[attr-defined]
+    return run
+
+
+def _store_error(what: str, exc: SQLAlchemyError, attempts: int) -> StoreError:
+    if _dropped(exc):
+        return StoreError(
+            f"The database connection dropped during {what} {attempts} times in a row "
+            f"({_cause(exc)}) — check that the database is up and reachable."
+        )
+    return StoreError(
+        f"The database failed during {what}: {_cause(exc)} — check the database and "
+        "HBGW_DATABASE_URL."
+    )
 
 
 def session_row(db: Session, session_id: str, *, for_update: bool = False) -> SessionRow:

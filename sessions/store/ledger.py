@@ -24,6 +24,7 @@ from sessions.store.base import (
     Transactions,
     fenced_session_row,
     heartbeat_row,
+    repeatable,
     run_row,
     session_row,
 )
@@ -174,10 +175,13 @@ class FireLedger(Transactions):
             assert winner is not None  # the UNIQUE violation means it is committed
             return Duplicate(run_view(winner))
 
+    @repeatable
     def mark_started(self, run_id: int, fence: int, now: datetime) -> RunView:
         with self._transaction() as db:
             run = run_row(db, run_id)
             fenced_session_row(db, run.session_id, fence)
+            if run.state == RunState.STARTED and run.fence == fence:
+                return run_view(run)  # a repeat after a COMMIT whose answer was lost
             if run.state != RunState.RESERVED:
                 raise InvalidState(f"Run {run.fire_id} is {run.state}; only a reserved run starts.")
             run.state = RunState.STARTED
@@ -219,6 +223,7 @@ class FireLedger(Transactions):
             )
             return [run_view(r) for r in rows]
 
+    @repeatable
     def finish(
         self,
         run_id: int,
@@ -232,6 +237,8 @@ class FireLedger(Transactions):
         with self._transaction() as db:
             run = run_row(db, run_id)
             fenced_session_row(db, run.session_id, fence)
+            if run.state == final:
+                return run_view(run)  # a repeat after a COMMIT whose answer was lost
             if run.state != RunState.STARTED:
                 raise InvalidState(
                     f"Run {run.fire_id} is {run.state}; only a started run finishes."

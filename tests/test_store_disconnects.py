@@ -1,0 +1,153 @@
+"""Issue 7, defect 5: database drops. Real `pg_terminate_backend` of the store's connections
+(the PostgreSQL tests; the last test runs on every backend).
+
+A transaction that failed before COMMIT was rolled back by the server and is repeated; a
+failure during COMMIT is ambiguous, so only operations that are safe to repeat (``finish``,
+``mark_started``) are repeated after one; every other raw error leaves the store as a
+``StoreError`` with one sentence.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from sqlalchemy import Engine, create_engine, event, text
+from support.seed import T0
+from support.sql_fixtures import PG_URL
+
+from core.errors import OutcomeUnknown, StoreError
+from sessions.db import make_engine, upgrade
+from sessions.grammar import IntervalSchedule
+from sessions.states import RunState
+from sessions.store import Store
+from sessions.store.ledger import Reserved
+
+
+@pytest.fixture
+def app_name() -> str:
+    return "hbgw-test-" + uuid.uuid4().hex[:8]
+
+
+@pytest.fixture
+def pg_store(pg_schema_url: str, app_name: str) -> Iterator[Store]:
+    engine = make_engine(f"{pg_schema_url}&application_name={app_name}")
+    upgrade(engine)
+    yield Store(engine)
+    engine.dispose()
+
+
+@pytest.fixture
+def admin() -> Iterator[Engine]:
+    engine = create_engine(PG_URL)
+    yield engine
+    engine.dispose()
+
+
+def terminate(admin: Engine, *, app_name: str | None = None, pid: int | None = None) -> int:
+    """pg_terminate_backend of the store's connections (by application name) or of one pid."""
+    with admin.begin() as conn:
+        if pid is not None:
+            return int(
+                conn.execute(text("SELECT pg_terminate_backend(:p)::int"), {"p": pid}).scalar_one()
+            )
+        query = (
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+            "WHERE application_name = :a"
+        )
+        return int(conn.execute(text(query), {"a": app_name}).scalar_one())
+
+
+def kill_own_backend(
+    engine: Engine, admin: Engine, event_name: str, times: int
+) -> Callable[[], int]:
+    """Terminate the backend of the connection that is about to run a statement (or COMMIT),
+    ``times`` times; returns a counter of what was done."""
+    done = [0]
+
+    def hook(conn: Any, *_: Any) -> None:
+        if done[0] >= times:
+            return
+        done[0] += 1
+        pid = conn.connection.dbapi_connection.info.backend_pid
+        terminate(admin, pid=pid)
+
+    event.listen(engine, event_name, hook)
+    return lambda: done[0]
+
+
+def started_run(store: Store) -> tuple[int, int]:
+    """A session with a heartbeat and one run started at fence 1: (run id, fence)."""
+    sid = store.create_session(platform="slack", chat="C1", thread="T1", now=T0).id
+    store.set_heartbeat(
+        sid, schedule=IntervalSchedule(60), schedule_text="every 60s", prompt="p", now=T0
+    )
+    now = T0 + timedelta(seconds=61)
+    store.claim_fence(sid, 1, now)
+    outcome = store.reserve_fire(sid, f"{sid}:1", 1, 1, now)
+    assert isinstance(outcome, Reserved)
+    store.mark_started(outcome.run.id, 1, now)
+    return outcome.run.id, 1
+
+
+@pytest.mark.postgres
+def test_idle_connections_terminated_between_calls_are_replaced(
+    pg_store: Store, admin: Engine, app_name: str
+) -> None:
+    run_id, fence = started_run(pg_store)
+    assert terminate(admin, app_name=app_name) >= 1
+    run = pg_store.finish(run_id, RunState.COMPLETED, fence, T0 + timedelta(seconds=70))
+    assert run.state == RunState.COMPLETED
+
+
+@pytest.mark.postgres
+def test_a_transaction_cut_before_commit_is_repeated(pg_store: Store, admin: Engine) -> None:
+    run_id, fence = started_run(pg_store)
+    killed = kill_own_backend(pg_store.engine, admin, "before_cursor_execute", times=1)
+    run = pg_store.finish(run_id, RunState.COMPLETED, fence, T0 + timedelta(seconds=70))
+    assert killed() == 1
+    assert run.state == RunState.COMPLETED
+    assert pg_store.get_run(run.fire_id).state == RunState.COMPLETED  # type: ignore[union-attr]
+
+
+@pytest.mark.postgres
+def test_finish_is_repeated_after_a_commit_cut_off(pg_store: Store, admin: Engine) -> None:
+    """The outcome of a run is known: it reaches its final state even if COMMIT was cut."""
+    run_id, fence = started_run(pg_store)
+    killed = kill_own_backend(pg_store.engine, admin, "commit", times=1)
+    run = pg_store.finish(run_id, RunState.COMPLETED, fence, T0 + timedelta(seconds=70))
+    assert killed() == 1
+    assert pg_store.get_run(run.fire_id).state == RunState.COMPLETED  # type: ignore[union-attr]
+
+
+@pytest.mark.postgres
+def test_other_writes_cut_at_commit_say_the_outcome_is_unknown(
+    pg_store: Store, admin: Engine
+) -> None:
+    sid = pg_store.create_session(platform="slack", chat="C1", thread=None, now=T0).id
+    kill_own_backend(pg_store.engine, admin, "commit", times=1)
+    with pytest.raises(OutcomeUnknown, match="may or may not"):
+        pg_store.set_heartbeat(
+            sid, schedule=IntervalSchedule(60), schedule_text="every 60s", prompt="p", now=T0
+        )
+
+
+@pytest.mark.postgres
+def test_a_database_that_keeps_dropping_is_a_store_error(pg_store: Store, admin: Engine) -> None:
+    kill_own_backend(pg_store.engine, admin, "before_cursor_execute", times=100)
+    with pytest.raises(StoreError, match="database connection") as info:
+        pg_store.runs()
+    assert "\n" not in str(info.value)
+
+
+def test_finish_and_start_repeated_after_a_saved_commit_change_nothing(store: Store) -> None:
+    """What a repeat after a COMMIT whose answer was lost meets: the first run already saved."""
+    run_id, fence = started_run(store)
+    again = store.mark_started(run_id, fence, T0 + timedelta(seconds=62))
+    assert again.state == RunState.STARTED
+    first = store.finish(run_id, RunState.COMPLETED, fence, T0 + timedelta(seconds=70))
+    second = store.finish(run_id, RunState.COMPLETED, fence, T0 + timedelta(seconds=71))
+    assert second == first
