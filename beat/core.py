@@ -16,8 +16,8 @@ from datetime import datetime, timedelta
 
 from beat.restore import restore
 from core.clock import from_ms, to_ms
-from core.errors import HbgwError
 from state.dispatch import Dispatcher
+from state.failures import log_failure
 from state.ownership import rendezvous_owner
 from state.runtime import Runtime
 
@@ -165,10 +165,9 @@ class BeatCore:
 
 
 def safe_tick(core: BeatCore) -> float:
+    """One tick that never raises: beat outlives any Redis, broker or database failure."""
     try:
         return core.tick()
-    except HbgwError as exc:
-        log.error("beat tick failed: %s", exc, extra={"action": "beat.error"})
-    except Exception:
-        log.exception("beat tick failed", extra={"action": "beat.error"})
+    except Exception as exc:
+        log_failure(log, "beat tick failed, retrying next tick", exc, action="beat.tick_failed")
     return core.max_sleep

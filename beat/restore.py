@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from core.clock import to_ms
 from sessions.store import Store
 from state.due_index import DueIndex
+from state.failures import log_failure
 from state.turn_gate import TurnGate
 
 log = logging.getLogger("hbgw.restore")
@@ -35,9 +36,9 @@ def restore(
     """
     try:
         entries = store.list_restorable()
-    except Exception:
-        log.exception(
-            "restore: store read failed; retrying next pass", extra={"action": "restore.failed"}
+    except Exception as exc:
+        log_failure(
+            log, "restore: store read failed; retrying next pass", exc, action="restore.failed"
         )
         return RestoreReport(ok=False)
     present = index.due_many([e.session_id for e in entries])

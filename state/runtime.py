@@ -18,6 +18,7 @@ from sessions.states import SessionStatus
 from sessions.store import Store
 from state.connection import connect
 from state.due_index import DueIndex
+from state.failures import log_failure
 from state.keys import Keys
 from state.liveness import Liveness
 from state.ownership import WorkerRegistry
@@ -94,12 +95,14 @@ class Runtime:
         except NotFound:
             self.index.remove(session_id)
             return None
-        except Exception:
+        except Exception as exc:
             # Rule 11: only a definite answer prunes; a failing read keeps the entry for later.
-            log.warning(
+            log_failure(
+                log,
                 "settle kept the due entry: the store could not be read",
-                exc_info=True,
-                extra={"action": "index.settle_failed", "session": session_id},
+                exc,
+                action="index.settle_failed",
+                session=session_id,
             )
             return None
         due = state.next_due() if state and session.status == SessionStatus.ACTIVE else None
