@@ -33,9 +33,9 @@ def settings() -> Settings:
         problem = exc.errors()[0]
         where = problem["loc"][0] if problem["loc"] else None
         name = f"HBGW_{str(where).upper()}" if where is not None else "An HBGW_ variable"
-        raise BadInput(
-            f"{name} is not valid: {problem['msg'].rstrip('.')} — fix it in the environment."
-        ) from exc
+        # A validator's own sentence comes as "Value error, <sentence>".
+        msg = problem["msg"].removeprefix("Value error, ").rstrip(".")
+        raise BadInput(f"{name} is not valid: {msg} — fix it in the environment.") from exc
 
 
 def open_store() -> Store:
