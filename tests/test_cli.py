@@ -141,11 +141,34 @@ def test_estop_switches_the_flag(
     from state.keys import Keys
 
     keys = Keys(redis_ns)
-    assert hbgw("estop", "on", "--session", "s1").out.strip() == "Emergency stop on for session s1."
-    assert redis_client.exists(keys.estop("s1"))
+    s1 = hbgw("session", "create", "--platform", "cli", "--chat", "me").out.strip()
+    assert (
+        hbgw("estop", "on", "--session", s1).out.strip() == f"Emergency stop on for session {s1}."
+    )
+    assert redis_client.exists(keys.estop(s1))
     assert hbgw("estop", "on").code == 0
     assert redis_client.exists(keys.estop())
     hbgw("estop", "off")
-    hbgw("estop", "off", "--session", "s1")
-    assert not redis_client.exists(keys.estop()) and not redis_client.exists(keys.estop("s1"))
+    hbgw("estop", "off", "--session", s1)
+    assert not redis_client.exists(keys.estop()) and not redis_client.exists(keys.estop(s1))
     assert hbgw("estop", "maybe").code == 2
+
+
+def test_runs_of_an_unknown_session_is_bad_input(hbgw: Hbgw) -> None:
+    for args in (("runs", "nope"), ("runs", "nope", "--json")):
+        result = hbgw(*args)
+        assert result.code == 2, result
+        assert result.err.startswith("Error: There is no session 'nope'"), result.err
+        assert result.err.count("\n") == 1
+
+
+def test_estop_of_an_unknown_session_is_bad_input(
+    hbgw: Hbgw, monkeypatch: pytest.MonkeyPatch, redis_url: str, redis_ns: str
+) -> None:
+    monkeypatch.setenv("HBGW_REDIS_URL", redis_url)
+    monkeypatch.setenv("HBGW_NAMESPACE", redis_ns)
+    for switch in ("on", "off"):
+        result = hbgw("estop", switch, "--session", "nope")
+        assert result.code == 2, result
+        assert result.err.startswith("Error: There is no session 'nope'"), result.err
+        assert result.err.count("\n") == 1

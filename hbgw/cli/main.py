@@ -117,7 +117,9 @@ def runs(
     """List the fire ledger of a session."""
     from core.clock import iso
 
-    rows = open_store().runs(session_id)
+    store = open_store()
+    store.get_session(session_id)  # an unknown session is bad input, like everywhere else
+    rows = store.runs(session_id)
     if as_json:
         out_json([r.to_json() for r in rows])
         return

@@ -67,6 +67,8 @@ def estop(
         raise typer.BadParameter("say on or off", param_hint="on|off")
     rt = Runtime.from_settings(settings())
     try:
+        if session is not None:
+            rt.store.get_session(session)  # an unknown session is bad input, not a no-op
         rt.gate.set_estop(switch == "on", session)
     finally:
         rt.close()
