@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from sessions.store import Store
     from sessions.views import MessageView
     from state.dispatch import Dispatcher
+    from state.keys import Keys
     from state.runtime import Runtime
 
 
@@ -80,11 +81,7 @@ def wait_for_reply(
 
 def estop_lift(rt: Runtime, session_id: str) -> str | None:
     """The command that lifts the emergency stop holding ``session_id``; None when none does."""
-    if rt.client.exists(rt.keys.estop()):
-        return "hbgw estop off"
-    if rt.client.exists(rt.keys.estop(session_id)):
-        return f"hbgw estop off --session {session_id}"
-    return None
+    return _lift(rt.client, rt.keys, session_id)
 
 
 def estop_status(session_id: str) -> bool | None:
@@ -96,10 +93,17 @@ def estop_status(session_id: str) -> bool | None:
     if client is None:
         return None
     try:
-        keys = Keys(s.namespace)
-        return bool(client.exists(keys.estop()) or client.exists(keys.estop(session_id)))
+        return _lift(client, Keys(s.namespace), session_id) is not None
     finally:
         client.close()
+
+
+def _lift(client: redis.Redis, keys: Keys, session_id: str) -> str | None:
+    if client.exists(keys.estop()):
+        return "hbgw estop off"
+    if client.exists(keys.estop(session_id)):
+        return f"hbgw estop off --session {session_id}"
+    return None
 
 
 def held_sentence(message_id: int, session_id: str, lift: str) -> str:
