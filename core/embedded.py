@@ -10,12 +10,16 @@ class kills its server from any forked child that exits normally (its atexit hoo
 check) and polls readiness every 100 ms; all we need from the package is the binary.
 
 A process killed with SIGKILL (or SIGTERM without a handler) runs no exit hooks, so callers that
-own the server should turn SIGTERM into ``SystemExit``.
+own the server should turn SIGTERM into ``SystemExit``. A server left behind that way is found
+again by the next ``start()`` on the same home: ``server.pid`` names its pid and port, and a
+process that runs this binary in this directory and answers PING is adopted (stopped later
+like one we started); one that does not answer is stopped. Nothing else is ever signalled.
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import time
@@ -33,6 +37,7 @@ __all__ = ["EmbeddedRedis"]
 HOST = "127.0.0.1"
 _POLL = 0.005  # seconds between readiness probes; the server is usually up in ~10 ms
 _PORT_ATTEMPTS = 5
+PID_FILE = "server.pid"
 
 
 def _free_port() -> int:
@@ -67,12 +72,41 @@ def _stop_process(process: subprocess.Popen[bytes], owner_pid: int, timeout: flo
         process.wait()
 
 
+def _serves(pid: int, data_dir: Path) -> bool:
+    """True when ``pid`` runs the bundled binary in ``data_dir`` (its --dir): a server started
+    for this home, never one found by name. (The server rewrites its command line, so the
+    executable and the working directory are what identify it.)"""
+    try:
+        exe = Path(os.readlink(f"/proc/{pid}/exe"))
+        cwd = Path(os.readlink(f"/proc/{pid}/cwd"))
+    except OSError:
+        return False  # gone, a zombie, not ours to inspect, or no /proc: leave it alone
+    return exe == Path(get_binary_path()).resolve() and cwd == data_dir.resolve()
+
+
+def _stop_adopted(pid: int, data_dir: Path, owner_pid: int, timeout: float) -> None:
+    # A server an earlier process started is not our child: signal it by pid, after checking
+    # again that the pid is still that server, and poll for its exit.
+    if os.getpid() != owner_pid:
+        return
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        if not _serves(pid, data_dir):
+            return
+        os.kill(pid, sig)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and _serves(pid, data_dir):
+            time.sleep(_POLL)
+
+
 class EmbeddedRedis:
     """A private Valkey server under ``home / "redis"``."""
 
     def __init__(self, home: Path) -> None:
-        self.home = Path(home)
+        self.home = Path(home).absolute()  # the server is told --dir and starts in it
         self.data_dir = self.home / "redis"
+        self.pid_file = self.data_dir / PID_FILE
+        self.adopted: int | None = None
+        """The pid of a server found running from an earlier process, now ours to stop."""
         self.log_path = self.data_dir / "valkey.log"
         self._process: subprocess.Popen[bytes] | None = None
         self._finalizer: weakref.finalize[..., EmbeddedRedis] | None = None
@@ -95,14 +129,22 @@ class EmbeddedRedis:
         return f"redis://{HOST}:{self.port}/0"
 
     def is_running(self) -> bool:
+        if self.adopted is not None:
+            return _serves(self.adopted, self.data_dir)
         return self._process is not None and self._process.poll() is None
 
     def start(self, timeout: float = 10.0) -> str:
-        """Start the server (if not running) and return its ``redis://`` URL."""
+        """Start the server (if not running) and return its ``redis://`` URL.
+
+        A server this home's ``server.pid`` names, left running by a process that died, is
+        reused when it answers and stopped when it does not.
+        """
         if self.is_running():
             return self.url
         self.stop()  # reap a server that died on its own
         self.data_dir.mkdir(parents=True, exist_ok=True)
+        if self._adopt_stale():
+            return self.url
         deadline = time.monotonic() + timeout
         for _ in range(_PORT_ATTEMPTS):
             port = _free_port()
@@ -114,6 +156,22 @@ class EmbeddedRedis:
             f"The embedded Redis did not start: {self._log_tail() or 'no output'} — see "
             f"{self.log_path}, or set HBGW_REDIS_URL to use an external Redis."
         )
+
+    def _adopt_stale(self) -> bool:
+        try:
+            pid, port = (int(word) for word in self.pid_file.read_text().split())
+        except (OSError, ValueError):
+            return False
+        if _serves(pid, self.data_dir):
+            self._port, self.adopted, self._owner_pid = port, pid, os.getpid()
+            self._finalizer = weakref.finalize(
+                self, _stop_adopted, pid, self.data_dir, self._owner_pid, 5.0
+            )
+            if _answers_ping(port):
+                return True
+            self.stop()  # ours, but not answering: start afresh
+        self.pid_file.unlink(missing_ok=True)
+        return False
 
     def _launch(self, port: int, deadline: float) -> bool:
         argv = [
@@ -150,6 +208,7 @@ class EmbeddedRedis:
             if process.poll() is not None:
                 break
             if _answers_ping(port):
+                self.pid_file.write_text(f"{process.pid} {port}\n")
                 return True
             time.sleep(_POLL)
         self.stop()
@@ -168,11 +227,16 @@ class EmbeddedRedis:
         """Stop the server and wait for it to exit. Safe to call more than once."""
         finalizer, self._finalizer = self._finalizer, None
         process, self._process = self._process, None
+        adopted, self.adopted = self.adopted, None
         self._port = None
         if finalizer is not None and finalizer.alive:
             finalizer.detach()
         if process is not None:
             _stop_process(process, self._owner_pid, timeout)
+        if adopted is not None:
+            _stop_adopted(adopted, self.data_dir, self._owner_pid, timeout)
+        if (process or adopted) and os.getpid() == self._owner_pid:
+            self.pid_file.unlink(missing_ok=True)
 
     def __enter__(self) -> Self:
         self.start()

@@ -10,6 +10,10 @@ from typing import Any, Literal
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+# SQLite (built in) and PostgreSQL through psycopg 3, the driver the project ships.
+DATABASE_SCHEMES = ("sqlite", "sqlite+pysqlite", "postgresql", "postgresql+psycopg")
+DATABASE_URLS = "use sqlite:///PATH or postgresql://USER:PASSWORD@HOST:PORT/DATABASE"
+
 
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="HBGW_", extra="ignore")
@@ -73,6 +77,20 @@ class Settings(BaseSettings):
         if level not in logging.getLevelNamesMapping():
             raise ValueError(f"{value!r} is not a log level; use DEBUG, INFO, WARNING or ERROR")
         return level
+
+    @field_validator("database_url", mode="after")
+    @classmethod
+    def _supported_database(cls, value: str | None) -> str | None:
+        # Checked here, not when the engine is made: an unsupported URL would otherwise surface
+        # as a missing driver module (MySQLdb, psycopg2) from deep inside SQLAlchemy.
+        if not value:
+            return value
+        scheme, sep, _rest = value.partition("://")
+        if not sep:
+            raise ValueError(f"it is not a URL; {DATABASE_URLS}")
+        if scheme.lower() not in DATABASE_SCHEMES:
+            raise ValueError(f"{scheme}:// is not supported; {DATABASE_URLS}")
+        return value
 
     @property
     def effective_database_url(self) -> str:

@@ -185,7 +185,14 @@ class Demo:
 
 
 def run_demo(duration: float, *, console: Console, live: bool, seed: int = 7) -> dict[str, Any]:
-    home = Path(tempfile.mkdtemp(prefix="hbgw-demo-"))
+    """The demo in a temporary home, removed afterwards (its servers are stopped by then)."""
+    with tempfile.TemporaryDirectory(prefix="hbgw-demo-") as home:
+        return _run_demo(Path(home), duration, console=console, live=live, seed=seed)
+
+
+def _run_demo(
+    home: Path, duration: float, *, console: Console, live: bool, seed: int
+) -> dict[str, Any]:
     settings = Settings(home=home, channel_file=home / "deliveries.jsonl", **DEMO_SETTINGS)
     console.print(f"[bold]hbgw demo[/] — {duration:.0f}s in {home} (embedded Redis, SQLite)")
     with local_stack(settings, workers=2) as stack:

@@ -1,7 +1,15 @@
-"""`hbgw up`: everything on one machine, as real child processes, with a clean shutdown."""
+"""`hbgw up`: everything on one machine, as real child processes, with a clean shutdown.
+
+One `up` per home: ``up.lock`` is locked (fcntl) for the life of the process and names its
+pid, so a second `up` on the same HBGW_HOME is refused, and a crashed one, however it died,
+leaves no lock behind. Its embedded server, which outlives a SIGKILL, is found and reused by
+the next `up` (``core.embedded``).
+"""
 
 from __future__ import annotations
 
+import fcntl
+import os
 import signal
 import time
 from collections.abc import Iterator
@@ -12,10 +20,13 @@ from subprocess import Popen
 from types import FrameType
 
 from core.embedded import EmbeddedRedis
+from core.errors import BadInput
 from core.settings import Settings
 from hbgw.procs import settings_env, spawn_hbgw, stop_all
 from sessions.db import ensure_schema, make_engine
 from state.runtime import write_redis_url
+
+LOCK_FILE = "up.lock"
 
 
 @dataclass
@@ -25,6 +36,8 @@ class Stack:
     env: dict[str, str]
     logs: Path
     procs: dict[str, Popen[bytes]] = field(default_factory=dict)
+    redis_reused: int | None = None
+    """The pid of an embedded server left running by an earlier `up` and reused."""
 
     def start(self, role: str, args: list[str]) -> Popen[bytes]:
         proc = spawn_hbgw(args, env=self.env, log=self.logs / f"{role}.log")
@@ -49,6 +62,27 @@ def _terminate_on_signals() -> None:
 
 
 @contextmanager
+def home_lock(home: Path) -> Iterator[None]:
+    """Hold ``home/up.lock`` (with our pid in it), or refuse: another `up` runs on this home."""
+    home.mkdir(parents=True, exist_ok=True)
+    fd = os.open(home / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)  # not inherited by children
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
+            raise BadInput(
+                f"Another `hbgw up` (pid {holder}) is running on {home} — stop it first, or "
+                "set HBGW_HOME to another directory for this one."
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        yield
+    finally:
+        os.close(fd)  # the lock goes with it; the file stays (unlinking it would race)
+
+
+@contextmanager
 def local_stack(
     settings: Settings,
     *,
@@ -58,8 +92,15 @@ def local_stack(
 ) -> Iterator[Stack]:
     """Embedded Redis (unless HBGW_REDIS_URL), SQLite (unless HBGW_DATABASE_URL), beat, workers."""
     _terminate_on_signals()
+    with home_lock(settings.home), _stack(settings, workers, beat, env_extra) as stack:
+        yield stack
+
+
+@contextmanager
+def _stack(
+    settings: Settings, workers: int, beat: bool, env_extra: dict[str, str] | None
+) -> Iterator[Stack]:
     home = settings.home
-    home.mkdir(parents=True, exist_ok=True)
     logs = home / "logs"
     logs.mkdir(exist_ok=True)
     engine = make_engine(settings.effective_database_url)
@@ -74,6 +115,7 @@ def local_stack(
     env = settings_env(settings, redis_url=url)
     env.update(env_extra or {})
     stack = Stack(settings=settings, redis_url=url, env=env, logs=logs)
+    stack.redis_reused = redis_server.adopted if redis_server is not None else None
     try:
         if beat:
             stack.start("beat", ["beat"])

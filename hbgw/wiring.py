@@ -11,7 +11,7 @@ from core.settings import Settings
 from gateway.channels import make_channel
 from hbgw.celery_app import make_celery
 from state.dispatch import Dispatcher, context_of
-from state.ownership import RegistryHeartbeat
+from state.ownership import RegistryHeartbeat, claim_name
 from state.runtime import Runtime, resolve_redis_url
 from workers.agents import make_agent
 from workers.runner import TurnRunner
@@ -35,6 +35,11 @@ def assembled_worker(settings: Settings, name: str, *, threads: int) -> Iterator
     agent = make_agent(settings)
     app = make_celery(settings, resolve_redis_url(settings))
     rt = Runtime.from_settings(settings, worker=name)
+    try:
+        claim_name(rt.registry, name, rt.now_ms)  # two live workers never share a name
+    except BaseException:
+        rt.close()
+        raise
     runner = TurnRunner(
         rt,
         Dispatcher(app, rt.keys),

@@ -31,11 +31,13 @@ def apply_command(
     *,
     origin_chat: str | None = None,
     origin_thread: str | None = None,
+    estop: bool = False,
 ) -> str:
+    """``estop``: an emergency stop holds the session (Redis knows; the caller asks it)."""
     if isinstance(command, ShowHelp):
         return help_text()
     if isinstance(command, ShowStatus):
-        return replies.status_reply(store.heartbeat_status(session_id, now))
+        return replies.status_reply(store.heartbeat_status(session_id, now), estop=estop)
     if isinstance(command, Pause):
         return replies.pause_reply(store.pause_heartbeat(session_id, now))
     if isinstance(command, Resume):
@@ -64,10 +66,17 @@ def handle_slash(
     *,
     origin_chat: str | None = None,
     origin_thread: str | None = None,
+    estop: bool = False,
 ) -> str:
     """Parse and apply; grammar and state errors propagate as typed errors with a sentence."""
     store.get_session(session_id)  # an unknown session is reported before the grammar
     command = parse_command(text, limits)
     return apply_command(
-        store, session_id, command, now, origin_chat=origin_chat, origin_thread=origin_thread
+        store,
+        session_id,
+        command,
+        now,
+        origin_chat=origin_chat,
+        origin_thread=origin_thread,
+        estop=estop,
     )

@@ -50,7 +50,8 @@ def clear_reply(state: HeartbeatState) -> str:
     return f"♥ Heartbeat cleared: {preview(state.prompt)}"
 
 
-def status_reply(status: HeartbeatStatusView) -> str:
+def status_reply(status: HeartbeatStatusView, *, estop: bool = False) -> str:
+    """``estop``: an emergency stop holds the session, so nothing fires whatever is due."""
     state = status.state
     if status.status == NO_HEARTBEAT or state is None:
         return "No heartbeat in this session — set one with /heartbeat every 10m <instruction>."
@@ -62,7 +63,9 @@ def status_reply(status: HeartbeatStatusView) -> str:
             f"{outcome}; /heartbeat resume starts it again."
         )
     due = status.next_due
-    if status.waiting_for_idle or due is None:
+    if estop:
+        nxt = "held by an emergency stop (nothing fires until it is lifted)"
+    elif status.waiting_for_idle or due is None:
         nxt = "due — waiting for the session to go idle"
     else:
         nxt = f"next at {when(due, status.now)}"

@@ -3,6 +3,9 @@
 Every worker refreshes its entry in a Redis sorted set every few seconds. A session belongs to
 the live worker with the highest hash of (worker, session): when a worker dies, only its own
 sessions move, and every process computes the same answer with no coordination.
+
+A name is live while its entry is fresh, and two live workers never share one: a worker claims
+its name at start (``claim_name``) and is refused while another process keeps that entry fresh.
 """
 
 from __future__ import annotations
@@ -10,12 +13,15 @@ from __future__ import annotations
 import hashlib
 import logging
 import threading
+import time
 from collections.abc import Callable
 
 import redis
 
+from core.errors import BadInput
 from state.connection import TRANSIENT_REDIS_ERRORS
 from state.keys import Keys
+from state.scripts import load_script
 
 log = logging.getLogger("hbgw.registry")
 
@@ -34,6 +40,13 @@ class WorkerRegistry:
         self.client = client
         self.keys = keys
         self.ttl_ms = ttl_ms
+        self._claim = load_script(client, "state", "lua/claim_worker.lua")
+
+    def claim(self, worker: str, now_ms: int) -> int | None:
+        """Register ``worker`` unless a live entry holds the name: None when registered, else
+        that entry's last refresh (ms)."""
+        reply = self._claim(keys=[self.keys.workers()], args=[worker, now_ms, self.ttl_ms])
+        return None if int(reply[0]) == 1 else int(reply[1])
 
     def refresh(self, worker: str, now_ms: int) -> None:
         self.client.zadd(self.keys.workers(), {worker: now_ms})
@@ -47,6 +60,25 @@ class WorkerRegistry:
 
     def owner(self, session_id: str, now_ms: int) -> str | None:
         return rendezvous_owner(session_id, self.live(now_ms))
+
+
+def claim_name(registry: WorkerRegistry, worker: str, clock_ms: Callable[[], int]) -> None:
+    """Register ``worker`` at start, or raise BadInput while another live worker has the name.
+
+    A fresh entry may be the last word of a worker that just crashed (a supervisor restarts it
+    at once): the claim waits until the entry is either refreshed again — a live worker, refused
+    — or old enough to be stale, at most one TTL.
+    """
+    deadline = time.monotonic() + registry.ttl_ms / 1000 + 1
+    seen: int | None = None
+    while (last := registry.claim(worker, clock_ms())) is not None:
+        if (seen is not None and last > seen) or time.monotonic() > deadline:
+            raise BadInput(
+                f"A worker named {worker!r} is already running (its registry entry is fresh) — "
+                "give this one another name with --name."
+            )
+        seen = last
+        time.sleep(0.05)
 
 
 class RegistryHeartbeat:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 import redis
@@ -95,8 +96,34 @@ def test_migrate_reports_revision(hbgw: Hbgw) -> None:
     assert result.code == 0 and "Database schema at 0001" in result.out
 
 
+@pytest.mark.parametrize(
+    "url", ["mysql://hb@db/hb", "postgres://hb@db/hb", "postgresql+psycopg2://hb@db/hb", "hb.db"]
+)
+def test_an_unsupported_database_url_is_one_sentence(
+    hbgw: Hbgw, monkeypatch: pytest.MonkeyPatch, url: str
+) -> None:
+    monkeypatch.setenv("HBGW_DATABASE_URL", url)
+    result = hbgw("session", "create", "--platform", "p", "--chat", "c")
+    assert result.code == 2, result
+    assert result.err.count("\n") == 1 and "Error" in result.err
+    assert result.err.startswith("Error: HBGW_DATABASE_URL is not valid: ")
+    assert "sqlite:///" in result.err and "postgresql://" in result.err
+    assert "Value error" not in result.err
+
+
+@pytest.mark.parametrize(
+    "url", ["sqlite:///{home}/x.db", "sqlite+pysqlite:///{home}/x.db", "postgresql+psycopg://h/db"]
+)
+def test_supported_database_urls_are_accepted(
+    hbgw: Hbgw, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, url: str
+) -> None:
+    monkeypatch.setenv("HBGW_DATABASE_URL", url.format(home=tmp_path))
+    assert hbgw("config").code == 0
+
+
 def test_unexpected_failure_exits_1(hbgw: Hbgw, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("HBGW_DATABASE_URL", "nosuchdialect://x")
+    # A SQLite file under /dev/null: its directory cannot be made — not a user's typo.
+    monkeypatch.setenv("HBGW_DATABASE_URL", "sqlite:////dev/null/hbgw.sqlite3")
     result = hbgw("session", "create", "--platform", "p", "--chat", "c")
     assert result.code == 1
     assert result.err.startswith("Unexpected failure:")
@@ -114,11 +141,34 @@ def test_estop_switches_the_flag(
     from state.keys import Keys
 
     keys = Keys(redis_ns)
-    assert hbgw("estop", "on", "--session", "s1").out.strip() == "Emergency stop on for session s1."
-    assert redis_client.exists(keys.estop("s1"))
+    s1 = hbgw("session", "create", "--platform", "cli", "--chat", "me").out.strip()
+    assert (
+        hbgw("estop", "on", "--session", s1).out.strip() == f"Emergency stop on for session {s1}."
+    )
+    assert redis_client.exists(keys.estop(s1))
     assert hbgw("estop", "on").code == 0
     assert redis_client.exists(keys.estop())
     hbgw("estop", "off")
-    hbgw("estop", "off", "--session", "s1")
-    assert not redis_client.exists(keys.estop()) and not redis_client.exists(keys.estop("s1"))
+    hbgw("estop", "off", "--session", s1)
+    assert not redis_client.exists(keys.estop()) and not redis_client.exists(keys.estop(s1))
     assert hbgw("estop", "maybe").code == 2
+
+
+def test_runs_of_an_unknown_session_is_bad_input(hbgw: Hbgw) -> None:
+    for args in (("runs", "nope"), ("runs", "nope", "--json")):
+        result = hbgw(*args)
+        assert result.code == 2, result
+        assert result.err.startswith("Error: There is no session 'nope'"), result.err
+        assert result.err.count("\n") == 1
+
+
+def test_estop_of_an_unknown_session_is_bad_input(
+    hbgw: Hbgw, monkeypatch: pytest.MonkeyPatch, redis_url: str, redis_ns: str
+) -> None:
+    monkeypatch.setenv("HBGW_REDIS_URL", redis_url)
+    monkeypatch.setenv("HBGW_NAMESPACE", redis_ns)
+    for switch in ("on", "off"):
+        result = hbgw("estop", switch, "--session", "nope")
+        assert result.code == 2, result
+        assert result.err.startswith("Error: There is no session 'nope'"), result.err
+        assert result.err.count("\n") == 1

@@ -6,14 +6,16 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(200)]
 
 
-def test_demo_summary_shows_every_behaviour() -> None:
+def test_demo_summary_shows_every_behaviour(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("HBGW_")}
+    env["TMPDIR"] = str(tmp_path)  # where the demo makes its temporary home
     done = subprocess.run(
         [sys.executable, "-m", "hbgw", "demo", "--duration", "25", "--json"],
         env=env,
@@ -28,3 +30,4 @@ def test_demo_summary_shows_every_behaviour() -> None:
         assert summary[key] > 0, (key, summary)
     assert summary["duplicate_fires"] == 0
     assert summary["overlapping_turns"] == 0
+    assert list(tmp_path.iterdir()) == []  # its temporary home is removed

@@ -267,3 +267,52 @@ def test_help_text_lists_the_forms() -> None:
         assert form in text
     for form in ("resume", "clear", "stop", "off", "/hb"):
         assert form in text
+
+
+# -- a mistyped subcommand is a question, never a heartbeat ---------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "keyword", "word"),
+    [
+        ("/heartbeat stauts", "status", "stauts"),
+        ("/heartbeat pasue", "pause", "pasue"),
+        ("/hb Statsu", "status", "Statsu"),
+        ("/heartbeat resme", "resume", "resme"),
+        ("/heartbeat resum!", "resume", "resum!"),
+        ("/heartbeat claer", "clear", "claer"),
+        ("/heartbeat sotp", "stop", "sotp"),
+        ("/heartbeat of", "off", "of"),
+        ("/heartbeat hepl", "help", "hepl"),
+        ("/heartbeat puase.", "pause", "puase."),
+    ],
+)
+def test_a_word_close_to_a_subcommand_is_a_question(text: str, keyword: str, word: str) -> None:
+    expected = (
+        f"Did you mean /heartbeat {keyword}? To set a heartbeat with this text, write "
+        f"/heartbeat every 5m {word}."
+    )
+    with pytest.raises(CommandError, match=f"^{literally(expected)}$"):
+        parse_command(text, LIMITS)
+
+
+def test_the_suggested_interval_is_the_default_one() -> None:
+    limits = GrammarLimits(min_interval=60, default_interval=5400, max_prompt_chars=50)
+    with pytest.raises(CommandError, match=literally("write /heartbeat every 90m stauts.")):
+        parse_command("/heartbeat stauts", limits)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "/heartbeat every 5m stauts",  # a schedule first: the user means the text
+        "/heartbeat stauts of the deploy",  # more than one word: a prompt
+        "/heartbeat hello",  # two edits from help, but help is short: one edit at most
+        "/heartbeat deploy",
+        "/heartbeat check",
+        "/heartbeat summarize",
+        "/heartbeat statistics",
+    ],
+)
+def test_other_prompts_are_still_set(text: str) -> None:
+    assert isinstance(parse_command(text, LIMITS), SetHeartbeat)

@@ -34,6 +34,7 @@ SCRIPTS = [
     ("state", "lua/lock_renew.lua"),
     ("state", "lua/lock_release.lua"),
     ("state", "lua/seed_session.lua"),
+    ("state", "lua/claim_worker.lua"),
 ]
 
 

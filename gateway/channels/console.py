@@ -1,9 +1,10 @@
-"""Print what a platform would receive."""
+"""Print what a platform would receive, with escape codes shown rather than obeyed."""
 
 from __future__ import annotations
 
 import sys
 
+from core.terminal import inert
 from workers.ports import Address
 
 
@@ -12,7 +13,7 @@ class ConsoleChannel:
 
     def send(self, address: Address, text: str, *, session_id: str, kind: str) -> None:
         where = address.chat + (f"/{address.thread}" if address.thread else "")
-        sys.stdout.write(f"[{address.platform}:{where}] ({kind}) {text}\n")
+        sys.stdout.write(inert(f"[{address.platform}:{where}] ({kind}) {text}") + "\n")
         sys.stdout.flush()
 
     def typing(self, address: Address, *, session_id: str) -> None:

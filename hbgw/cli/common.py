@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from core.clock import utcnow
 from core.errors import BadInput
+from core.terminal import inert
 
 if TYPE_CHECKING:
     from core.settings import Settings
@@ -32,9 +33,9 @@ def settings() -> Settings:
         problem = exc.errors()[0]
         where = problem["loc"][0] if problem["loc"] else None
         name = f"HBGW_{str(where).upper()}" if where is not None else "An HBGW_ variable"
-        raise BadInput(
-            f"{name} is not valid: {problem['msg'].rstrip('.')} — fix it in the environment."
-        ) from exc
+        # A validator's own sentence comes as "Value error, <sentence>".
+        msg = problem["msg"].removeprefix("Value error, ").rstrip(".")
+        raise BadInput(f"{name} is not valid: {msg} — fix it in the environment.") from exc
 
 
 def open_store() -> Store:
@@ -55,13 +56,14 @@ def now() -> datetime:
 
 def out(text: str) -> None:
     # Flushed line by line: `hbgw up > up.log` or a supervisor's pipe must see "Ready." when it
-    # is written, not when a block buffer fills.
-    sys.stdout.write(text + "\n")
+    # is written, not when a block buffer fills. Prompts, replies and chat names may carry escape
+    # codes: they are shown, never obeyed (the store keeps them as they came).
+    sys.stdout.write(inert(text) + "\n")
     sys.stdout.flush()
 
 
 def err(text: str) -> None:
-    sys.stderr.write(text + "\n")
+    sys.stderr.write(inert(text) + "\n")
     sys.stderr.flush()
 
 

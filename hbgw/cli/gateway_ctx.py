@@ -7,7 +7,7 @@ Redis and Celery are imported inside the functions: commands import this module 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from sessions.store import Store
     from sessions.views import MessageView
     from state.dispatch import Dispatcher
+    from state.keys import Keys
     from state.runtime import Runtime
 
 
@@ -65,14 +66,51 @@ def _reachable_redis(s: Settings) -> redis.Redis | None:
     return client
 
 
-def wait_for_reply(store: Store, message_id: int, timeout: float) -> MessageView | None:
+def wait_for_reply(
+    store: Store, message_id: int, timeout: float, *, held: Callable[[], bool] = lambda: False
+) -> MessageView | None:
+    """The reply, or None after ``timeout`` or as soon as ``held()`` (an emergency stop) says so."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         reply = store.reply_for(message_id)
-        if reply is not None:
+        if reply is not None or held():
             return reply
         time.sleep(0.1)
     return None
+
+
+def estop_lift(rt: Runtime, session_id: str) -> str | None:
+    """The command that lifts the emergency stop holding ``session_id``; None when none does."""
+    return _lift(rt.client, rt.keys, session_id)
+
+
+def estop_status(session_id: str) -> bool | None:
+    """Whether an emergency stop holds the session; None when no Redis answers (unknown)."""
+    from state.keys import Keys
+
+    s = settings()
+    client = _reachable_redis(s)
+    if client is None:
+        return None
+    try:
+        return _lift(client, Keys(s.namespace), session_id) is not None
+    finally:
+        client.close()
+
+
+def _lift(client: redis.Redis, keys: Keys, session_id: str) -> str | None:
+    if client.exists(keys.estop()):
+        return "hbgw estop off"
+    if client.exists(keys.estop(session_id)):
+        return f"hbgw estop off --session {session_id}"
+    return None
+
+
+def held_sentence(message_id: int, session_id: str, lift: str) -> str:
+    return (
+        f"Message {message_id} queued for session {session_id}; an emergency stop holds it — "
+        f"it runs once `{lift}` lifts the stop."
+    )
 
 
 def sync_index(session_id: str) -> None:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from hbgw.cli.common import limits, now, open_store, out, out_json
-from hbgw.cli.gateway_ctx import sync_index
+from hbgw.cli.gateway_ctx import estop_status, sync_index
 from hbgw.cli.help import Command, Group
 
 if TYPE_CHECKING:
@@ -32,10 +32,11 @@ def status(
     from sessions import replies
 
     result = open_store().heartbeat_status(session_id, now())
+    estop = estop_status(session_id)  # None: no Redis answers, so nobody knows
     if as_json:
-        out_json(result.to_json())
+        out_json({**result.to_json(), "emergency_stop": estop})
     else:
-        out(replies.status_reply(result))
+        out(replies.status_reply(result, estop=bool(estop)))
 
 
 @app.command("set", cls=Command)

@@ -88,26 +88,21 @@ def send(
     /heartbeat commands are answered at once; other text runs a turn on the owning worker.
     """
     from gateway.inbound import Answered, receive
-    from hbgw.cli.gateway_ctx import gateway_runtime, wait_for_reply
+    from hbgw.cli.gateway_ctx import gateway_runtime
+    from hbgw.cli.send_out import answer_under_estop, reply_or_hold
 
     with gateway_runtime() as (store, rt, dispatcher):
         result = receive(
             store, session_id, " ".join(text), now(), limits(), rt=rt, dispatcher=dispatcher
         )
         if isinstance(result, Answered):
-            out(result.text)
+            out(answer_under_estop(store, rt, result, " ".join(text)) or result.text)
             return
-        if rt is None or no_wait:
-            where = "" if rt else " (no Redis reachable: it runs once a gateway is up)"
+        if rt is None:
+            where = " (no Redis reachable: it runs once a gateway is up)"
             out(f"Message {result.message_id} queued for session {result.session_id}{where}.")
             return
-        reply = wait_for_reply(store, result.message_id, timeout)
-        if reply is None:
-            raise HbgwError(
-                f"No reply within {timeout:g}s; message {result.message_id} stays queued — "
-                "is a worker running (`hbgw up` or `hbgw worker`)?"
-            )
-        out(reply.text)
+        out(reply_or_hold(store, rt, result, None if no_wait else timeout))
 
 
 def runs(
@@ -117,7 +112,9 @@ def runs(
     """List the fire ledger of a session."""
     from core.clock import iso
 
-    rows = open_store().runs(session_id)
+    store = open_store()
+    store.get_session(session_id)  # an unknown session is bad input, like everywhere else
+    rows = store.runs(session_id)
     if as_json:
         out_json([r.to_json() for r in rows])
         return

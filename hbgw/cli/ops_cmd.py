@@ -84,6 +84,8 @@ def estop(
         raise typer.BadParameter("say on or off", param_hint="on|off")
     rt = Runtime.from_settings(settings())
     try:
+        if session is not None:
+            rt.store.get_session(session)  # an unknown session is bad input, not a no-op
         rt.gate.set_estop(switch == "on", session)
     finally:
         rt.close()
@@ -100,7 +102,13 @@ def up(
 
     s = settings()
     with local_stack(s, workers=workers) as stack:
-        out(f"redis    {stack.redis_url}" + ("" if s.redis_url else " (embedded)"))
+        if s.redis_url:
+            out(f"redis    {stack.redis_url}")
+        elif stack.redis_reused is not None:
+            pid = stack.redis_reused
+            out(f"redis    {stack.redis_url} (embedded, reused: pid {pid}, left by an earlier up)")
+        else:
+            out(f"redis    {stack.redis_url} (embedded)")
         out(f"database {mask_url(s.effective_database_url)}")
         for role, proc in stack.procs.items():
             out(f"{role:<8} pid {proc.pid}, log {stack.logs / (role + '.log')}")

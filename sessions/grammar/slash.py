@@ -13,6 +13,9 @@ Ambiguous forms, decided on purpose:
   CI``) is an error, not a prompt: it most likely means the command, and a surprise recurring
   heartbeat is worse than a question. Such a prompt can still be set by giving the schedule first
   (``/heartbeat every 5m stop …``).
+- A one-word prompt a typo away from a keyword (``stauts``, ``pasue``: one edit for the short
+  keywords, two for the longer ones) is a question ("Did you mean /heartbeat status?"), not a
+  heartbeat; the answer says how to set that text on purpose (give the schedule first).
 - ``every`` (or ``--every``) must be followed by an interval; ``every morning`` is an error, never
   silently a prompt. A leading number is an interval only when a unit follows it (``3 things to
   check`` is a prompt; ``5 days ago …`` is an interval).
@@ -33,13 +36,14 @@ from sessions.grammar.cron import ALIASES, UNSUPPORTED_ALIASES, parse_cron
 from sessions.grammar.intervals import (
     NUMBER,
     IntervalSchedule,
+    format_interval,
     forms_error,
     parse_interval,
     unit_seconds,
 )
 from sessions.grammar.limits import GrammarLimits
 from sessions.grammar.schedule import Schedule
-from sessions.grammar.text import quote
+from sessions.grammar.text import edit_distance, quote
 
 
 @dataclass(frozen=True)
@@ -144,8 +148,28 @@ def parse_command(text: str, limits: GrammarLimits = GrammarLimits()) -> Command
     schedule, pos = _Head(rest, limits).parse()
     prompt = check_prompt(rest[pos:], limits)
     if schedule is None:
+        _refuse_mistyped_keyword(prompt, limits)
         return SetHeartbeat(IntervalSchedule(limits.default_interval), prompt, "")
     return SetHeartbeat(schedule, prompt, " ".join(rest[:pos].split()))
+
+
+def _refuse_mistyped_keyword(prompt: str, limits: GrammarLimits) -> None:
+    """A one-word prompt a typo away from a keyword is most likely that command, mistyped."""
+    if len(prompt.split()) != 1:
+        return
+    word = prompt.lower().rstrip(".!")
+    # Short keywords (off, stop, help) allow one edit: two would turn "hello" into "help".
+    close = [
+        (distance, keyword)
+        for keyword in KEYWORDS
+        if (distance := edit_distance(word, keyword)) <= (1 if len(keyword) <= 4 else 2)
+    ]
+    if close:
+        keyword = min(close, key=lambda pair: pair[0])[1]  # ties: the first in KEYWORDS
+        raise CommandError(
+            f"Did you mean /heartbeat {keyword}? To set a heartbeat with this text, write "
+            f"/heartbeat every {format_interval(limits.default_interval)} {prompt}."
+        )
 
 
 def check_prompt(prompt: str, limits: GrammarLimits, *, example: str = EXAMPLE) -> str:

@@ -1,0 +1,96 @@
+"""An emergency stop, as the operator and the user meet it: send and status name the stop."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+import redis
+from support.cli_fixtures import Hbgw
+from support.harness import wait_until
+
+from core.clock import utcnow
+from sessions.grammar import IntervalSchedule
+from sessions.states import MessageState
+from sessions.store import Store
+from state.keys import Keys
+
+HELD = 3  # `hbgw send`: the message is queued, an emergency stop holds it
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[Store]:
+    store = Store.from_url(f"sqlite:///{tmp_path / 'hbgw.sqlite3'}")
+    yield store
+    store.close()
+
+
+@pytest.fixture
+def deployment(hbgw: Hbgw, monkeypatch: pytest.MonkeyPatch, redis_url: str, redis_ns: str) -> Keys:
+    """A reachable Redis and no worker: nothing would ever answer."""
+    monkeypatch.setenv("HBGW_REDIS_URL", redis_url)
+    monkeypatch.setenv("HBGW_NAMESPACE", redis_ns)
+    return Keys(redis_ns)
+
+
+def _session(hbgw: Hbgw) -> str:
+    return hbgw("session", "create", "--platform", "cli", "--chat", "me").out.strip()
+
+
+@pytest.mark.parametrize("scope", ["global", "session"])
+def test_send_during_a_stop_says_the_stop_at_once(
+    hbgw: Hbgw, deployment: Keys, store: Store, scope: str
+) -> None:
+    sid = _session(hbgw)
+    hbgw("estop", "on", *(["--session", sid] if scope == "session" else []))
+    result = hbgw("send", sid, "hello", "--timeout", "30")
+    assert result.code == HELD, result
+    assert result.out.startswith("Message 1 queued for session ")
+    assert "an emergency stop holds it" in result.out
+    lift = "hbgw estop off" + (f" --session {sid}" if scope == "session" else "")
+    assert f"`{lift}`" in result.out
+    assert store.get_message(1).state == MessageState.QUEUED  # accepted: it runs once lifted
+    no_wait = hbgw("send", sid, "again", "--no-wait")
+    assert no_wait.code == 0 and "an emergency stop holds it" in no_wait.out
+
+
+def test_a_stop_switched_on_while_send_waits_ends_the_wait(
+    hbgw: Hbgw, deployment: Keys, redis_client: redis.Redis
+) -> None:
+    sid = _session(hbgw)
+
+    def stop_once_queued() -> None:
+        wait_until(lambda: redis_client.llen(deployment.inbox(sid)), 30, "the message queued")
+        redis_client.set(deployment.estop(), "1")
+
+    switch = threading.Thread(target=stop_once_queued)
+    switch.start()
+    result = hbgw("send", sid, "hello", "--timeout", "60")
+    switch.join()
+    assert result.code == HELD, result
+    assert "an emergency stop holds it" in result.out
+
+
+def test_heartbeat_status_says_the_stop(hbgw: Hbgw, deployment: Keys, store: Store) -> None:
+    sid = _session(hbgw)
+    store.set_heartbeat(
+        sid,
+        schedule=IntervalSchedule(600),
+        schedule_text="every 10m",
+        prompt="check CI",
+        now=utcnow() - timedelta(hours=1),
+    )
+    assert "due — waiting for the session to go idle" in hbgw("heartbeat", "status", sid).out
+    hbgw("estop", "on", "--session", sid)
+    for shown in (hbgw("heartbeat", "status", sid).out, hbgw("send", sid, "/heartbeat").out):
+        assert "waiting for the session to go idle" not in shown
+        assert "held by an emergency stop" in shown, shown
+        assert shown.startswith("♥ Heartbeat (every 10m): check CI — ")
+    status = json.loads(hbgw("heartbeat", "status", sid, "--json").out)
+    assert status["emergency_stop"] is True
+    hbgw("estop", "off", "--session", sid)
+    assert json.loads(hbgw("heartbeat", "status", sid, "--json").out)["emergency_stop"] is False
