@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import sys
 import traceback
+from typing import TYPE_CHECKING
 
 import typer
 
@@ -16,6 +17,9 @@ from core.errors import HbgwError
 from hbgw.cli import heartbeat_cmd, ops_cmd, session_cmd
 from hbgw.cli.common import err, limits, now, open_store, out, out_json, settings
 from hbgw.cli.help import INSPECT, OPERATE, RUN, TALK, Command, Group
+
+if TYPE_CHECKING:
+    from gateway.inbound import Queued
 
 PACKAGE = "heartbeat-gateway"
 
@@ -82,32 +86,66 @@ def send(
     timeout: float = typer.Option(
         60.0, "--timeout", metavar="SECONDS", help="Seconds to wait for the reply."
     ),
+    idempotency_key: str | None = typer.Option(
+        None,
+        "--idempotency-key",
+        metavar="KEY",
+        help="Send a retry with the same KEY: it gets the first message, not a second one.",
+    ),
 ) -> None:
     """Send a message as the session's user and print the reply.
 
     /heartbeat commands are answered at once; other text runs a turn on the owning worker.
+    Once stored the message is answered, even when Redis is down: that is exit 0 too.
     """
     from gateway.inbound import Answered, receive
     from hbgw.cli.gateway_ctx import gateway_runtime, wait_for_reply
+    from sessions.validation import message_limits_from_settings
 
     with gateway_runtime() as (store, rt, dispatcher):
         result = receive(
-            store, session_id, " ".join(text), now(), limits(), rt=rt, dispatcher=dispatcher
+            store,
+            session_id,
+            " ".join(text),
+            now(),
+            limits(),
+            rt=rt,
+            dispatcher=dispatcher,
+            idempotency_key=idempotency_key,
+            message_limits=message_limits_from_settings(settings()),
         )
         if isinstance(result, Answered):
             out(result.text)
             return
-        if rt is None or no_wait:
-            where = "" if rt else " (no Redis reachable: it runs once a gateway is up)"
-            out(f"Message {result.message_id} queued for session {result.session_id}{where}.")
+        reply = store.reply_for(result.message_id) if result.duplicate else None
+        if reply is None and result.handed_off and not no_wait:
+            reply = wait_for_reply(store, result.message_id, timeout)
+            if reply is None:
+                raise HbgwError(
+                    f"No reply within {timeout:g}s; message {result.message_id} stays queued — "
+                    "is a worker running (`hbgw up` or `hbgw worker`)?"
+                )
+        if reply is not None and not no_wait:
+            out(reply.text)
             return
-        reply = wait_for_reply(store, result.message_id, timeout)
-        if reply is None:
-            raise HbgwError(
-                f"No reply within {timeout:g}s; message {result.message_id} stays queued — "
-                "is a worker running (`hbgw up` or `hbgw worker`)?"
-            )
-        out(reply.text)
+        out(_queued_sentence(result, redis_reachable=rt is not None))
+
+
+def _queued_sentence(result: Queued, *, redis_reachable: bool) -> str:
+    """Where a stored message stands, truthfully: it is answered whatever Redis did."""
+    head = f"Message {result.message_id} queued for session {result.session_id}"
+    if result.duplicate:
+        return f"{head} (a retry: this idempotency key was accepted before)."
+    if result.handed_off:
+        return f"{head}."
+    if not redis_reachable:
+        return (
+            f"{head} (stored; no Redis reachable: it is answered once a gateway and Redis are up)."
+        )
+    return (
+        f"{head} (stored; Redis did not take it: it is answered once Redis works again and "
+        "beat's restore pass runs)."
+    )
 
 
 def runs(
