@@ -137,11 +137,11 @@ def test_flushall_with_messages_waiting_answers_each_once_after_restore(
                 answered_after_ticks(gw, sid, queued.message_id)
             answered_after_ticks(gw, parent, before.message_id)
             assert [settle_then_count(gw, sid, q.message_id) for q in sent] == [1, 1, 1]
-    replies = [m for m in gw.store.list_messages(sid) if m.role == "assistant"]
-    assert [m.text for m in replies] == [f"user reply to: m{i}" for i in range(3)]
-    # Queued before the compression: answered in its own conversation, not the child's.
-    assert len(replies_to(gw, parent, before.message_id)) == 1
-    assert gw.store.list_messages(child.id) == []
+        replies = [m for m in gw.store.list_messages(sid) if m.role == "assistant"]
+        assert [m.text for m in replies] == [f"user reply to: m{i}" for i in range(3)]
+        # Queued before the compression: answered in its own conversation, not the child's.
+        assert len(replies_to(gw, parent, before.message_id)) == 1
+        assert gw.store.list_messages(child.id) == []
 
 
 def test_retry_with_the_same_idempotency_key_is_one_message_and_one_reply(

@@ -3,7 +3,7 @@
 -- KEYS[1]  inbox     LIST   ns:{s:sid}:inbox     message ids oldest first
 -- KEYS[2]  inflight  LIST   ns:{s:sid}:inflight  message ids taken by a turn, not yet answered
 -- KEYS[3]  idle      STRING ns:{s:sid}:idle
--- ARGV     the ids SQL has queued for the session (message ids: integers)
+-- ARGV[1]…ARGV[n]  the ids SQL has queued for the session (message ids: integers)
 --
 -- Returns the number of ids put back.
 --
@@ -37,7 +37,18 @@ if added == 0 then
     return 0
 end
 
-table.sort(inbox, function(a, b) return tonumber(a) < tonumber(b) end)
+-- Numeric ids in numeric order; anything else (never written by the gateway) after them.
+local function before(a, b)
+    local na, nb = tonumber(a), tonumber(b)
+    if na and nb then
+        return na < nb
+    end
+    if na or nb then
+        return na ~= nil
+    end
+    return a < b
+end
+table.sort(inbox, before)
 redis.call('DEL', KEYS[1])
 -- In slices: unpack() of a very long list would overflow Lua's stack.
 for first = 1, #inbox, 1000 do
