@@ -1,4 +1,4 @@
-"""The restore pass: SQL is the truth; the due index is rebuilt from it.
+"""The restore pass: SQL is the truth; the due index and the session inboxes are rebuilt from it.
 
 Runs when beat starts and every HBGW_RESTORE_INTERVAL seconds. It only adds or corrects
 entries, never removes one: a failing store read is logged and retried on the next pass.
@@ -23,6 +23,7 @@ class RestoreReport:
     ok: bool
     restorable: int = 0
     written: int = 0
+    requeued: int = 0
 
 
 def restore(
@@ -51,10 +52,36 @@ def restore(
     if wanted:
         index.schedule_many(wanted)
     gate.seed_many({e.session_id: e.fence for e in entries})
+    requeued = restore_inboxes(store, gate)
     log.info(
-        "restore: %d restorable, %d written",
+        "restore: %d restorable, %d written, %d messages requeued",
         len(entries),
         len(wanted),
+        requeued,
         extra={"action": "restore.done"},
     )
-    return RestoreReport(ok=True, restorable=len(entries), written=len(wanted))
+    return RestoreReport(ok=True, restorable=len(entries), written=len(wanted), requeued=requeued)
+
+
+def restore_inboxes(store: Store, gate: TurnGate) -> int:
+    """Every queued message SQL holds that Redis lost goes back to its session's inbox.
+
+    Redis may have been flushed, restarted without persistence, or unreachable when the
+    message was accepted; SQL still has it ``queued``. Returns how many were put back.
+    """
+    try:
+        queued = store.queued_messages()
+    except Exception:
+        log.exception(
+            "restore: reading queued messages failed; retrying next pass",
+            extra={"action": "restore.inbox_failed"},
+        )
+        return 0
+    added = gate.restore_inboxes(queued)
+    for session_id, count in added.items():
+        log.info(
+            "restore: %d queued messages put back into the inbox",
+            count,
+            extra={"action": "restore.requeued", "session": session_id},
+        )
+    return sum(added.values())

@@ -29,6 +29,9 @@ class Settings(BaseSettings):
     min_interval: float = Field(default=60.0, gt=0, description="Smallest interval, seconds.")
     default_interval: str = Field(default="5m", description="Interval of /heartbeat <prompt>.")
     max_prompt_chars: int = Field(default=4000, gt=0, description="Longest prompt accepted.")
+    max_message_chars: int = Field(
+        default=16_000, gt=0, description="Longest user message accepted, in characters."
+    )
     restore_interval: float = Field(
         default=30.0, gt=0, description="Seconds between restore passes of the due index."
     )

@@ -1,9 +1,20 @@
-"""What the edge does with an inbound message: answer a /heartbeat command, or queue a turn."""
+"""What the edge does with an inbound message: answer a /heartbeat command, or queue a turn.
+
+SQL is the truth for user messages: once the row is stored ``queued`` the message is accepted,
+whatever Redis does next. Redis and the broker only make the answer come sooner; when they fail
+the restore pass puts the message back into the inbox from SQL, and a retry with the same
+idempotency key is recognised instead of stored twice.
+"""
 
 from __future__ import annotations
 
+import logging
+import uuid
 from dataclasses import dataclass
 from datetime import datetime
+
+import redis
+from kombu.exceptions import KombuError
 
 from core.clock import to_ms
 from core.errors import InvalidState
@@ -11,8 +22,14 @@ from sessions.grammar import GrammarLimits, is_heartbeat_command
 from sessions.heartbeat_commands import handle_slash
 from sessions.states import MessageState, SessionStatus
 from sessions.store import Store
+from sessions.validation import MessageLimits, check_message, check_storable
 from state.dispatch import Dispatcher
 from state.runtime import Runtime
+
+log = logging.getLogger("hbgw.inbound")
+
+# What Redis or the Celery broker raise when they are down, full or failing.
+_HANDOFF_ERRORS = (redis.RedisError, OSError, KombuError)
 
 
 @dataclass(frozen=True)
@@ -23,8 +40,15 @@ class Answered:
 
 @dataclass(frozen=True)
 class Queued:
+    """A stored user message. ``handed_off``: Redis has it, so a worker can start on it now;
+    otherwise the restore pass hands it over once Redis answers. ``duplicate``: the idempotency
+    key was accepted before and this is that first message."""
+
     session_id: str
     message_id: int
+    idempotency_key: str
+    handed_off: bool = True
+    duplicate: bool = False
 
 
 def receive(
@@ -36,29 +60,72 @@ def receive(
     *,
     rt: Runtime | None = None,
     dispatcher: Dispatcher | None = None,
+    idempotency_key: str | None = None,
+    message_limits: MessageLimits = MessageLimits(),
 ) -> Answered | Queued:
     """Slash commands are answered at once; anything else becomes a user turn via the owner.
 
-    Without Redis (``rt`` None) the message is stored and the heartbeat change reaches the due
-    index on the next restore pass.
+    ``idempotency_key`` is the platform's message id, or the client's; one is made up when
+    there is none. Without Redis (``rt`` None) the message is stored and the heartbeat change
+    reaches the due index on the next restore pass.
     """
+    check_storable(session_id, "session id")
+    check_storable(text, "message")
     session = store.resolve_active(session_id)
     if session.status != SessionStatus.ACTIVE:
         raise InvalidState(f"Session {session.id} is {session.status}; it takes no messages.")
     sid = session.id
     if is_heartbeat_command(text):
         reply = handle_slash(
-            store, sid, text, now, limits, origin_chat=session.chat, origin_thread=session.thread
+            store,
+            sid,
+            text,
+            now,
+            limits,
+            origin_chat=session.chat,
+            origin_thread=session.thread,
+            estop=_estop_holds(rt, sid),
         )
         if rt is not None:
             rt.settle(sid)
         return Answered(sid, reply)
-    message = store.add_message(
-        sid, role="user", kind="user", text=text, now=now, state=MessageState.QUEUED
-    )
-    if rt is not None:
-        rt.gate.enqueue_user(sid, str(message.id))
+    check_message(text, message_limits)
+    key = idempotency_key if idempotency_key is not None else uuid.uuid4().hex
+    accepted = store.accept_message(sid, text, now=now, idempotency_key=key)
+    message = accepted.message
+    handed_off = False
+    if rt is not None and message.state == MessageState.QUEUED:
+        handed_off = _hand_off(rt, dispatcher, sid, message.id, now)
+    return Queued(sid, message.id, key, handed_off=handed_off, duplicate=accepted.duplicate)
+
+
+def _estop_holds(rt: Runtime | None, sid: str) -> bool:
+    """Whether an emergency stop holds the session (status says so); unknown without Redis."""
+    if rt is None:
+        return False
+    try:
+        return rt.gate.estop_active(sid)
+    except _HANDOFF_ERRORS:
+        return False
+
+
+def _hand_off(
+    rt: Runtime, dispatcher: Dispatcher | None, sid: str, message_id: int, now: datetime
+) -> bool:
+    """Queue the id in Redis and wake the owner; False when Redis or the broker failed."""
+    try:
+        rt.gate.enqueue_user(sid, str(message_id))
         owner = rt.registry.owner(sid, to_ms(now))
         if owner is not None and dispatcher is not None:
             dispatcher.drain(owner, sid)
-    return Queued(sid, message.id)
+    except _HANDOFF_ERRORS as exc:
+        # Expected when Redis is down or full: one line, no traceback. The row is queued in
+        # SQL, so the restore pass (or beat's sweeper, if the id did reach the inbox) takes it.
+        log.warning(
+            "message %d stored; Redis did not take it: %s",
+            message_id,
+            exc,
+            extra={"action": "inbound.handoff_failed", "session": sid},
+        )
+        return False
+    return True

@@ -15,11 +15,19 @@ from sqlalchemy import (
     String,
     Text,
     TypeDecorator,
+    UniqueConstraint,
 )
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from sessions.states import ClosedReason, HeartbeatStatus, MessageState, RunState, SessionStatus
+from sessions.validation import (
+    CHAT_CHARS,
+    IDEMPOTENCY_KEY_CHARS,
+    OWNER_CHARS,
+    PLATFORM_CHARS,
+    THREAD_CHARS,
+)
 
 
 class UTCDateTime(TypeDecorator[datetime]):
@@ -73,10 +81,10 @@ class SessionRow(Base):
     __tablename__ = "sessions"
 
     id: Mapped[str] = mapped_column(String(64), primary_key=True)
-    platform: Mapped[str] = mapped_column(String(64))
-    chat: Mapped[str] = mapped_column(String(255))
-    thread: Mapped[str | None] = mapped_column(String(255))
-    owner: Mapped[str | None] = mapped_column(String(255))
+    platform: Mapped[str] = mapped_column(String(PLATFORM_CHARS))
+    chat: Mapped[str] = mapped_column(String(CHAT_CHARS))
+    thread: Mapped[str | None] = mapped_column(String(THREAD_CHARS))
+    owner: Mapped[str | None] = mapped_column(String(OWNER_CHARS))
     status: Mapped[SessionStatus] = mapped_column(
         StateText(SessionStatus, 16), default=SessionStatus.ACTIVE
     )
@@ -109,6 +117,14 @@ class MessageRow(Base):
         StateText(MessageState, 16), default=MessageState.DONE
     )
     created_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    # The platform's message id, or the client's: a retry with the same key is the same message.
+    idempotency_key: Mapped[str | None] = mapped_column(String(IDEMPOTENCY_KEY_CHARS))
+
+    __table_args__ = (
+        UniqueConstraint("session_id", "idempotency_key", name="uq_messages_session_key"),
+        # The restore pass looks for queued messages on every pass; they are few among many.
+        Index("ix_messages_state", "state"),
+    )
 
 
 class HeartbeatRow(Base):

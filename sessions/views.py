@@ -14,10 +14,11 @@ from sessions.store.ledger import (
     ReserveOutcome,
     RunView,
 )
-from sessions.store.message_records import MessageView
+from sessions.store.message_records import Accepted, MessageView
 from sessions.store.session_records import SessionView
 
 __all__ = [
+    "Accepted",
     "Duplicate",
     "HeartbeatAudit",
     "HeartbeatStatusView",

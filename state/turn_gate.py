@@ -87,6 +87,7 @@ class TurnGate:
         self._renew = self._script("lock_renew.lua")
         self._release = self._script("lock_release.lua")
         self._seed = self._script("seed_session.lua")
+        self._restore_inbox = self._script("restore_inbox.lua")
 
     def _script(self, name: str) -> Script:
         return load_script(self.client, _PACKAGE, f"lua/{name}")
@@ -98,13 +99,36 @@ class TurnGate:
         k = self.keys
         pipe = self.client.pipeline(transaction=False)
         self._enqueue(
-            keys=[k.inbox(session_id), k.idle(session_id)], args=[message_id], client=pipe
+            keys=[k.inbox(session_id), k.idle(session_id), k.inflight(session_id)],
+            args=[message_id],
+            client=pipe,
         )
         # A separate key in another slot, so not part of the script: a hint for a sweeper that
         # looks for inboxes nobody is draining, harmless when stale.
         pipe.sadd(k.inbox_sessions(), session_id)
         length, _ = pipe.execute()
         return int(length)
+
+    def restore_inboxes(self, queued: Mapping[str, Sequence[int]]) -> dict[str, int]:
+        """Put SQL's queued messages that Redis lost back into each session's inbox.
+
+        Returns the number put back per session that got any. Every session with queued
+        messages is marked for beat's sweeper, which dispatches a drain unless a turn runs:
+        the sweeper's own set may have been lost with the rest.
+        """
+        k = self.keys
+        sessions = list(queued)
+        pipe = self.client.pipeline(transaction=False)
+        for session_id in sessions:
+            self._restore_inbox(
+                keys=[k.inbox(session_id), k.inflight(session_id), k.idle(session_id)],
+                args=[str(message_id) for message_id in queued[session_id]],
+                client=pipe,
+            )
+        added = {sid: int(n) for sid, n in zip(sessions, pipe.execute(), strict=True) if int(n)}
+        if sessions:
+            self.client.sadd(k.inbox_sessions(), *sessions)
+        return added
 
     def pop_message(self, session_id: str) -> str | None:
         """Take the oldest message into the in-flight list; ``ack_message`` when answered."""

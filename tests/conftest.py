@@ -17,6 +17,7 @@ pytest_plugins = [
     "support.sql_fixtures",
     "support.gateway_fixtures",
     "support.cli_fixtures",
+    "support.private_redis",
 ]
 
 

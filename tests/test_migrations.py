@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from datetime import datetime
+
 import pytest
-from sqlalchemy import inspect
+from sqlalchemy import Connection, inspect, text
+from sqlalchemy.exc import IntegrityError
 
 from core.errors import SchemaBehind
 from sessions.db import (
@@ -44,4 +47,48 @@ def test_postgres_behind_says_run_migrate(pg_schema_url: str) -> None:
     engine = make_engine(pg_schema_url)
     with pytest.raises(SchemaBehind, match="hbgw migrate"):
         ensure_schema(engine)
+    engine.dispose()
+
+
+def _insert_message(conn: Connection, key: str | None) -> None:
+    conn.execute(
+        text(
+            "INSERT INTO messages (session_id, conversation, role, kind, text, state, created_at,"
+            " idempotency_key) VALUES ('s1', 1, 'user', 'user', 'hi', 'queued', :at, :key)"
+        ),
+        {"at": datetime(2026, 1, 1), "key": key},
+    )
+
+
+def test_0002_idempotency_key_up_and_down_keeps_messages(db_url: str) -> None:
+    """Issue 7: one key per session (UNIQUE), any number of unkeyed rows, and a clean way back."""
+    engine = make_engine(db_url)
+    upgrade(engine, "0001")
+    with engine.begin() as conn:
+        conn.execute(
+            text(
+                "INSERT INTO sessions (id, platform, chat, status, conversation, fence, created_at,"
+                " updated_at) VALUES ('s1', 'p', 'c', 'active', 1, 0, :at, :at)"
+            ),
+            {"at": datetime(2026, 1, 1)},
+        )
+        conn.execute(
+            text(
+                "INSERT INTO messages (session_id, conversation, role, kind, text, state,"
+                " created_at) VALUES ('s1', 1, 'user', 'user', 'old', 'queued', :at)"
+            ),
+            {"at": datetime(2026, 1, 1)},
+        )
+    upgrade(engine)
+    assert current_revision(engine) == "0002"
+    with engine.begin() as conn:
+        _insert_message(conn, None)
+        _insert_message(conn, "k1")
+    with pytest.raises(IntegrityError), engine.begin() as conn:
+        _insert_message(conn, "k1")
+    downgrade(engine, "0001")
+    columns = {c["name"] for c in inspect(engine).get_columns("messages")}
+    assert "idempotency_key" not in columns
+    with engine.connect() as conn:
+        assert conn.execute(text("SELECT count(*) FROM messages")).scalar() == 3
     engine.dispose()

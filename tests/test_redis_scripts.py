@@ -35,6 +35,7 @@ SCRIPTS = [
     ("state", "lua/lock_release.lua"),
     ("state", "lua/seed_session.lua"),
     ("state", "lua/claim_worker.lua"),
+    ("state", "lua/restore_inbox.lua"),
 ]
 
 
@@ -144,12 +145,13 @@ def test_every_script_call_stays_in_one_slot(
     state.end_turn(SID, TOKEN, LOCK_MS)
     state.release(SID, TOKEN)
     state.enqueue_user(SID, "m1")  # pipelined: checked through its keys below
+    state.restore_inboxes({SID: [1]})  # pipelined too
     for shard in range(4):
         index.claim(shard, NOW, LEASE, 10)
-    assert len(spy.shas) == 6  # every script but the pipelined enqueue_user
+    assert len(spy.shas) == 6  # every script but the pipelined enqueue_user and restore_inbox
     for call_keys in spy.calls:
         assert len({slot(key) for key in call_keys}) == 1, call_keys
-    assert slot(keys.inbox(SID)) == slot(keys.idle(SID))
+    assert slot(keys.inbox(SID)) == slot(keys.idle(SID)) == slot(keys.inflight(SID))
 
 
 # -- due index ----------------------------------------------------------------------------------

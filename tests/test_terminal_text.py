@@ -44,7 +44,9 @@ def test_console_channel_prints_escapes_inert(capsys: pytest.CaptureFixture[str]
 
 
 def test_cli_output_is_inert_and_the_store_keeps_the_text(hbgw: Hbgw, tmp_path: Path) -> None:
-    sid = hbgw("session", "create", "--platform", "cli", "--chat", f"me{TITLE}").out.strip()
+    # Control characters in a chat name are refused at the edge (bad input), so only the prompt
+    # carries escapes here.
+    sid = hbgw("session", "create", "--platform", "cli", "--chat", "me").out.strip()
     prompt = f"check {RED} {LINK}"
     outputs = [
         hbgw("send", sid, f"/heartbeat every 10m {prompt}").out,
@@ -56,12 +58,11 @@ def test_cli_output_is_inert_and_the_store_keeps_the_text(hbgw: Hbgw, tmp_path: 
     for printed in outputs:
         assert "\x1b" not in printed and "\x07" not in printed, printed
     assert "check \\x1b[31mred\\x1b[0m" in outputs[1]
-    assert "me\\x1b]0;pwned\\x07" in outputs[3]
     store = Store.from_url(f"sqlite:///{tmp_path / 'hbgw.sqlite3'}")
     try:
         state = store.get_heartbeat(sid)
         assert state is not None and state.prompt == prompt
-        assert store.get_session(sid).chat == f"me{TITLE}"
+        assert store.get_session(sid).chat == "me"
     finally:
         store.close()
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from support.harness import Gateway, gateway_settings
-from support.private_redis import private_redis
+from support.private_redis import running_redis
 
 from beat.core import BeatCore, safe_tick
 from beat.restore import restore
@@ -30,7 +30,7 @@ NO_DATABASE = "postgresql+psycopg://postgres@127.0.0.1:1/test?connect_timeout=2"
 @pytest.fixture
 def redis_down(tmp_path: Path) -> Iterator[str]:
     """The URL of a Redis that ran and was stopped: what a Redis restart looks like."""
-    with private_redis(tmp_path / "redis") as server:
+    with running_redis(tmp_path / "redis") as server:
         url = server.url
     yield url
 

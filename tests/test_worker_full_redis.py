@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 from support.harness import Gateway, gateway_settings, wait_until
-from support.private_redis import private_redis
+from support.private_redis import running_redis
 
 from hbgw.procs import spawn_hbgw, stop_all
 from sessions.states import RunState
@@ -19,7 +19,7 @@ def _retries(log: Path) -> int:
 
 
 def test_worker_rides_out_a_full_redis_and_works_again(tmp_path: Path, redis_ns: str) -> None:
-    with private_redis(
+    with running_redis(
         tmp_path / "redis", "--maxmemory", "2mb", "--maxmemory-policy", "noeviction"
     ) as server:
         gw = Gateway(gateway_settings(tmp_path, server.url, redis_ns, agent="echo"), server.url)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import sys
 import traceback
+from typing import TYPE_CHECKING
 
 import typer
 
@@ -16,6 +17,9 @@ from core.errors import HbgwError
 from hbgw.cli import heartbeat_cmd, ops_cmd, session_cmd
 from hbgw.cli.common import err, limits, now, open_store, out, out_json, settings
 from hbgw.cli.help import INSPECT, OPERATE, RUN, TALK, Command, Group
+
+if TYPE_CHECKING:
+    pass
 
 PACKAGE = "heartbeat-gateway"
 
@@ -82,25 +86,45 @@ def send(
     timeout: float = typer.Option(
         60.0, "--timeout", metavar="SECONDS", help="Seconds to wait for the reply."
     ),
+    idempotency_key: str | None = typer.Option(
+        None,
+        "--idempotency-key",
+        metavar="KEY",
+        help="Send a retry with the same KEY: it gets the first message, not a second one.",
+    ),
 ) -> None:
     """Send a message as the session's user and print the reply.
 
     /heartbeat commands are answered at once; other text runs a turn on the owning worker.
+    Once stored the message is answered, even when Redis is down: that is exit 0 too.
     """
     from gateway.inbound import Answered, receive
     from hbgw.cli.gateway_ctx import gateway_runtime
-    from hbgw.cli.send_out import answer_under_estop, reply_or_hold
+    from hbgw.cli.send_out import queued_sentence, reply_or_hold
+    from sessions.validation import message_limits_from_settings
 
     with gateway_runtime() as (store, rt, dispatcher):
         result = receive(
-            store, session_id, " ".join(text), now(), limits(), rt=rt, dispatcher=dispatcher
+            store,
+            session_id,
+            " ".join(text),
+            now(),
+            limits(),
+            rt=rt,
+            dispatcher=dispatcher,
+            idempotency_key=idempotency_key,
+            message_limits=message_limits_from_settings(settings()),
         )
         if isinstance(result, Answered):
-            out(answer_under_estop(store, rt, result, " ".join(text)) or result.text)
+            out(result.text)
             return
-        if rt is None:
-            where = " (no Redis reachable: it runs once a gateway is up)"
-            out(f"Message {result.message_id} queued for session {result.session_id}{where}.")
+        if result.duplicate:
+            reply = store.reply_for(result.message_id)
+            if reply is not None and not no_wait:
+                out(reply.text)
+                return
+        if rt is None or not result.handed_off or (result.duplicate and no_wait):
+            out(queued_sentence(result, redis_reachable=rt is not None))
             return
         out(reply_or_hold(store, rt, result, None if no_wait else timeout))
 

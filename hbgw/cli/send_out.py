@@ -12,11 +12,11 @@ from typing import TYPE_CHECKING
 import typer
 
 from core.errors import HbgwError
-from hbgw.cli.common import limits, now, out
+from hbgw.cli.common import out
 from hbgw.cli.gateway_ctx import estop_lift, held_sentence, wait_for_reply
 
 if TYPE_CHECKING:
-    from gateway.inbound import Answered, Queued
+    from gateway.inbound import Queued
     from sessions.store import Store
     from state.runtime import Runtime
 
@@ -49,13 +49,18 @@ def reply_or_hold(store: Store, rt: Runtime, queued: Queued, timeout: float | No
     raise typer.Exit(HELD_EXIT)
 
 
-def answer_under_estop(store: Store, rt: Runtime | None, answered: Answered, text: str) -> str:
-    """`/heartbeat status` names an emergency stop holding the session; "" leaves the answer."""
-    from sessions.grammar import ShowStatus, parse_command
-    from sessions.heartbeat_commands import apply_command
-
-    if rt is None or estop_lift(rt, answered.session_id) is None:
-        return ""
-    if not isinstance(parse_command(text, limits()), ShowStatus):
-        return ""
-    return apply_command(store, answered.session_id, ShowStatus(), now(), estop=True)
+def queued_sentence(result: Queued, *, redis_reachable: bool) -> str:
+    """Where a stored message stands, truthfully: it is answered whatever Redis did."""
+    head = f"Message {result.message_id} queued for session {result.session_id}"
+    if result.duplicate:
+        return f"{head} (a retry: this idempotency key was accepted before)."
+    if result.handed_off:
+        return f"{head}."
+    if not redis_reachable:
+        return (
+            f"{head} (stored; no Redis reachable: it is answered once a gateway and Redis are up)."
+        )
+    return (
+        f"{head} (stored; Redis did not take it: it is answered once Redis works again and "
+        "beat's restore pass runs)."
+    )

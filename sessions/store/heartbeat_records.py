@@ -15,6 +15,7 @@ from sessions.grammar import CronSchedule, IntervalSchedule, Schedule
 from sessions.models import HeartbeatRow, SessionRow
 from sessions.states import HeartbeatStatus, SessionStatus
 from sessions.store.base import Transactions, active_session_row, heartbeat_row, session_row
+from sessions.validation import check_storable
 
 # What status shows for a session without a live heartbeat; never stored.
 NO_HEARTBEAT = "none"
@@ -148,6 +149,7 @@ class HeartbeatRecords(Transactions):
         origin_thread: str | None = None,
     ) -> hb.HeartbeatState:
         """Set or replace the session's heartbeat; replies go where it was set."""
+        check_storable(prompt, "prompt")
         with self._transaction() as db:
             session = active_session_row(db, session_id, "set a heartbeat in")
             row = heartbeat_row(db, session_id)

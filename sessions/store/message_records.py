@@ -1,16 +1,23 @@
-"""Messages of a conversation: user messages wait queued for a turn, replies answer them."""
+"""Messages of a conversation: user messages wait queued for a turn, replies answer them.
+
+SQL is the truth for messages: a user message is accepted once per idempotency key, stays
+``queued`` until the reply that answers it is written (in the same transaction), and the restore
+pass puts every queued one back into Redis when Redis lost it.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import select
+from sqlalchemy import and_, or_, select
+from sqlalchemy.orm import Session
 
 from core.errors import NotFound
-from sessions.models import MessageRow
-from sessions.states import MessageState
+from sessions.models import MessageRow, SessionRow
+from sessions.states import ClosedReason, MessageState, SessionStatus
 from sessions.store.base import Transactions, fenced_session_row, session_row
+from sessions.validation import check_idempotency_key, check_user_text
 
 
 @dataclass(frozen=True)
@@ -25,6 +32,15 @@ class MessageView:
     reply_to: int | None
     state: MessageState
     created_at: datetime
+    idempotency_key: str | None = None
+
+
+@dataclass(frozen=True)
+class Accepted:
+    """A user message as stored; ``duplicate`` when its key was accepted before (a retry)."""
+
+    message: MessageView
+    duplicate: bool
 
 
 def message_view(row: MessageRow) -> MessageView:
@@ -39,6 +55,7 @@ def message_view(row: MessageRow) -> MessageView:
         reply_to=row.reply_to,
         state=row.state,
         created_at=row.created_at,
+        idempotency_key=row.idempotency_key,
     )
 
 
@@ -56,7 +73,13 @@ class MessageRecords(Transactions):
         state: MessageState = MessageState.DONE,
         fence: int | None = None,
     ) -> MessageView:
-        """Store a message; a turn passes its fence so a turn that lost its lock cannot."""
+        """Store a message; a turn passes its fence so a turn that lost its lock cannot.
+
+        A reply (``reply_to``) marks the message it answers done in the same transaction: a
+        message is never answered without being marked, nor marked without its answer.
+        """
+        if kind == "user":
+            check_user_text(text)
         with self._transaction() as db:
             if fence is None:
                 session = session_row(db, session_id)
@@ -74,8 +97,67 @@ class MessageRecords(Transactions):
                 created_at=now,
             )
             db.add(row)
+            if reply_to is not None:
+                _mark_done(db, reply_to)
             db.flush()
             return message_view(row)
+
+    def accept_message(
+        self, session_id: str, text: str, *, now: datetime, idempotency_key: str
+    ) -> Accepted:
+        """Queue a user message, once per key: a retry gets the first message back."""
+        check_user_text(text)
+        check_idempotency_key(idempotency_key)
+        with self._transaction() as db:
+            # The row lock queues concurrent accepts of one session, so a retry racing the
+            # first attempt finds its row; the UNIQUE constraint is the backstop.
+            session = session_row(db, session_id, for_update=True)
+            existing = db.scalars(
+                select(MessageRow).where(
+                    MessageRow.session_id == session_id,
+                    MessageRow.idempotency_key == idempotency_key,
+                )
+            ).first()
+            if existing is not None:
+                return Accepted(message_view(existing), duplicate=True)
+            row = MessageRow(
+                session_id=session_id,
+                conversation=session.conversation,
+                role="user",
+                kind="user",
+                text=text,
+                state=MessageState.QUEUED,
+                created_at=now,
+                idempotency_key=idempotency_key,
+            )
+            db.add(row)
+            db.flush()
+            return Accepted(message_view(row), duplicate=False)
+
+    def queued_messages(self) -> dict[str, list[int]]:
+        """Queued message ids by session, oldest first, of every session that answers them.
+
+        Active sessions, and sessions closed by compression: a message queued before a
+        compression is answered in the conversation it was sent to.
+        """
+        answering = or_(
+            SessionRow.status == SessionStatus.ACTIVE,
+            and_(
+                SessionRow.status == SessionStatus.CLOSED,
+                SessionRow.closed_reason == ClosedReason.COMPRESSED,
+            ),
+        )
+        with self._transaction() as db:
+            rows = db.execute(
+                select(MessageRow.session_id, MessageRow.id)
+                .join(SessionRow, SessionRow.id == MessageRow.session_id)
+                .where(MessageRow.state == MessageState.QUEUED, answering)
+                .order_by(MessageRow.session_id, MessageRow.id)
+            )
+            queued: dict[str, list[int]] = {}
+            for session_id, message_id in rows:
+                queued.setdefault(session_id, []).append(message_id)
+            return queued
 
     def get_message(self, message_id: int) -> MessageView:
         with self._transaction() as db:
@@ -98,7 +180,7 @@ class MessageRecords(Transactions):
             if row is not None:
                 if fence is not None:
                     fenced_session_row(db, row.session_id, fence)
-                row.state = MessageState.DONE
+                _mark_done(db, message_id)
 
     def list_messages(self, session_id: str, *, limit: int = 100) -> list[MessageView]:
         with self._transaction() as db:
@@ -109,3 +191,9 @@ class MessageRecords(Transactions):
                 .limit(limit)
             )
             return [message_view(r) for r in reversed(list(rows))]
+
+
+def _mark_done(db: Session, message_id: int) -> None:
+    row = db.get(MessageRow, message_id)
+    if row is not None:
+        row.state = MessageState.DONE

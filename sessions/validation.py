@@ -1,0 +1,90 @@
+"""Input checks for what reaches the SQL truth: sessions' names and users' messages.
+
+Run before any SQL, so a value either backend would reject (lone surrogates from a non-UTF-8
+argument, NUL, a value longer than its column — PostgreSQL refuses it, SQLite silently keeps it)
+is the same one-sentence ``BadInput`` on both. Pure: no SQLAlchemy, so the CLI and the gateway
+edge can call it cheaply; ``sessions/models.py`` takes its column sizes from here.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from core.errors import BadInput
+
+if TYPE_CHECKING:
+    from core.settings import Settings
+
+PLATFORM_CHARS = 64
+CHAT_CHARS = 255
+THREAD_CHARS = 255
+OWNER_CHARS = 255
+IDEMPOTENCY_KEY_CHARS = 255
+DEFAULT_MAX_MESSAGE_CHARS = 16_000
+
+
+@dataclass(frozen=True)
+class MessageLimits:
+    max_message_chars: int = DEFAULT_MAX_MESSAGE_CHARS
+    """Longest user message accepted (HBGW_MAX_MESSAGE_CHARS)."""
+
+
+def message_limits_from_settings(settings: Settings) -> MessageLimits:
+    return MessageLimits(max_message_chars=settings.max_message_chars)
+
+
+def check_storable(value: str, what: str) -> None:
+    """Text SQL can hold the same way on every backend: UTF-8 encodable, no NUL."""
+    for position, char in enumerate(value, start=1):
+        if "\ud800" <= char <= "\udfff":
+            raise BadInput(
+                f"The {what} is not valid UTF-8 (at character {position}); send it as UTF-8 text."
+            )
+        if char == "\x00":
+            raise BadInput(f"The {what} contains a NUL character at {position}; remove it.")
+
+
+def check_name(value: str, what: str, max_chars: int) -> None:
+    """A platform, chat, thread or owner id: one printable line of at most ``max_chars``."""
+    check_storable(value, what)
+    if not value.strip():
+        raise BadInput(f"The {what} is empty; give the {what} id as the platform names it.")
+    for position, char in enumerate(value, start=1):
+        if unicodedata.category(char) == "Cc":
+            raise BadInput(f"The {what} contains a control character at {position}; remove it.")
+    if len(value) > max_chars:
+        raise BadInput(
+            f"The {what} is {len(value)} characters long; at most {max_chars} are accepted."
+        )
+
+
+def check_session_names(*, platform: str, chat: str, thread: str | None, owner: str | None) -> None:
+    check_name(platform, "platform", PLATFORM_CHARS)
+    check_name(chat, "chat", CHAT_CHARS)
+    if thread is not None:
+        check_name(thread, "thread", THREAD_CHARS)
+    if owner is not None:
+        check_name(owner, "owner", OWNER_CHARS)
+
+
+def check_user_text(text: str) -> None:
+    """What the store itself requires of a user message: storable and not blank."""
+    check_storable(text, "message")
+    if not text.strip():
+        raise BadInput("The message is empty; write some text to send.")
+
+
+def check_message(text: str, limits: MessageLimits) -> None:
+    """A user message at the edge: storable, not blank, within HBGW_MAX_MESSAGE_CHARS."""
+    check_user_text(text)
+    if len(text) > limits.max_message_chars:
+        raise BadInput(
+            f"The message is {len(text)} characters long; at most {limits.max_message_chars} "
+            "are accepted (HBGW_MAX_MESSAGE_CHARS) — shorten it or split it."
+        )
+
+
+def check_idempotency_key(key: str) -> None:
+    check_name(key, "idempotency key", IDEMPOTENCY_KEY_CHARS)
