@@ -33,7 +33,7 @@ class UserTurn:
         kind = "reply"
         if failure is not None:
             reply, kind = f"⚠ The turn failed: {failure}", "failure"
-        elif not reply.strip() or is_silent(reply):
+        elif is_silent(reply):
             # Rule 7: a human gets a visible notice, never silence.
             reply, kind = EMPTY_REPLY_NOTICE, "notice"
         io.before_delivery(lease)
