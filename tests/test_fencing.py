@@ -6,11 +6,30 @@ and a one-thread executor; a lease running out is observed on a real Redis key, 
 
 from __future__ import annotations
 
+import logging
+import threading
 from pathlib import Path
 
-from support.harness import Gateway, gateway_settings
+import pytest
+from support.harness import Gateway, gateway_settings, wait_until
 
 from sessions.states import RunState
+from sessions.views import RunView
+from workers.runner import TurnRunner
+
+
+def accept_due_fire(gw: Gateway, runner: TurnRunner, sid: str) -> str:
+    """What the fire task does with one claimed fire (beat's claim itself is not needed here)."""
+    due_ms = gw.rt.index.due_ms(sid)
+    assert due_ms is not None
+    return runner.accept_fire(sid, due_ms)
+
+
+def wait_out_one_lease(gw: Gateway) -> None:
+    """A lock taken now, left to expire: observed on Redis, so at least one lease has passed."""
+    canary = "lease-canary"
+    gw.rt.gate.try_begin_user(canary, "canary", int(gw.settings.lock_lease * 1000))
+    wait_until(lambda: gw.rt.gate.lock_holder(canary) is None, what="a whole lease to pass")
 
 
 def test_empty_heartbeat_reply_is_silent(tmp_path: Path, redis_url: str, redis_ns: str) -> None:
@@ -25,5 +44,44 @@ def test_empty_heartbeat_reply_is_silent(tmp_path: Path, redis_url: str, redis_n
             [run] = gw.final_runs(sid)
         assert run.state == RunState.SILENT
         assert gw.deliveries(sid, "send") == []
+    finally:
+        gw.close()
+
+
+def test_backlog_longer_than_the_lease_runs_every_fire(
+    tmp_path: Path, redis_url: str, redis_ns: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Defect 4: the lock was taken when a fire was accepted, but renewed only once a turn
+    thread took it up; fires waiting longer than a lease lost their lock before they began."""
+    caplog.set_level(logging.INFO, logger="hbgw")
+    gw = Gateway(gateway_settings(tmp_path, redis_url, redis_ns, lock_lease=1), redis_url)
+    release = threading.Event()
+    try:
+        with gw.worker("w1", threads=1) as runner:
+            blocker = gw.session(chat="A")
+            backlog = [gw.session(chat=f"B{i}") for i in range(3)]
+
+            def hold_the_only_thread(sid: str, run: RunView) -> None:
+                if sid == blocker:
+                    release.wait(timeout=30)
+
+            runner.before_start.append(hold_the_only_thread)
+            try:
+                gw.due_now(blocker)
+                accept_due_fire(gw, runner, blocker)
+                wait_until(lambda: gw.runs(blocker), what="the blocker to hold the thread")
+                for sid in backlog:
+                    gw.due_now(sid)
+                    accept_due_fire(gw, runner, sid)
+                wait_out_one_lease(gw)
+            finally:
+                release.set()
+            finished = {sid: gw.final_runs(sid) for sid in [blocker, *backlog]}
+        assert {sid: [r.state for r in runs] for sid, runs in finished.items()} == {
+            sid: [RunState.COMPLETED] for sid in [blocker, *backlog]
+        }
+        assert len(gw.deliveries(call="send")) == 4
+        trouble = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+        assert trouble == []
     finally:
         gw.close()

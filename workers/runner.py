@@ -1,25 +1,23 @@
 """The turn runner: the entry point the Celery tasks call.
 
-It wires the units together: admission decides whether a fire or a drain gets a lock
-(``workers/admission.py``); a granted lock runs the locked session loop on the turn executor
-(``workers/session_loop.py``), which runs the heartbeat turn (``workers/heartbeat_turn.py``)
-and the user turns (``workers/user_turn.py``) under one lock, fence and error policy.
+It wires the units together: admission decides whether a fire or a drain is accepted
+(``workers/admission.py``); an accepted one waits for a thread of the turn executor, which
+takes the lock there and runs the locked session loop (``workers/session_loop.py``): the
+heartbeat turn (``workers/heartbeat_turn.py``) and the user turns (``workers/user_turn.py``)
+under one lock, fence and error policy. The Celery pool and the executor have the same size
+(``hbgw worker --concurrency``); a backlog waits in the executor's queue without a lock.
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
 from concurrent.futures import Future, ThreadPoolExecutor
-
-import redis
 
 from state.dispatch import Dispatcher
 from state.runtime import Runtime
 from workers.admission import Admission
 from workers.agents.base import Agent
 from workers.heartbeat_turn import BeforeStartHook, Fire, HeartbeatTurn
-from workers.locks import Grant
 from workers.logfields import fields, log
 from workers.ports import Channel
 from workers.session_loop import SessionLoop
@@ -76,18 +74,20 @@ class TurnRunner:
 
     # -- the executor ---------------------------------------------------------------------
 
-    def _start(self, grant: Grant, fire: Fire | None) -> None:
-        try:
-            future = self.executor.submit(self.loop.run, grant, fire)
-        except RuntimeError:
-            # Shutting down: hand the session back now rather than at the end of the lease.
-            with contextlib.suppress(redis.RedisError):
-                self.rt.gate.release(grant.session_id, grant.token)
-            raise
-        future.add_done_callback(functools.partial(_log_failure, grant, fire))
+    def _start(self, sid: str, fire: Fire | None) -> None:
+        # Shutting down: submit raises, the task fails, and the claim lease (or beat's inbox
+        # sweeper) brings the request back; no lock was taken yet.
+        future = self.executor.submit(self._turn, sid, fire)
+        future.add_done_callback(functools.partial(_log_failure, sid, fire))
+
+    def _turn(self, sid: str, fire: Fire | None) -> None:
+        """On a turn thread: take the lock now, so its keeper renews it from the first moment."""
+        grant = self.admission.take_lock(sid, fire)
+        if grant is not None:
+            self.loop.run(grant, fire)
 
 
-def _log_failure(grant: Grant, fire: Fire | None, future: Future[None]) -> None:
+def _log_failure(sid: str, fire: Fire | None, future: Future[None]) -> None:
     # The session loop handles its own errors; whatever escapes it is a bug, never dropped.
     exc = future.exception()
     if exc is not None:
@@ -95,5 +95,5 @@ def _log_failure(grant: Grant, fire: Fire | None, future: Future[None]) -> None:
             "turn crashed: %s",
             exc,
             exc_info=exc,
-            extra=fields("turn.crashed", grant.session_id, fire.fire_id if fire else None),
+            extra=fields("turn.crashed", sid, fire.fire_id if fire else None),
         )
