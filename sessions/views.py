@@ -14,13 +14,16 @@ from sessions.store.ledger import (
     ReserveOutcome,
     RunView,
 )
+from sessions.store.ledger_audit import HeartbeatSnapshot, LedgerSnapshot
 from sessions.store.message_records import MessageView
 from sessions.store.session_records import SessionView
 
 __all__ = [
     "Duplicate",
     "HeartbeatAudit",
+    "HeartbeatSnapshot",
     "HeartbeatStatusView",
+    "LedgerSnapshot",
     "MessageView",
     "RefusalReason",
     "Refused",

@@ -12,8 +12,11 @@ from pathlib import Path
 
 import pytest
 from support.harness import Gateway, gateway_settings, wait_until
+from support.scenarios import assert_invariants, send
 
-from sessions.states import RunState
+from core.clock import utcnow
+from gateway.inbound import Queued
+from sessions.states import LostLockDetail, RunState
 from sessions.views import RunView
 from workers.runner import TurnRunner
 
@@ -85,3 +88,68 @@ def test_backlog_longer_than_the_lease_runs_every_fire(
         assert trouble == []
     finally:
         gw.close()
+
+
+def take_over(gw: Gateway, sid: str, fence: int, how: str) -> None:
+    """The lock moves on while a turn is held: it ran out (nobody took it yet), or a newer
+    grant took it (as a worker that outlived a paused one would), or SQL alone knows the newer
+    grant (the old turn's keeper has not noticed anything)."""
+    gate = gw.rt.gate
+    if how in ("expired", "stolen"):
+        gw.rt.client.delete(gw.rt.keys.lock(sid))
+    if how == "stolen":
+        taken = gate.try_begin_user(sid, "newer-owner", int(gw.settings.lock_lease * 1000))
+        fence = getattr(taken, "fence", fence + 1)
+    if how in ("stolen", "sql-only"):
+        gw.store.claim_fence(sid, fence if how == "stolen" else fence + 1, utcnow())
+
+
+@pytest.mark.parametrize("how", ["expired", "stolen", "sql-only"])
+def test_heartbeat_turn_that_lost_its_lock_sends_nothing_and_fails(
+    gateway: Gateway, tmp_path: Path, how: str
+) -> None:
+    """Defect 3: a turn that lost its lock mid-turn must deliver nothing, and its run must not
+    stay ``started`` for ever: it ends ``failed``, "lock lost before delivery"."""
+    gw, release = gateway, tmp_path / "release"
+    with gw.worker("w1"):
+        sid = gw.session()
+        gw.due_now(sid, prompt=f"HOLD {release} then report")
+        gw.tick()
+        [run] = wait_until(
+            lambda: (
+                [r for r in gw.runs(sid) if r.state == RunState.STARTED]
+                if gw.store.list_messages(sid)
+                else None
+            ),
+            what="the turn to be held in the agent",
+        )
+        take_over(gw, sid, run.fence, how)
+        release.touch()
+        [after] = gw.final_runs(sid)
+        if how == "stolen":
+            gw.rt.gate.release(sid, "newer-owner")
+    assert (after.state, after.detail) == (RunState.FAILED, LostLockDetail.BEFORE_DELIVERY)
+    assert gw.deliveries(sid, "send") == []
+    assert [m.kind for m in gw.store.list_messages(sid)] == ["heartbeat"]
+    assert_invariants(gw)
+
+
+def test_user_turn_behind_a_newer_fence_sends_nothing_and_the_next_grant_answers(
+    gateway: Gateway, tmp_path: Path
+) -> None:
+    """Defect 3 for user turns: the stale turn's reply never leaves; the message is answered
+    once, by the grant that follows."""
+    gw, release = gateway, tmp_path / "release"
+    with gw.worker("w1"):
+        sid = gw.session()
+        queued = send(gw, sid, f"HOLD {release} hello")
+        assert isinstance(queued, Queued)
+        wait_until(lambda: gw.rt.gate.lock_holder(sid), what="the user turn to hold the lock")
+        held_fence = gw.rt.gate.fence(sid)
+        take_over(gw, sid, held_fence, "sql-only")
+        release.touch()
+        reply = wait_until(lambda: gw.store.reply_for(queued.message_id), what="the reply")
+        wait_until(lambda: gw.rt.gate.lock_holder(sid) is None, what="the session to go idle")
+    [sent] = [r for r in gw.deliveries(sid, "send") if r["kind"] == "reply"]
+    assert sent["text"] == reply.text == "user reply to: HOLD " + str(release) + " hello"
+    assert gw.rt.gate.fence(sid) > held_fence + 1  # answered by a grant after the newer one

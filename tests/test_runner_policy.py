@@ -16,6 +16,7 @@ from support.scenarios import assert_invariants, send
 
 from core.clock import utcnow
 from gateway.inbound import Queued
+from sessions.states import SETTLED
 from sessions.views import RunView
 
 
@@ -28,7 +29,7 @@ def answered(gw: Gateway, message_id: int, *, tick: bool) -> object:
 
 def finished_after_tick(gw: Gateway, sid: str) -> list[RunView]:
     gw.tick()
-    return [r for r in gw.runs(sid) if r.state not in ("reserved", "started")]
+    return [r for r in gw.runs(sid) if r.state in SETTLED]
 
 
 def test_refused_reservation_then_user_message_is_answered_once(gateway: Gateway) -> None:

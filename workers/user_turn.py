@@ -36,7 +36,11 @@ class UserTurn:
         elif is_silent(reply):
             # Rule 7: a human gets a visible notice, never silence.
             reply, kind = EMPTY_REPLY_NOTICE, "notice"
-        io.before_delivery(lease)
+        # Nothing leaves before SQL agrees this turn still holds the session (StaleFence ends
+        # a stale turn here) and the message still waits for its answer.
+        lease.keeper.confirm()
+        if not rt.store.check_reply(sid, message_id, fence):
+            return
         undelivered = io.deliver(address, reply, sid, kind)
         rt.store.add_message(
             sid,
