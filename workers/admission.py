@@ -26,6 +26,8 @@ from workers.logfields import fields, log
 
 Start = Callable[[str, Fire | None], None]
 
+ESTOP = "estop"  # what a drain held by the emergency stop answers
+
 
 class Admission:
     def __init__(self, rt: Runtime, dispatcher: Dispatcher, lease_ms: int, start: Start) -> None:
@@ -33,6 +35,7 @@ class Admission:
         self.dispatcher = dispatcher
         self.lease_ms = lease_ms
         self.start = start
+        self.held: set[str] = set()  # sessions whose drain the emergency stop holds
 
     def fire(self, session_id: str, due_ms: int, *, deferred: bool = False) -> str:
         fid = fire_id(session_id, due_ms)
@@ -88,7 +91,16 @@ class Admission:
                 self.dispatcher.drain(owner, sid)
             return "forwarded"
         if rt.gate.estop_active(sid):
-            return "estop"  # messages wait in the inbox; the sweeper asks again later
+            # Messages wait in the inbox; beat's sweeper asks again about once a second, so
+            # this is said once per stop and session, not at every ask.
+            if sid not in self.held:
+                self.held.add(sid)
+                log.info(
+                    "drain held by the emergency stop; messages wait until it is lifted",
+                    extra=fields("drain.estop", sid),
+                )
+            return ESTOP
+        self.held.discard(sid)
         self.start(sid, None)
         return "accepted"
 

@@ -13,12 +13,13 @@ from __future__ import annotations
 import functools
 from concurrent.futures import Future, ThreadPoolExecutor
 
+from sessions.states import fire_id
 from state.dispatch import Dispatcher
 from state.runtime import Runtime
 from workers.admission import Admission
 from workers.agents.base import Agent
 from workers.heartbeat_turn import BeforeStartHook, Fire, HeartbeatTurn
-from workers.logfields import fields, log
+from workers.logfields import is_transient, report
 from workers.ports import Channel
 from workers.session_loop import SessionLoop
 from workers.turn_io import TurnIO
@@ -62,7 +63,19 @@ class TurnRunner:
     # -- entry points (the Celery tasks call these) -----------------------------------------
 
     def accept_fires(self, fires: list[tuple[str, int]]) -> list[str]:
-        return [self.accept_fire(sid, due) for sid, due in fires]
+        """One outcome per fire; a fire that fails does not stop the rest of the batch (it
+        comes back after the claim lease)."""
+        return [self._accept_one(sid, due) for sid, due in fires]
+
+    def _accept_one(self, session_id: str, due_ms: int) -> str:
+        try:
+            return self.accept_fire(session_id, due_ms)
+        except RuntimeError:
+            raise  # shutting down: the task fails, the fires come back after the claim lease
+        except Exception as exc:
+            fid = fire_id(session_id, due_ms)
+            report("fire not accepted", exc, "fire.error", session_id, fid)
+            return "error"
 
     def accept_fire(self, session_id: str, due_ms: int, *, deferred: bool = False) -> str:
         """Decide what to do with one fire; a turn that can start runs on the executor."""
@@ -70,7 +83,14 @@ class TurnRunner:
 
     def drain(self, session_id: str) -> str:
         """A user message was queued: run the inbox under the lock if nobody else is."""
-        return self.admission.drain(session_id)
+        try:
+            return self.admission.drain(session_id)
+        except Exception as exc:
+            if not is_transient(exc):
+                raise
+            # The messages wait in the inbox; beat's sweeper asks again.
+            report("drain not accepted", exc, "drain.error", session_id)
+            return "error"
 
     # -- the executor ---------------------------------------------------------------------
 
@@ -88,12 +108,8 @@ class TurnRunner:
 
 
 def _log_failure(sid: str, fire: Fire | None, future: Future[None]) -> None:
-    # The session loop handles its own errors; whatever escapes it is a bug, never dropped.
+    # The session loop handles its own errors; what escapes it (taking the lock with Redis
+    # away, or a bug) is reported, never dropped.
     exc = future.exception()
     if exc is not None:
-        log.error(
-            "turn crashed: %s",
-            exc,
-            exc_info=exc,
-            extra=fields("turn.crashed", sid, fire.fire_id if fire else None),
-        )
+        report("turn crashed", exc, "turn.crashed", sid, fire.fire_id if fire else None)
