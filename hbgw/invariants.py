@@ -1,22 +1,35 @@
 """The invariants I1–I5 of docs/contract.md, computed from the ledger (and the index for I5).
 
-I1 at most one turn per session at a time: fences strictly increase, run intervals never overlap
+I1 at most one turn per session at a time: fences strictly increase, run intervals never
+   overlap (a run still in its turn lasts until now), and no run is left in its turn, or
+   reserved, under a fence older than the one its session has granted since
 I2 at most one run per fire id
-I3 fire count equals the runs that reached the agent since the heartbeat was last set
+I3 the fire count equals the runs since the heartbeat was set that were not refunded
 I4 no refunded (or abandoned) run has a start time
-I5 every active heartbeat of an active session is in the index, running or pending
+I5 every active heartbeat of an active session is in the index, running or pending, or changed
+   less than one restore interval ago (the restore pass puts right what a racing writer left)
+
+Exact at any moment, so it can be checked while traffic and faults go on: the SQL side is read
+from one snapshot, and a heartbeat that looks missing from the index is looked at again in a
+fresh snapshot before it counts (it may have changed after the first).
 """
 
 from __future__ import annotations
 
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from itertools import pairwise
 from typing import Any
 
-from sessions.states import GIVEN_BACK, REACHED_AGENT, HeartbeatStatus, SessionStatus
-from sessions.views import RunView
+from sessions.states import (
+    GIVEN_BACK,
+    IN_TURN,
+    HeartbeatStatus,
+    RunState,
+    SessionStatus,
+)
+from sessions.views import HeartbeatSnapshot, LedgerSnapshot, RunView
 from state.runtime import Runtime
 
 
@@ -40,65 +53,103 @@ class InvariantReport:
 
 
 def check(rt: Runtime, now: datetime, *, include_index: bool = True) -> InvariantReport:
-    runs = rt.store.runs()
+    snapshot = rt.store.audit_snapshot()
+    report = audit(snapshot, now)
+    if include_index:
+        grace = timedelta(seconds=rt.settings.restore_interval)
+        report.violations["I5"] = _unindexed(rt, snapshot, now - grace)
+    return report
+
+
+def audit(snapshot: LedgerSnapshot, now: datetime) -> InvariantReport:
+    """I1–I4 of one snapshot of the ledger."""
+    runs = snapshot.runs
     report = InvariantReport(violations={f"I{i}": [] for i in range(1, 6)})
-    _turns(runs, now, report)
+    _turns(snapshot, now, report)
     counts = Counter(r.fire_id for r in runs)
     dups = [f for f, n in counts.items() if n > 1]
     report.duplicate_fires = len(dups)
     report.violations["I2"] += [f"fire {f} ran {counts[f]} times" for f in dups]
-    by_heartbeat: dict[int, list[RunView]] = defaultdict(list)
-    for run in runs:
-        by_heartbeat[run.heartbeat_id].append(run)
-    audits = rt.store.heartbeat_audit()
-    for audit in audits:
-        reached = sum(
-            1
-            for r in by_heartbeat[audit.heartbeat_id]
-            if r.state in REACHED_AGENT and r.reserved_at >= audit.set_at
-        )
-        if audit.status != HeartbeatStatus.CLEARED and reached != audit.fire_count:
-            report.violations["I3"].append(
-                f"heartbeat of {audit.session_id}: count {audit.fire_count}, runs {reached}"
-            )
+    report.violations["I3"] += _miscounted(snapshot)
     report.violations["I4"] += [
         f"{r.fire_id} is {r.state} but started"
         for r in runs
         if r.state in GIVEN_BACK and r.started_at is not None
     ]
-    if include_index:
-        for audit in audits:
-            if (
-                audit.status != HeartbeatStatus.ACTIVE
-                or audit.session_status != SessionStatus.ACTIVE
-            ):
-                continue
-            sid = audit.session_id
-            present = rt.index.due_ms(sid) is not None
-            if not (present or rt.gate.lock_holder(sid) or rt.gate.pending(sid)):
-                report.violations["I5"].append(f"{sid} is active but not in the index")
     return report
 
 
-def _turns(runs: list[RunView], now: datetime, report: InvariantReport) -> None:
+def _miscounted(snapshot: LedgerSnapshot) -> list[str]:
+    # A reservation counts at once and only a refund gives it back (rule 9): runs still
+    # reserved, in their turn, finished, or abandoned to a newer configuration all count.
+    by_heartbeat: dict[int, list[RunView]] = defaultdict(list)
+    for run in snapshot.runs:
+        by_heartbeat[run.heartbeat_id].append(run)
+    out = []
+    for hb in snapshot.heartbeats:
+        if hb.status == HeartbeatStatus.CLEARED:
+            continue
+        counted = sum(
+            1
+            for r in by_heartbeat[hb.heartbeat_id]
+            if r.state != RunState.REFUNDED and r.reserved_at >= hb.set_at
+        )
+        if counted != hb.fire_count:
+            out.append(f"heartbeat of {hb.session_id}: count {hb.fire_count}, runs {counted}")
+    return out
+
+
+def _turns(snapshot: LedgerSnapshot, now: datetime, report: InvariantReport) -> None:
     per_session: dict[str, list[RunView]] = defaultdict(list)
-    for run in runs:
+    for run in snapshot.runs:
         per_session[run.session_id].append(run)
-    for sid, session_runs in per_session.items():
-        ordered = sorted(session_runs, key=lambda r: (r.reserved_at, r.id))
-        for before, after in pairwise(ordered):
+    for sid, runs in per_session.items():
+        for before, after in pairwise(runs):  # in reservation order (ids)
             if after.fence <= before.fence:
                 report.violations["I1"].append(f"{sid}: fence {after.fence} after {before.fence}")
+        granted = snapshot.fences.get(sid, 0)
+        report.violations["I1"] += [
+            f"{sid}: {r.fire_id} is still {r.state} under fence {r.fence}, "
+            f"though fence {granted} was granted since"
+            for r in runs
+            if (r.state in IN_TURN or r.state == RunState.RESERVED) and r.fence < granted
+        ]
         started = sorted(
-            (r for r in session_runs if r.started_at is not None),
-            key=lambda r: r.started_at or now,
+            (r for r in runs if r.started_at is not None), key=lambda r: (r.started_at, r.id)
         )
         for before, after in pairwise(started):
-            if before.finished_at is None and after.fence > before.fence:
-                # An interrupted turn (its worker died): the lock, and so the turn, ended when
-                # a newer fence was granted.
-                continue
+            # A run still in its turn lasts until now: a later turn beside it is an overlap.
             end = before.finished_at or now
             if after.started_at is not None and after.started_at < end:
                 report.overlapping_turns += 1
                 report.violations["I1"].append(f"{sid}: {before.fire_id} overlaps {after.fire_id}")
+
+
+def _unindexed(rt: Runtime, snapshot: LedgerSnapshot, settled_before: datetime) -> list[str]:
+    """I5: active heartbeats nowhere in Redis, unchanged in SQL since ``settled_before``."""
+    missing = [hb for hb in _expected(snapshot) if not _in_redis(rt, hb.session_id)]
+    if not missing:
+        return []
+    # Looked at again after Redis was read: a heartbeat changed meanwhile is in flux, not lost.
+    again = {hb.heartbeat_id: hb for hb in _expected(rt.store.audit_snapshot())}
+    return [
+        f"{hb.session_id} is active but not in the index"
+        for hb in missing
+        if again.get(hb.heartbeat_id) == hb and hb.changed_at < settled_before
+    ]
+
+
+def _expected(snapshot: LedgerSnapshot) -> list[HeartbeatSnapshot]:
+    return [
+        hb
+        for hb in snapshot.heartbeats
+        if hb.status == HeartbeatStatus.ACTIVE and hb.session_status == SessionStatus.ACTIVE
+    ]
+
+
+def _in_redis(rt: Runtime, sid: str) -> bool:
+    gate = rt.gate
+    return bool(rt.index.due_ms(sid) is not None or gate.lock_holder(sid) or gate.pending(sid))
+
+
+__all__ = ["InvariantReport", "audit", "check"]

@@ -34,10 +34,12 @@ class MessageState(StrEnum):
 
 
 class RunState(StrEnum):
-    """A ledger row: reserved → started → completed | failed | silent; or refunded | abandoned."""
+    """A ledger row: reserved → started [→ delivering] → completed | failed | silent; or
+    refunded | abandoned."""
 
     RESERVED = "reserved"
     STARTED = "started"
+    DELIVERING = "delivering"  # fenced, just before the reply leaves for the platform
     COMPLETED = "completed"
     FAILED = "failed"
     SILENT = "silent"
@@ -45,10 +47,22 @@ class RunState(StrEnum):
     ABANDONED = "abandoned"  # never started; a newer configuration won, nothing given back
 
 
-# Runs that reached the agent: they count, whatever happened afterwards (rule 9).
-REACHED_AGENT = frozenset({RunState.STARTED, RunState.COMPLETED, RunState.FAILED, RunState.SILENT})
+# Runs whose turn is still going (or was cut off, until the next grant settles it).
+IN_TURN = frozenset({RunState.STARTED, RunState.DELIVERING})
 FINISHED = frozenset({RunState.COMPLETED, RunState.FAILED, RunState.SILENT})
+# Runs that reached the agent: they count, whatever happened afterwards (rule 9).
+REACHED_AGENT = IN_TURN | FINISHED
 GIVEN_BACK = frozenset({RunState.REFUNDED, RunState.ABANDONED})
+# Runs with a final state: nothing will change them any more.
+SETTLED = FINISHED | GIVEN_BACK
+
+
+class LostLockDetail(StrEnum):
+    """Why a run that reached the agent is ``failed``: its turn lost the session lock (the
+    detail of the run; written by the turn itself, or by the next grant of the session)."""
+
+    BEFORE_DELIVERY = "lock lost before delivery"  # nothing was sent
+    DURING_DELIVERY = "lock lost during delivery"  # the reply may have been sent
 
 
 class RefundReason(StrEnum):

@@ -14,6 +14,7 @@ from sessions.store.ledger import (
     ReserveOutcome,
     RunView,
 )
+from sessions.store.ledger_audit import HeartbeatSnapshot, LedgerSnapshot
 from sessions.store.message_records import Accepted, MessageView
 from sessions.store.session_records import SessionView
 
@@ -21,7 +22,9 @@ __all__ = [
     "Accepted",
     "Duplicate",
     "HeartbeatAudit",
+    "HeartbeatSnapshot",
     "HeartbeatStatusView",
+    "LedgerSnapshot",
     "MessageView",
     "RefusalReason",
     "Refused",

@@ -156,15 +156,20 @@ def test_turn_that_loses_its_lock_stops_and_writes_nothing(gateway: Gateway) -> 
         gw.due_now(sid, prompt="SLOW check")
         gw.tick()
         [run] = wait_until(
-            lambda: [r for r in gw.runs(sid) if r.state == RunState.STARTED],
-            what="the turn to start",
+            lambda: (
+                [r for r in gw.runs(sid) if r.state == RunState.STARTED]
+                if gw.store.list_messages(sid)
+                else None
+            ),
+            what="the turn to start and inject its prompt",
         )
         # The lease ran out and another turn took over: new lock, newer fence.
         gw.rt.client.delete(gw.rt.keys.lock(sid))
         gw.store.claim_fence(sid, run.fence + 1, utcnow())
     # Leaving the block shuts the worker down, which waits for the slow turn to return.
     [after] = gw.runs(sid)
-    assert after.state == RunState.STARTED  # counted (it reached the agent) but never finished late
+    # Counted (it reached the agent); the newer grant's claim said how it ended.
+    assert (after.state, after.detail) == (RunState.FAILED, "lock lost before delivery")
     assert gw.deliveries(sid, "send") == []
     assert [m.kind for m in gw.store.list_messages(sid)] == ["heartbeat"]
 

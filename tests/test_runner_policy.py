@@ -16,6 +16,7 @@ from support.scenarios import assert_invariants, send
 
 from core.clock import utcnow
 from gateway.inbound import Queued
+from sessions.states import SETTLED
 from sessions.views import RunView
 
 
@@ -28,7 +29,7 @@ def answered(gw: Gateway, message_id: int, *, tick: bool) -> object:
 
 def finished_after_tick(gw: Gateway, sid: str) -> list[RunView]:
     gw.tick()
-    return [r for r in gw.runs(sid) if r.state not in ("reserved", "started")]
+    return [r for r in gw.runs(sid) if r.state in SETTLED]
 
 
 def test_refused_reservation_then_user_message_is_answered_once(gateway: Gateway) -> None:
@@ -49,8 +50,10 @@ def test_refused_reservation_then_user_message_is_answered_once(gateway: Gateway
             gw.tick()
             wait_until(lambda: gw.runs(blocker), what="the blocker to reserve and block")
             gw.due_now(victim)
-            gw.tick()
-            wait_until(lambda: gw.rt.gate.lock_holder(victim), what="the victim's fire to lock")
+            due_ms = gw.rt.index.due_ms(victim)
+            assert due_ms is not None
+            # What the fire task does: accepted, it waits for the only turn thread.
+            assert runner.accept_fire(victim, due_ms) == "accepted"
             # Its turn waits for the thread; by then the heartbeat is no longer due.
             gw.heartbeat(victim, seconds=600)
             queued = send(gw, victim, "hello")

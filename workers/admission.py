@@ -1,9 +1,11 @@
 """Admission: what to do with a fire or a drain request before any turn runs.
 
 Fire: dedupe → load → (unknown, inactive or not due: settle the index, stop) → owner? (else
-forward) → try_begin (busy: the fire waits as the session's pending fire) → a granted lock.
-Drain: owner? → estop? → try_begin (busy: the holder drains before it lets go) → a granted lock.
-A granted lock goes to ``start``, which runs the locked session loop.
+forward) → accepted. Drain: owner? → estop? → accepted. An accepted request goes to ``start``,
+which queues it for a turn thread; only that thread takes the lock (``take_lock``), so a lock
+is never held, unrenewed, by a request still waiting for a thread (its lease would run out
+before the turn begins). Busy there: the fire waits as the session's pending fire, a drain is
+left to the holder, which drains before it lets go.
 """
 
 from __future__ import annotations
@@ -22,7 +24,9 @@ from workers.heartbeat_turn import Fire, is_active
 from workers.locks import Grant
 from workers.logfields import fields, log
 
-Start = Callable[[Grant, Fire | None], None]
+Start = Callable[[str, Fire | None], None]
+
+ESTOP = "estop"  # what a drain held by the emergency stop answers
 
 
 class Admission:
@@ -31,6 +35,7 @@ class Admission:
         self.dispatcher = dispatcher
         self.lease_ms = lease_ms
         self.start = start
+        self.held: set[str] = set()  # sessions whose drain the emergency stop holds
 
     def fire(self, session_id: str, due_ms: int, *, deferred: bool = False) -> str:
         fid = fire_id(session_id, due_ms)
@@ -71,13 +76,8 @@ class Admission:
             if owner is not None:
                 self.dispatcher.fires(owner, [(requested_id, fire.due_ms)])
             return "forwarded"
-        token = uuid.uuid4().hex
-        begun = rt.gate.try_begin_fire(sid, fire.fire_id, token, self.lease_ms)
-        if not isinstance(begun, Began):
-            log.info("fire pending", extra=fields("fire.pending", sid, fire.fire_id))
-            return "pending"
-        self.start(Grant(sid, token, begun.fence), fire)
-        return "began"
+        self.start(sid, fire)
+        return "accepted"
 
     def drain(self, session_id: str) -> str:
         """A user message was queued: run the inbox under the lock if nobody else is."""
@@ -91,10 +91,28 @@ class Admission:
                 self.dispatcher.drain(owner, sid)
             return "forwarded"
         if rt.gate.estop_active(sid):
-            return "estop"  # messages wait in the inbox; the sweeper asks again later
+            # Messages wait in the inbox; beat's sweeper asks again about once a second, so
+            # this is said once per stop and session, not at every ask.
+            if sid not in self.held:
+                self.held.add(sid)
+                log.info(
+                    "drain held by the emergency stop; messages wait until it is lifted",
+                    extra=fields("drain.estop", sid),
+                )
+            return ESTOP
+        self.held.discard(sid)
+        self.start(sid, None)
+        return "accepted"
+
+    def take_lock(self, sid: str, fire: Fire | None) -> Grant | None:
+        """On the turn thread, as the turn begins: the lock, or None when the session is busy."""
         token = uuid.uuid4().hex
-        begun = rt.gate.try_begin_user(sid, token, self.lease_ms)
+        if fire is None:
+            begun = self.rt.gate.try_begin_user(sid, token, self.lease_ms)
+            # Busy: the lock holder drains the inbox before it lets go.
+            return Grant(sid, token, begun.fence) if isinstance(begun, Began) else None
+        begun = self.rt.gate.try_begin_fire(sid, fire.fire_id, token, self.lease_ms)
         if not isinstance(begun, Began):
-            return "busy"  # the lock holder drains the inbox before it lets go
-        self.start(Grant(sid, token, begun.fence), None)
-        return "began"
+            log.info("fire pending", extra=fields("fire.pending", sid, fire.fire_id))
+            return None
+        return Grant(sid, token, begun.fence)

@@ -1,16 +1,20 @@
 """One heartbeat turn under a held lock.
 
 reserve in SQL with the fence → re-check session, conversation, generation, owner, estop (else
-refund) → mark started → agent → deliver (quiet: nothing; rule 6: to the origin, no reply_to)
-→ finish → settle the due index.
+refund) → mark started → agent → mark delivering, fenced (quiet: nothing to deliver) → deliver
+(rule 6: to the origin, no reply_to) → finish → settle the due index.
+
+A turn that finds its lock lost after the start ends its run ``failed`` (``LostLockDetail``)
+with a fenced write; if a newer grant exists, that grant's claim has already done so.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from core.errors import StaleFence
+from core.errors import StaleFence, TurnAborted
 from sessions.heartbeat import HeartbeatState
 from sessions.states import (
     ClosedReason,
@@ -142,8 +146,18 @@ class HeartbeatTurn:
             rt.index.schedule(sid, rt.now_ms() + int(rt.settings.refund_backoff * 1000))
 
     def _execute(self, lease: Lease, fire: Fire, run: RunView, state: HeartbeatState) -> None:
+        self.rt.store.mark_started(run.id, lease.fence, self.rt.clock())
+        try:
+            self._started(lease, fire, run, state)
+        except TurnAborted:
+            # The lock is gone but perhaps nobody holds it yet: the fence still lets this turn
+            # say how its run ended. StaleFence: a newer grant said it at its claim.
+            with contextlib.suppress(StaleFence):
+                self.rt.store.settle_lost(run.id, lease.fence, self.rt.clock())
+            raise
+
+    def _started(self, lease: Lease, fire: Fire, run: RunView, state: HeartbeatState) -> None:
         rt, io, sid, fence = self.rt, self.io, lease.session_id, lease.fence
-        rt.store.mark_started(run.id, fence, rt.clock())
         io.stamp(sid, "heartbeat:start")
         text = heartbeat_message(state.prompt, state.describe())
         rt.store.add_message(
@@ -176,7 +190,10 @@ class HeartbeatTurn:
         rt, io, sid, fence = self.rt, self.io, lease.session_id, lease.fence
         detail = None
         if result is not RunState.SILENT:
-            io.before_delivery(lease)
+            # Nothing leaves before SQL agrees this turn still holds the session (a stale
+            # turn's StaleFence ends it here, sending nothing).
+            lease.keeper.confirm()
+            rt.store.mark_delivering(run.id, fence, rt.clock())
             kind = "failure" if result is RunState.FAILED else "heartbeat"
             detail = io.deliver(address, reply, sid, kind, fire.fire_id)
             result = RunState.FAILED if detail else result

@@ -22,8 +22,11 @@ def heartbeat_message(prompt: str, schedule: str) -> str:
 
 
 def is_silent(reply: str) -> bool:
-    """True when the whole reply is a silence marker (case- and space-insensitive)."""
+    """True when the whole reply is a silence marker (case- and space-insensitive) or blank.
+
+    A blank reply says nothing, so a heartbeat turn has nothing to send (rule 7).
+    """
     if len(reply) > MAX_MARKER_REPLY:
         return False
     squeezed = _SPACE.sub("", reply).upper()
-    return squeezed in {_SPACE.sub("", m).upper() for m in SILENCE_MARKERS}
+    return not squeezed or squeezed in {_SPACE.sub("", m).upper() for m in SILENCE_MARKERS}

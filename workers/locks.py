@@ -50,6 +50,21 @@ class LockKeeper:
         if self.lost.is_set():
             raise TurnAborted(f"Lost the lock of session {self.session_id}; the turn stops here.")
 
+    def confirm(self) -> None:
+        """Just before a delivery: the lock is still ours, for one more whole lease.
+
+        The renewal thread notices a loss only at its next beat; this asks Redis now. When Redis
+        cannot answer, the fenced SQL write that follows is the judge.
+        """
+        self.check()
+        try:
+            held = self.gate.renew(self.session_id, self.token, self.lease_ms)
+        except redis.RedisError:
+            return
+        if not held:
+            self.lost.set()
+            self.check()
+
     def _run(self) -> None:
         # Renew at a third of the lease so two missed renewals still leave time.
         every = max(self.lease_ms / 3000, 0.05)

@@ -1,26 +1,25 @@
 """The turn runner: the entry point the Celery tasks call.
 
-It wires the units together: admission decides whether a fire or a drain gets a lock
-(``workers/admission.py``); a granted lock runs the locked session loop on the turn executor
-(``workers/session_loop.py``), which runs the heartbeat turn (``workers/heartbeat_turn.py``)
-and the user turns (``workers/user_turn.py``) under one lock, fence and error policy.
+It wires the units together: admission decides whether a fire or a drain is accepted
+(``workers/admission.py``); an accepted one waits for a thread of the turn executor, which
+takes the lock there and runs the locked session loop (``workers/session_loop.py``): the
+heartbeat turn (``workers/heartbeat_turn.py``) and the user turns (``workers/user_turn.py``)
+under one lock, fence and error policy. The Celery pool and the executor have the same size
+(``hbgw worker --concurrency``); a backlog waits in the executor's queue without a lock.
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
 from concurrent.futures import Future, ThreadPoolExecutor
 
-import redis
-
+from sessions.states import fire_id
 from state.dispatch import Dispatcher
 from state.runtime import Runtime
 from workers.admission import Admission
 from workers.agents.base import Agent
 from workers.heartbeat_turn import BeforeStartHook, Fire, HeartbeatTurn
-from workers.locks import Grant
-from workers.logfields import fields, log
+from workers.logfields import is_transient, report
 from workers.ports import Channel
 from workers.session_loop import SessionLoop
 from workers.turn_io import TurnIO
@@ -64,7 +63,19 @@ class TurnRunner:
     # -- entry points (the Celery tasks call these) -----------------------------------------
 
     def accept_fires(self, fires: list[tuple[str, int]]) -> list[str]:
-        return [self.accept_fire(sid, due) for sid, due in fires]
+        """One outcome per fire; a fire that fails does not stop the rest of the batch (it
+        comes back after the claim lease)."""
+        return [self._accept_one(sid, due) for sid, due in fires]
+
+    def _accept_one(self, session_id: str, due_ms: int) -> str:
+        try:
+            return self.accept_fire(session_id, due_ms)
+        except RuntimeError:
+            raise  # shutting down: the task fails, the fires come back after the claim lease
+        except Exception as exc:
+            fid = fire_id(session_id, due_ms)
+            report("fire not accepted", exc, "fire.error", session_id, fid)
+            return "error"
 
     def accept_fire(self, session_id: str, due_ms: int, *, deferred: bool = False) -> str:
         """Decide what to do with one fire; a turn that can start runs on the executor."""
@@ -72,28 +83,33 @@ class TurnRunner:
 
     def drain(self, session_id: str) -> str:
         """A user message was queued: run the inbox under the lock if nobody else is."""
-        return self.admission.drain(session_id)
+        try:
+            return self.admission.drain(session_id)
+        except Exception as exc:
+            if not is_transient(exc):
+                raise
+            # The messages wait in the inbox; beat's sweeper asks again.
+            report("drain not accepted", exc, "drain.error", session_id)
+            return "error"
 
     # -- the executor ---------------------------------------------------------------------
 
-    def _start(self, grant: Grant, fire: Fire | None) -> None:
-        try:
-            future = self.executor.submit(self.loop.run, grant, fire)
-        except RuntimeError:
-            # Shutting down: hand the session back now rather than at the end of the lease.
-            with contextlib.suppress(redis.RedisError):
-                self.rt.gate.release(grant.session_id, grant.token)
-            raise
-        future.add_done_callback(functools.partial(_log_failure, grant, fire))
+    def _start(self, sid: str, fire: Fire | None) -> None:
+        # Shutting down: submit raises, the task fails, and the claim lease (or beat's inbox
+        # sweeper) brings the request back; no lock was taken yet.
+        future = self.executor.submit(self._turn, sid, fire)
+        future.add_done_callback(functools.partial(_log_failure, sid, fire))
+
+    def _turn(self, sid: str, fire: Fire | None) -> None:
+        """On a turn thread: take the lock now, so its keeper renews it from the first moment."""
+        grant = self.admission.take_lock(sid, fire)
+        if grant is not None:
+            self.loop.run(grant, fire)
 
 
-def _log_failure(grant: Grant, fire: Fire | None, future: Future[None]) -> None:
-    # The session loop handles its own errors; whatever escapes it is a bug, never dropped.
+def _log_failure(sid: str, fire: Fire | None, future: Future[None]) -> None:
+    # The session loop handles its own errors; what escapes it (taking the lock with Redis
+    # away, or a bug) is reported, never dropped.
     exc = future.exception()
     if exc is not None:
-        log.error(
-            "turn crashed: %s",
-            exc,
-            exc_info=exc,
-            extra=fields("turn.crashed", grant.session_id, fire.fire_id if fire else None),
-        )
+        report("turn crashed", exc, "turn.crashed", sid, fire.fire_id if fire else None)

@@ -14,6 +14,9 @@ Error policy, for everything that runs under the lock:
   messages are answered at once (an unanswered message stays in flight and is retried on the
   next grant).
 - anything else outside a turn (Redis or SQL down): log it and release the lock.
+
+Expected trouble (Redis or the database away, a lost lock or fence) is one log line with the
+action, session, fire id and cause; a traceback is logged only for the unexpected.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from state.runtime import Runtime
 from state.turn_gate import KeepLock, LockLost, TurnEnded
 from workers.heartbeat_turn import Fire, HeartbeatTurn
 from workers.locks import Grant, Lease, LockKeeper
-from workers.logfields import fields, log
+from workers.logfields import fields, log, report
 from workers.user_turn import UserTurn
 
 OnPending = Callable[[str, int], object]
@@ -72,8 +75,8 @@ class SessionLoop:
             except StaleFence as exc:
                 log.warning("stale fence: %s", exc, extra=fields("turn.stale_fence", sid, fire_id))
                 self._resync(grant)
-            except Exception:
-                log.exception("session loop failed", extra=fields("turn.crashed", sid, fire_id))
+            except Exception as exc:
+                report("session loop failed", exc, "turn.crashed", sid, fire_id)
                 with contextlib.suppress(redis.RedisError):
                     self.rt.gate.release(sid, grant.token)
 
@@ -88,11 +91,8 @@ class SessionLoop:
         except Exception as exc:
             if lease.keeper.lost.is_set():
                 raise TurnAborted(f"Lost the lock of session {lease.session_id}.") from exc
-            log.exception(
-                "%s turn failed; the session goes on",
-                action,
-                extra=fields(f"{action}.failed", lease.session_id, fire_id),
-            )
+            what = f"{action} turn failed; the session goes on"
+            report(what, exc, f"{action}.failed", lease.session_id, fire_id)
             return False
         return True
 
@@ -130,5 +130,5 @@ class SessionLoop:
             rt.gate.release(sid, grant.token)
             if rt.gate.backlog(sid):
                 self.dispatcher.drain(rt.worker, sid)
-        except Exception:
-            log.exception("fence resync failed", extra=fields("turn.resync_failed", sid))
+        except Exception as exc:
+            report("fence resync failed", exc, "turn.resync_failed", sid)

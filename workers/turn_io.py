@@ -34,11 +34,6 @@ class TurnIO:
         lease.keeper.check()
         return reply, None
 
-    def before_delivery(self, lease: Lease) -> None:
-        """Refuse to deliver what SQL would then refuse to record (a reply sent twice)."""
-        lease.keeper.check()
-        self.rt.store.check_fence(lease.session_id, lease.fence)
-
     def deliver(
         self, address: Address, text: str, sid: str, kind: str, fire_id: str | None = None
     ) -> str | None:

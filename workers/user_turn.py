@@ -33,10 +33,14 @@ class UserTurn:
         kind = "reply"
         if failure is not None:
             reply, kind = f"⚠ The turn failed: {failure}", "failure"
-        elif not reply.strip() or is_silent(reply):
+        elif is_silent(reply):
             # Rule 7: a human gets a visible notice, never silence.
             reply, kind = EMPTY_REPLY_NOTICE, "notice"
-        io.before_delivery(lease)
+        # Nothing leaves before SQL agrees this turn still holds the session (StaleFence ends
+        # a stale turn here) and the message still waits for its answer.
+        lease.keeper.confirm()
+        if not rt.store.check_reply(sid, message_id, fence):
+            return
         undelivered = io.deliver(address, reply, sid, kind)
         rt.store.add_message(
             sid,

@@ -1,25 +1,35 @@
-"""The fire ledger: one row per accepted fire id, reserved → started → finished, or given back.
+"""The fire ledger: one row per accepted fire id, reserved → started [→ delivering] → finished,
+or given back.
 
 A reservation counts the fire and moves the anchor in the same transaction; a refund puts both
-back only while nothing newer happened. Writes of a running turn carry its fence.
+back only while nothing newer happened. Writes of a running turn carry its fence, and nothing
+leaves for a platform before a fenced write says so (``mark_delivering``, ``check_reply``). A
+grant's ``claim_fence`` settles what older turns left behind: a reservation is given back, a run
+cut off in its turn ends ``failed`` with a ``LostLockDetail``.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime
-from enum import StrEnum
-from typing import Any
 
 from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from core.clock import from_ms, iso
+from core.clock import from_ms
 from core.errors import InvalidState, StaleFence
 from sessions import heartbeat as hb
-from sessions.models import HeartbeatRow, RunRow, SessionRow
-from sessions.states import FINISHED, HeartbeatStatus, RefundReason, RunState, SessionStatus
+from sessions.models import HeartbeatRow, MessageRow, RunRow, SessionRow
+from sessions.states import (
+    FINISHED,
+    IN_TURN,
+    HeartbeatStatus,
+    LostLockDetail,
+    MessageState,
+    RefundReason,
+    RunState,
+    SessionStatus,
+)
 from sessions.store.base import (
     Transactions,
     fenced_session_row,
@@ -29,93 +39,29 @@ from sessions.store.base import (
     session_row,
 )
 from sessions.store.heartbeat_records import apply_state, heartbeat_state
+from sessions.store.ledger_audit import HeartbeatSnapshot, LedgerSnapshot, read_snapshot
+from sessions.store.run_views import (
+    Duplicate,
+    RefusalReason,
+    Refused,
+    Reserved,
+    ReserveOutcome,
+    RunView,
+    run_view,
+)
 
-
-@dataclass(frozen=True)
-class RunView:
-    id: int
-    fire_id: str
-    heartbeat_id: int
-    session_id: str
-    generation: int
-    fence: int
-    state: RunState
-    due_at: datetime | None
-    reserved_at: datetime
-    started_at: datetime | None
-    finished_at: datetime | None
-    worker: str | None
-    deferred: bool
-    missed: int
-    detail: str | None
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "fire_id": self.fire_id,
-            "session_id": self.session_id,
-            "generation": self.generation,
-            "fence": self.fence,
-            "state": self.state,
-            "due_at": iso(self.due_at),
-            "reserved_at": iso(self.reserved_at),
-            "started_at": iso(self.started_at),
-            "finished_at": iso(self.finished_at),
-            "worker": self.worker,
-            "deferred": self.deferred,
-            "missed": self.missed,
-            "detail": self.detail,
-        }
-
-
-class RefusalReason(StrEnum):
-    """Why ``reserve_fire`` made no reservation."""
-
-    STALE_FENCE = "stale_fence"  # a newer turn holds the session
-    NO_HEARTBEAT = "no_heartbeat"
-    INACTIVE = "inactive"  # the heartbeat is paused or the session is not active
-    NOT_DUE = "not_due"
-
-
-@dataclass(frozen=True)
-class Reserved:
-    run: RunView
-
-
-@dataclass(frozen=True)
-class Duplicate:
-    """The fire id is already in the ledger: a second delivery of the same fire."""
-
-    run: RunView
-
-
-@dataclass(frozen=True)
-class Refused:
-    reason: RefusalReason
-    next_due_at: datetime | None = None
-
-
-ReserveOutcome = Reserved | Duplicate | Refused
-
-
-def run_view(row: RunRow) -> RunView:
-    return RunView(
-        id=row.id,
-        fire_id=row.fire_id,
-        heartbeat_id=row.heartbeat_id,
-        session_id=row.session_id,
-        generation=row.generation,
-        fence=row.fence,
-        state=row.state,
-        due_at=row.due_at,
-        reserved_at=row.reserved_at,
-        started_at=row.started_at,
-        finished_at=row.finished_at,
-        worker=row.worker,
-        deferred=row.deferred,
-        missed=row.missed,
-        detail=row.detail,
-    )
+__all__ = [
+    "Duplicate",
+    "FireLedger",
+    "HeartbeatSnapshot",
+    "LedgerSnapshot",
+    "RefusalReason",
+    "Refused",
+    "ReserveOutcome",
+    "Reserved",
+    "RunView",
+    "run_view",
+]
 
 
 class FireLedger(Transactions):
@@ -188,6 +134,47 @@ class FireLedger(Transactions):
             run.started_at = now
             return run_view(run)
 
+    @repeatable
+    def mark_delivering(self, run_id: int, fence: int, now: datetime) -> RunView:
+        """The fenced step just before a reply leaves: a turn that lost its lock sends nothing.
+
+        Raises ``StaleFence`` when a newer grant holds the session (which settled this run).
+        """
+        with self._transaction() as db:
+            run = run_row(db, run_id)
+            fenced_session_row(db, run.session_id, fence)
+            if run.state == RunState.DELIVERING and run.fence == fence:
+                return run_view(run)  # a repeat after a COMMIT whose answer was lost
+            if run.state != RunState.STARTED:
+                raise InvalidState(
+                    f"Run {run.fire_id} is {run.state}; only a started run delivers."
+                )
+            run.state = RunState.DELIVERING
+            return run_view(run)
+
+    @repeatable
+    def settle_lost(self, run_id: int, fence: int, now: datetime) -> RunView | None:
+        """A turn noticed it lost its lock: end its run ``failed`` while no newer grant did.
+
+        Fenced: ``StaleFence`` means a newer grant exists, and its claim settled the run already.
+        None when the run is no longer in its turn.
+        """
+        with self._transaction() as db:
+            run = run_row(db, run_id)
+            fenced_session_row(db, run.session_id, fence)
+            if run.state not in IN_TURN:
+                return None
+            _settle_lost_run(db, run, now)
+            return run_view(run)
+
+    def check_reply(self, session_id: str, message_id: int, fence: int) -> bool:
+        """Before a reply to a user message leaves: raise StaleFence unless ``fence`` is the
+        session's newest; False when the message was answered already (nothing to send)."""
+        with self._transaction() as db:
+            fenced_session_row(db, session_id, fence)
+            message = db.get(MessageRow, message_id)
+            return message is not None and message.state == MessageState.QUEUED
+
     def refund(self, run_id: int, reason: RefundReason, now: datetime) -> RunView:
         """Give back a reservation that never reached the agent.
 
@@ -239,7 +226,7 @@ class FireLedger(Transactions):
             fenced_session_row(db, run.session_id, fence)
             if run.state == final:
                 return run_view(run)  # a repeat after a COMMIT whose answer was lost
-            if run.state != RunState.STARTED:
+            if run.state not in IN_TURN:
                 raise InvalidState(
                     f"Run {run.fire_id} is {run.state}; only a started run finishes."
                 )
@@ -256,7 +243,8 @@ class FireLedger(Transactions):
         """A lock was granted: record its fence, so every write of older turns is rejected.
 
         Claimed once per grant, before anything runs under the lock; every later write of the
-        turn (reservation included) must carry exactly this fence.
+        turn (reservation included) must carry exactly this fence. What older turns left is
+        settled here, in the same transaction: the lock moved on, so they are over.
         """
         with self._transaction() as db:
             session = session_row(db, session_id, for_update=True)
@@ -265,6 +253,7 @@ class FireLedger(Transactions):
                     f"Fence {fence} of session {session_id} is not newer than {session.fence}."
                 )
             _give_back_orphans(db, session_id, fence, now)
+            _settle_cut_off_turns(db, session_id, fence, now)
             session.fence = fence
             session.updated_at = now
 
@@ -279,6 +268,11 @@ class FireLedger(Transactions):
             if session_id is not None:
                 query = query.where(RunRow.session_id == session_id)
             return [run_view(r) for r in db.scalars(query)]
+
+    def audit_snapshot(self) -> LedgerSnapshot:
+        """Everything the invariant check compares, read from one snapshot of the database."""
+        with self._transaction() as db:
+            return read_snapshot(db)
 
     def get_run(self, fire_id: str) -> RunView | None:
         with self._transaction() as db:
@@ -325,6 +319,33 @@ def _give_back_orphans(db: Session, session_id: str, fence: int, now: datetime) 
     ):
         _refund_run(db, orphan, RefundReason.ORPHANED, now)
     db.flush()
+
+
+def _settle_cut_off_turns(db: Session, session_id: str, fence: int, now: datetime) -> None:
+    """Runs of older fences still in their turn were cut off (paused or dead worker): a stale
+    turn can no longer write, so the new grant records how they ended, and when."""
+    for run in db.scalars(
+        select(RunRow).where(
+            RunRow.session_id == session_id,
+            RunRow.state.in_(list(IN_TURN)),
+            RunRow.fence < fence,
+        )
+    ):
+        _settle_lost_run(db, run, now)
+    db.flush()
+
+
+def _settle_lost_run(db: Session, run: RunRow, now: datetime) -> None:
+    delivering = run.state == RunState.DELIVERING
+    run.state = RunState.FAILED
+    run.finished_at = now
+    run.detail = (
+        LostLockDetail.DURING_DELIVERY if delivering else LostLockDetail.BEFORE_DELIVERY
+    ).value
+    row = db.get(HeartbeatRow, run.heartbeat_id)
+    if row is not None and row.generation == run.generation:
+        row.last_outcome = RunState.FAILED.value
+        row.updated_at = now
 
 
 def _refund_run(db: Session, run: RunRow, reason: RefundReason, now: datetime) -> None:

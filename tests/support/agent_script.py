@@ -3,9 +3,16 @@
 import os
 import sys
 import time
+from pathlib import Path
 
 text = sys.stdin.read()
 kind = os.environ.get("HBGW_TURN_KIND", "?")
+if "HOLD " in text:
+    # Blocks until the test creates the file named after HOLD: a turn held mid-agent.
+    gate = Path(text.split("HOLD ", 1)[1].split()[0])
+    deadline = time.monotonic() + 60
+    while not gate.exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
 if "SLOW" in text:
     time.sleep(float(os.environ.get("TEST_AGENT_SLOW", "1.5")))
 if "FAIL" in text:

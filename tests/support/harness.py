@@ -24,7 +24,7 @@ from hbgw.celery_app import make_celery
 from hbgw.procs import settings_env
 from hbgw.wiring import assembled_worker
 from sessions.grammar import IntervalSchedule
-from sessions.states import RunState
+from sessions.states import SETTLED
 from sessions.store import Store
 from state.connection import connect
 from state.dispatch import Dispatcher
@@ -154,11 +154,7 @@ class Gateway:
 
     def final_runs(self, sid: str, count: int = 1, timeout: float = 20.0) -> list[Any]:
         def done() -> list[Any] | None:
-            runs = [
-                r
-                for r in self.store.runs(sid)
-                if r.state not in (RunState.RESERVED, RunState.STARTED)
-            ]
+            runs = [r for r in self.store.runs(sid) if r.state in SETTLED]
             return runs if len(runs) >= count else None
 
         return wait_until(done, timeout, f"{count} finished runs of {sid}")  # type: ignore[no-any-return]

@@ -1,0 +1,99 @@
+"""What the fire ledger hands out: the run view and the outcomes of a reservation."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from core.clock import iso
+from sessions.models import RunRow
+from sessions.states import RunState
+
+
+@dataclass(frozen=True)
+class RunView:
+    id: int
+    fire_id: str
+    heartbeat_id: int
+    session_id: str
+    generation: int
+    fence: int
+    state: RunState
+    due_at: datetime | None
+    reserved_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    worker: str | None
+    deferred: bool
+    missed: int
+    detail: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "fire_id": self.fire_id,
+            "session_id": self.session_id,
+            "generation": self.generation,
+            "fence": self.fence,
+            "state": self.state,
+            "due_at": iso(self.due_at),
+            "reserved_at": iso(self.reserved_at),
+            "started_at": iso(self.started_at),
+            "finished_at": iso(self.finished_at),
+            "worker": self.worker,
+            "deferred": self.deferred,
+            "missed": self.missed,
+            "detail": self.detail,
+        }
+
+
+class RefusalReason(StrEnum):
+    """Why ``reserve_fire`` made no reservation."""
+
+    STALE_FENCE = "stale_fence"  # a newer turn holds the session
+    NO_HEARTBEAT = "no_heartbeat"
+    INACTIVE = "inactive"  # the heartbeat is paused or the session is not active
+    NOT_DUE = "not_due"
+
+
+@dataclass(frozen=True)
+class Reserved:
+    run: RunView
+
+
+@dataclass(frozen=True)
+class Duplicate:
+    """The fire id is already in the ledger: a second delivery of the same fire."""
+
+    run: RunView
+
+
+@dataclass(frozen=True)
+class Refused:
+    reason: RefusalReason
+    next_due_at: datetime | None = None
+
+
+ReserveOutcome = Reserved | Duplicate | Refused
+
+
+def run_view(row: RunRow) -> RunView:
+    return RunView(
+        id=row.id,
+        fire_id=row.fire_id,
+        heartbeat_id=row.heartbeat_id,
+        session_id=row.session_id,
+        generation=row.generation,
+        fence=row.fence,
+        state=row.state,
+        due_at=row.due_at,
+        reserved_at=row.reserved_at,
+        started_at=row.started_at,
+        finished_at=row.finished_at,
+        worker=row.worker,
+        deferred=row.deferred,
+        missed=row.missed,
+        detail=row.detail,
+    )
