@@ -293,6 +293,7 @@ def stale_deliveries(ev: Evidence) -> Check:
         f"{r.fire_id} {r.state} but never sent"
         for r in ev.runs
         if r.state in DELIVERING
+        and _settled(ev, r.reserved)  # the channel was read a moment before SQL
         and r.fire_id not in {d.ref for d in _sends(ev)}
         and not (r.detail or "").startswith("delivery failed")
     ]

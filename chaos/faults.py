@@ -20,7 +20,7 @@ from chaos.database import Database
 from chaos.profiles import FaultPlan
 
 log = logging.getLogger("chaos.faults")
-HEADROOM = 256 * 1024  # bytes above used_memory: the next few writes hit the limit
+HEADROOM = 16 * 1024  # bytes above used_memory: the next few writes hit the limit
 
 
 @dataclass
@@ -124,6 +124,7 @@ class Faults:
         self.redis_server.start_on(self._port)
 
     def _fill(self, record: FaultRecord) -> None:
+        record.detail["oom_before"] = self._oom_count()
         used = int(self.admin_redis.info("memory")["used_memory"])
         self.admin_redis.config_set("maxmemory-policy", "noeviction")
         self.admin_redis.config_set("maxmemory", str(used + HEADROOM))
@@ -131,6 +132,13 @@ class Faults:
 
     def _unfill(self, record: FaultRecord) -> None:
         self.admin_redis.config_set("maxmemory", "0")
+        # Proof that the fault bit: commands Redis refused with OOM while it lasted.
+        record.detail["oom_errors"] = self._oom_count() - record.detail.pop("oom_before", 0)
+
+    def _oom_count(self) -> int:
+        stats = self.admin_redis.info("errorstats")
+        entry = stats.get("errorstat_OOM", {})
+        return int(entry.get("count", 0)) if isinstance(entry, dict) else 0
 
     def _terminate(self, record: FaultRecord) -> None:
         terminated = self.database.terminate_connections()
