@@ -83,4 +83,4 @@ def long(seed: int) -> Profile:
         faults.append(FaultPlan(at, kind, duration, target))
         at += rng.uniform(20, 40)
         i += 1
-    return Profile("long", 300, (2, 3, 4, 5, 6), traffic, 2.0, 90, faults)
+    return Profile("long", 240, (2, 3, 4, 5, 6), traffic, 2.0, 90, faults)
