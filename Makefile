@@ -5,10 +5,10 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help install demo test lint typecheck clean
+.PHONY: help install demo test lint typecheck chaos-quick chaos clean
 
 help: ## list the targets
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -31,6 +31,12 @@ lint: $(STAMP) ## ruff check, format check and the import-layer contract
 
 typecheck: $(STAMP) ## mypy, strict on the packages and the tests
 	$(BIN)/mypy
+
+chaos-quick: $(STAMP) ## the chaos harness, every fault once (under 5 minutes); exit 1 on a failure
+	$(BIN)/python -m chaos quick
+
+chaos: $(STAMP) ## the long chaos run (about 30 minutes; not in CI)
+	$(BIN)/python -m chaos long
 
 clean: ## remove the virtual environment and caches
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache build *.egg-info

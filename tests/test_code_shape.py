@@ -9,7 +9,7 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("core", "sessions", "state", "beat", "workers", "gateway", "hbgw", "tests")
+PACKAGES = ("core", "sessions", "state", "beat", "workers", "gateway", "hbgw", "chaos", "tests")
 MAX_MODULE_LINES = 400
 MAX_FUNCTION_LINES = 50
 

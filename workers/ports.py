@@ -19,8 +19,11 @@ class Address:
 class Channel(Protocol):
     name: str
 
-    def send(self, address: Address, text: str, *, session_id: str, kind: str) -> None:
-        """Post a new message. ``kind`` is reply, heartbeat, notice or failure."""
+    def send(
+        self, address: Address, text: str, *, session_id: str, kind: str, ref: str | None = None
+    ) -> None:
+        """Post a new message. ``kind`` is reply, heartbeat, notice or failure; ``ref`` names
+        what it answers (the fire id of a heartbeat turn), for channels that keep a record."""
         ...
 
     def typing(self, address: Address, *, session_id: str) -> None:

@@ -39,7 +39,7 @@ class TurnIO:
     ) -> str | None:
         """Send; a platform failure is recorded on the turn, never left to kill the session."""
         try:
-            self.channel.send(address, text, session_id=sid, kind=kind)
+            self.channel.send(address, text, session_id=sid, kind=kind, ref=fire_id)
         except Exception as exc:
             log.warning(
                 "delivery to %s failed: %s",

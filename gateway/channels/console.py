@@ -11,7 +11,9 @@ from workers.ports import Address
 class ConsoleChannel:
     name = "console"
 
-    def send(self, address: Address, text: str, *, session_id: str, kind: str) -> None:
+    def send(
+        self, address: Address, text: str, *, session_id: str, kind: str, ref: str | None = None
+    ) -> None:
         where = address.chat + (f"/{address.thread}" if address.thread else "")
         sys.stdout.write(inert(f"[{address.platform}:{where}] ({kind}) {text}") + "\n")
         sys.stdout.flush()

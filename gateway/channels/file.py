@@ -19,8 +19,10 @@ class FileChannel:
         self.clock = clock
         path.parent.mkdir(parents=True, exist_ok=True)
 
-    def send(self, address: Address, text: str, *, session_id: str, kind: str) -> None:
-        self._record("send", address, session_id, text=text, kind=kind)
+    def send(
+        self, address: Address, text: str, *, session_id: str, kind: str, ref: str | None = None
+    ) -> None:
+        self._record("send", address, session_id, text=text, kind=kind, ref=ref)
 
     def typing(self, address: Address, *, session_id: str) -> None:
         self._record("typing", address, session_id)

@@ -1,0 +1,374 @@
+"""The checks of a chaos run, computed from its evidence alone (pure: tests feed them by hand).
+
+Each check accounts for what the design tolerates, so a correct system passes while faults
+happen: work younger than ``grace`` at the snapshot may still be in flight; a turn whose worker
+was SIGKILLed may stay ``started`` (it reached the agent and counts once); and a worker killed or
+paused in the instant between a send and its commit may make the platform see that send twice
+(at-least-once delivery), which is reported as tolerated, not as a failure.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from itertools import pairwise
+from typing import Any
+
+from chaos.evidence import Delivery, Evidence, Run
+
+REACHED_AGENT = {"started", "completed", "failed", "silent"}
+DELIVERING = {"completed", "failed"}
+GIVEN_BACK = {"refunded", "abandoned"}
+UNFINISHED = {"reserved", "started"}
+WORKER_FAULTS = {"worker_kill", "worker_pause"}
+EXAMPLES = 10
+
+
+@dataclass
+class Check:
+    name: str
+    failures: list[str] = field(default_factory=list)
+    tolerated: list[str] = field(default_factory=list)
+    figures: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return not self.failures
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "failures": len(self.failures),
+            "examples": self.failures[:EXAMPLES],
+            "tolerated": len(self.tolerated),
+            "tolerated_examples": self.tolerated[:EXAMPLES],
+            **self.figures,
+        }
+
+
+def run_checks(ev: Evidence) -> list[Check]:
+    return [check(ev) for check in ALL_CHECKS]
+
+
+def _interrupted_after(ev: Evidence, at: float, worker: str | None = None) -> bool:
+    """A worker was killed or paused just after ``at``: a commit may have been cut off."""
+    return any(
+        f.kind in WORKER_FAULTS
+        and (worker is None or f.target == worker)
+        and at <= f.began <= at + ev.interrupt_window
+        for f in ev.faults
+    )
+
+
+def _sends(ev: Evidence) -> list[Delivery]:
+    return sorted((d for d in ev.deliveries if d.call == "send"), key=lambda d: d.at)
+
+
+def _settled(ev: Evidence, at: float) -> bool:
+    return at < ev.snapshot - ev.grace
+
+
+# -- no fire id twice ------------------------------------------------------------------------
+
+
+def duplicate_fires(ev: Evidence) -> Check:
+    check = Check("no_duplicate_fires")
+    for fire, n in Counter(r.fire_id for r in ev.runs).items():
+        if n > 1:
+            check.failures.append(f"fire {fire} has {n} ledger rows")
+    sent = Counter(d.ref for d in _sends(ev) if d.ref)
+    for fire, n in sent.items():
+        if n > 1:
+            check.failures.append(f"fire {fire} was delivered {n} times")
+    check.figures["duplicates"] = len(check.failures)
+    return check
+
+
+# -- no two turns of a session overlapping ---------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Turn:
+    what: str
+    start: float
+    end: float
+
+
+def _heartbeat_turns(ev: Evidence, sends: list[Delivery]) -> dict[str, list[Turn]]:
+    sent_at: dict[str, list[float]] = defaultdict(list)
+    for d in sends:
+        if d.ref:
+            sent_at[d.ref].append(d.at)
+    turns: dict[str, list[Turn]] = defaultdict(list)
+    for r in ev.runs:
+        if r.started is None:
+            continue
+        # A turn lasts as long as anything of it is seen: a send after its finish (or from a
+        # turn that never finished) extends it.
+        end = max([r.started, r.finished or r.started, *sent_at[r.fire_id]])
+        turns[r.session].append(Turn(f"fire {r.fire_id} (fence {r.fence})", r.started, end))
+    return turns
+
+
+def _user_turns(ev: Evidence) -> dict[str, list[Turn]]:
+    """Each attempt at a message: from its typing signal to its send (or the typing alone)."""
+    turns: dict[str, list[Turn]] = defaultdict(list)
+    by_message: dict[tuple[str, str], list[Delivery]] = defaultdict(list)
+    for d in ev.deliveries:
+        if d.reply_to is not None and d.call in ("send", "typing"):
+            by_message[(d.session, d.reply_to)].append(d)
+    for (sid, mid), records in by_message.items():
+        start: float | None = None
+        for d in sorted(records, key=lambda d: (d.at, d.call != "typing")):
+            if d.call == "typing":
+                if start is not None:  # an attempt that never sent (its worker died)
+                    turns[sid].append(Turn(f"message {mid}", start, start))
+                start = d.at
+            else:
+                turns[sid].append(Turn(f"message {mid}", d.at if start is None else start, d.at))
+                start = None
+        if start is not None:
+            turns[sid].append(Turn(f"message {mid}", start, start))
+    return turns
+
+
+def overlapping_turns(ev: Evidence) -> Check:
+    check = Check("no_overlapping_turns")
+    turns = _heartbeat_turns(ev, _sends(ev))
+    for sid, user in _user_turns(ev).items():
+        turns[sid].extend(user)
+    for sid, session_turns in turns.items():
+        ordered = sorted(session_turns, key=lambda t: (t.start, t.end))
+        latest: Turn | None = None
+        for turn in ordered:
+            if latest is not None and turn.start < latest.end:
+                check.failures.append(
+                    f"{sid}: {turn.what} began {turn.start - latest.start:.2f}s into "
+                    f"{latest.what}, which lasted until {latest.end - latest.start:.2f}s"
+                )
+            if latest is None or turn.end > latest.end:
+                latest = turn
+    by_session: dict[str, list[Run]] = defaultdict(list)
+    for r in ev.runs:
+        by_session[r.session].append(r)
+    for sid, runs in by_session.items():
+        for before, after in pairwise(sorted(runs, key=lambda r: r.reserved)):
+            if after.fence <= before.fence:
+                check.failures.append(
+                    f"{sid}: {after.fire_id} reserved with fence {after.fence} after "
+                    f"{before.fire_id} with fence {before.fence}"
+                )
+    check.figures["overlaps"] = len(check.failures)
+    return check
+
+
+# -- refunds and final states ----------------------------------------------------------------
+
+
+def refunded_started(ev: Evidence) -> Check:
+    check = Check("no_refunded_run_started")
+    check.failures = [
+        f"{r.fire_id} is {r.state} but started"
+        for r in ev.runs
+        if r.state in GIVEN_BACK and r.started
+    ]
+    return check
+
+
+def unfinished_runs(ev: Evidence) -> Check:
+    """Every run reaches a final state, except a started one whose worker was SIGKILLed."""
+    check = Check("no_unfinished_runs")
+    for r in ev.runs:
+        if r.state not in UNFINISHED or not _settled(ev, r.reserved):
+            continue
+        if r.state == "started" and r.started is not None and _killed_during(ev, r):
+            check.tolerated.append(f"{r.fire_id} started on {r.worker}, which was SIGKILLed")
+            continue
+        check.failures.append(f"{r.fire_id} still {r.state} (worker {r.worker})")
+    check.figures["unfinished"] = len(check.failures)
+    return check
+
+
+def _killed_during(ev: Evidence, r: Run) -> bool:
+    assert r.started is not None
+    return any(
+        f.kind == "worker_kill"
+        and f.target == r.worker
+        and r.started <= f.began
+        # A turn that started a whole in-flight window before the kill should have finished.
+        and f.began <= r.started + ev.grace
+        for f in ev.faults
+    )
+
+
+# -- heartbeats keep firing ------------------------------------------------------------------
+
+
+def _gaps(ev: Evidence, sid: str, interval: float, since: float) -> list[tuple[float, float]]:
+    fires = sorted(
+        r.reserved
+        for r in ev.runs
+        if r.session == sid and r.state in REACHED_AGENT and since < r.reserved <= ev.snapshot
+    )
+    points = [since, *fires, ev.snapshot]
+    return [(a, b - a - interval) for a, b in pairwise(points)]
+
+
+def heartbeat_lateness(ev: Evidence) -> Check:
+    """After the last fault ended, no gap between fires exceeds the interval by more than the
+    allowance (a claim lease and a restore pass); the tail up to the snapshot counts as a gap."""
+    check = Check("heartbeats_on_time")
+    last_fault = max((f.ended for f in ev.faults), default=0.0)
+    worst = 0.0
+    for hb in ev.heartbeats:
+        if not hb.active:
+            continue
+        since = max(last_fault, hb.set_at)
+        for start, late in _gaps(ev, hb.session, hb.interval, since):
+            worst = max(worst, late)
+            if late > ev.allowance:
+                check.failures.append(
+                    f"{hb.session} (every {hb.interval:g}s) fired {late:.1f}s late after "
+                    f"{start - since:.1f}s into the quiet window"
+                )
+    check.figures["max_lateness_s"] = round(worst, 2)
+    check.figures["allowance_s"] = ev.allowance
+    check.figures["since_last_fault_s"] = round(ev.snapshot - last_fault, 1)
+    return check
+
+
+# -- user messages answered exactly once -----------------------------------------------------
+
+
+def messages_answered_once(ev: Evidence) -> Check:
+    check = Check("messages_answered_once")
+    replies = Counter(r.reply_to for r in ev.replies)
+    sends: dict[str, list[Delivery]] = defaultdict(list)
+    for d in _sends(ev):
+        if d.reply_to is not None:
+            sends[d.reply_to].append(d)
+    known = {m.id for m in ev.messages}
+    lost = [f"message {mid} accepted but not in SQL" for mid in ev.accepted if mid not in known]
+    doubled: list[str] = []
+    for m in ev.messages:
+        sent = sends[str(m.id)]
+        if m.state != "done" or not replies[m.id] or not sent:
+            lost.append(
+                f"message {m.id} of {m.session}: {m.state}, {replies[m.id]} replies, "
+                f"{len(sent)} sends"
+            )
+        elif replies[m.id] > 1 or len(sent) > 1:
+            text = f"message {m.id} of {m.session}: {replies[m.id]} replies, {len(sent)} sends"
+            (check.tolerated if _interrupted_after(ev, sent[0].at) else doubled).append(text)
+    check.failures = lost + doubled
+    check.figures.update(
+        messages=len(ev.messages), lost=len(lost), answered_twice=len(doubled),
+    )  # fmt: skip
+    return check
+
+
+# -- nothing stale reaches a platform --------------------------------------------------------
+
+
+def stale_deliveries(ev: Evidence) -> Check:
+    """Every send matches a finished run or a recorded reply, in fence order per session."""
+    check = Check("no_stale_deliveries")
+    runs = {r.fire_id: r for r in ev.runs}
+    done = {m.id for m in ev.messages if m.state == "done"}
+    answered = {r.reply_to for r in ev.replies}
+    for d in _sends(ev):
+        if not _settled(ev, d.at):
+            continue
+        problem = _send_problem(d, runs, done, answered)
+        if problem is None:
+            continue
+        run = runs.get(d.ref or "")
+        worker = run.worker if run else None
+        (check.tolerated if _interrupted_after(ev, d.at, worker) else check.failures).append(
+            f"{d.kind} to {d.session} at {d.at:.2f}: {problem}"
+        )
+    check.failures += _out_of_fence_order(_sends(ev), runs)
+    lost = [
+        f"{r.fire_id} {r.state} but never sent"
+        for r in ev.runs
+        if r.state in DELIVERING
+        and _settled(ev, r.reserved)  # the channel was read a moment before SQL
+        and r.fire_id not in {d.ref for d in _sends(ev)}
+        and not (r.detail or "").startswith("delivery failed")
+    ]
+    check.failures += lost
+    check.figures.update(stale=len(check.failures) - len(lost), heartbeat_replies_lost=len(lost))
+    return check
+
+
+def _send_problem(
+    d: Delivery, runs: dict[str, Run], done: set[int], answered: set[int]
+) -> str | None:
+    if d.ref:
+        run = runs.get(d.ref)
+        if run is None:
+            return f"fire {d.ref} is not in the ledger"
+        if run.state not in DELIVERING:
+            return f"fire {d.ref} is {run.state}"
+        return None
+    if d.reply_to is not None and d.reply_to.isdigit():
+        mid = int(d.reply_to)
+        if mid not in done or mid not in answered:
+            return f"message {mid} has no recorded reply"
+        return None
+    return "no fire or message it answers"
+
+
+def _out_of_fence_order(sends: list[Delivery], runs: dict[str, Run]) -> list[str]:
+    newest: dict[str, Run] = {}
+    out: list[str] = []
+    for d in sends:
+        run = runs.get(d.ref or "")
+        if run is None:
+            continue
+        seen = newest.get(run.session)
+        if seen is not None and run.fence < seen.fence:
+            out.append(
+                f"{run.fire_id} (fence {run.fence}) sent after {seen.fire_id} (fence {seen.fence})"
+            )
+        if seen is None or run.fence > seen.fence:
+            newest[run.session] = run
+    return out
+
+
+# -- processes and faults --------------------------------------------------------------------
+
+
+def processes_stayed_up(ev: Evidence) -> Check:
+    check = Check("no_process_exited")
+    check.failures = [
+        f"{e.role} (pid {e.pid}) exited with {e.code} at {e.at:.1f} and stayed down"
+        for e in ev.exits
+    ]
+    return check
+
+
+def faults_injected(ev: Evidence) -> Check:
+    check = Check("every_fault_injected")
+    seen = Counter(f.kind for f in ev.faults)
+    check.failures = [
+        f"{kind} never injected"
+        for kind in ev.expected_faults
+        if not seen[kind] and kind not in ev.skipped_faults
+    ]
+    check.figures.update(injected=dict(seen), skipped=list(ev.skipped_faults))
+    return check
+
+
+ALL_CHECKS: list[Callable[[Evidence], Check]] = [
+    faults_injected,
+    duplicate_fires,
+    overlapping_turns,
+    refunded_started,
+    unfinished_runs,
+    heartbeat_lateness,
+    messages_answered_once,
+    stale_deliveries,
+    processes_stayed_up,
+]

@@ -1,0 +1,111 @@
+"""Read the evidence: the ledger, the messages and heartbeats from SQL, the channel's JSONL file.
+
+The channel file is read before SQL: a send always precedes the write that records its turn, so
+every send of a settled turn is matched by what SQL says a moment later.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from pathlib import Path
+
+from sqlalchemy import Engine, select
+from sqlalchemy.orm import Session
+
+from chaos.evidence import Delivery, Heartbeat, Reply, Run, UserMessage
+from sessions.models import HeartbeatRow, MessageRow, RunRow, SessionRow
+
+
+def _ts(value: datetime | None) -> float | None:
+    return None if value is None else value.timestamp()
+
+
+def read_channel(path: Path) -> list[Delivery]:
+    if not path.exists():
+        return []
+    out = []
+    for line in path.read_text().splitlines():
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            continue  # a line being written right now; it belongs to an unsettled turn
+        if record.get("call") not in ("send", "typing"):
+            continue
+        out.append(
+            Delivery(
+                call=record["call"],
+                session=record["session_id"],
+                at=float(record["at"]),
+                kind=record.get("kind"),
+                reply_to=record.get("reply_to"),
+                ref=record.get("ref"),
+            )
+        )
+    return out
+
+
+def read_runs(engine: Engine) -> list[Run]:
+    with Session(engine) as db:
+        return [
+            Run(
+                fire_id=r.fire_id,
+                session=r.session_id,
+                fence=r.fence,
+                state=str(r.state),
+                reserved=r.reserved_at.timestamp(),
+                started=_ts(r.started_at),
+                finished=_ts(r.finished_at),
+                worker=r.worker,
+                detail=r.detail,
+            )
+            for r in db.scalars(select(RunRow).order_by(RunRow.id))
+        ]
+
+
+def read_messages(engine: Engine) -> tuple[list[UserMessage], list[Reply]]:
+    with Session(engine) as db:
+        rows = list(db.scalars(select(MessageRow).order_by(MessageRow.id)))
+    users = [
+        UserMessage(m.id, m.session_id, str(m.state), m.created_at.timestamp())
+        for m in rows
+        if m.role == "user" and m.kind == "user"
+    ]
+    replies = [
+        Reply(m.id, m.session_id, m.reply_to, m.created_at.timestamp())
+        for m in rows
+        if m.role == "assistant" and m.reply_to is not None
+    ]
+    return users, replies
+
+
+def read_heartbeats(engine: Engine) -> list[Heartbeat]:
+    with Session(engine) as db:
+        rows = db.execute(
+            select(HeartbeatRow, SessionRow.status).join(
+                SessionRow, SessionRow.id == HeartbeatRow.session_id
+            )
+        ).all()
+    return [
+        Heartbeat(
+            session=hb.session_id,
+            interval=float(hb.interval_seconds or 0),
+            set_at=hb.set_at.timestamp(),
+            active=str(hb.status) == "active" and str(status) == "active",
+        )
+        for hb, status in rows
+        if hb.interval_seconds
+    ]
+
+
+def queued_messages(engine: Engine) -> int:
+    with Session(engine) as db:
+        return len(
+            list(
+                db.scalars(
+                    select(MessageRow.id).where(
+                        MessageRow.role == "user", MessageRow.state == "queued"
+                    )
+                )
+            )
+        )

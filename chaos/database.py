@@ -1,0 +1,82 @@
+"""The run's SQL store: a fresh PostgreSQL schema (dropped afterwards), or SQLite as a fallback.
+
+Every connection of the deployment carries ``application_name=<tag>`` so the database fault can
+terminate exactly this run's connections and nobody else's; the harness's own admin connection
+has another name.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import quote
+
+from sqlalchemy import Engine, create_engine, text
+
+from core.errors import HbgwError
+
+PG_URL = os.environ.get(
+    "CHAOS_POSTGRES_URL",
+    os.environ.get("HBGW_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"),
+)
+
+
+@dataclass
+class Database:
+    url: str  # what the roles and the edge connect with
+    kind: str  # postgresql | sqlite
+    tag: str
+    schema: str | None = None
+    admin: Engine | None = None
+
+    def terminate_connections(self) -> int:
+        """pg_terminate_backend on every connection of this run; how many there were."""
+        if self.admin is None:
+            return 0
+        with self.admin.begin() as conn:
+            rows = conn.execute(
+                text(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                    "WHERE application_name = :tag AND pid <> pg_backend_pid()"
+                ),
+                {"tag": self.tag},
+            ).all()
+        return len(rows)
+
+    def drop(self) -> None:
+        if self.admin is None or self.schema is None:
+            return
+        self.terminate_connections()  # a leftover connection would hold a lock on the schema
+        with self.admin.begin() as conn:
+            conn.execute(text(f'DROP SCHEMA IF EXISTS "{self.schema}" CASCADE'))
+        self.admin.dispose()
+
+
+def _postgres_answers(engine: Engine) -> bool:
+    try:
+        with engine.connect() as conn:
+            conn.execute(text("select 1"))
+        return True
+    except Exception:
+        return False
+
+
+def provision(tag: str, home: Path, *, require_postgres: bool) -> Database:
+    """A fresh schema on PG_URL; SQLite in ``home`` when PostgreSQL does not answer (unless
+    required: CI must exercise the PostgreSQL fault)."""
+    admin = create_engine(
+        PG_URL, connect_args={"connect_timeout": 3, "application_name": f"{tag}-admin"}
+    )
+    if not _postgres_answers(admin):
+        admin.dispose()
+        if require_postgres:
+            raise HbgwError(f"PostgreSQL is required (CI is set) but {PG_URL} does not answer.")
+        return Database(url=f"sqlite:///{home / 'chaos.sqlite3'}", kind="sqlite", tag=tag)
+    schema = tag.replace("-", "_")
+    with admin.begin() as conn:
+        conn.execute(text(f'CREATE SCHEMA "{schema}"'))
+    joiner = "&" if "?" in PG_URL else "?"
+    options = quote(f"-csearch_path={schema}")
+    url = f"{PG_URL}{joiner}application_name={tag}&options={options}"
+    return Database(url=url, kind="postgresql", tag=tag, schema=schema, admin=admin)

@@ -1,0 +1,94 @@
+"""What the checks read: plain records of the ledger, the messages, the channel and the faults.
+
+Times are epoch seconds (floats) from the one machine clock every process shares, so a time in
+SQL, a line of the channel file and a fault's start compare directly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Run:
+    fire_id: str
+    session: str
+    fence: int
+    state: str
+    reserved: float
+    started: float | None = None
+    finished: float | None = None
+    worker: str | None = None
+    detail: str | None = None
+
+
+@dataclass(frozen=True)
+class UserMessage:
+    id: int
+    session: str
+    state: str
+    created: float
+
+
+@dataclass(frozen=True)
+class Reply:
+    id: int
+    session: str
+    reply_to: int
+    created: float
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """One line of the file channel: ``send`` (a message left) or ``typing`` (a turn began)."""
+
+    call: str
+    session: str
+    at: float
+    kind: str | None = None
+    reply_to: str | None = None
+    ref: str | None = None
+
+
+@dataclass(frozen=True)
+class Heartbeat:
+    session: str
+    interval: float
+    set_at: float
+    active: bool = True
+
+
+@dataclass(frozen=True)
+class Disruption:
+    """A fault as the checks see it: what, on whom, and when it began and ended."""
+
+    kind: str
+    target: str | None
+    began: float
+    ended: float
+
+
+@dataclass(frozen=True)
+class ProcessExit:
+    role: str
+    pid: int
+    code: int | None
+    at: float
+
+
+@dataclass
+class Evidence:
+    runs: list[Run] = field(default_factory=list)
+    messages: list[UserMessage] = field(default_factory=list)
+    replies: list[Reply] = field(default_factory=list)
+    deliveries: list[Delivery] = field(default_factory=list)
+    heartbeats: list[Heartbeat] = field(default_factory=list)
+    faults: list[Disruption] = field(default_factory=list)
+    exits: list[ProcessExit] = field(default_factory=list)
+    accepted: list[int] = field(default_factory=list)  # ids the edge answered Queued for
+    expected_faults: list[str] = field(default_factory=list)
+    skipped_faults: list[str] = field(default_factory=list)
+    snapshot: float = 0.0  # when SQL was read; the channel file was read just before
+    grace: float = 10.0  # work younger than this at the snapshot may still be in flight
+    allowance: float = 7.0  # lateness a heartbeat may have after the last fault ended
+    interrupt_window: float = 1.0  # a kill or pause this soon after a send may cut its commit

@@ -1,0 +1,86 @@
+"""The two runs: quick (every fault once, under five minutes) and long (about thirty minutes).
+
+Timings are test settings: a lock lease of a few seconds makes a paused worker lose its lock
+within the run, and a restore pass every two seconds bounds how long Redis loss can hide a
+heartbeat.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+SETTINGS: dict[str, Any] = {
+    "min_interval": 1,
+    "lock_lease": 3,
+    "worker_ttl": 3,
+    "claim_lease": 4,
+    "refund_backoff": 1,
+    "restore_interval": 2,
+    "beat_max_sleep": 0.2,
+    "agent": "echo",
+    "echo_delay": 0.3,
+    "channel": "file",
+    "log_format": "json",
+}
+BEATS = ("b1", "b2")
+WORKERS = ("w1", "w2", "w3")
+PAUSE = SETTINGS["lock_lease"] + 3  # past the lease, so the lock moves on while it sleeps
+FAULT_KINDS = (
+    "worker_kill",
+    "worker_pause",
+    "beat_kill",
+    "redis_restart",
+    "redis_full",
+    "pg_terminate",
+)
+
+
+@dataclass(frozen=True)
+class FaultPlan:
+    at: float  # seconds after the traffic began
+    kind: str
+    duration: float
+    target: str | None = None
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    sessions: int
+    intervals: tuple[int, ...]  # seconds; session i gets intervals[i % len]
+    traffic: float  # seconds of user messages and faults
+    message_rate: float  # user messages a second, over random sessions
+    settle: float  # longest wait for the queued messages after the traffic stopped
+    faults: list[FaultPlan] = field(default_factory=list)
+
+
+def quick() -> Profile:
+    faults = [
+        FaultPlan(10, "worker_kill", 4, "w1"),
+        FaultPlan(22, "worker_pause", PAUSE, "w2"),
+        FaultPlan(35, "beat_kill", 3, "b1"),
+        FaultPlan(45, "redis_restart", 3),
+        FaultPlan(58, "redis_full", 5),
+        FaultPlan(72, "pg_terminate", 2),
+    ]
+    return Profile("quick", 100, (2, 3, 4, 5, 6), 120, 1.0, 45, faults)
+
+
+def long(seed: int) -> Profile:
+    """A fault every 20-40 s, round-robin over the kinds, targets at random; a quiet last
+    two minutes so lateness is measured after recovery."""
+    rng = random.Random(seed)
+    traffic = 1740.0
+    faults, at, i = [], 20.0, 0
+    while at < traffic - 120:
+        kind = FAULT_KINDS[i % len(FAULT_KINDS)]
+        target = {"worker_kill": rng.choice(WORKERS), "worker_pause": rng.choice(WORKERS)}.get(
+            kind, rng.choice(BEATS) if kind == "beat_kill" else None
+        )
+        duration = {"worker_pause": PAUSE, "redis_full": 5, "pg_terminate": 2}.get(kind, 4)
+        faults.append(FaultPlan(at, kind, duration, target))
+        at += rng.uniform(20, 40)
+        i += 1
+    return Profile("long", 240, (2, 3, 4, 5, 6), traffic, 2.0, 90, faults)

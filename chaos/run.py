@@ -1,0 +1,208 @@
+"""One chaos run, start to finish: set up, traffic with faults, settle, snapshot, check, clean up.
+
+Everything the run starts is stopped on the way out, whatever happens (``ExitStack``): the role
+processes, the Redis server, the PostgreSQL schema and the run directory.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import signal
+import tempfile
+import time
+import uuid
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+
+import redis
+
+from chaos import collect
+from chaos.checks import run_checks
+from chaos.cluster import Cluster, PinnedRedis
+from chaos.database import Database, provision
+from chaos.evidence import Disruption, Evidence
+from chaos.faults import Faults
+from chaos.profiles import BEATS, FAULT_KINDS, SETTINGS, WORKERS, Profile
+from chaos.report import Report, summary, write_report
+from chaos.traffic import Traffic
+from core.errors import HbgwError
+from core.settings import Settings
+from hbgw.procs import settings_env, spawn_hbgw
+from sessions.db import make_engine
+
+log = logging.getLogger("chaos")
+READY_TIMEOUT = 120.0  # five Python processes starting on a busy two-core machine
+TICK = 0.1
+
+
+@dataclass
+class Deployment:
+    home: Path
+    settings: Settings
+    redis_server: PinnedRedis
+    database: Database
+    cluster: Cluster
+    traffic: Traffic
+
+
+def _terminate_on_signals() -> None:
+    # SIGTERM becomes SystemExit so every cleanup callback runs.
+    def handler(signum: int, frame: FrameType | None) -> None:
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, handler)
+
+
+def _migrate(env: dict[str, str], logs: Path) -> None:
+    proc = spawn_hbgw(["migrate"], env=env, log=logs / "migrate.log")
+    if proc.wait(120) != 0:
+        raise HbgwError(f"`hbgw migrate` failed; see {logs / 'migrate.log'}.")
+
+
+def _deploy(stack: ExitStack, profile: Profile, seed: int, keep: bool) -> Deployment:
+    home = Path(tempfile.mkdtemp(prefix="chaos-"))
+    if not keep:
+        stack.callback(shutil.rmtree, home, ignore_errors=True)
+    logs = home / "logs"
+    logs.mkdir()
+    redis_server = PinnedRedis(home)
+    redis_url = redis_server.start()
+    stack.callback(redis_server.stop)
+    tag = f"chaos-{uuid.uuid4().hex[:10]}"
+    database = provision(tag, home, require_postgres=bool(os.environ.get("CI")))
+    stack.callback(database.drop)
+    settings = Settings(
+        home=home,
+        database_url=database.url,
+        redis_url=redis_url,
+        namespace="chaos",
+        channel_file=home / "deliveries.jsonl",
+        **SETTINGS,
+    )
+    env = settings_env(settings)
+    _migrate(env, logs)
+    cluster = Cluster(env, logs)
+    stack.callback(cluster.stop)
+    for name in BEATS:
+        cluster.add(name, ["beat"])
+    for name in WORKERS:
+        cluster.add(name, ["worker", "--name", name])
+    traffic = Traffic(settings, redis_url, profile, seed)
+    stack.callback(traffic.close)
+    stack.callback(traffic.stop)
+    return Deployment(home, settings, redis_server, database, cluster, traffic)
+
+
+def _wait_for_workers(d: Deployment) -> None:
+    deadline = time.monotonic() + READY_TIMEOUT
+    while len(d.traffic.rt.registry.live(d.traffic.rt.now_ms())) < len(WORKERS):
+        if d.cluster.poll() or time.monotonic() > deadline:
+            raise HbgwError(f"The workers did not start; see the logs in {d.home / 'logs'}.")
+        time.sleep(0.2)
+
+
+def _note_ready(d: Deployment, faults: Faults) -> None:
+    """When a restarted worker is seen live again: part of its fault's recovery."""
+    pending = [
+        r
+        for r in faults.records
+        if r.kind == "worker_kill" and r.ended is not None and "ready_s" not in r.detail
+    ]
+    if not pending:
+        return
+    try:
+        live = d.traffic.rt.registry.live(d.traffic.rt.now_ms())
+    except redis.RedisError:
+        return
+    for record in pending:
+        if record.target in live and record.ended is not None:
+            record.detail["ready_s"] = round(time.time() - record.ended, 2)
+
+
+def _drive(d: Deployment, profile: Profile, faults: Faults) -> float:
+    """Traffic and faults for the profile's duration; returns when the traffic stopped."""
+    d.traffic.start()
+    started = time.monotonic()
+    while (elapsed := time.monotonic() - started) < profile.traffic:
+        faults.step(elapsed)
+        d.cluster.poll()
+        _note_ready(d, faults)
+        time.sleep(TICK)
+    faults.finish()
+    d.traffic.stop()
+    return time.time()
+
+
+def _settle(d: Deployment, profile: Profile, engine_url: str, grace: float) -> None:
+    """Until no user message is queued, and in-flight turns had a grace period (bounded)."""
+    engine = make_engine(engine_url)
+    started = time.monotonic()
+    try:
+        while time.monotonic() - started < profile.settle:
+            d.cluster.poll()
+            quiet = time.monotonic() - started >= grace
+            try:
+                if quiet and collect.queued_messages(engine) == 0:
+                    return
+            except Exception as exc:
+                log.info("settle: the store did not answer: %s", exc)
+            time.sleep(0.5)
+    finally:
+        engine.dispose()
+
+
+def _evidence(d: Deployment, faults: Faults, grace: float) -> Evidence:
+    deliveries = collect.read_channel(d.settings.channel_file or d.home / "deliveries.jsonl")
+    engine = make_engine(d.database.url)
+    try:
+        snapshot = time.time()
+        runs = collect.read_runs(engine)
+        messages, replies = collect.read_messages(engine)
+        heartbeats = collect.read_heartbeats(engine)
+    finally:
+        engine.dispose()
+    s = d.settings
+    return Evidence(
+        runs=runs,
+        messages=messages,
+        replies=replies,
+        deliveries=deliveries,
+        heartbeats=heartbeats,
+        faults=[Disruption(r.kind, r.target, r.began, r.ended or r.began) for r in faults.records],
+        exits=list(d.cluster.exits),
+        accepted=list(d.traffic.accepted),
+        expected_faults=list(FAULT_KINDS),
+        skipped_faults=list(faults.skipped),
+        snapshot=snapshot,
+        grace=grace,
+        allowance=s.claim_lease + s.restore_interval + s.refund_backoff,
+    )
+
+
+def execute(profile: Profile, *, seed: int, out: Path, keep: bool) -> bool:
+    _terminate_on_signals()
+    began = time.time()
+    with ExitStack() as stack:
+        d = _deploy(stack, profile, seed, keep)
+        _wait_for_workers(d)
+        d.traffic.setup()
+        admin = redis.Redis.from_url(d.redis_server.url, decode_responses=True)
+        stack.callback(admin.close)
+        faults = Faults(d.cluster, d.redis_server, admin, d.database, profile.faults)
+        stack.callback(faults.finish)
+        traffic_ended = _drive(d, profile, faults)
+        grace = d.settings.lock_lease + d.settings.claim_lease + 3 * d.settings.echo_delay
+        _settle(d, profile, d.database.url, grace)
+        ev = _evidence(d, faults, grace)
+        checks = run_checks(ev)
+        d.cluster.stop()
+        report = Report(profile, seed, d, faults, ev, checks, began, traffic_ended)
+        path = write_report(report, out)
+        print(summary(report, path))
+        if keep:
+            print(f"run directory kept: {d.home}")
+        return all(c.ok for c in checks)

@@ -1,0 +1,94 @@
+"""The users: sessions with heartbeats, then user messages at a steady rate through the edge's
+real accept path (``gateway.inbound.receive`` with a Runtime and a Dispatcher).
+
+Messages are sent from a thread of their own: a send that blocks while Redis is down must not
+delay the fault schedule. A send that raises was not accepted as far as the client knows; SQL
+may still hold the message, and the checks hold the system to it whatever the edge said.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+
+from chaos.profiles import Profile
+from core.clock import utcnow
+from core.settings import Settings
+from gateway.inbound import Queued, receive
+from hbgw.celery_app import make_celery
+from sessions.grammar import limits_from_settings
+from sessions.store import Store
+from state.connection import connect
+from state.dispatch import Dispatcher
+from state.runtime import Runtime
+
+
+@dataclass
+class Traffic:
+    settings: Settings
+    redis_url: str
+    profile: Profile
+    seed: int
+    sessions: list[str] = field(default_factory=list)
+    accepted: list[int] = field(default_factory=list)
+    errors: Counter[str] = field(default_factory=Counter)
+    sent: int = 0
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+
+    def __post_init__(self) -> None:
+        self.rt = Runtime(
+            settings=self.settings,
+            store=Store.from_url(self.settings.effective_database_url),
+            client=connect(self.redis_url),
+            worker="chaos-edge",
+        )
+        self.dispatcher = Dispatcher(make_celery(self.settings, self.redis_url), self.rt.keys)
+        self.limits = limits_from_settings(self.settings)
+
+    def setup(self) -> None:
+        intervals = self.profile.intervals
+        for i in range(self.profile.sessions):
+            sid = self.rt.store.create_session(
+                platform="chaos", chat=f"chat-{i:03d}", thread=None, now=utcnow()
+            ).id
+            self.sessions.append(sid)
+            every = intervals[i % len(intervals)]
+            self._receive(sid, f"/heartbeat every {every}s status of job {i}")
+
+    def _receive(self, sid: str, text: str) -> Queued | None:
+        result = receive(
+            self.rt.store, sid, text, utcnow(), self.limits, rt=self.rt, dispatcher=self.dispatcher
+        )
+        return result if isinstance(result, Queued) else None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._send_loop, name="chaos-traffic", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(30)
+
+    def _send_loop(self) -> None:
+        rng = random.Random(self.seed)
+        period = 1.0 / self.profile.message_rate
+        next_at = time.monotonic()
+        while not self._stop.is_set():
+            sid = rng.choice(self.sessions)
+            self.sent += 1
+            try:
+                queued = self._receive(sid, f"question {self.sent}")
+                if queued is not None:
+                    self.accepted.append(queued.message_id)
+            except Exception as exc:
+                self.errors[type(exc).__name__] += 1
+            next_at += period
+            self._stop.wait(max(0.0, next_at - time.monotonic()))
+
+    def close(self) -> None:
+        self.rt.close()
