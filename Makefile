@@ -21,8 +21,9 @@ install: $(STAMP) ## create .venv and install the project with its dev extras
 demo: $(STAMP) ## run the self-driving demo on the embedded defaults
 	$(BIN)/hbgw demo
 
-test: lint typecheck ## the whole gate: lint, import layers, mypy, every test
+test: lint typecheck ## the whole gate: lint, import layers, mypy, every test, the quick chaos run
 	$(BIN)/python -m pytest
+	$(BIN)/python -m chaos quick
 
 lint: $(STAMP) ## ruff check, format check and the import-layer contract
 	$(BIN)/ruff check .

@@ -16,6 +16,7 @@ from itertools import pairwise
 from typing import Any
 
 from chaos.evidence import Delivery, Evidence, Run
+from sessions.states import LostLockDetail
 
 REACHED_AGENT = {"started", "completed", "failed", "silent"}
 DELIVERING = {"completed", "failed"}
@@ -296,6 +297,8 @@ def stale_deliveries(ev: Evidence) -> Check:
         and _settled(ev, r.reserved)  # the channel was read a moment before SQL
         and r.fire_id not in {d.ref for d in _sends(ev)}
         and not (r.detail or "").startswith("delivery failed")
+        # A turn cut off from its lock sends nothing (before) or may not have (during).
+        and r.detail not in set(LostLockDetail)
     ]
     check.failures += lost
     check.figures.update(stale=len(check.failures) - len(lost), heartbeat_replies_lost=len(lost))
@@ -311,6 +314,8 @@ def _send_problem(
             return f"fire {d.ref} is not in the ledger"
         if run.state not in DELIVERING:
             return f"fire {d.ref} is {run.state}"
+        if run.detail == LostLockDetail.BEFORE_DELIVERY:
+            return f"fire {d.ref} was sent after its turn lost the lock"
         return None
     if d.reply_to is not None and d.reply_to.isdigit():
         mid = int(d.reply_to)

@@ -134,3 +134,19 @@ def test_in_flight_work_at_the_snapshot_is_not_judged() -> None:
     finished_unseen = Run(f"{S}:501", S, 101, "completed", T + 59.5, T + 59.5, T + 59.8, "w1")
     ev.runs.append(finished_unseen)  # finished after the channel file was read
     assert failing(ev) == {}
+
+
+def test_a_turn_cut_off_before_delivery_sends_nothing_and_that_is_right() -> None:
+    ev = clean()
+    cut = replace(ev.runs[4], state="failed", detail="lock lost before delivery")
+    ev.runs[4] = cut
+    ev.deliveries = [d for d in ev.deliveries if d.ref != cut.fire_id]
+    assert failing(ev) == {}
+
+
+def test_a_send_from_a_turn_cut_off_before_delivery_is_stale() -> None:
+    ev = clean()
+    ev.runs[4] = replace(ev.runs[4], state="failed", detail="lock lost before delivery")
+    failed = failing(ev)
+    assert set(failed) == {"no_stale_deliveries"}
+    assert any("lost the lock" in f for f in failed["no_stale_deliveries"].failures)
