@@ -44,6 +44,20 @@ class Database:
             ).all()
         return len(rows)
 
+    def turn_running(self, worker: str) -> bool:
+        """Whether ``worker`` has a heartbeat turn between its start and its end right now."""
+        if self.admin is None or self.schema is None:
+            return False
+        with self.admin.begin() as conn:
+            row = conn.execute(
+                text(
+                    f'SELECT 1 FROM "{self.schema}".heartbeat_runs '
+                    "WHERE worker = :worker AND state = 'started' LIMIT 1"
+                ),
+                {"worker": worker},
+            ).first()
+        return row is not None
+
     def drop(self) -> None:
         if self.admin is None or self.schema is None:
             return

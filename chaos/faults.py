@@ -21,6 +21,7 @@ from chaos.profiles import FaultPlan
 
 log = logging.getLogger("chaos.faults")
 HEADROOM = 16 * 1024  # bytes above used_memory: the next few writes hit the limit
+TURN_WAIT = 3.0  # longest wait for the worker to be inside a turn before it is paused
 
 
 @dataclass
@@ -115,6 +116,12 @@ class Faults:
 
     def _pause(self, role: str) -> Callable[[FaultRecord], None]:
         def pause(record: FaultRecord) -> None:
+            # Stopped in the middle of a turn, the worker wakes up holding a reply it must not
+            # send: the case the fenced delivery exists for.
+            deadline = time.monotonic() + TURN_WAIT
+            while not self.database.turn_running(role) and time.monotonic() < deadline:
+                time.sleep(0.02)
+            record.detail["mid_turn"] = self.database.turn_running(role)
             if not self.cluster.pause(role):
                 record.detail["skipped"] = f"{role} was not running"
 

@@ -26,7 +26,11 @@ SETTINGS: dict[str, Any] = {
 }
 BEATS = ("b1", "b2")
 WORKERS = ("w1", "w2", "w3")
-PAUSE = SETTINGS["lock_lease"] + 3  # past the lease, so the lock moves on while it sleeps
+LONGEST_INTERVAL = 6
+# Past the lease and the worker TTL, and then one longest interval: while the worker sleeps its
+# sessions move on and every one of them takes a new lock grant, so a turn it was running wakes
+# up behind a newer fence.
+PAUSE = SETTINGS["lock_lease"] + SETTINGS["worker_ttl"] + LONGEST_INTERVAL
 FAULT_KINDS = (
     "worker_kill",
     "worker_pause",
@@ -60,12 +64,12 @@ def quick() -> Profile:
     faults = [
         FaultPlan(10, "worker_kill", 4, "w1"),
         FaultPlan(22, "worker_pause", PAUSE, "w2"),
-        FaultPlan(35, "beat_kill", 3, "b1"),
+        FaultPlan(36, "beat_kill", 3, "b1"),
         FaultPlan(45, "redis_restart", 3),
         FaultPlan(58, "redis_full", 5),
         FaultPlan(72, "pg_terminate", 2),
     ]
-    return Profile("quick", 100, (2, 3, 4, 5, 6), 120, 1.0, 45, faults)
+    return Profile("quick", 100, (2, 3, 4, 5, LONGEST_INTERVAL), 120, 1.0, 45, faults)
 
 
 def long(seed: int) -> Profile:
@@ -83,4 +87,4 @@ def long(seed: int) -> Profile:
         faults.append(FaultPlan(at, kind, duration, target))
         at += rng.uniform(20, 40)
         i += 1
-    return Profile("long", 240, (2, 3, 4, 5, 6), traffic, 2.0, 90, faults)
+    return Profile("long", 240, (2, 3, 4, 5, LONGEST_INTERVAL), traffic, 2.0, 90, faults)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from support.harness import Gateway, gateway_settings, wait_until
-from support.scenarios import assert_invariants, send
+from support.scenarios import assert_invariants, send, started_run
 
 from core.clock import utcnow
 from gateway.inbound import Queued
@@ -115,14 +115,7 @@ def test_heartbeat_turn_that_lost_its_lock_sends_nothing_and_fails(
         sid = gw.session()
         gw.due_now(sid, prompt=f"HOLD {release} then report")
         gw.tick()
-        [run] = wait_until(
-            lambda: (
-                [r for r in gw.runs(sid) if r.state == RunState.STARTED]
-                if gw.store.list_messages(sid)
-                else None
-            ),
-            what="the turn to be held in the agent",
-        )
+        run = started_run(gw, sid, "the turn to be held in the agent")
         take_over(gw, sid, run.fence, how)
         release.touch()
         [after] = gw.final_runs(sid)

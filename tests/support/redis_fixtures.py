@@ -28,7 +28,7 @@ LOCAL_REDIS = "redis://127.0.0.1:6379/0"
 _XDIST_DATABASES = 15
 
 
-def _answers(url: str, timeout: float = 0.5) -> bool:
+def redis_answers(url: str, timeout: float = 0.5) -> bool:
     client = redis.Redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout)
     try:
         return bool(client.ping())
@@ -54,7 +54,7 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     embedded: EmbeddedRedis | None = None
     url = os.environ.get("HBGW_TEST_REDIS_URL")
     if not url:
-        if _answers(LOCAL_REDIS):
+        if redis_answers(LOCAL_REDIS):
             url = LOCAL_REDIS
         else:
             embedded = EmbeddedRedis(tmp_path_factory.mktemp("embedded-redis"))

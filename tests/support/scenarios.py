@@ -6,6 +6,8 @@ from core.clock import utcnow
 from gateway.inbound import receive
 from hbgw.invariants import check
 from sessions.grammar import GrammarLimits
+from sessions.states import RunState
+from sessions.views import RunView
 from support.harness import Gateway, wait_until
 
 LIMITS = GrammarLimits(min_interval=1, default_interval=60, max_prompt_chars=4000)
@@ -37,3 +39,17 @@ def busy_session_with_pending_fire(gw: Gateway) -> str:
 def assert_invariants(gw: Gateway) -> None:
     report = check(gw.rt, utcnow())
     assert report.ok, report.to_json()
+
+
+def started_run(gw: Gateway, sid: str, what: str) -> RunView:
+    """The session's run once its turn is in the agent (started, its prompt injected)."""
+    runs: list[RunView] = wait_until(
+        lambda: (
+            [r for r in gw.runs(sid) if r.state == RunState.STARTED]
+            if gw.store.list_messages(sid)
+            else None
+        ),
+        what=what,
+    )
+    [run] = runs
+    return run
