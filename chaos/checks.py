@@ -289,13 +289,15 @@ def stale_deliveries(ev: Evidence) -> Check:
         (check.tolerated if _interrupted_after(ev, d.at, worker) else check.failures).append(
             f"{d.kind} to {d.session} at {d.at:.2f}: {problem}"
         )
-    check.failures += _out_of_fence_order(_sends(ev), runs)
+    sends = _sends(ev)
+    check.failures += _out_of_fence_order(sends, runs)
+    sent = {d.ref for d in sends}
     lost = [
         f"{r.fire_id} {r.state} but never sent"
         for r in ev.runs
         if r.state in DELIVERING
         and _settled(ev, r.reserved)  # the channel was read a moment before SQL
-        and r.fire_id not in {d.ref for d in _sends(ev)}
+        and r.fire_id not in sent
         and not (r.detail or "").startswith("delivery failed")
         # A turn cut off from its lock sends nothing (before) or may not have (during).
         and r.detail not in set(LostLockDetail)
