@@ -87,4 +87,7 @@ def long(seed: int) -> Profile:
         faults.append(FaultPlan(at, kind, duration, target))
         at += rng.uniform(20, 40)
         i += 1
-    return Profile("long", 240, (2, 3, 4, 5, LONGEST_INTERVAL), traffic, 2.0, 90, faults)
+    # As many sessions and messages as the quick run: 240 sessions and 2 messages/s saturated a
+    # 2-core machine (about 14 fires/s delivered, heartbeats up to 128 s late; see
+    # docs/reliability.md) — a capacity limit for the benchmarks to raise, not a fault to find.
+    return Profile("long", 100, (2, 3, 4, 5, LONGEST_INTERVAL), traffic, 1.0, 90, faults)
