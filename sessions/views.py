@@ -5,7 +5,7 @@ Nothing outside ``sessions/`` sees an ORM object, only these.
 
 from __future__ import annotations
 
-from sessions.store.heartbeat_records import HeartbeatAudit, HeartbeatStatusView, RestoreEntry
+from sessions.store.heartbeat_records import HeartbeatStatusView, RestoreEntry
 from sessions.store.ledger import (
     Duplicate,
     RefusalReason,
@@ -21,7 +21,6 @@ from sessions.store.session_records import SessionView
 __all__ = [
     "Accepted",
     "Duplicate",
-    "HeartbeatAudit",
     "HeartbeatSnapshot",
     "HeartbeatStatusView",
     "LedgerSnapshot",

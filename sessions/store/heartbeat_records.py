@@ -77,18 +77,6 @@ class RestoreEntry:
     fence: int
 
 
-@dataclass(frozen=True)
-class HeartbeatAudit:
-    """What the invariant check needs of one heartbeat row."""
-
-    heartbeat_id: int
-    session_id: str
-    status: HeartbeatStatus
-    session_status: SessionStatus
-    fire_count: int
-    set_at: datetime
-
-
 def heartbeat_state(row: HeartbeatRow) -> hb.HeartbeatState:
     return hb.HeartbeatState(
         prompt=row.prompt,
@@ -211,15 +199,3 @@ class HeartbeatRecords(Transactions):
                 if due is not None:
                     out.append(RestoreEntry(row.session_id, due, fence))
             return out
-
-    def heartbeat_audit(self) -> list[HeartbeatAudit]:
-        with self._transaction() as db:
-            rows = db.execute(
-                select(HeartbeatRow, SessionRow.status)
-                .join(SessionRow, SessionRow.id == HeartbeatRow.session_id)
-                .order_by(HeartbeatRow.id)
-            ).all()
-            return [
-                HeartbeatAudit(h.id, h.session_id, h.status, status, h.fire_count, h.set_at)
-                for h, status in rows
-            ]
