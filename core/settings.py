@@ -48,7 +48,7 @@ class Settings(BaseSettings):
     refund_backoff: float = Field(
         default=30.0, ge=0, description="Seconds before a refunded fire is tried again."
     )
-    agent: str = Field(default="echo", description="Agent kind: echo or command.")
+    agent: str = Field(default="echo", description="Agent kind: echo, command or openai.")
     agent_command: str | None = Field(default=None, description="Command run by the command agent.")
     agent_timeout: float = Field(default=120.0, gt=0, description="Command agent timeout, seconds.")
     agent_log: Path | None = Field(
@@ -60,6 +60,38 @@ class Settings(BaseSettings):
     )
     channel: str = Field(default="console", description="Delivery channel: console or file.")
     channel_file: Path | None = Field(default=None, description="JSONL file of the file channel.")
+    openai_base_url: str | None = Field(
+        default=None, description="Base URL of an OpenAI-compatible API (HBGW_AGENT=openai)."
+    )
+    openai_api_key: SecretStr | None = Field(default=None, description="API key of that endpoint.")
+    openai_model: str | None = Field(default=None, description="Model of every turn.")
+    openai_heartbeat_model: str | None = Field(
+        default=None, description="Model of heartbeat turns; unset means HBGW_OPENAI_MODEL."
+    )
+    openai_timeout: float = Field(
+        default=60.0, gt=0, description="Seconds one model request may take."
+    )
+    openai_max_retries: int = Field(
+        default=2, ge=0, le=10, description="Retries of a model request on 429, 5xx or timeout."
+    )
+    agent_max_steps: int = Field(
+        default=8, ge=1, le=100, description="Most model calls (tool steps) in one turn."
+    )
+    agent_heartbeat_write: bool = Field(
+        default=False,
+        description="Give the model set_heartbeat and clear_heartbeat (a prompt-injection risk).",
+    )
+    api_host: str = Field(default="127.0.0.1", description="Address the HTTP API listens on.")
+    api_port: int = Field(default=8780, ge=0, le=65535, description="Port of the HTTP API.")
+    api_tokens: SecretStr | None = Field(
+        default=None, description="API bearer tokens: comma-separated owner:token pairs."
+    )
+    admin_token: SecretStr | None = Field(
+        default=None, description="API bearer token of operators: every session."
+    )
+    api_max_body_bytes: int = Field(
+        default=65_536, ge=1024, description="Largest HTTP request body accepted, in bytes."
+    )
     flower_password: SecretStr | None = Field(
         default=None, description="Flower basic-auth password."
     )
