@@ -218,9 +218,13 @@ def _gaps(ev: Evidence, sid: str, interval: float, since: float) -> list[tuple[f
 
 def heartbeat_lateness(ev: Evidence) -> Check:
     """After the last fault ended, no gap between fires exceeds the interval by more than the
-    allowance (a claim lease and a restore pass); the tail up to the snapshot counts as a gap."""
+    allowance (a claim lease, a restore pass and a refund back-off, times the machine's load
+    factor); the tail up to the snapshot counts as a gap."""
     check = Check("heartbeats_on_time")
     last_fault = max((f.ended for f in ev.faults), default=0.0)
+    quiet = ev.snapshot - last_fault
+    # Never more than half the quiet window: a heartbeat that stopped firing must still fail.
+    allowance = max(ev.allowance, min(ev.allowance * ev.load_factor, quiet / 2))
     worst = 0.0
     for hb in ev.heartbeats:
         if not hb.active:
@@ -228,14 +232,15 @@ def heartbeat_lateness(ev: Evidence) -> Check:
         since = max(last_fault, hb.set_at)
         for start, late in _gaps(ev, hb.session, hb.interval, since):
             worst = max(worst, late)
-            if late > ev.allowance:
+            if late > allowance:
                 check.failures.append(
                     f"{hb.session} (every {hb.interval:g}s) fired {late:.1f}s late after "
                     f"{start - since:.1f}s into the quiet window"
                 )
     check.figures["max_lateness_s"] = round(worst, 2)
-    check.figures["allowance_s"] = ev.allowance
-    check.figures["since_last_fault_s"] = round(ev.snapshot - last_fault, 1)
+    check.figures["allowance_s"] = round(allowance, 2)
+    check.figures["load_factor"] = ev.load_factor
+    check.figures["since_last_fault_s"] = round(quiet, 1)
     return check
 
 

@@ -91,4 +91,5 @@ class Evidence:
     snapshot: float = 0.0  # when SQL was read; the channel file was read just before
     grace: float = 10.0  # work younger than this at the snapshot may still be in flight
     allowance: float = 7.0  # lateness a heartbeat may have after the last fault ended
+    load_factor: float = 1.0  # the machine's load over its cores; the allowance grows with it
     interrupt_window: float = 1.0  # a kill or pause this soon after a send may cut its commit

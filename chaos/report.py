@@ -57,6 +57,8 @@ class Report:
             "heartbeat_replies_lost": by_name["no_stale_deliveries"]["heartbeat_replies_lost"],
             "unfinished_runs": by_name["no_unfinished_runs"]["unfinished"],
             "max_lateness_s": by_name["heartbeats_on_time"]["max_lateness_s"],
+            "lateness_allowance_s": by_name["heartbeats_on_time"]["allowance_s"],
+            "load_factor": by_name["heartbeats_on_time"]["load_factor"],
             "process_exits": len(ev.exits),
             "ignored_sigterm": list(self.deployment.cluster.ignored_sigterm),
             "tracebacks": _tracebacks(self.deployment.home / "logs"),
@@ -126,7 +128,8 @@ def summary(report: Report, path: Path) -> str:
         f"messages {f['user_messages_in_sql']} (send errors {sum(f['send_errors'].values())})",
         f"  duplicates {f['duplicates']}, overlaps {f['overlaps']}, lost {f['lost_messages']}, "
         f"answered twice {f['messages_answered_twice']}, stale {f['stale_deliveries']}, "
-        f"unfinished {f['unfinished_runs']}, max lateness {f['max_lateness_s']}s, "
+        f"unfinished {f['unfinished_runs']}, max lateness {f['max_lateness_s']}s "
+        f"(allowed {f['lateness_allowance_s']}s at load ×{f['load_factor']}), "
         f"exits {f['process_exits']}",
     ]
     for name, check in data["checks"].items():

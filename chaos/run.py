@@ -180,7 +180,20 @@ def _evidence(d: Deployment, faults: Faults, grace: float) -> Evidence:
         snapshot=snapshot,
         grace=grace,
         allowance=s.claim_lease + s.restore_interval + s.refund_backoff,
+        load_factor=load_factor(),
     )
+
+
+def load_factor() -> float:
+    """How many times over the machine's cores are asked for: 1.0 on a quiet machine.
+
+    Lateness is partly the machine's, not the gateway's: on two cores that other jobs keep busy
+    every fire waits its turn for a CPU. The allowance grows with the load measured over the
+    last minute (the quiet window), so a busy CI machine does not fail the run, while a
+    heartbeat that stopped firing (late by the whole quiet window) still does.
+    """
+    cores = len(os.sched_getaffinity(0)) or 1
+    return round(max(1.0, os.getloadavg()[0] / cores), 2)
 
 
 def execute(profile: Profile, *, seed: int, out: Path, keep: bool) -> bool:

@@ -119,6 +119,31 @@ def test_a_heartbeat_that_stops_firing_is_late() -> None:
     assert set(failing(ev)) == {"heartbeats_on_time"}
 
 
+def _slow_fires(ev: Evidence, gap: float) -> Evidence:
+    """Every fire ``gap`` seconds apart: what a busy machine makes of a 2 s heartbeat."""
+    runs = [_run(i, i, T + 5 + gap * i) for i in range(int(54 / gap) + 1)]
+    sends = [Delivery("send", S, r.reserved + 0.2, "heartbeat", ref=r.fire_id) for r in runs]
+    return replace(ev, runs=runs, deliveries=sends + ev.deliveries[-2:])
+
+
+def test_a_busy_machine_widens_the_allowance_by_its_load() -> None:
+    ev = _slow_fires(clean(), gap=8.0)  # 6 s late each time, over an allowance of 3 s
+    assert set(failing(ev)) == {"heartbeats_on_time"}
+    busy = replace(ev, load_factor=3.0)  # 9 s allowed
+    assert failing(busy) == {}
+    on_time = next(c for c in run_checks(busy) if c.name == "heartbeats_on_time")
+    assert on_time.figures["allowance_s"] == 9.0
+    assert on_time.figures["load_factor"] == 3.0
+
+
+def test_a_heartbeat_that_stops_firing_fails_however_busy_the_machine() -> None:
+    ev = clean()
+    ev.runs = [r for r in ev.runs if r.reserved < T + 20]
+    ev.deliveries = [d for d in ev.deliveries if d.at < T + 20]
+    # A load factor of 50 would allow 150 s; half the 56 s quiet window caps it at 28 s.
+    assert set(failing(replace(ev, load_factor=50.0))) == {"heartbeats_on_time"}
+
+
 def test_a_role_that_exited_is_flagged_and_a_missing_fault_too() -> None:
     ev = clean()
     ev.exits.append(ProcessExit("w2", 4242, 1, T + 10))
