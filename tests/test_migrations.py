@@ -79,7 +79,7 @@ def test_0002_idempotency_key_up_and_down_keeps_messages(db_url: str) -> None:
             ),
             {"at": datetime(2026, 1, 1)},
         )
-    upgrade(engine)
+    upgrade(engine, "0002")
     assert current_revision(engine) == "0002"
     with engine.begin() as conn:
         _insert_message(conn, None)
