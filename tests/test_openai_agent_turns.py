@@ -88,6 +88,9 @@ def test_user_turn_with_a_tool_call_then_a_heartbeat_turn(
     assert reply.kind == "assistant" and reply.text == "It checks CI every minute."
     assert (reply.prompt_tokens, reply.completion_tokens, reply.model) == (24, 12, "main-model")
     assert ("reply", "It checks CI every minute.") in sent_texts(gw, sid)
+    # Every step stamped and showed progress; the heartbeat turn showed none (rule 8).
+    progress = [r["text"] for r in gw.deliveries(sid, "progress")]
+    assert progress == ["thinking", "tool:get_heartbeat", "thinking"]
     # The heartbeat turn: its cost is on its run, delivered to the origin.
     assert run.state == RunState.COMPLETED
     assert (run.prompt_tokens, run.completion_tokens, run.model) == (40, 3, "cheap-model")
