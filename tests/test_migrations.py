@@ -113,7 +113,7 @@ def test_0003_token_usage_up_and_down_keeps_rows(db_url: str) -> None:
     upgrade(engine)
     assert current_revision(engine) == "0003"
     for table in ("heartbeat_runs", "messages"):
-        assert USAGE_COLUMNS <= {c["name"] for c in inspect(engine).get_columns(table)}
+        assert {c["name"] for c in inspect(engine).get_columns(table)} >= USAGE_COLUMNS
     with engine.begin() as conn:
         old = conn.execute(text("SELECT prompt_tokens, model FROM messages")).one()
         assert tuple(old) == (None, None)
