@@ -29,6 +29,9 @@ from sessions.validation import (
     THREAD_CHARS,
 )
 
+# A model name as an endpoint reports it.
+MODEL_CHARS = 128
+
 
 class UTCDateTime(TypeDecorator[datetime]):
     """Stores naive UTC, returns aware UTC: SQLite has no time zones, PostgreSQL shifts them."""
@@ -119,6 +122,10 @@ class MessageRow(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime())
     # The platform's message id, or the client's: a retry with the same key is the same message.
     idempotency_key: Mapped[str | None] = mapped_column(String(IDEMPOTENCY_KEY_CHARS))
+    # What the agent spent on the turn this message answers (the reply of a user turn).
+    prompt_tokens: Mapped[int | None] = mapped_column(Integer)
+    completion_tokens: Mapped[int | None] = mapped_column(Integer)
+    model: Mapped[str | None] = mapped_column(String(MODEL_CHARS))
 
     __table_args__ = (
         UniqueConstraint("session_id", "idempotency_key", name="uq_messages_session_key"),
@@ -181,3 +188,7 @@ class RunRow(Base):
     # Due times coalesced into this fire besides its own.
     missed: Mapped[int] = mapped_column(Integer, default=0)
     detail: Mapped[str | None] = mapped_column(Text)
+    # What the agent spent on this fire's turn (heartbeats cost money); NULL when nothing counted.
+    prompt_tokens: Mapped[int | None] = mapped_column(Integer)
+    completion_tokens: Mapped[int | None] = mapped_column(Integer)
+    model: Mapped[str | None] = mapped_column(String(MODEL_CHARS))

@@ -79,7 +79,7 @@ def test_0002_idempotency_key_up_and_down_keeps_messages(db_url: str) -> None:
             ),
             {"at": datetime(2026, 1, 1)},
         )
-    upgrade(engine)
+    upgrade(engine, "0002")
     assert current_revision(engine) == "0002"
     with engine.begin() as conn:
         _insert_message(conn, None)
@@ -91,4 +91,36 @@ def test_0002_idempotency_key_up_and_down_keeps_messages(db_url: str) -> None:
     assert "idempotency_key" not in columns
     with engine.connect() as conn:
         assert conn.execute(text("SELECT count(*) FROM messages")).scalar() == 3
+    engine.dispose()
+
+
+USAGE_COLUMNS = {"prompt_tokens", "completion_tokens", "model"}
+
+
+def test_0003_token_usage_up_and_down_keeps_rows(db_url: str) -> None:
+    """Token usage on runs and replies: nullable, so older rows read as 'nothing counted'."""
+    engine = make_engine(db_url)
+    upgrade(engine, "0002")
+    with engine.begin() as conn:
+        conn.execute(
+            text(
+                "INSERT INTO sessions (id, platform, chat, status, conversation, fence, created_at,"
+                " updated_at) VALUES ('s1', 'p', 'c', 'active', 1, 0, :at, :at)"
+            ),
+            {"at": datetime(2026, 1, 1)},
+        )
+        _insert_message(conn, "old")
+    upgrade(engine)
+    assert current_revision(engine) == "0003"
+    for table in ("heartbeat_runs", "messages"):
+        assert {c["name"] for c in inspect(engine).get_columns(table)} >= USAGE_COLUMNS
+    with engine.begin() as conn:
+        old = conn.execute(text("SELECT prompt_tokens, model FROM messages")).one()
+        assert tuple(old) == (None, None)
+        conn.execute(text("UPDATE messages SET prompt_tokens = 12, model = 'm'"))
+    downgrade(engine, "0002")
+    for table in ("heartbeat_runs", "messages"):
+        assert not USAGE_COLUMNS & {c["name"] for c in inspect(engine).get_columns(table)}
+    with engine.connect() as conn:
+        assert conn.execute(text("SELECT count(*) FROM messages")).scalar() == 1
     engine.dispose()

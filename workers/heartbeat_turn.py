@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from core.errors import StaleFence, TurnAborted
+from core.usage import TokenUsage
 from sessions.heartbeat import HeartbeatState
 from sessions.states import (
     ClosedReason,
@@ -43,6 +44,15 @@ _DEPARTED: dict[str, RefundReason] = {
 def is_active(state: HeartbeatState | None) -> bool:
     # Through the enum's constructor: right whether the state holds the text or the member.
     return state is not None and HeartbeatStatus(state.status) is HeartbeatStatus.ACTIVE
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How the agent's part of a heartbeat turn ended: what to send, the run's state, the cost."""
+
+    reply: str
+    result: RunState
+    usage: TokenUsage | None = None
 
 
 @dataclass(frozen=True)
@@ -160,7 +170,7 @@ class HeartbeatTurn:
         rt, io, sid, fence = self.rt, self.io, lease.session_id, lease.fence
         io.stamp(sid, "heartbeat:start")
         text = heartbeat_message(state.prompt, state.describe())
-        rt.store.add_message(
+        injected = rt.store.add_message(
             sid,
             role="user",
             kind="heartbeat",
@@ -169,26 +179,24 @@ class HeartbeatTurn:
             now=rt.clock(),
             fence=fence,
         )
-        reply, failure = io.ask(lease, TurnRequest(sid, "heartbeat", text, io.history(sid)), None)
-        if failure is not None:
-            reply, result = f"⚠ Heartbeat failed: {failure}", RunState.FAILED
-        else:
-            result = RunState.SILENT if is_silent(reply) else RunState.COMPLETED
         # Rule 6: to where the heartbeat was set, as a new message (no reply_to).
         address = Address(fire.session.platform, state.origin_chat, state.origin_thread)
-        self._conclude(lease, fire, run, address, reply, result)
+        # The same tools as a user turn (rule 5); writes refuse to run in a heartbeat turn.
+        tools = io.toolbox(sid, "heartbeat", address)
+        request = TurnRequest(sid, "heartbeat", text, io.history(injected), heartbeat=tools)
+        answer = io.ask(lease, request, None)
+        reply = answer.text
+        if answer.failure is not None:
+            reply, result = f"⚠ Heartbeat failed: {answer.failure}", RunState.FAILED
+        else:
+            result = RunState.SILENT if is_silent(reply) else RunState.COMPLETED
+        self._conclude(lease, fire, run, address, Outcome(reply, result, answer.usage))
 
     def _conclude(
-        self,
-        lease: Lease,
-        fire: Fire,
-        run: RunView,
-        address: Address,
-        reply: str,
-        result: RunState,
+        self, lease: Lease, fire: Fire, run: RunView, address: Address, outcome: Outcome
     ) -> None:
         rt, io, sid, fence = self.rt, self.io, lease.session_id, lease.fence
-        detail = None
+        reply, result, detail = outcome.reply, outcome.result, None
         if result is not RunState.SILENT:
             # Nothing leaves before SQL agrees this turn still holds the session (a stale
             # turn's StaleFence ends it here, sending nothing).
@@ -206,6 +214,7 @@ class HeartbeatTurn:
             now=rt.clock(),
             fence=fence,
         )
-        rt.store.finish(run.id, result, fence, rt.clock(), detail=detail)
+        # Heartbeats cost money: what the turn spent is on its run, failed turns included.
+        rt.store.finish(run.id, result, fence, rt.clock(), detail=detail, usage=outcome.usage)
         rt.settle(sid)
         io.stamp(sid, "idle")

@@ -3,16 +3,32 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from core.errors import TurnAborted
+from core.usage import TokenUsage
+from sessions.views import MessageView
 from state.runtime import Runtime
-from workers.agents.base import Agent, TurnRequest
+from workers.agents.base import Agent, TurnFailed, TurnKind, TurnRequest
+from workers.heartbeat_tools import SessionHeartbeatTools
 from workers.locks import Lease
 from workers.logfields import fields, log
 from workers.ports import Address, Channel
 
 HISTORY_TURNS = 20
+# What the model sees of the conversation: what was said, not the gateway's notices (failures,
+# empty-reply notices, heartbeat-change announcements), which are our words, not the agent's.
+CONVERSATION_KINDS = frozenset({"user", "heartbeat", "assistant"})
+
+
+@dataclass(frozen=True)
+class Answer:
+    """The agent's reply, or the failure that stands for it, and the tokens spent either way."""
+
+    text: str
+    usage: TokenUsage | None = None
+    failure: Exception | None = None
 
 
 class TurnIO:
@@ -21,18 +37,26 @@ class TurnIO:
         self.agent = agent
         self.channel = channel
 
-    def ask(
-        self, lease: Lease, request: TurnRequest, address: Address | None
-    ) -> tuple[str, Exception | None]:
+    def ask(self, lease: Lease, request: TurnRequest, address: Address | None) -> Answer:
         """The agent's reply, or the failure that stands for it (a failed turn, never silence)."""
         try:
             reply = self.agent.run(request, lambda phase: self._step(lease, phase, address))
         except TurnAborted:
             raise
         except Exception as exc:
-            return "", exc
+            return Answer("", exc.usage if isinstance(exc, TurnFailed) else None, exc)
         lease.keeper.check()
-        return reply, None
+        return Answer(reply.text, reply.usage)
+
+    def toolbox(self, session_id: str, kind: TurnKind, address: Address) -> SessionHeartbeatTools:
+        """The session's heartbeat as this turn's tools see it (writes only if configured)."""
+        return SessionHeartbeatTools(
+            self.rt,
+            session_id,
+            kind,
+            origin=(address.chat, address.thread),
+            write=self.rt.settings.agent_heartbeat_write,
+        )
 
     def deliver(
         self, address: Address, text: str, sid: str, kind: str, fire_id: str | None = None
@@ -65,9 +89,17 @@ class TurnIO:
         except Exception:  # a stamp must never break a turn
             log.debug("liveness stamp failed", exc_info=True, extra=fields("liveness.failed", sid))
 
-    def history(self, sid: str, before: int | None = None) -> tuple[tuple[str, str], ...]:
-        messages = self.rt.store.list_messages(sid, limit=HISTORY_TURNS)
-        return tuple((m.role, m.text) for m in messages if before is None or m.id < before)
+    def history(self, current: MessageView) -> tuple[tuple[str, str], ...]:
+        """The conversation before ``current`` (the turn's own message, passed on its own, so the
+        agent sees it exactly once — a heartbeat's prompt as much as a user's text)."""
+        messages = self.rt.store.list_messages(
+            current.session_id, limit=HISTORY_TURNS, before=current.id
+        )
+        return tuple(
+            (m.role, m.text)
+            for m in messages
+            if m.conversation == current.conversation and m.kind in CONVERSATION_KINDS
+        )
 
     def _step(self, lease: Lease, phase: str, address: Address | None) -> None:
         lease.keeper.check()

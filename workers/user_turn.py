@@ -5,6 +5,7 @@ from __future__ import annotations
 from core.errors import NotFound
 from sessions.states import MessageState
 from workers.agents.base import TurnRequest
+from workers.heartbeat_tools import SessionHeartbeatTools
 from workers.injection import EMPTY_REPLY_NOTICE, is_silent
 from workers.locks import Lease
 from workers.ports import Address
@@ -28,11 +29,12 @@ class UserTurn:
         address = Address(session.platform, session.chat, session.thread, str(message_id))
         io.best_effort(io.channel.typing, address, session_id=sid)
         io.stamp(sid, "user:start")
-        request = TurnRequest(sid, "user", message.text, io.history(sid, before=message_id))
-        reply, failure = io.ask(lease, request, address)
-        kind = "reply"
-        if failure is not None:
-            reply, kind = f"⚠ The turn failed: {failure}", "failure"
+        tools = io.toolbox(sid, "user", address)
+        request = TurnRequest(sid, "user", message.text, io.history(message), heartbeat=tools)
+        answer = io.ask(lease, request, address)
+        reply, kind = answer.text, "reply"
+        if answer.failure is not None:
+            reply, kind = f"⚠ The turn failed: {answer.failure}", "failure"
         elif is_silent(reply):
             # Rule 7: a human gets a visible notice, never silence.
             reply, kind = EMPTY_REPLY_NOTICE, "notice"
@@ -41,6 +43,7 @@ class UserTurn:
         lease.keeper.confirm()
         if not rt.store.check_reply(sid, message_id, fence):
             return
+        self._announce(lease, address, tools)
         undelivered = io.deliver(address, reply, sid, kind)
         rt.store.add_message(
             sid,
@@ -50,6 +53,17 @@ class UserTurn:
             reply_to=message_id,
             now=rt.clock(),
             fence=fence,
+            usage=answer.usage,  # what the turn spent, a failed one included
         )
         rt.store.mark_message_done(message_id, fence=fence)
         io.stamp(sid, "idle")
+
+    def _announce(self, lease: Lease, address: Address, tools: SessionHeartbeatTools) -> None:
+        """A heartbeat the agent changed is said in the chat, before the reply, and kept in SQL
+        (even when the turn failed afterwards: the change was made)."""
+        rt, sid = self.rt, lease.session_id
+        for notice in tools.announcements:
+            self.io.deliver(address, notice, sid, "notice")
+            rt.store.add_message(
+                sid, role="assistant", kind="notice", text=notice, now=rt.clock(), fence=lease.fence
+            )

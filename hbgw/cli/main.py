@@ -133,7 +133,7 @@ def runs(
     session_id: str = typer.Argument(..., metavar="SESSION", help="Session id."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
-    """List the fire ledger of a session."""
+    """List the fire ledger of a session, with the tokens each heartbeat turn spent."""
     from core.clock import iso
 
     store = open_store()
@@ -145,11 +145,16 @@ def runs(
     if not rows:
         out(f"No heartbeat runs for session {session_id} yet.")
         return
-    out(f"{'fire id':<40} {'state':<10} {'fence':>5}  {'reserved':<24} {'started':<24} detail")
+    out(
+        f"{'fire id':<40} {'state':<10} {'fence':>5}  {'reserved':<24} {'started':<24} "
+        f"{'tokens in+out':<15} detail"
+    )
     for r in rows:
+        usage = r.usage
+        tokens = f"{usage.prompt_tokens}+{usage.completion_tokens}" if usage else "-"
         out(
             f"{r.fire_id:<40} {r.state:<10} {r.fence:>5}  {iso(r.reserved_at) or '':<24} "
-            f"{iso(r.started_at) or '-':<24} {r.detail or ''}"
+            f"{iso(r.started_at) or '-':<24} {tokens:<15} {r.detail or ''}"
         )
 
 

@@ -18,8 +18,9 @@ from sqlalchemy.orm import Session
 
 from core.clock import from_ms
 from core.errors import InvalidState, StaleFence
+from core.usage import TokenUsage
 from sessions import heartbeat as hb
-from sessions.models import HeartbeatRow, MessageRow, RunRow, SessionRow
+from sessions.models import MODEL_CHARS, HeartbeatRow, MessageRow, RunRow, SessionRow
 from sessions.states import (
     FINISHED,
     IN_TURN,
@@ -218,8 +219,13 @@ class FireLedger(Transactions):
         fence: int,
         now: datetime,
         detail: str | None = None,
+        usage: TokenUsage | None = None,
     ) -> RunView:
-        """Record how a started run ended: ``outcome`` is one of ``states.FINISHED``."""
+        """Record how a started run ended: ``outcome`` is one of ``states.FINISHED``.
+
+        ``usage``: the tokens the turn spent, failed turns included — written in the same
+        fenced transaction, so a stale turn records nothing.
+        """
         final = _finished_outcome(outcome)
         with self._transaction() as db:
             run = run_row(db, run_id)
@@ -233,6 +239,10 @@ class FireLedger(Transactions):
             run.state = final
             run.finished_at = now
             run.detail = detail
+            if usage is not None:
+                run.prompt_tokens = usage.prompt_tokens
+                run.completion_tokens = usage.completion_tokens
+                run.model = usage.model[:MODEL_CHARS]
             row = db.get(HeartbeatRow, run.heartbeat_id)
             if row is not None and row.generation == run.generation:
                 row.last_outcome = final.value

@@ -9,12 +9,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import and_, or_, select
 from sqlalchemy.orm import Session
 
+from core.clock import iso
 from core.errors import NotFound
-from sessions.models import MessageRow, SessionRow
+from core.usage import TokenUsage, usage_of
+from sessions.models import MODEL_CHARS, MessageRow, SessionRow
 from sessions.states import ClosedReason, MessageState, SessionStatus
 from sessions.store.base import Transactions, fenced_session_row, session_row
 from sessions.validation import check_idempotency_key, check_user_text
@@ -33,6 +36,32 @@ class MessageView:
     state: MessageState
     created_at: datetime
     idempotency_key: str | None = None
+    # What the agent spent on the turn this message answers (the reply of a user turn).
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    model: str | None = None
+
+    @property
+    def usage(self) -> TokenUsage | None:
+        return usage_of(self.prompt_tokens, self.completion_tokens, self.model)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "session_id": self.session_id,
+            "conversation": self.conversation,
+            "role": self.role,
+            "kind": self.kind,
+            "text": self.text,
+            "fire_id": self.fire_id,
+            "reply_to": self.reply_to,
+            "state": self.state,
+            "created_at": iso(self.created_at),
+            "idempotency_key": self.idempotency_key,
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "model": self.model,
+        }
 
 
 @dataclass(frozen=True)
@@ -56,6 +85,9 @@ def message_view(row: MessageRow) -> MessageView:
         state=row.state,
         created_at=row.created_at,
         idempotency_key=row.idempotency_key,
+        prompt_tokens=row.prompt_tokens,
+        completion_tokens=row.completion_tokens,
+        model=row.model,
     )
 
 
@@ -72,11 +104,13 @@ class MessageRecords(Transactions):
         reply_to: int | None = None,
         state: MessageState = MessageState.DONE,
         fence: int | None = None,
+        usage: TokenUsage | None = None,
     ) -> MessageView:
         """Store a message; a turn passes its fence so a turn that lost its lock cannot.
 
         A reply (``reply_to``) marks the message it answers done in the same transaction: a
-        message is never answered without being marked, nor marked without its answer.
+        message is never answered without being marked, nor marked without its answer. ``usage``
+        is what the turn spent, stored on the reply in that same fenced transaction.
         """
         if kind == "user":
             check_user_text(text)
@@ -96,6 +130,10 @@ class MessageRecords(Transactions):
                 state=MessageState(state),
                 created_at=now,
             )
+            if usage is not None:
+                row.prompt_tokens = usage.prompt_tokens
+                row.completion_tokens = usage.completion_tokens
+                row.model = usage.model[:MODEL_CHARS]
             db.add(row)
             if reply_to is not None:
                 _mark_done(db, reply_to)
@@ -182,14 +220,15 @@ class MessageRecords(Transactions):
                     fenced_session_row(db, row.session_id, fence)
                 _mark_done(db, message_id)
 
-    def list_messages(self, session_id: str, *, limit: int = 100) -> list[MessageView]:
+    def list_messages(
+        self, session_id: str, *, limit: int = 100, before: int | None = None
+    ) -> list[MessageView]:
+        """The last ``limit`` messages, oldest first; ``before``: only those older than that id."""
+        query = select(MessageRow).where(MessageRow.session_id == session_id)
+        if before is not None:
+            query = query.where(MessageRow.id < before)
         with self._transaction() as db:
-            rows = db.scalars(
-                select(MessageRow)
-                .where(MessageRow.session_id == session_id)
-                .order_by(MessageRow.id.desc())
-                .limit(limit)
-            )
+            rows = db.scalars(query.order_by(MessageRow.id.desc()).limit(limit))
             return [message_view(r) for r in reversed(list(rows))]
 
 

@@ -8,6 +8,7 @@ from enum import StrEnum
 from typing import Any
 
 from core.clock import iso
+from core.usage import TokenUsage, usage_of
 from sessions.models import RunRow
 from sessions.states import RunState
 
@@ -29,6 +30,14 @@ class RunView:
     deferred: bool
     missed: int
     detail: str | None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    model: str | None = None
+
+    @property
+    def usage(self) -> TokenUsage | None:
+        """What the fire's turn spent, when its agent counted tokens."""
+        return usage_of(self.prompt_tokens, self.completion_tokens, self.model)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -46,6 +55,9 @@ class RunView:
             "deferred": self.deferred,
             "missed": self.missed,
             "detail": self.detail,
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "model": self.model,
         }
 
 
@@ -96,4 +108,7 @@ def run_view(row: RunRow) -> RunView:
         deferred=row.deferred,
         missed=row.missed,
         detail=row.detail,
+        prompt_tokens=row.prompt_tokens,
+        completion_tokens=row.completion_tokens,
+        model=row.model,
     )

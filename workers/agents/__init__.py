@@ -7,6 +7,12 @@ from core.settings import Settings
 from workers.agents.base import Agent
 from workers.agents.command import BLANK_COMMAND, CommandAgent
 from workers.agents.echo import EchoAgent
+from workers.agents.openai_agent import OpenAIAgent, OpenAIConfig
+
+OPENAI_NEEDS = (
+    "HBGW_AGENT=openai needs HBGW_OPENAI_BASE_URL (the endpoint, e.g. https://api.openai.com/v1) "
+    "and HBGW_OPENAI_MODEL (the model of every turn); set both."
+)
 
 
 def make_agent(settings: Settings) -> Agent:
@@ -22,4 +28,26 @@ def make_agent(settings: Settings) -> Agent:
         if not command:
             raise BadInput(f"HBGW_AGENT=command: {BLANK_COMMAND}")
         return CommandAgent(command, timeout=settings.agent_timeout)
-    raise BadInput(f"Unknown agent {settings.agent!r}: HBGW_AGENT is echo or command.")
+    if settings.agent == "openai":
+        return openai_agent(settings)
+    raise BadInput(f"Unknown agent {settings.agent!r}: HBGW_AGENT is echo, command or openai.")
+
+
+def openai_agent(settings: Settings) -> OpenAIAgent:
+    base_url = (settings.openai_base_url or "").strip()
+    model = (settings.openai_model or "").strip()
+    if not base_url or not model:
+        raise BadInput(OPENAI_NEEDS)
+    key = settings.openai_api_key
+    return OpenAIAgent(
+        OpenAIConfig(
+            base_url=base_url,
+            model=model,
+            api_key=key.get_secret_value() if key is not None else None,
+            heartbeat_model=(settings.openai_heartbeat_model or "").strip() or None,
+            timeout=settings.openai_timeout,
+            max_retries=settings.openai_max_retries,
+            max_steps=settings.agent_max_steps,
+            heartbeat_write=settings.agent_heartbeat_write,
+        )
+    )

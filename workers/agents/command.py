@@ -7,7 +7,7 @@ import shlex
 import subprocess
 
 from core.errors import AgentError, BadInput
-from workers.agents.base import StepCallback, TurnRequest
+from workers.agents.base import AgentReply, StepCallback, TurnRequest
 
 BLANK_COMMAND = (
     "HBGW_AGENT_COMMAND is empty; set it to the command to run per turn "
@@ -24,7 +24,7 @@ class CommandAgent:
             raise BadInput(BLANK_COMMAND)
         self.timeout = timeout
 
-    def run(self, request: TurnRequest, on_step: StepCallback) -> str:
+    def run(self, request: TurnRequest, on_step: StepCallback) -> AgentReply:
         on_step(f"tool:{os.path.basename(self.argv[0])}")
         env = {
             **os.environ,
@@ -48,4 +48,4 @@ class CommandAgent:
         if done.returncode != 0:
             tail = done.stderr.strip().splitlines()[-1:] or [""]
             raise AgentError(f"The agent command exited with {done.returncode}: {tail[0]}")
-        return done.stdout.strip()
+        return AgentReply(done.stdout.strip())

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 from core.jsonl import append_line
-from workers.agents.base import StepCallback, TurnRequest
+from workers.agents.base import AgentReply, StepCallback, TurnRequest
 
 QUIET_TAG = "#quiet"
 
@@ -25,7 +25,7 @@ class EchoAgent:
         self.silent_heartbeats = silent_heartbeats
         self.log = log
 
-    def run(self, request: TurnRequest, on_step: StepCallback) -> str:
+    def run(self, request: TurnRequest, on_step: StepCallback) -> AgentReply:
         on_step("thinking")
         if self.delay:
             # Two steps so liveness stamps move during a long turn.
@@ -34,9 +34,9 @@ class EchoAgent:
             time.sleep(self.delay / 2)
         self._record(request)
         if request.kind == "heartbeat" and (self.silent_heartbeats or QUIET_TAG in request.text):
-            return "[SILENT]"
+            return AgentReply("[SILENT]")
         first = request.text.strip().splitlines()[0] if request.text.strip() else ""
-        return f"echo: {first}"
+        return AgentReply(f"echo: {first}")
 
     def _record(self, request: TurnRequest) -> None:
         if self.log is None:

@@ -1,0 +1,141 @@
+"""An agent backed by any OpenAI-compatible Chat Completions endpoint, through the official client.
+
+One turn: [system prompt] + the conversation from SQL + the turn's user message, then a tool loop
+of at most ``HBGW_AGENT_MAX_STEPS`` model calls. The client itself retries 429, 5xx and timeouts
+(``HBGW_OPENAI_MAX_RETRIES``, bounded); what still fails is an ``AgentError`` of one sentence —
+never the API key — and the turn fails visibly. Tokens are summed over the turn's calls and come
+back with the reply, or with the failure when some were spent before it.
+
+Heartbeat turns may use a cheaper model (``HBGW_OPENAI_HEARTBEAT_MODEL``); the system prompt and
+the tool list are the same objects for both kinds of turn (rule 5).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import openai
+
+from core.usage import TokenUsage, added
+from workers.agents.base import AgentReply, StepCallback, TurnFailed, TurnRequest
+from workers.agents.tools import run_tool, tool_list
+
+# The gateway's words (failure notices, slash-command answers, heartbeat-change announcements)
+# are not sent as history: TurnIO leaves them out, so the model never learns to imitate them.
+ROLES = {"user": "user", "assistant": "assistant"}
+
+# Statuses the client retries by itself (besides every 5xx).
+RETRIED = frozenset({408, 409, 429})
+
+# A local endpoint may need no key; the client insists on one, so it gets a harmless stand-in.
+NO_KEY = "unused"
+
+
+@dataclass(frozen=True)
+class OpenAIConfig:
+    base_url: str
+    model: str
+    api_key: str | None = None
+    heartbeat_model: str | None = None
+    timeout: float = 60.0
+    max_retries: int = 2
+    max_steps: int = 8
+    heartbeat_write: bool = False
+
+
+class OpenAIAgent:
+    name = "openai"
+
+    def __init__(self, config: OpenAIConfig) -> None:
+        self.config = config
+        self.client = openai.OpenAI(
+            base_url=config.base_url,
+            api_key=config.api_key or NO_KEY,
+            timeout=config.timeout,
+            max_retries=config.max_retries,
+        )
+        self.tools = tool_list(config.heartbeat_write)
+        self.tool_names = tuple(t["function"]["name"] for t in self.tools)
+
+    def run(self, request: TurnRequest, on_step: StepCallback) -> AgentReply:
+        model = self.model_for(request)
+        messages = conversation(request)
+        usage: TokenUsage | None = None
+        for _ in range(self.config.max_steps):
+            on_step("thinking")
+            completion = self._complete(model, messages, usage)
+            if completion.usage is not None:
+                spent = completion.usage
+                reported = completion.model or model
+                usage = added(usage, spent.prompt_tokens, spent.completion_tokens, reported)
+            if not completion.choices:
+                raise TurnFailed("The model endpoint answered without a choice.", usage)
+            message = completion.choices[0].message
+            calls = message.tool_calls or []
+            if not calls:
+                return AgentReply((message.content or "").strip(), usage)
+            messages.append(message.model_dump(exclude_none=True, exclude_unset=True))
+            for call in calls:
+                messages.append(self._tool_result(call, request, on_step, usage))
+        raise TurnFailed(
+            f"The agent used all {self.config.max_steps} steps (HBGW_AGENT_MAX_STEPS) without "
+            "a final answer.",
+            usage,
+        )
+
+    def model_for(self, request: TurnRequest) -> str:
+        if request.kind == "heartbeat" and self.config.heartbeat_model:
+            return self.config.heartbeat_model
+        return self.config.model
+
+    def _complete(
+        self, model: str, messages: list[dict[str, Any]], usage: TokenUsage | None
+    ) -> Any:
+        try:
+            return self.client.chat.completions.create(
+                model=model,
+                messages=messages,  # type: ignore[arg-type]
+                tools=list(self.tools),  # type: ignore[arg-type]
+            )
+        except openai.OpenAIError as exc:
+            raise TurnFailed(self.explain(exc), usage) from exc
+
+    def _tool_result(
+        self, call: Any, request: TurnRequest, on_step: StepCallback, usage: TokenUsage | None
+    ) -> dict[str, Any]:
+        name = getattr(getattr(call, "function", None), "name", None) or "unknown"
+        on_step(f"tool:{name}")  # stamps liveness and checks the lease before the tool runs
+        try:
+            result = run_tool(name, call.function.arguments, request.heartbeat, self.tool_names)
+        except TurnFailed as exc:
+            raise TurnFailed(str(exc), usage) from exc
+        return {"role": "tool", "tool_call_id": call.id, "content": result}
+
+    def explain(self, exc: openai.OpenAIError) -> str:
+        """One sentence for the chat; exceptions' own text may quote request details, so it is
+        not repeated (the key in particular never is)."""
+        attempts = self.config.max_retries + 1
+        tries = f"{attempts} attempt{'s' if attempts != 1 else ''}"
+        if isinstance(exc, openai.APITimeoutError):
+            return f"The model did not answer within {self.config.timeout:g}s ({tries})."
+        if isinstance(exc, openai.APIConnectionError):
+            return f"The model endpoint could not be reached ({tries})."
+        if isinstance(exc, openai.APIStatusError):
+            code = exc.status_code
+            retried = code in RETRIED or code >= 500
+            return f"The model endpoint answered HTTP {code}" + (f" ({tries})." if retried else ".")
+        if isinstance(exc, openai.APIResponseValidationError):
+            return "The model endpoint answered something that is not a chat completion."
+        return f"The model call failed: {type(exc).__name__}."
+
+
+def conversation(request: TurnRequest) -> list[dict[str, Any]]:
+    """System prompt, history as user/assistant messages, then the turn's text as a user message
+    (a heartbeat's prompt too: rule 5, it is an ordinary user message)."""
+    messages: list[dict[str, Any]] = [{"role": "system", "content": request.system_prompt}]
+    for role, text in request.history:
+        if role in ROLES:
+            messages.append({"role": ROLES[role], "content": text})
+    messages.append({"role": "user", "content": request.text})
+    return messages
