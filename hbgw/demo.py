@@ -49,19 +49,23 @@ DEMO_SETTINGS: dict[str, Any] = {
 SESSIONS = 30
 
 
+ESTOP_PATIENCE = 15.0
+
+
 @dataclass
 class Script:
     """The demo's timeline: (fraction of the run, label, action)."""
 
-    events: list[tuple[float, str, Callable[[], None]]] = field(default_factory=list)
+    events: list[tuple[float, str, Callable[[], bool | None]]] = field(default_factory=list)
     done: set[int] = field(default_factory=set)
     log: list[str] = field(default_factory=list)
 
     def due(self, fraction: float) -> None:
         for i, (at, label, action) in enumerate(self.events):
             if i not in self.done and fraction >= at:
+                if action() is False:
+                    continue  # not ready yet: tried again on the next tick
                 self.done.add(i)
-                action()
                 self.log.append(label)
 
 
@@ -75,6 +79,7 @@ class Demo:
         self.limits = limits_from_settings(settings)
         self.sessions: list[str] = []
         self.notes: dict[str, str] = {}
+        self.estop_since = 0.0
 
     def send(self, sid: str, text: str) -> str:
         result = receive(
@@ -127,7 +132,18 @@ class Demo:
     def estop(self, on: bool) -> None:
         sid = self.sessions[4]
         self.rt.gate.set_estop(on, sid)
+        self.estop_since = time.monotonic()
         self.notes[sid] = "emergency stop" if on else "estop lifted"
+
+    def lift_estop(self) -> bool:
+        """Lift it once a fire was refunded under it (a busy machine may take a while to try
+        one), or after ESTOP_PATIENCE seconds whatever happened."""
+        sid = self.sessions[4]
+        refunded = any(r.state in GIVEN_BACK for r in self.rt.store.runs(sid))
+        if not refunded and time.monotonic() - self.estop_since < ESTOP_PATIENCE:
+            return False
+        self.estop(False)
+        return True
 
     def kill_worker(self) -> None:
         proc = self.stack.procs["w2"]
@@ -205,7 +221,7 @@ def _run_demo(
                 (0.2, "emergency stop on one session", lambda: demo.estop(True)),
                 (0.3, "compressed a session", demo.compress),
                 (0.35, "reset a session", demo.reset),
-                (0.45, "emergency stop lifted", lambda: demo.estop(False)),
+                (0.45, "emergency stop lifted", demo.lift_estop),
                 (0.5, "SIGKILLed worker w2", demo.kill_worker),
             ]
         )
