@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from core.errors import HbgwError
-from hbgw.cli import heartbeat_cmd, ops_cmd, session_cmd
+from hbgw.cli import api_cmd, heartbeat_cmd, ops_cmd, session_cmd
 from hbgw.cli.common import err, limits, now, open_store, out, out_json, settings
 from hbgw.cli.help import INSPECT, OPERATE, RUN, TALK, Command, Group
 
@@ -25,7 +25,18 @@ PACKAGE = "heartbeat-gateway"
 
 
 class Root(Group):
-    order = ("up", "demo", "worker", "beat", "session", "heartbeat", "send", "runs", "config")
+    order = (
+        "up",
+        "demo",
+        "worker",
+        "beat",
+        "api",
+        "session",
+        "heartbeat",
+        "send",
+        "runs",
+        "config",
+    )
 
 
 app = typer.Typer(
@@ -167,6 +178,7 @@ for _command, _panel in (
     (ops_cmd.demo, RUN),
     (ops_cmd.worker, RUN),
     (ops_cmd.beat, RUN),
+    (api_cmd.api, RUN),
     (send, TALK),
     (runs, INSPECT),
     (config, INSPECT),
