@@ -95,6 +95,9 @@ class Settings(BaseSettings):
     api_events_poll: float = Field(
         default=0.5, gt=0, le=60, description="Seconds between the event streams' SQL polls."
     )
+    metrics_port: int = Field(
+        default=0, ge=0, le=65535, description="Port of /metrics of beat or a worker; 0 is off."
+    )
     flower_password: SecretStr | None = Field(
         default=None, description="Flower basic-auth password."
     )

@@ -1,0 +1,75 @@
+"""The gateway's Prometheus metrics: one registry per process (beat, worker), served on
+``HBGW_METRICS_PORT``. The API keeps a registry of its own (``gateway/api/metrics.py``).
+
+Names are a contract with the Helm chart's dashboard and alerts (``helm/``): rename one and
+they go blind. Labels never carry a session id or text: their number must stay bounded.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+LAG_BUCKETS = (0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 900)
+TURN_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 300)
+BATCH_BUCKETS = (0, 1, 2, 5, 10, 25, 50, 100, 250, 500, 1000)
+
+
+class GatewayMetrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.fires = Counter(
+            "hbgw_fires",
+            "Heartbeat fires that ended, by outcome (run state).",
+            ["outcome"],
+            registry=r,
+        )
+        self.refunds = Counter(
+            "hbgw_refunds",
+            "Reservations given back before the agent started, by reason.",
+            ["reason"],
+            registry=r,
+        )
+        self.fire_lag = Histogram(
+            "hbgw_fire_lag_seconds",
+            "Seconds from a fire's due time to its agent start.",
+            buckets=LAG_BUCKETS,
+            registry=r,
+        )
+        self.turn_duration = Histogram(
+            "hbgw_turn_seconds",
+            "Seconds a turn took, agent and delivery, by kind.",
+            ["kind"],
+            buckets=TURN_BUCKETS,
+            registry=r,
+        )
+        self.user_turns = Counter(
+            "hbgw_user_turns", "User turns that ended, by outcome.", ["outcome"], registry=r
+        )
+        self.claim_batch = Histogram(
+            "hbgw_claim_batch_size",
+            "Due members one claim call of beat took.",
+            buckets=BATCH_BUCKETS,
+            registry=r,
+        )
+        self.due_backlog = Gauge(
+            "hbgw_due_backlog",
+            "Members of the due index whose time has come, by shard.",
+            ["shard"],
+            registry=r,
+        )
+        self.stalled = Gauge(
+            "hbgw_stalled_sessions",
+            "Sessions whose running turn has not stamped for long, by verdict (stale, dead).",
+            ["verdict"],
+            registry=r,
+        )
+        self.live_workers = Gauge("hbgw_live_workers", "Workers registered as live.", registry=r)
+
+
+@lru_cache(maxsize=1)
+def gateway_metrics() -> GatewayMetrics:
+    """This process's metrics (one beat or worker per process in production)."""
+    return GatewayMetrics()
