@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from core.errors import HbgwError
-from hbgw.cli import heartbeat_cmd, ops_cmd, session_cmd
+from hbgw.cli import chat_cmd, heartbeat_cmd, ops_cmd, session_cmd
 from hbgw.cli.common import err, limits, now, open_store, out, out_json, settings
 from hbgw.cli.help import INSPECT, OPERATE, RUN, TALK, Command, Group
 
@@ -25,7 +25,18 @@ PACKAGE = "heartbeat-gateway"
 
 
 class Root(Group):
-    order = ("up", "demo", "worker", "beat", "session", "heartbeat", "send", "runs", "config")
+    order = (
+        "up",
+        "demo",
+        "worker",
+        "beat",
+        "session",
+        "heartbeat",
+        "send",
+        "chat",
+        "runs",
+        "config",
+    )
 
 
 app = typer.Typer(
@@ -163,6 +174,7 @@ for _command, _panel in (
     (ops_cmd.worker, RUN),
     (ops_cmd.beat, RUN),
     (send, TALK),
+    (chat_cmd.chat, TALK),
     (runs, INSPECT),
     (config, INSPECT),
     (migrate, OPERATE),

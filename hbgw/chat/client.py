@@ -1,0 +1,184 @@
+"""A typed client of the HTTP API (docs/operations.md lists the routes it uses).
+
+Errors come back as two typed exceptions with one sentence each: ``ApiError`` when the API
+answered with an error body, ``ApiUnreachable`` when no answer came at all.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from core.errors import HbgwError
+
+DEFAULT_TIMEOUT = 10.0
+PAGE = 200  # the API's largest page
+
+
+class ApiError(HbgwError):
+    """The API answered with an error; the message is its sentence."""
+
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        # A request the caller can fix (unknown session, bad token) is bad input; the rest is not.
+        self.exit_code = 2 if 400 <= status < 500 else 1
+
+
+class ApiUnreachable(HbgwError):
+    """No answer came from the API (refused, timed out, dropped)."""
+
+
+@dataclass(frozen=True)
+class ChatMessage:
+    id: int
+    session_id: str
+    role: str
+    kind: str
+    text: str
+    heartbeat: bool
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ChatMessage:
+        return cls(
+            id=int(data["id"]),
+            session_id=str(data["session_id"]),
+            role=str(data["role"]),
+            kind=str(data["kind"]),
+            text=str(data["text"]),
+            heartbeat=bool(data.get("heartbeat", False)),
+        )
+
+
+@dataclass(frozen=True)
+class CommandReply:
+    """A slash command's answer: ``ok`` False when the reply is an error sentence."""
+
+    session_id: str
+    ok: bool
+    reply: str
+
+
+@dataclass(frozen=True)
+class MessageAccepted:
+    """Plain text stored for a turn; the reply arrives later, on the events stream."""
+
+    session_id: str
+    message_id: int
+    duplicate: bool
+    handed_off: bool
+
+
+def error_from(response: httpx.Response) -> ApiError:
+    try:
+        body = response.json()
+        error = body["error"]
+        return ApiError(response.status_code, str(error["code"]), str(error["message"]))
+    except (ValueError, KeyError, TypeError):
+        text = " ".join(response.text.split())[:200] or response.reason_phrase
+        return ApiError(
+            response.status_code, "http", f"The API answered {response.status_code}: {text}."
+        )
+
+
+def unreachable(url: str, exc: Exception) -> ApiUnreachable:
+    detail = " ".join(str(exc).split()) or type(exc).__name__
+    return ApiUnreachable(f"Cannot reach the API at {url} ({detail}) — is `hbgw up` running?")
+
+
+class ApiClient:
+    def __init__(
+        self,
+        url: str,
+        token: str,
+        *,
+        timeout: float = DEFAULT_TIMEOUT,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        self.url = url.rstrip("/")
+        self.token = token
+        self.timeout = timeout
+        self.transport = transport
+        self._http = self.new_http()
+
+    def new_http(self, *, read_timeout: float | None = None) -> httpx.Client:
+        """An httpx client for this API (the events stream keeps one of its own)."""
+        timeout = httpx.Timeout(self.timeout, read=read_timeout or self.timeout)
+        return httpx.Client(
+            base_url=self.url,
+            headers={"Authorization": f"Bearer {self.token}"},
+            timeout=timeout,
+            transport=self.transport,
+        )
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> ApiClient:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    def _request(self, method: str, path: str, **kwargs: Any) -> Any:
+        try:
+            response = self._http.request(method, path, **kwargs)
+        except httpx.TransportError as exc:
+            raise unreachable(self.url, exc) from exc
+        if response.status_code >= 400:
+            raise error_from(response)
+        return response.json()
+
+    def create_session(self, platform: str, chat: str, thread: str | None = None) -> dict[str, Any]:
+        body = {"platform": platform, "chat": chat, "thread": thread}
+        return dict(self._request("POST", "/v1/sessions", json=body))
+
+    def get_session(self, session_id: str) -> dict[str, Any]:
+        return dict(self._request("GET", f"/v1/sessions/{session_id}"))
+
+    def send(
+        self, session_id: str, text: str, *, key: str | None = None
+    ) -> CommandReply | MessageAccepted:
+        """Send ``text``; a dropped connection is retried once with the same Idempotency-Key."""
+        headers = {"Idempotency-Key": key or str(uuid.uuid4())}
+        path = f"/v1/sessions/{session_id}/messages"
+        try:
+            body = self._request("POST", path, json={"text": text}, headers=headers)
+        except ApiUnreachable:
+            # The first POST may have been stored before the connection dropped: the same key
+            # makes the retry return that message instead of storing a second one.
+            body = self._request("POST", path, json={"text": text}, headers=headers)
+        if body.get("kind") == "command":
+            return CommandReply(str(body["session_id"]), bool(body["ok"]), str(body["reply"]))
+        return MessageAccepted(
+            session_id=str(body["session_id"]),
+            message_id=int(body["message_id"]),
+            duplicate=bool(body.get("duplicate", False)),
+            handed_off=bool(body.get("handed_off", False)),
+        )
+
+    def messages(
+        self, session_id: str, *, after: int | None = None, limit: int = 50
+    ) -> tuple[list[ChatMessage], int | None]:
+        """One page, ascending by id, and the ``after`` of the next page (None at the end)."""
+        params: dict[str, int] = {"limit": limit}
+        if after is not None:
+            params["after"] = after
+        body = self._request("GET", f"/v1/sessions/{session_id}/messages", params=params)
+        page = [ChatMessage.from_json(m) for m in body["messages"]]
+        following = body.get("next_after")
+        return page, None if following is None else int(following)
+
+    def history(self, session_id: str, *, last: int = 20) -> list[ChatMessage]:
+        """The newest ``last`` messages, oldest first (the API pages forward only)."""
+        kept: list[ChatMessage] = []
+        after: int | None = None
+        while True:
+            page, after = self.messages(session_id, after=after, limit=PAGE)
+            kept = (kept + page)[-last:] if last > 0 else []
+            if after is None or not page:
+                return kept
