@@ -59,7 +59,7 @@ def test_retry_and_unknown_fields() -> None:
 
 def test_the_parser_resumes_from_a_known_id() -> None:
     assert events("data: x\n\n")[0].id is None
-    assert list(parse(["data: x", ""], SseParser(last_id="41")))[0].id == "41"
+    assert next(parse(["data: x", ""], SseParser(last_id="41"))).id == "41"
 
 
 def test_backoff_doubles_up_to_its_cap_and_resets() -> None:
