@@ -111,6 +111,10 @@ def configured_secrets(settings: Settings) -> list[str]:
         value = getattr(settings, name)
         if isinstance(value, SecretStr):
             secrets.append(value.get_secret_value())
+            if name == "api_tokens":
+                # Each token alone is a secret too: a line may carry one without the others.
+                pairs = value.get_secret_value().split(",")
+                secrets.extend(pair.partition(":")[2].strip() for pair in pairs)
         elif isinstance(value, str) and "://" in value:
             password = urlsplit(value).password
             if password:

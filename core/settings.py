@@ -92,6 +92,9 @@ class Settings(BaseSettings):
     api_max_body_bytes: int = Field(
         default=65_536, ge=1024, description="Largest HTTP request body accepted, in bytes."
     )
+    api_events_poll: float = Field(
+        default=0.5, gt=0, le=60, description="Seconds between the event streams' SQL polls."
+    )
     flower_password: SecretStr | None = Field(
         default=None, description="Flower basic-auth password."
     )

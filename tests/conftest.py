@@ -18,6 +18,7 @@ pytest_plugins = [
     "support.gateway_fixtures",
     "support.cli_fixtures",
     "support.private_redis",
+    "support.api_fixtures",
 ]
 
 

@@ -192,6 +192,17 @@ class MessageRecords(Transactions):
             )
             return [message_view(r) for r in reversed(list(rows))]
 
+    def messages_after(self, session_id: str, after: int, *, limit: int) -> list[MessageView]:
+        """The session's messages with an id above ``after``, oldest first (pages, streams)."""
+        with self._transaction() as db:
+            rows = db.scalars(
+                select(MessageRow)
+                .where(MessageRow.session_id == session_id, MessageRow.id > after)
+                .order_by(MessageRow.id)
+                .limit(limit)
+            )
+            return [message_view(r) for r in rows]
+
 
 def _mark_done(db: Session, message_id: int) -> None:
     row = db.get(MessageRow, message_id)

@@ -86,6 +86,18 @@ class SessionRecords(Transactions):
         with self._transaction() as db:
             return session_view(session_row(db, session_id))
 
+    def list_sessions(
+        self, *, owner: str | None = None, after: str | None = None, limit: int = 100
+    ) -> list[SessionView]:
+        """Sessions in id order, after the id ``after``; only ``owner``'s when one is given."""
+        with self._transaction() as db:
+            query = select(SessionRow).order_by(SessionRow.id).limit(limit)
+            if owner is not None:
+                query = query.where(SessionRow.owner == owner)
+            if after is not None:
+                query = query.where(SessionRow.id > after)
+            return [session_view(r) for r in db.scalars(query)]
+
     def resolve_active(self, session_id: str) -> SessionView:
         """Follow compression to the session that now continues this conversation."""
         with self._transaction() as db:

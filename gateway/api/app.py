@@ -1,0 +1,67 @@
+"""The API app factory: ``create_app(settings, celery_app=..., clock=...)``.
+
+The Celery app comes from ``hbgw`` (the gateway layer does not build processes); without one,
+accepted messages wait in their inbox until beat's sweeper hands them to a worker.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.responses import Response
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from core.clock import Clock, utcnow
+from core.settings import Settings
+from gateway.api import errors, events, health, routes_heartbeat, routes_messages, routes_sessions
+from gateway.api.context import ApiContext, build_context, context
+from gateway.api.limits import BodyLimit
+from gateway.api.metrics import MetricsMiddleware
+
+TITLE = "Heartbeat Gateway API"
+VERSION = "1"
+
+
+def create_app(
+    settings: Settings,
+    *,
+    celery_app: Any = None,
+    clock: Clock = utcnow,
+    redis_url: str | None = None,
+) -> FastAPI:
+    """``redis_url``: unset means HBGW_REDIS_URL, or the embedded server of `hbgw up`."""
+    ctx = build_context(settings, celery_app=celery_app, clock=clock, redis_url=redis_url)
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            ctx.stopping.set()
+            ctx.close()
+
+    app = FastAPI(title=TITLE, version=VERSION, lifespan=lifespan)
+    app.state.api = ctx
+    errors.install(app)
+    for module in (routes_sessions, routes_messages, routes_heartbeat, events, health):
+        app.include_router(module.router)
+    app.add_api_route("/metrics", _metrics, methods=["GET"], tags=["health"])
+    # Outermost last: metrics see every answer, the 413s of the body limit included.
+    app.add_middleware(BodyLimit, max_bytes=settings.api_max_body_bytes)
+    app.add_middleware(MetricsMiddleware, metrics=ctx.metrics)
+    return app
+
+
+def api_context(app: FastAPI) -> ApiContext:
+    ctx = app.state.api
+    assert isinstance(ctx, ApiContext)
+    return ctx
+
+
+def _metrics(request: Request) -> Response:
+    """Prometheus text: requests by route and status, latency, open streams, messages, commands."""
+    registry = context(request).metrics.registry
+    return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)

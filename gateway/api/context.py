@@ -1,0 +1,129 @@
+"""What every request works with, built once per app: settings, store, Redis, tokens, metrics."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from fastapi import Depends, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from core.clock import Clock
+from core.errors import BadInput, HbgwError, NotFound
+from core.settings import Settings
+from gateway.api.auth import Principal, TokenTable
+from gateway.api.errors import ApiError, not_found
+from gateway.api.metrics import ApiMetrics
+from sessions.db import make_engine
+from sessions.grammar import GrammarLimits, limits_from_settings
+from sessions.store import Store
+from sessions.validation import MessageLimits, check_storable, message_limits_from_settings
+from sessions.views import SessionView
+from state.connection import TRANSIENT_REDIS_ERRORS, connect
+from state.dispatch import Dispatcher
+from state.runtime import Runtime, resolve_redis_url
+
+log = logging.getLogger("hbgw.api")
+
+
+@dataclass
+class ApiContext:
+    settings: Settings
+    store: Store
+    rt: Runtime | None
+    dispatcher: Dispatcher | None
+    clock: Clock
+    tokens: TokenTable
+    metrics: ApiMetrics = field(default_factory=ApiMetrics)
+    stopping: threading.Event = field(default_factory=threading.Event)
+    """Set when the server shuts down: open event streams end at their next poll."""
+
+    @property
+    def limits(self) -> GrammarLimits:
+        return limits_from_settings(self.settings)
+
+    @property
+    def message_limits(self) -> MessageLimits:
+        return message_limits_from_settings(self.settings)
+
+    def session_for(self, principal: Principal, session_id: str) -> SessionView:
+        """The session, if this principal may see it; a stranger's answers like a missing one."""
+        try:
+            check_storable(session_id, "session id")
+            session = self.store.get_session(session_id)
+        except (NotFound, BadInput):
+            raise not_found(session_id) from None
+        if not principal.sees(session.owner):
+            raise not_found(session_id)
+        return session
+
+    def settle(self, *session_ids: str) -> None:
+        """Tell the due index about a heartbeat change; when Redis is away, restore catches up."""
+        if self.rt is None:
+            return
+        for sid in session_ids:
+            try:
+                self.rt.settle(sid)
+            except TRANSIENT_REDIS_ERRORS as exc:
+                log.warning(
+                    "the due index was not updated; the restore pass will: %s",
+                    exc,
+                    extra={"action": "api.settle_failed", "session": sid},
+                )
+
+    def close(self) -> None:
+        if self.rt is not None:
+            self.rt.close()
+        else:
+            self.store.close()
+
+
+def open_store(settings: Settings) -> Store:
+    """The store; a database that is away or behind still gives an app whose /readyz says so."""
+    try:
+        return Store.from_url(settings.effective_database_url)
+    except HbgwError as exc:
+        log.warning("the database is not ready: %s", exc, extra={"action": "api.store_not_ready"})
+        return Store(make_engine(settings.effective_database_url))
+
+
+def build_context(
+    settings: Settings, *, celery_app: Any, clock: Clock, redis_url: str | None
+) -> ApiContext:
+    tokens = TokenTable.from_settings(settings)
+    store = open_store(settings)
+    url = redis_url
+    if url is None:
+        try:
+            url = resolve_redis_url(settings)
+        except HbgwError as exc:
+            log.warning("no Redis: %s", exc, extra={"action": "api.no_redis"})
+    rt = None
+    dispatcher = None
+    if url is not None:
+        rt = Runtime(settings=settings, store=store, client=connect(url), worker="api", clock=clock)
+        if celery_app is not None:
+            dispatcher = Dispatcher(celery_app, rt.keys)
+    return ApiContext(settings, store, rt, dispatcher, clock, tokens)
+
+
+def context(request: Request) -> ApiContext:
+    ctx = request.app.state.api
+    assert isinstance(ctx, ApiContext)
+    return ctx
+
+
+_bearer = HTTPBearer(auto_error=False, description="A token of HBGW_API_TOKENS, or the admin's.")
+
+
+def principal(
+    request: Request, credentials: HTTPAuthorizationCredentials | None = Depends(_bearer)
+) -> Principal:
+    if credentials is None:
+        raise ApiError(401, "unauthorized", "Send a token: Authorization: Bearer <token>.")
+    found = context(request).tokens.lookup(credentials.credentials)
+    if found is None:
+        raise ApiError(401, "unauthorized", "That token is not valid here; check it.")
+    return found

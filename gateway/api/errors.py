@@ -1,0 +1,122 @@
+"""Every error the API answers is ``{"error": {"code", "message"}}``: a stable code, one sentence.
+
+Codes: ``unauthorized`` (401), ``not_found`` and ``no_heartbeat`` (404), ``method_not_allowed``
+(405), ``invalid_state`` (409), ``payload_too_large`` (413), ``invalid_input`` (422),
+``unavailable`` (503: the database or Redis is away), ``internal`` (500, never expected).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+import redis
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from kombu.exceptions import KombuError
+from starlette.exceptions import HTTPException
+
+from core.errors import BadInput, HbgwError, InvalidState, NotFound, StoreError
+
+log = logging.getLogger("hbgw.api")
+
+
+class ApiError(Exception):
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+
+
+def error_body(code: str, message: str) -> dict[str, Any]:
+    return {"error": {"code": code, "message": message}}
+
+
+def error_response(status: int, code: str, message: str) -> JSONResponse:
+    return JSONResponse(error_body(code, message), status_code=status)
+
+
+def not_found(session_id: str) -> ApiError:
+    """The one answer for a missing session and for another owner's: ids cannot be probed."""
+    return ApiError(404, "not_found", f"There is no session {session_id}.")
+
+
+def classify(exc: HbgwError) -> tuple[int, str]:
+    """The status and code of one of the project's own errors."""
+    if isinstance(exc, NotFound):
+        return 404, "not_found"
+    if isinstance(exc, InvalidState):
+        return 409, "invalid_state"
+    if isinstance(exc, BadInput):
+        return 422, "invalid_input"
+    if isinstance(exc, StoreError):
+        return 503, "unavailable"
+    return 500, "internal"
+
+
+def validation_sentence(errors: Sequence[Any]) -> str:
+    """One sentence for pydantic's first complaint about a request."""
+    if not errors:
+        return "The request is not valid."
+    first = errors[0]
+    loc = [str(part) for part in first.get("loc", ()) if part not in ("body", "query", "header")]
+    field = ".".join(loc)
+    kind = first.get("type", "")
+    if kind == "json_invalid":
+        return "The request body is not valid JSON; send a JSON object."
+    if kind == "extra_forbidden":
+        return f"The field '{field}' is not accepted here; remove it."
+    if kind == "missing":
+        return f"The field '{field}' is required." if field else "A JSON request body is required."
+    if not field:
+        return "The request body must be a JSON object."
+    msg = str(first.get("msg", "is not valid")).rstrip(".")
+    return f"The field '{field}' is not valid: {msg}."
+
+
+def install(app: FastAPI) -> None:
+    """Turn every failure into the JSON error shape."""
+
+    async def api_error(_request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, ApiError)
+        return error_response(exc.status, exc.code, exc.message)
+
+    async def own_error(_request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, HbgwError)
+        status, code = classify(exc)
+        if status >= 500:
+            log.warning("request failed: %s", exc, extra={"action": "api.failed"})
+        return error_response(status, code, str(exc))
+
+    async def invalid(_request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, RequestValidationError)
+        return error_response(422, "invalid_input", validation_sentence(exc.errors()))
+
+    async def http_error(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, HTTPException)
+        if exc.status_code == 405:
+            sentence = f"{request.method} is not allowed on {request.url.path}."
+            return error_response(405, "method_not_allowed", sentence)
+        if exc.status_code == 404:
+            return error_response(404, "not_found", f"There is no route {request.url.path}.")
+        return error_response(exc.status_code, "invalid_input", str(exc.detail))
+
+    async def unavailable(_request: Request, exc: Exception) -> JSONResponse:
+        log.warning("Redis or the broker failed: %s", exc, extra={"action": "api.unavailable"})
+        sentence = "Redis is not reachable right now; try again in a moment."
+        return error_response(503, "unavailable", sentence)
+
+    async def internal(_request: Request, exc: Exception) -> JSONResponse:
+        log.error("unexpected failure", exc_info=exc, extra={"action": "api.internal"})
+        return error_response(500, "internal", "The server failed unexpectedly; see its log.")
+
+    app.add_exception_handler(ApiError, api_error)
+    app.add_exception_handler(HbgwError, own_error)
+    app.add_exception_handler(RequestValidationError, invalid)
+    app.add_exception_handler(HTTPException, http_error)
+    for kind in (redis.RedisError, KombuError, OSError):
+        app.add_exception_handler(kind, unavailable)
+    app.add_exception_handler(Exception, internal)

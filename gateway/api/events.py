@@ -1,0 +1,126 @@
+"""``GET /v1/sessions/{id}/events``: what the session delivers, as server-sent events.
+
+SQL is the truth: every reply, notice and heartbeat answer is stored as it is delivered, so the
+stream polls SQL for messages above the last id sent (HBGW_API_EVENTS_POLL seconds apart). Only
+assistant messages are sent: the user's own messages came from the client, and a heartbeat
+turn's prompt is not a delivery. A silent heartbeat answer sent nothing to the chat, and sends
+nothing here. A failing read (the database away for a moment) is logged and tried again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import AsyncIterator
+from typing import Annotated
+
+from fastapi import APIRouter, Header, Query, Request
+from fastapi.responses import StreamingResponse
+from starlette.concurrency import run_in_threadpool
+
+from core.errors import HbgwError
+from gateway.api.context import ApiContext
+from gateway.api.routes_messages import MAX_ID
+from gateway.api.routes_sessions import Ctx, Who
+from gateway.api.schemas import errors
+from gateway.api.serial import message_json
+from sessions.states import ClosedReason, SessionStatus
+from sessions.views import MessageView
+from workers.injection import is_silent
+
+router = APIRouter(prefix="/v1/sessions", tags=["events"])
+log = logging.getLogger("hbgw.api.events")
+
+KEEP_ALIVE = 15.0
+BATCH = 100
+STREAM = {200: {"content": {"text/event-stream": {}}, "description": "An event stream."}}
+
+
+def delivered(message: MessageView) -> bool:
+    """What reached the chat: assistant replies and notices, heartbeat answers unless silent."""
+    if message.role != "assistant":
+        return False
+    return not (message.fire_id and is_silent(message.text))
+
+
+def message_event(message: MessageView) -> str:
+    data = json.dumps(message_json(message), ensure_ascii=False)
+    return f"id: {message.id}\nevent: message\ndata: {data}\n\n"
+
+
+@router.get(
+    "/{session_id}/events",
+    response_class=StreamingResponse,
+    responses={**STREAM, **errors(404)},  # type: ignore[dict-item]
+)
+def events(
+    session_id: str,
+    request: Request,
+    ctx: Ctx,
+    who: Who,
+    after: Annotated[int | None, Query(ge=0, le=MAX_ID)] = None,
+    last_event_id: Annotated[str | None, Header(alias="Last-Event-ID", max_length=32)] = None,
+) -> StreamingResponse:
+    """Replies and heartbeat turns as they are delivered. Resumes after ``Last-Event-ID`` or
+    ``?after=``; without either, only messages newer than the newest one now. Follows the
+    session through compression (``event: session`` with ``moved_to``)."""
+    ctx.session_for(who, session_id)
+    start = _start(ctx, session_id, after, last_event_id)
+    stream = _stream(ctx, request, session_id, start)
+    headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+    return StreamingResponse(stream, media_type="text/event-stream", headers=headers)
+
+
+def _start(ctx: ApiContext, sid: str, after: int | None, last_event_id: str | None) -> int:
+    if last_event_id is not None and last_event_id.strip().isdigit():
+        return min(int(last_event_id.strip()), MAX_ID)
+    if after is not None:
+        return after
+    newest = ctx.store.list_messages(sid, limit=1)
+    return newest[-1].id if newest else 0
+
+
+async def _stream(ctx: ApiContext, request: Request, sid: str, last: int) -> AsyncIterator[str]:
+    ctx.metrics.streams.inc()
+    quiet_since = time.monotonic()
+    try:
+        yield ": connected\n\n"
+        while not ctx.stopping.is_set() and not await request.is_disconnected():
+            try:
+                batch, moved = await run_in_threadpool(_poll, ctx, sid, last)
+            except HbgwError as exc:
+                log.warning(
+                    "event stream read failed; trying again: %s",
+                    exc,
+                    extra={"action": "api.events_retry", "session": sid},
+                )
+                batch, moved = [], None
+            for message in batch:
+                last = message.id
+                if delivered(message):
+                    quiet_since = time.monotonic()
+                    yield message_event(message)
+            if moved is not None and len(batch) < BATCH:
+                sid = moved
+                yield f"event: session\ndata: {json.dumps({'moved_to': moved})}\n\n"
+                continue
+            if time.monotonic() - quiet_since >= KEEP_ALIVE:
+                quiet_since = time.monotonic()
+                yield ": keep-alive\n\n"
+            if len(batch) < BATCH:
+                await asyncio.sleep(ctx.settings.api_events_poll)
+    finally:
+        ctx.metrics.streams.dec()
+
+
+def _poll(ctx: ApiContext, sid: str, last: int) -> tuple[list[MessageView], str | None]:
+    """The next messages, and the child id when the session was compressed meanwhile."""
+    batch = ctx.store.messages_after(sid, last, limit=BATCH)
+    session = ctx.store.get_session(sid)
+    if session.status == SessionStatus.CLOSED and session.closed_reason == ClosedReason.COMPRESSED:
+        child = ctx.store.resolve_active(sid)
+        if child.id != sid:
+            return batch, child.id
+    return batch, None

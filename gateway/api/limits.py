@@ -1,0 +1,83 @@
+"""The request body size limit (HBGW_API_MAX_BODY_BYTES), as plain ASGI middleware.
+
+The body is read here, up to the limit, before any route sees it: a declared length over the
+limit is refused at once, and a chunked body is refused as soon as it passes the limit.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from gateway.api.errors import error_body
+
+
+class BodyLimit:
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "OPTIONS"):
+            await self.app(scope, receive, send)
+            return
+        declared = _content_length(scope)
+        if declared is not None and declared > self.max_bytes:
+            await self._refuse(send)
+            return
+        chunks: list[bytes] = []
+        size = 0
+        more = True
+        while more:
+            message = await receive()
+            if message["type"] != "http.request":
+                return  # the client went away before sending the whole body
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.max_bytes:
+                await self._refuse(send)
+                return
+            chunks.append(chunk)
+            more = message.get("more_body", False)
+        await self.app(scope, _replay(b"".join(chunks), receive), send)
+
+    async def _refuse(self, send: Send) -> None:
+        body = json.dumps(
+            error_body(
+                "payload_too_large",
+                f"The request body is larger than {self.max_bytes} bytes; send less.",
+            )
+        ).encode()
+        headers = [
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(body)).encode()),
+            (b"connection", b"close"),
+        ]
+        await send({"type": "http.response.start", "status": 413, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+
+def _content_length(scope: Scope) -> int | None:
+    for name, value in scope.get("headers", []):
+        if name == b"content-length":
+            try:
+                return int(value)
+            except ValueError:
+                return None
+    return None
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    sent = False
+
+    async def replay() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            message: dict[str, Any] = {"type": "http.request", "body": body, "more_body": False}
+            return message
+        return await receive()
+
+    return replay

@@ -1,0 +1,111 @@
+"""The heartbeat of a session: show, set (the /heartbeat grammar), pause, resume, clear.
+
+Each route acts on the session that continues the given one after compression, where the
+heartbeat moved; every change reaches the due index like the CLI's (``Runtime.settle``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter
+
+from core.errors import CommandError
+from gateway.api.errors import ApiError
+from gateway.api.routes_sessions import Ctx, Who
+from gateway.api.schemas import HeartbeatChange, HeartbeatSpec, HeartbeatStatus, Reply, errors
+from sessions.grammar import Clear, Command, Pause, Resume, SetHeartbeat, parse_command
+from sessions.heartbeat_commands import apply_command
+from sessions.store.heartbeat_records import NO_HEARTBEAT
+from sessions.views import SessionView
+from state.connection import TRANSIENT_REDIS_ERRORS
+
+router = APIRouter(prefix="/v1/sessions/{session_id}/heartbeat", tags=["heartbeat"])
+
+
+def _status(ctx: Any, sid: str) -> dict[str, Any]:
+    status = ctx.store.heartbeat_status(sid, ctx.clock()).to_json()
+    return {**status, "emergency_stop": _estop(ctx, sid)}
+
+
+def _estop(ctx: Any, sid: str) -> bool | None:
+    """Whether an emergency stop holds the session; null when Redis does not answer."""
+    if ctx.rt is None:
+        return None
+    try:
+        return bool(ctx.rt.gate.estop_active(sid))
+    except TRANSIENT_REDIS_ERRORS:
+        return None
+
+
+def _active(ctx: Any, who: Any, session_id: str) -> SessionView:
+    ctx.session_for(who, session_id)
+    active: SessionView = ctx.store.resolve_active(session_id)
+    return active
+
+
+def _apply(ctx: Any, session: SessionView, command: Command) -> dict[str, Any]:
+    reply = apply_command(
+        ctx.store,
+        session.id,
+        command,
+        ctx.clock(),
+        origin_chat=session.chat,
+        origin_thread=session.thread,
+    )
+    ctx.settle(session.id)
+    return {"reply": reply, "heartbeat": _status(ctx, session.id)}
+
+
+@router.get("", response_model=HeartbeatStatus, responses=errors(404))
+def show(session_id: str, ctx: Ctx, who: Who) -> dict[str, Any]:
+    """Prompt, schedule, next fire time, fires so far, last outcome; 404 ``no_heartbeat``."""
+    session = _active(ctx, who, session_id)
+    status = _status(ctx, session.id)
+    if status["status"] == NO_HEARTBEAT:
+        raise ApiError(404, "no_heartbeat", f"Session {session.id} has no heartbeat.")
+    return status
+
+
+@router.put("", response_model=HeartbeatChange, responses=errors(404, 409))
+def put(session_id: str, body: HeartbeatSpec, ctx: Ctx, who: Who) -> dict[str, Any]:
+    """Set (or replace) the heartbeat; ``schedule`` is what follows /heartbeat before the
+    prompt, and is read by the same grammar, with the same error sentences."""
+    session = _active(ctx, who, session_id)
+    return _apply(ctx, session, _set_command(ctx, body))
+
+
+def _set_command(ctx: Any, body: HeartbeatSpec) -> SetHeartbeat:
+    schedule = " ".join(body.schedule.split())
+    if not schedule:
+        raise CommandError(
+            "The schedule is required — for example: every 15m, or cron 0 9 * * 1-5."
+        )
+    if not body.prompt.strip():
+        raise CommandError("The prompt is required — for example: check CI.")
+    command = parse_command(f"/heartbeat {schedule} {body.prompt}", ctx.limits)
+    if not isinstance(command, SetHeartbeat) or command.schedule_text != schedule:
+        raise CommandError(
+            f"'{schedule}' is not a schedule — for example: every 15m, 1.5h, cron 0 9 * * 1-5, "
+            "or @daily --tz Asia/Tokyo."
+        )
+    return command
+
+
+@router.delete("", response_model=Reply, responses=errors(404, 409))
+def delete(session_id: str, ctx: Ctx, who: Who) -> dict[str, Any]:
+    """Remove the heartbeat (kept as cleared for audit, never restored)."""
+    session = _active(ctx, who, session_id)
+    return {"reply": _apply(ctx, session, Clear())["reply"]}
+
+
+@router.post("/pause", response_model=HeartbeatChange, responses=errors(404, 409))
+def pause(session_id: str, ctx: Ctx, who: Who) -> dict[str, Any]:
+    """Stop firing but keep the heartbeat."""
+    return _apply(ctx, _active(ctx, who, session_id), Pause())
+
+
+@router.post("/resume", response_model=HeartbeatChange, responses=errors(404, 409))
+def resume(session_id: str, ctx: Ctx, who: Who) -> dict[str, Any]:
+    """Fire again; the clock re-anchors to now (no instant catch-up)."""
+    return _apply(ctx, _active(ctx, who, session_id), Resume())

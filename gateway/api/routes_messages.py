@@ -1,0 +1,109 @@
+"""A session's conversation: post a message (a /heartbeat command or a turn), read it back."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Header, Query
+from fastapi.responses import JSONResponse
+
+from core.errors import BadInput, InvalidState, NotFound
+from gateway.api.errors import not_found
+from gateway.api.routes_sessions import PAGE_MAX, Ctx, Who
+from gateway.api.schemas import CommandAnswer, MessageAccepted, MessageList, NewMessage, errors
+from gateway.api.serial import message_json
+from gateway.inbound import Answered, receive
+from sessions.grammar import is_heartbeat_command
+from sessions.validation import IDEMPOTENCY_KEY_CHARS
+
+router = APIRouter(prefix="/v1/sessions", tags=["messages"])
+MAX_ID = 2**63 - 1  # the largest id SQL stores
+
+POST_ANSWERS: dict[int | str, dict[str, Any]] = {
+    200: {"model": CommandAnswer, "description": "A /heartbeat command, answered."},
+    202: {"model": MessageAccepted, "description": "A message accepted for a turn."},
+    **errors(404, 409),
+}
+
+
+@router.post("/{session_id}/messages", response_model=None, responses=POST_ANSWERS)
+def post_message(
+    session_id: str,
+    body: NewMessage,
+    ctx: Ctx,
+    who: Who,
+    idempotency_key: Annotated[
+        str | None, Header(alias="Idempotency-Key", max_length=IDEMPOTENCY_KEY_CHARS)
+    ] = None,
+) -> JSONResponse:
+    """A /heartbeat command is answered at once (200); other text becomes a turn (202).
+
+    With an ``Idempotency-Key``, a retry returns the first message instead of a second one.
+    """
+    session = ctx.session_for(who, session_id)
+    command = is_heartbeat_command(body.text)
+    try:
+        result = receive(
+            ctx.store,
+            session.id,
+            body.text,
+            ctx.clock(),
+            ctx.limits,
+            rt=ctx.rt,
+            dispatcher=ctx.dispatcher,
+            idempotency_key=idempotency_key,
+            message_limits=ctx.message_limits,
+        )
+    except NotFound:
+        raise not_found(session_id) from None
+    except BadInput as exc:
+        if not command:
+            raise
+        return _command_failed(ctx, session.id, exc)
+    if isinstance(result, Answered):
+        ctx.metrics.commands.labels("true").inc()
+        answer = {"kind": "command", "session_id": result.session_id, "ok": True}
+        return JSONResponse({**answer, "reply": result.text})
+    if not result.duplicate:
+        ctx.metrics.messages.inc()
+    accepted = {
+        "kind": "message",
+        "session_id": result.session_id,
+        "message_id": result.message_id,
+        "duplicate": result.duplicate,
+        "handed_off": result.handed_off,
+    }
+    return JSONResponse(accepted, status_code=202)
+
+
+def _command_failed(ctx: Any, session_id: str, exc: BadInput) -> JSONResponse:
+    """A command's error is its answer: the same sentence, as a reply and as an error."""
+    ctx.metrics.commands.labels("false").inc()
+    code = "invalid_state" if isinstance(exc, InvalidState) else "invalid_input"
+    active = ctx.store.resolve_active(session_id).id
+    sentence = str(exc)
+    return JSONResponse(
+        {
+            "kind": "command",
+            "session_id": active,
+            "ok": False,
+            "reply": sentence,
+            "error": {"code": code, "message": sentence},
+        }
+    )
+
+
+@router.get("/{session_id}/messages", response_model=MessageList, responses=errors(404))
+def list_messages(
+    session_id: str,
+    ctx: Ctx,
+    who: Who,
+    after: Annotated[int, Query(ge=0, le=MAX_ID)] = 0,
+    limit: Annotated[int, Query(ge=1, le=PAGE_MAX)] = 50,
+) -> dict[str, Any]:
+    """This session's messages with an id above ``after``, oldest first (no compression
+    followed); ``next_after`` is where the next page starts, null on the last page."""
+    ctx.session_for(who, session_id)
+    messages = ctx.store.messages_after(session_id, after, limit=limit)
+    next_after = messages[-1].id if len(messages) == limit else None
+    return {"messages": [message_json(m) for m in messages], "next_after": next_after}

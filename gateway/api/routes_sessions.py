@@ -1,0 +1,114 @@
+"""Sessions: create, list, show, and their lifecycle (compress, reset, suspend, resume); runs."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Query
+from fastapi.responses import JSONResponse
+
+from gateway.api.auth import Principal
+from gateway.api.context import ApiContext, context, principal
+from gateway.api.errors import ApiError
+from gateway.api.schemas import (
+    NewSession,
+    RunList,
+    Session,
+    SessionChange,
+    SessionDetail,
+    SessionList,
+    errors,
+)
+from gateway.api.serial import session_json, view_json
+
+router = APIRouter(prefix="/v1/sessions", tags=["sessions"])
+
+Ctx = Annotated[ApiContext, Depends(context)]
+Who = Annotated[Principal, Depends(principal)]
+PAGE_MAX = 200
+
+
+@router.post("", status_code=201, response_model=Session, responses=errors())
+def create_session(body: NewSession, ctx: Ctx, who: Who) -> JSONResponse:
+    """Create a session owned by the token's owner (an admin token may name the owner)."""
+    if body.owner is not None and not who.admin:
+        raise ApiError(
+            422, "invalid_input", "Only the admin token may name an owner; leave 'owner' out."
+        )
+    owner = body.owner if who.admin else who.owner
+    session = ctx.store.create_session(
+        platform=body.platform, chat=body.chat, thread=body.thread, owner=owner, now=ctx.clock()
+    )
+    return JSONResponse(session_json(session), status_code=201)
+
+
+@router.get("", response_model=SessionList, responses=errors())
+def list_sessions(
+    ctx: Ctx,
+    who: Who,
+    after: Annotated[str | None, Query(max_length=255)] = None,
+    limit: Annotated[int, Query(ge=1, le=PAGE_MAX)] = 50,
+) -> dict[str, Any]:
+    """The token owner's sessions (every session for the admin), in id order, paged."""
+    owner = None if who.admin else who.owner
+    sessions = ctx.store.list_sessions(owner=owner, after=after, limit=limit)
+    next_after = sessions[-1].id if len(sessions) == limit else None
+    return {"sessions": [session_json(s) for s in sessions], "next_after": next_after}
+
+
+@router.get("/{session_id}", response_model=SessionDetail, responses=errors(404))
+def show_session(session_id: str, ctx: Ctx, who: Who) -> dict[str, Any]:
+    """The session, and ``active_id``: the session that continues it after compression."""
+    session = ctx.session_for(who, session_id)
+    active = ctx.store.resolve_active(session.id)
+    return {**session_json(session), "active_id": active.id}
+
+
+@router.post("/{session_id}/compress", response_model=SessionChange, responses=errors(404, 409))
+def compress(session_id: str, ctx: Ctx, who: Who) -> dict[str, Any]:
+    """Continue the session under a new id (its heartbeat moves along); answers the child."""
+    ctx.session_for(who, session_id)
+    child = ctx.store.compress(session_id, ctx.clock())
+    ctx.settle(session_id, child.id)
+    reply = f"Session {session_id} continues as {child.id}; its heartbeat, if any, moved along."
+    return {"session": session_json(child), "reply": reply}
+
+
+@router.post("/{session_id}/reset", response_model=SessionChange, responses=errors(404, 409))
+def reset(session_id: str, ctx: Ctx, who: Who) -> dict[str, Any]:
+    """Start the conversation over; its heartbeat is cleared for good."""
+    ctx.session_for(who, session_id)
+    session = ctx.store.reset(session_id, ctx.clock())
+    ctx.settle(session_id)
+    reply = f"Session {session_id} was reset; its heartbeat, if any, is cleared."
+    return {"session": session_json(session), "reply": reply}
+
+
+@router.post("/{session_id}/suspend", response_model=SessionChange, responses=errors(404, 409))
+def suspend(session_id: str, ctx: Ctx, who: Who) -> dict[str, Any]:
+    """Suspend the session; its heartbeat is cleared and not restored on resume."""
+    ctx.session_for(who, session_id)
+    session = ctx.store.suspend(session_id, ctx.clock())
+    ctx.settle(session_id)
+    reply = f"Session {session_id} is suspended; its heartbeat, if any, is cleared."
+    return {"session": session_json(session), "reply": reply}
+
+
+@router.post("/{session_id}/resume", response_model=SessionChange, responses=errors(404, 409))
+def resume(session_id: str, ctx: Ctx, who: Who) -> dict[str, Any]:
+    """Reopen a suspended session (without its old heartbeat)."""
+    ctx.session_for(who, session_id)
+    session = ctx.store.resume_session(session_id, ctx.clock())
+    return {"session": session_json(session), "reply": f"Session {session_id} is active again."}
+
+
+@router.get("/{session_id}/runs", response_model=RunList, responses=errors(404))
+def runs(
+    session_id: str,
+    ctx: Ctx,
+    who: Who,
+    limit: Annotated[int, Query(ge=1, le=PAGE_MAX)] = 50,
+) -> dict[str, Any]:
+    """The fire ledger of this session, oldest first: its newest ``limit`` runs."""
+    ctx.session_for(who, session_id)
+    return {"runs": [view_json(r) for r in ctx.store.runs(session_id)[-limit:]]}

@@ -1,0 +1,156 @@
+"""Request and response models. Requests reject unknown fields; responses allow extra ones, so
+fields a view gains later (token usage on runs and messages) appear without a change here."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+
+class Request(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Response(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+class NewSession(Request):
+    platform: str
+    chat: str
+    thread: str | None = None
+    owner: str | None = None
+    """Admin token only: the owner of the new session."""
+
+
+class NewMessage(Request):
+    text: str
+
+
+class HeartbeatSpec(Request):
+    schedule: str
+    """As after /heartbeat: ``every 15m``, ``15m``, ``cron 0 9 * * 1-5``, ``@daily --tz UTC``."""
+    prompt: str
+
+
+class ErrorDetail(BaseModel):
+    code: str
+    message: str
+
+
+class ErrorBody(BaseModel):
+    error: ErrorDetail
+
+
+class Session(Response):
+    id: str
+    session_id: str
+    platform: str
+    chat: str
+    thread: str | None
+    owner: str | None
+    status: str
+    closed_reason: str | None
+    parent_id: str | None
+    created_at: str | None
+
+
+class SessionDetail(Session):
+    active_id: str
+
+
+class SessionList(Response):
+    sessions: list[Session]
+    next_after: str | None
+
+
+class SessionChange(Response):
+    session: Session
+    reply: str
+
+
+class Message(Response):
+    id: int
+    session_id: str
+    role: str
+    kind: str
+    text: str
+    fire_id: str | None
+    reply_to: int | None
+    state: str
+    created_at: str | None
+    heartbeat: bool
+
+
+class MessageList(Response):
+    messages: list[Message]
+    next_after: int | None
+
+
+class CommandAnswer(Response):
+    kind: Literal["command"]
+    session_id: str
+    ok: bool
+    reply: str
+    error: ErrorDetail | None = None
+
+
+class MessageAccepted(Response):
+    kind: Literal["message"]
+    session_id: str
+    message_id: int
+    duplicate: bool
+    handed_off: bool
+
+
+class HeartbeatStatus(Response):
+    session_id: str
+    status: str
+    prompt: str | None
+    schedule: str | None
+    next_due_at: str | None
+    fire_count: int
+
+
+class HeartbeatChange(Response):
+    reply: str
+    heartbeat: HeartbeatStatus
+
+
+class Reply(Response):
+    reply: str
+
+
+class Run(Response):
+    id: int
+    fire_id: str
+    session_id: str
+    state: str
+
+
+class RunList(Response):
+    runs: list[Run]
+
+
+class Health(Response):
+    status: str
+
+
+class Readiness(Response):
+    status: str
+    checks: dict[str, str]
+
+
+def errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI entries for the error answers a route may give (401 and 422 on every route)."""
+    described = {
+        401: "No token, or an unknown one.",
+        404: "No such session (or another owner's).",
+        409: "The session's state does not allow it.",
+        413: "The request body is too large.",
+        422: "Invalid input.",
+        503: "The database or Redis is not reachable.",
+    }
+    wanted = sorted({401, 413, 422, 503, *statuses})
+    return {s: {"model": ErrorBody, "description": described[s]} for s in wanted}

@@ -1,0 +1,42 @@
+"""Views to JSON, through their own ``to_json()`` when they have one, so what a view gains
+(token usage, for instance) reaches the API without a change here."""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import datetime
+from enum import Enum
+from typing import Any
+
+from core.clock import iso
+from sessions.views import MessageView, SessionView
+
+
+def view_json(view: Any) -> dict[str, Any]:
+    to_json = getattr(view, "to_json", None)
+    if callable(to_json):
+        data = to_json()
+        assert isinstance(data, dict)
+        return data
+    return {f.name: _plain(getattr(view, f.name)) for f in dataclasses.fields(view)}
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return iso(value)
+    if isinstance(value, Enum):
+        return value.value
+    return value
+
+
+def session_json(session: SessionView) -> dict[str, Any]:
+    return {"id": session.id, **view_json(session)}
+
+
+def is_heartbeat(message: MessageView) -> bool:
+    """The heartbeat prompt, and what a heartbeat turn answered."""
+    return message.kind == "heartbeat" or (message.role == "assistant" and bool(message.fire_id))
+
+
+def message_json(message: MessageView) -> dict[str, Any]:
+    return {**view_json(message), "heartbeat": is_heartbeat(message)}

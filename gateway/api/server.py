@@ -1,0 +1,40 @@
+"""Running the API under uvicorn so that a shutdown does not wait on open event streams."""
+
+from __future__ import annotations
+
+import socket
+from typing import Any
+
+import uvicorn
+from fastapi import FastAPI
+
+from gateway.api.app import api_context
+
+# Seconds uvicorn waits for requests still running at shutdown before it cancels them.
+GRACE = 5
+
+
+class ApiServer(uvicorn.Server):
+    """Tells the app's event streams to end as soon as the shutdown begins: uvicorn waits for
+    running responses, and a stream would otherwise run until the grace period ran out."""
+
+    def __init__(self, config: uvicorn.Config, app: FastAPI) -> None:
+        super().__init__(config)
+        self.api = app
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        api_context(self.api).stopping.set()
+        await super().shutdown(sockets)
+
+
+def api_server(app: FastAPI, host: str, port: int, **options: Any) -> ApiServer:
+    config = uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        lifespan="on",
+        timeout_graceful_shutdown=GRACE,
+        log_config=None,  # our logging (core/logs.py) formats uvicorn's lines too
+        **options,
+    )
+    return ApiServer(config, app)
