@@ -173,12 +173,12 @@ class ApiClient:
         following = body.get("next_after")
         return page, None if following is None else int(following)
 
-    def history(self, session_id: str, *, last: int = 20) -> list[ChatMessage]:
+    def history(self, session_id: str, *, last: int = 20, page: int = PAGE) -> list[ChatMessage]:
         """The newest ``last`` messages, oldest first (the API pages forward only)."""
         kept: list[ChatMessage] = []
         after: int | None = None
         while True:
-            page, after = self.messages(session_id, after=after, limit=PAGE)
-            kept = (kept + page)[-last:] if last > 0 else []
-            if after is None or not page:
+            chunk, after = self.messages(session_id, after=after, limit=page)
+            kept = (kept + chunk)[-last:] if last > 0 else []
+            if after is None or not chunk:
                 return kept

@@ -8,8 +8,10 @@ change (unknown session, bad token) ends the stream with that error.
 from __future__ import annotations
 
 import json
+import socket
 import threading
 from collections.abc import Callable, Iterator
+from contextlib import suppress
 from dataclasses import dataclass
 
 import httpx
@@ -69,6 +71,20 @@ class EventStream:
         self.backoff = backoff or Backoff()
         self.on_problem = on_problem or (lambda _sentence, _delay: None)
         self.on_connect = on_connect or (lambda: None)
+        self._response: httpx.Response | None = None
+
+    def close(self) -> None:
+        """Stop from another thread: the open stream is closed, not left to its next keep-alive."""
+        self.stop.set()
+        response = self._response
+        if response is None:
+            return
+        # Closing a socket does not wake a thread blocked reading it; shutting it down does.
+        stream = response.extensions.get("network_stream")
+        sock = stream.get_extra_info("socket") if stream is not None else None
+        with suppress(OSError):
+            if sock is not None:
+                sock.shutdown(socket.SHUT_RDWR)
 
     def __iter__(self) -> Iterator[ChatMessage | Moved]:
         """Messages as delivered, and moves, until ``stop`` is set or a final error is raised."""
@@ -77,17 +93,23 @@ class EventStream:
                 try:
                     yield from self._one_connection(http)
                     problem = "The events stream ended"
-                except httpx.TransportError as exc:
-                    problem = str(unreachable(self.client.url, exc)).rstrip(".?")
-                except ApiError as exc:
-                    if exc.status in FINAL_STATUSES:
-                        raise
-                    problem = str(exc).rstrip(".")
+                except Exception as exc:
+                    if self.stop.is_set():
+                        return  # closed under the reader by close(), or stopped meanwhile
+                    problem = self._retryable(exc)
                 if self.stop.is_set():
                     return
                 delay = self.backoff.next()
                 self.on_problem(f"{problem}; retrying in {delay:g} s.", delay)
                 self.stop.wait(delay)
+
+    def _retryable(self, exc: Exception) -> str:
+        """What went wrong, in words, when trying again may help; else ``exc`` is raised."""
+        if isinstance(exc, httpx.HTTPError):
+            return str(unreachable(self.client.url, exc)).rstrip(".?")
+        if isinstance(exc, ApiError) and exc.status not in FINAL_STATUSES:
+            return str(exc).rstrip(".")
+        raise exc
 
     def _one_connection(self, http: httpx.Client) -> Iterator[ChatMessage | Moved]:
         headers = {"Accept": "text/event-stream"}
@@ -95,6 +117,7 @@ class EventStream:
             headers["Last-Event-ID"] = self.last_id
         path = f"/v1/sessions/{self.session_id}/events"
         with http.stream("GET", path, headers=headers) as response:
+            self._response = response
             if response.status_code >= 400:
                 response.read()
                 raise error_from(response)

@@ -100,6 +100,7 @@ class Chat:
     session_id: str
     screen: Screen
     stop: threading.Event = field(default_factory=threading.Event)
+    stream: EventStream | None = None
     stream_down: bool = False
 
     def start(self, history: int) -> None:
@@ -118,7 +119,7 @@ class Chat:
             if shown is not None:
                 self.screen.say(shown)
         self.screen.say("— history ends; type a message or /heartbeat … —")
-        stream = EventStream(
+        self.stream = stream = EventStream(
             self.client,
             self.session_id,
             after=recent[-1].id if recent else 0,
@@ -179,6 +180,8 @@ class Chat:
         except KeyboardInterrupt:
             self.screen.say("")
         finally:
+            if self.stream is not None:
+                self.stream.close()
             self.stop.set()
 
 

@@ -1,8 +1,8 @@
 """A loopback TCP proxy that drops connections on demand: network failures, on real sockets.
 
 ``cut()`` closes every open connection (a stream dropped mid-way); ``swallow(n)`` lets the next
-``n`` requests reach the server but closes the connection before the answer comes back (the
-client cannot know whether its request was applied).
+``n`` answers of the server be dropped with their connection (the client cannot know whether
+its request was applied). Use ``swallow`` with one request at a time, not with a stream open.
 """
 
 from __future__ import annotations
@@ -64,12 +64,11 @@ class TcpProxy:
             threading.Thread(target=self._pump, args=(upstream, client, True), daemon=True).start()
 
     def _pump(self, source: socket.socket, sink: socket.socket, answers: bool) -> None:
-        first = True
         try:
             while chunk := source.recv(65536):
-                if answers and first and self._take_swallow():
+                # Requests go one at a time: the next bytes from the server start the next answer.
+                if answers and self._take_swallow():
                     break
-                first = False
                 sink.sendall(chunk)
         except OSError:
             pass
