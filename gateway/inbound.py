@@ -87,7 +87,7 @@ def receive(
             estop=_estop_holds(rt, sid),
         )
         if rt is not None:
-            rt.settle(sid)
+            _settle(rt, sid)
         return Answered(sid, reply)
     check_message(text, message_limits)
     key = idempotency_key if idempotency_key is not None else uuid.uuid4().hex
@@ -107,6 +107,18 @@ def _estop_holds(rt: Runtime | None, sid: str) -> bool:
         return rt.gate.estop_active(sid)
     except _HANDOFF_ERRORS:
         return False
+
+
+def _settle(rt: Runtime, sid: str) -> None:
+    """Tell the due index about the change; when Redis fails, the restore pass does it."""
+    try:
+        rt.settle(sid)
+    except _HANDOFF_ERRORS as exc:
+        log.warning(
+            "heartbeat changed in SQL; Redis did not take it: %s",
+            exc,
+            extra={"action": "inbound.settle_failed", "session": sid},
+        )
 
 
 def _hand_off(

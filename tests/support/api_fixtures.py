@@ -3,8 +3,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
-import queue
+import socket
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -71,7 +72,6 @@ class EventReader:
         self.events: list[dict[str, Any]] = []
         self.comments: list[str] = []
         self.status: int | None = None
-        self._lines: queue.Queue[str] = queue.Queue()
         self._response: httpx.Response | None = None
         self._thread = threading.Thread(target=self._read, daemon=True)
 
@@ -81,8 +81,14 @@ class EventReader:
         return self
 
     def __exit__(self, *_exc: object) -> None:
+        # Closing the response from this thread would not wake the reader blocked in recv();
+        # shutting the socket down does, and the server sees the client leave at once.
         if self._response is not None:
-            self._response.close()
+            stream = self._response.extensions.get("network_stream")
+            sock = stream.get_extra_info("socket") if stream is not None else None
+            if sock is not None:
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
         self._thread.join(10)
 
     def _read(self) -> None:
