@@ -21,7 +21,7 @@ PAGE = 200  # the API's largest page
 class ApiError(HbgwError):
     """The API answered with an error; the message is its sentence."""
 
-    def __init__(self, status: int, code: str, message: str) -> None:
+    def __init__(self, message: str = "", *, status: int = 0, code: str = "") -> None:
         super().__init__(message)
         self.status = status
         self.code = code
@@ -77,12 +77,11 @@ def error_from(response: httpx.Response) -> ApiError:
     try:
         body = response.json()
         error = body["error"]
-        return ApiError(response.status_code, str(error["code"]), str(error["message"]))
+        return ApiError(str(error["message"]), status=response.status_code, code=str(error["code"]))
     except (ValueError, KeyError, TypeError):
         text = " ".join(response.text.split())[:200] or response.reason_phrase
-        return ApiError(
-            response.status_code, "http", f"The API answered {response.status_code}: {text}."
-        )
+        sentence = f"The API answered {response.status_code}: {text}."
+        return ApiError(sentence, status=response.status_code, code="http")
 
 
 def unreachable(url: str, exc: Exception) -> ApiUnreachable:
