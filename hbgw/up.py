@@ -22,6 +22,8 @@ from types import FrameType
 from core.embedded import EmbeddedRedis
 from core.errors import BadInput
 from core.settings import Settings
+from hbgw import local_api
+from hbgw.local_api import LocalApi
 from hbgw.procs import settings_env, spawn_hbgw, stop_all
 from sessions.db import ensure_schema, make_engine
 from state.runtime import write_redis_url
@@ -38,6 +40,7 @@ class Stack:
     procs: dict[str, Popen[bytes]] = field(default_factory=dict)
     redis_reused: int | None = None
     """The pid of an embedded server left running by an earlier `up` and reused."""
+    api: LocalApi | None = None
 
     def start(self, role: str, args: list[str]) -> Popen[bytes]:
         proc = spawn_hbgw(args, env=self.env, log=self.logs / f"{role}.log")
@@ -46,6 +49,18 @@ class Stack:
 
     def start_worker(self, name: str) -> Popen[bytes]:
         return self.start(name, ["worker", "--name", name])
+
+    def start_api(self) -> LocalApi:
+        """`hbgw api` on loopback, with its token in its environment only; answers /healthz."""
+        api = local_api.plan(self.settings)
+        env = {**self.env, **api.env(self.settings)}
+        log = self.logs / "api.log"
+        proc = spawn_hbgw(["api"], env=env, log=log)
+        self.procs["api"] = proc
+        local_api.wait_ready(api, proc, log)
+        local_api.write_file(self.settings.home, api)
+        self.api = api
+        return api
 
     def stop(self) -> None:
         stop_all(list(self.procs.values()))
@@ -89,11 +104,18 @@ def local_stack(
     workers: int = 2,
     beat: bool = True,
     env_extra: dict[str, str] | None = None,
+    api: bool = False,
 ) -> Iterator[Stack]:
-    """Embedded Redis (unless HBGW_REDIS_URL), SQLite (unless HBGW_DATABASE_URL), beat, workers."""
+    """Embedded Redis (unless HBGW_REDIS_URL), SQLite (unless HBGW_DATABASE_URL), beat, workers,
+    and with ``api`` the HTTP API on loopback."""
     _terminate_on_signals()
     with home_lock(settings.home), _stack(settings, workers, beat, env_extra) as stack:
-        yield stack
+        try:
+            if api:
+                stack.start_api()
+            yield stack
+        finally:
+            local_api.remove_file(settings.home)
 
 
 @contextmanager

@@ -10,6 +10,7 @@ import pytest
 from support.api_fixtures import ALICE, Api, EventReader
 from support.harness import wait_until
 
+from core.clock import utcnow
 from gateway.api.app import api_context, create_app
 from gateway.api.server import api_server
 
@@ -127,3 +128,30 @@ def test_shutdown_ends_open_streams_without_waiting_out_the_grace(
         server.should_exit = True
         thread.join(30)
         sock.close()
+
+
+def test_the_stream_rides_out_a_failing_database(
+    api: Api, caplog: pytest.LogCaptureFixture
+) -> None:
+    with api.owner(ALICE) as alice:
+        sid = api.new_session(alice)
+        with EventReader(alice, f"/v1/sessions/{sid}/events") as reader:
+            # The table goes away under the stream: its reads fail until it comes back.
+            with api.gw.store.engine.begin() as conn:
+                conn.exec_driver_sql("ALTER TABLE messages RENAME TO messages_away")
+            try:
+                wait_until(
+                    lambda: any(
+                        getattr(r, "action", None) == "api.events_retry" for r in caplog.records
+                    ),
+                    20,
+                    "a logged failed read",
+                )
+            finally:
+                with api.gw.store.engine.begin() as conn:
+                    conn.exec_driver_sql("ALTER TABLE messages_away RENAME TO messages")
+            api.gw.store.add_message(
+                sid, role="assistant", kind="assistant", text="back again", now=utcnow()
+            )
+            wait_until(lambda: reader.of("message"), 20, "the message after the failure")
+            assert reader.of("message")[0]["data"]["text"] == "back again"

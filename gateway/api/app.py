@@ -11,7 +11,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from fastapi import FastAPI, Request
-from fastapi.responses import Response
+from fastapi.responses import PlainTextResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from core.clock import Clock, utcnow
@@ -48,7 +48,9 @@ def create_app(
     errors.install(app)
     for module in (routes_sessions, routes_messages, routes_heartbeat, events, health):
         app.include_router(module.router)
-    app.add_api_route("/metrics", _metrics, methods=["GET"], tags=["health"])
+    app.add_api_route(
+        "/metrics", _metrics, methods=["GET"], tags=["health"], response_class=PlainTextResponse
+    )
     # Outermost last: metrics see every answer, the 413s of the body limit included.
     app.add_middleware(BodyLimit, max_bytes=settings.api_max_body_bytes)
     app.add_middleware(MetricsMiddleware, metrics=ctx.metrics)

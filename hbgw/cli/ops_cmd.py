@@ -96,12 +96,12 @@ def estop(
 def up(
     workers: int = typer.Option(2, "--workers", min=1, help="Gateway worker processes."),
 ) -> None:
-    """Run everything on this machine: embedded Redis, SQLite, beat and workers."""
+    """Run everything on this machine: embedded Redis, SQLite, beat, workers and the HTTP API."""
     from core.settings import mask_url
     from hbgw.up import local_stack, wait_forever
 
     s = settings()
-    with local_stack(s, workers=workers) as stack:
+    with local_stack(s, workers=workers, api=True) as stack:
         if s.redis_url:
             out(f"redis    {stack.redis_url}")
         elif stack.redis_reused is not None:
@@ -112,6 +112,10 @@ def up(
         out(f"database {mask_url(s.effective_database_url)}")
         for role, proc in stack.procs.items():
             out(f"{role:<8} pid {proc.pid}, log {stack.logs / (role + '.log')}")
+        if stack.api is not None:
+            out(f"api      {stack.api.url} (OpenAPI: {stack.api.url}/docs)")
+            token = stack.api.token if stack.api.generated else "the first of HBGW_API_TOKENS"
+            out(f"token    {token} (owner {stack.api.owner}; also in {s.home / 'api.json'})")
         out("Ready. Try: hbgw session create --platform cli --chat me; Ctrl-C stops everything.")
         try:
             wait_forever(stack)

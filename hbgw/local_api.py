@@ -1,0 +1,106 @@
+"""The API that `hbgw up` runs: a child `hbgw api` on loopback, with a token for the local owner.
+
+Unless HBGW_API_TOKENS is set, a fresh token is made for owner ``local`` at every start; it
+reaches the child through its environment only. ``HBGW_HOME/api.json`` (mode 0600) tells
+`hbgw chat` and scripts where the API is and which token to send; it is removed on stop.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import socket
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from subprocess import Popen
+
+import httpx
+
+from core.errors import HbgwError
+from core.settings import Settings
+
+API_FILE = "api.json"
+LOCAL_OWNER = "local"
+LOOPBACK = "127.0.0.1"
+
+
+@dataclass(frozen=True)
+class LocalApi:
+    url: str
+    owner: str
+    token: str
+    generated: bool
+    """False when the token comes from HBGW_API_TOKENS (then it is not printed)."""
+
+    def env(self, settings: Settings) -> dict[str, str]:
+        """What the child `hbgw api` needs beyond the stack's environment (secrets included)."""
+        port = self.url.rsplit(":", 1)[1]
+        env = {"HBGW_API_HOST": LOOPBACK, "HBGW_API_PORT": port}
+        configured = settings.api_tokens.get_secret_value() if settings.api_tokens else ""
+        env["HBGW_API_TOKENS"] = configured or f"{self.owner}:{self.token}"
+        if settings.admin_token is not None:
+            env["HBGW_ADMIN_TOKEN"] = settings.admin_token.get_secret_value()
+        return env
+
+
+def plan(settings: Settings) -> LocalApi:
+    """The URL (the configured port, or a free one when it is taken) and the token to use."""
+    from gateway.api.auth import parse_tokens
+
+    port = settings.api_port if _free(settings.api_port) else _any_port()
+    url = f"http://{LOOPBACK}:{port}"
+    configured = settings.api_tokens.get_secret_value() if settings.api_tokens else ""
+    if configured.strip():
+        owner, token = parse_tokens(configured)[0]
+        return LocalApi(url, owner, token, generated=False)
+    return LocalApi(url, LOCAL_OWNER, secrets.token_urlsafe(24), generated=True)
+
+
+def _free(port: int) -> bool:
+    if port == 0:
+        return False
+    with socket.socket() as sock:
+        try:
+            sock.bind((LOOPBACK, port))
+        except OSError:
+            return False
+    return True
+
+
+def _any_port() -> int:
+    with socket.socket() as sock:
+        sock.bind((LOOPBACK, 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def write_file(home: Path, api: LocalApi) -> None:
+    """``api.json``, readable by its owner only, replaced atomically."""
+    path = home / API_FILE
+    tmp = home / f".{API_FILE}.{os.getpid()}"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as out:
+        json.dump({"url": api.url, "token": api.token, "owner": api.owner}, out)
+        out.write("\n")
+    os.replace(tmp, path)
+
+
+def remove_file(home: Path) -> None:
+    (home / API_FILE).unlink(missing_ok=True)
+
+
+def wait_ready(api: LocalApi, proc: Popen[bytes], log: Path, timeout: float = 60.0) -> None:
+    """Until the child answers /healthz; it dying or never answering is an error."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise HbgwError(f"The API exited with {proc.returncode} at start; see {log}.")
+        try:
+            if httpx.get(f"{api.url}/healthz", timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.1)
+    raise HbgwError(f"The API did not answer on {api.url} within {timeout:.0f} s; see {log}.")
