@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
 import pytest
-from support.pty_term import CTRL_D, in_terminal
+from support.pty_term import CTRL_C, CTRL_D, in_terminal
 from support.up_process import hbgw_up
 
 pytestmark = pytest.mark.e2e
@@ -30,3 +31,13 @@ def test_chat_talks_sets_a_heartbeat_and_sees_it_arrive(tmp_path: Path) -> None:
             term.expect("Bye.")
             assert term.wait() == 0
             assert "Traceback" not in term.seen
+        sid = re.findall(r"New session (\S+) ", term.seen)[0]
+        # Back later by id: the history shows the conversation, heartbeats marked; Ctrl-C leaves.
+        with in_terminal([*chat, sid], env={"HBGW_HOME": str(tmp_path)}) as term:
+            history = term.expect("history ends")
+            assert "you> hello there" in history and "agent> echo: hello there" in history
+            assert "♥ heartbeat: say hi" in history and "agent ♥> echo: [Heartbeat" in history
+            term.expect("you> ")
+            term.type(CTRL_C)
+            term.expect("Bye.")
+            assert term.wait() == 0

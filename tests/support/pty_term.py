@@ -13,6 +13,7 @@ from contextlib import contextmanager
 
 from support.harness import wait_until
 
+CTRL_C = "\x03"
 CTRL_D = "\x04"
 
 

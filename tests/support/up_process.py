@@ -35,8 +35,25 @@ def hbgw_up(home: Path, **settings: str) -> Iterator[dict[str, Any]]:
             wait_until(lambda: "Ready." in log_path.read_text() or up.poll() is not None, 60, "up")
             assert up.poll() is None, log_path.read_text()
             wait_until(lambda: (home / "api.json").exists(), 30, "api.json")
+            started = children_of(up.pid)
             yield json.loads((home / "api.json").read_text())
         finally:
             up.send_signal(signal.SIGTERM)
             code = up.wait(60)
-            assert code in (0, 143, -signal.SIGTERM), log_path.read_text()
+    assert code in (0, 128 + signal.SIGTERM), log_path.read_text()
+    wait_until(lambda: not any(alive(pid) for pid in started), 30, "every child of up to exit")
+    assert not (home / "api.json").exists()
+
+
+def children_of(pid: int) -> list[int]:
+    out = subprocess.run(["ps", "-o", "pid=", "--ppid", str(pid)], capture_output=True, text=True)
+    return [int(p) for p in out.stdout.split()]
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    stat = Path(f"/proc/{pid}/stat")
+    return stat.exists() and ") Z " not in stat.read_text()
