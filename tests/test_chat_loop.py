@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from support.api_fixtures import ALICE, TOKENS, Api
 from support.harness import wait_until
+from support.tcp_proxy import proxy_to
 
 from hbgw.chat.client import ApiClient, ChatMessage
 from hbgw.chat.terminal import heartbeat_prompt, render, run_chat
@@ -82,6 +83,28 @@ def test_an_api_error_is_shown_and_the_loop_goes_on(api: Api) -> None:
             chat.type("/heartbeat status")
             chat.shows("No heartbeat")
         assert chat.codes == [0]
+
+
+def test_a_lost_api_is_a_sentence_and_the_chat_goes_on(api: Api) -> None:
+    with (
+        api.gw.worker("w1"),
+        proxy_to(api.url) as proxy,
+        ApiClient(proxy.url, TOKENS[ALICE]) as client,
+    ):
+        sid = client.create_session("api", "t")["id"]
+        with chatting(client, sid) as chat:
+            # One kept-alive connection for the requests so far, one for the events stream.
+            wait_until(lambda: proxy.connections >= 2, 20, "the events stream")
+            proxy.cut()
+            chat.shows("(live replies paused) Cannot reach the API at")
+            chat.shows("(live replies back)")
+            proxy.swallow(2)  # the send and its one retry both lose their answer
+            chat.type("lost")
+            chat.shows("Error: Cannot reach the API at")
+            chat.type("found")
+            chat.shows("agent> user reply to: found")
+        assert chat.codes == [0]
+        assert chat.screen.getvalue().count("(live replies paused)") == 1
 
 
 def test_how_messages_are_shown() -> None:

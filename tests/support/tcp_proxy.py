@@ -1,8 +1,8 @@
 """A loopback TCP proxy that drops connections on demand: network failures, on real sockets.
 
-``cut()`` closes every open connection (a stream dropped mid-way); ``swallow(n)`` lets the next
-``n`` answers of the server be dropped with their connection (the client cannot know whether
-its request was applied). Use ``swallow`` with one request at a time, not with a stream open.
+``cut()`` closes every open connection (a stream dropped mid-way); ``swallow(n)`` drops the next
+``n`` answers of the server with their connection (the client cannot know whether
+its request was applied).
 """
 
 from __future__ import annotations
@@ -66,8 +66,9 @@ class TcpProxy:
     def _pump(self, source: socket.socket, sink: socket.socket, answers: bool) -> None:
         try:
             while chunk := source.recv(65536):
-                # Requests go one at a time: the next bytes from the server start the next answer.
-                if answers and self._take_swallow():
+                # A chunk that starts with a status line starts an answer (an open event
+                # stream's later chunks do not).
+                if answers and chunk.startswith(b"HTTP/") and self._take_swallow():
                     break
                 sink.sendall(chunk)
         except OSError:
