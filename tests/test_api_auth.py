@@ -100,6 +100,8 @@ def test_errors_have_codes_and_one_sentence(api: Api) -> None:
         assert broken.status_code == 422 and broken.json()["error"]["code"] == "invalid_input"
         empty_chat = alice.post("/v1/sessions", json={"platform": "slack", "chat": " "})
         assert empty_chat.status_code == 422 and "chat" in empty_chat.json()["error"]["message"]
+        nul = alice.get("/v1/sessions", params={"after": "s\x00"})
+        assert nul.status_code == 422 and "NUL" in nul.json()["error"]["message"]
         route = alice.get("/v1/nothing")
         assert route.status_code == 404 and route.json()["error"]["code"] == "not_found"
         method = alice.patch(f"/v1/sessions/{sid}")

@@ -11,6 +11,8 @@ from typing import Any
 from fastapi import APIRouter
 
 from core.errors import CommandError
+from gateway.api.auth import Principal
+from gateway.api.context import ApiContext
 from gateway.api.errors import ApiError
 from gateway.api.routes_sessions import Ctx, Who
 from gateway.api.schemas import HeartbeatChange, HeartbeatSpec, HeartbeatStatus, Reply, errors
@@ -23,12 +25,12 @@ from state.connection import TRANSIENT_REDIS_ERRORS
 router = APIRouter(prefix="/v1/sessions/{session_id}/heartbeat", tags=["heartbeat"])
 
 
-def _status(ctx: Any, sid: str) -> dict[str, Any]:
+def _status(ctx: ApiContext, sid: str) -> dict[str, Any]:
     status = ctx.store.heartbeat_status(sid, ctx.clock()).to_json()
     return {**status, "emergency_stop": _estop(ctx, sid)}
 
 
-def _estop(ctx: Any, sid: str) -> bool | None:
+def _estop(ctx: ApiContext, sid: str) -> bool | None:
     """Whether an emergency stop holds the session; null when Redis does not answer."""
     if ctx.rt is None:
         return None
@@ -38,13 +40,12 @@ def _estop(ctx: Any, sid: str) -> bool | None:
         return None
 
 
-def _active(ctx: Any, who: Any, session_id: str) -> SessionView:
+def _active(ctx: ApiContext, who: Principal, session_id: str) -> SessionView:
     ctx.session_for(who, session_id)
-    active: SessionView = ctx.store.resolve_active(session_id)
-    return active
+    return ctx.store.resolve_active(session_id)
 
 
-def _apply(ctx: Any, session: SessionView, command: Command) -> dict[str, Any]:
+def _apply(ctx: ApiContext, session: SessionView, command: Command) -> dict[str, Any]:
     reply = apply_command(
         ctx.store,
         session.id,
@@ -75,7 +76,7 @@ def put(session_id: str, body: HeartbeatSpec, ctx: Ctx, who: Who) -> dict[str, A
     return _apply(ctx, session, _set_command(ctx, body))
 
 
-def _set_command(ctx: Any, body: HeartbeatSpec) -> SetHeartbeat:
+def _set_command(ctx: ApiContext, body: HeartbeatSpec) -> SetHeartbeat:
     schedule = " ".join(body.schedule.split())
     if not schedule:
         raise CommandError(

@@ -8,6 +8,7 @@ from fastapi import APIRouter, Header, Query
 from fastapi.responses import JSONResponse
 
 from core.errors import BadInput, InvalidState, NotFound
+from gateway.api.context import ApiContext
 from gateway.api.errors import not_found
 from gateway.api.routes_sessions import PAGE_MAX, Ctx, Who
 from gateway.api.schemas import CommandAnswer, MessageAccepted, MessageList, NewMessage, errors
@@ -76,7 +77,7 @@ def post_message(
     return JSONResponse(accepted, status_code=202)
 
 
-def _command_failed(ctx: Any, session_id: str, exc: BadInput) -> JSONResponse:
+def _command_failed(ctx: ApiContext, session_id: str, exc: BadInput) -> JSONResponse:
     """A command's error is its answer: the same sentence, as a reply and as an error."""
     ctx.metrics.commands.labels("false").inc()
     code = "invalid_state" if isinstance(exc, InvalidState) else "invalid_input"

@@ -20,6 +20,7 @@ from gateway.api.schemas import (
     errors,
 )
 from gateway.api.serial import session_json, view_json
+from sessions.validation import check_storable
 
 router = APIRouter(prefix="/v1/sessions", tags=["sessions"])
 
@@ -51,6 +52,8 @@ def list_sessions(
 ) -> dict[str, Any]:
     """The token owner's sessions (every session for the admin), in id order, paged."""
     owner = None if who.admin else who.owner
+    if after is not None:
+        check_storable(after, "after")
     sessions = ctx.store.list_sessions(owner=owner, after=after, limit=limit)
     next_after = sessions[-1].id if len(sessions) == limit else None
     return {"sessions": [session_json(s) for s in sessions], "next_after": next_after}
