@@ -150,6 +150,12 @@ def test_health_ready_metrics(api: Api) -> None:
         assert 'hbgw_api_commands_answered_total{ok="true"} 1.0' in text
         assert "hbgw_api_event_streams_open 0.0" in text
         assert "hbgw_api_request_seconds_bucket" in text
+        anyone.get("/openapi.json")
+        anyone.get("/v1/sessions/s-unknown-probe")
+        text = anyone.get("/metrics").text
+        assert 'route="/openapi.json",status="200"' in text
+        assert 'route="/v1/sessions/{session_id}",status="401"' in text
+        assert "s-unknown-probe" not in text
 
 
 def test_openapi_document(api: Api) -> None:

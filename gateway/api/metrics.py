@@ -59,7 +59,7 @@ class MetricsMiddleware:
             nonlocal status
             if message["type"] == "http.response.start":
                 status = message["status"]
-                route = _route(scope)
+                route = _route(scope, status)
                 self.metrics.latency.labels(route, scope["method"]).observe(
                     time.monotonic() - started
                 )
@@ -68,10 +68,15 @@ class MetricsMiddleware:
         try:
             await self.app(scope, receive, watch)
         finally:
-            self.metrics.requests.labels(_route(scope), scope["method"], str(status)).inc()
+            route = _route(scope, status)
+            self.metrics.requests.labels(route, scope["method"], str(status)).inc()
 
 
-def _route(scope: Scope) -> str:
+def _route(scope: Scope, status: int) -> str:
+    """The route's template; FastAPI's own pages (/openapi.json, /docs) leave none in the
+    scope, and only a success names its path, so no client can mint labels at will."""
     route = scope.get("route")
     path = getattr(route, "path", None)
-    return path if isinstance(path, str) else "unmatched"
+    if isinstance(path, str):
+        return path
+    return str(scope["path"]) if status < 400 else "unmatched"
