@@ -107,6 +107,20 @@ def test_a_lost_api_is_a_sentence_and_the_chat_goes_on(api: Api) -> None:
         assert chat.screen.getvalue().count("(live replies paused)") == 1
 
 
+def test_the_chat_follows_the_session_through_compression(api: Api) -> None:
+    with api.gw.worker("w1"), ApiClient(api.url, TOKENS[ALICE]) as client:
+        sid = client.create_session("api", "t")["id"]
+        with chatting(client, sid) as chat, api.owner(ALICE) as alice:
+            child = alice.post(f"/v1/sessions/{sid}/compress").json()["session"]["id"]
+            chat.shows(f"Session compressed: it continues as {child}")
+            chat.type("after")
+            chat.shows("agent> user reply to: after")
+        assert [m.text for m in client.history(child)][:1] == ["after"]
+        with chatting(client, sid) as again:  # the old id leads to the child
+            pass
+        assert f"Session {sid} continues as {child} (compressed)." in again.screen.getvalue()
+
+
 def test_how_messages_are_shown() -> None:
     def message(role: str, kind: str, text: str, heartbeat: bool = False) -> ChatMessage:
         return ChatMessage(1, "s", role, kind, text, heartbeat)
