@@ -118,6 +118,8 @@ class EventStream:
         path = f"/v1/sessions/{self.session_id}/events"
         with http.stream("GET", path, headers=headers) as response:
             self._response = response
+            if self.stop.is_set():
+                return  # close() came while connecting, before there was a socket to shut
             if response.status_code >= 400:
                 response.read()
                 raise error_from(response)
