@@ -113,6 +113,18 @@ def test_errors_are_typed_sentences(api: Api) -> None:
         assert too_long.value.code == "invalid_input"
 
 
+def test_a_refused_token_is_looked_up_again_once(api: Api) -> None:
+    fresh = (api.url, TOKENS[ALICE])
+    with ApiClient(api.url, "from-before-a-restart", rediscover=lambda: fresh) as client:
+        sid = client.create_session("api", "t")["id"]
+        assert client.token == TOKENS[ALICE]
+        assert client.get_session(sid)["id"] == sid
+    with ApiClient(api.url, "wrong", rediscover=lambda: None) as client:
+        with pytest.raises(ApiError) as refused:
+            client.create_session("api", "t")
+        assert refused.value.code == "unauthorized"
+
+
 def test_an_unreachable_api_is_a_sentence(api: Api) -> None:
     with proxy_to(api.url) as proxy:
         url = proxy.url

@@ -107,6 +107,23 @@ def test_a_lost_api_is_a_sentence_and_the_chat_goes_on(api: Api) -> None:
         assert chat.screen.getvalue().count("(live replies paused)") == 1
 
 
+def test_a_restarted_api_is_found_again_where_hbgw_up_writes_it(api: Api) -> None:
+    with api.gw.worker("w1"), proxy_to(api.url) as before, proxy_to(api.url) as after:
+        now = [before.url]  # what api.json says
+        with ApiClient(
+            before.url, TOKENS[ALICE], rediscover=lambda: (now[0], TOKENS[ALICE])
+        ) as client:
+            sid = client.create_session("api", "t")["id"]
+            with chatting(client, sid) as chat:
+                wait_until(lambda: before.connections >= 2, 20, "the events stream")
+                now[0] = after.url
+                before.close()  # `hbgw up` stopped; it came back on another port
+                chat.shows("(live replies back)")
+                chat.type("still here")
+                chat.shows("agent> user reply to: still here")
+            assert chat.codes == [0] and client.url == after.url
+
+
 def test_the_chat_follows_the_session_through_compression(api: Api) -> None:
     with api.gw.worker("w1"), ApiClient(api.url, TOKENS[ALICE]) as client:
         sid = client.create_session("api", "t")["id"]

@@ -6,7 +6,9 @@ answered with an error body, ``ApiUnreachable`` when no answer came at all.
 
 from __future__ import annotations
 
+import threading
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,6 +17,10 @@ import httpx
 from core.errors import HbgwError
 
 DEFAULT_TIMEOUT = 10.0
+UNAUTHORIZED = 401
+
+Rediscover = Callable[[], "tuple[str, str] | None"]
+"""Where the API is now, and its token (None: unknown); asked after a refusal or no answer."""
 PAGE = 200  # the API's largest page
 
 
@@ -96,23 +102,37 @@ class ApiClient:
         token: str,
         *,
         timeout: float = DEFAULT_TIMEOUT,
-        transport: httpx.BaseTransport | None = None,
+        rediscover: Rediscover | None = None,
     ) -> None:
         self.url = url.rstrip("/")
         self.token = token
         self.timeout = timeout
-        self.transport = transport
+        self._rediscover = rediscover
+        self._lock = threading.Lock()
         self._http = self.new_http()
+        self._http_for = (self.url, self.token)
 
     def new_http(self, *, read_timeout: float | None = None) -> httpx.Client:
-        """An httpx client for this API (the events stream keeps one of its own)."""
+        """An httpx client for this API as now known (the events stream makes its own)."""
         timeout = httpx.Timeout(self.timeout, read=read_timeout or self.timeout)
+        with self._lock:
+            url, token = self.url, self.token
         return httpx.Client(
-            base_url=self.url,
-            headers={"Authorization": f"Bearer {self.token}"},
-            timeout=timeout,
-            transport=self.transport,
+            base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=timeout
         )
+
+    def rediscover(self) -> bool:
+        """Look the API up again (`hbgw up` restarted: a new token, maybe a new port); True
+        when its address or token changed."""
+        found = self._rediscover() if self._rediscover else None
+        if not found:
+            return False
+        url, token = found[0].rstrip("/"), found[1]
+        with self._lock:
+            if (url, token) == (self.url, self.token):
+                return False
+            self.url, self.token = url, token
+        return True
 
     def close(self) -> None:
         self._http.close()
@@ -124,6 +144,19 @@ class ApiClient:
         self.close()
 
     def _request(self, method: str, path: str, **kwargs: Any) -> Any:
+        try:
+            return self._request_once(method, path, **kwargs)
+        except (ApiUnreachable, ApiError) as exc:
+            refused = isinstance(exc, ApiError) and exc.status == UNAUTHORIZED
+            if not (refused or isinstance(exc, ApiUnreachable)) or not self.rediscover():
+                raise
+        return self._request_once(method, path, **kwargs)
+
+    def _request_once(self, method: str, path: str, **kwargs: Any) -> Any:
+        if self._http_for != (self.url, self.token):
+            self._http.close()
+            self._http = self.new_http()
+            self._http_for = (self.url, self.token)
         try:
             response = self._http.request(method, path, **kwargs)
         except httpx.TransportError as exc:

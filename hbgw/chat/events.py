@@ -88,26 +88,31 @@ class EventStream:
 
     def __iter__(self) -> Iterator[ChatMessage | Moved]:
         """Messages as delivered, and moves, until ``stop`` is set or a final error is raised."""
-        with self.client.new_http(read_timeout=READ_TIMEOUT) as http:
-            while not self.stop.is_set():
-                try:
+        while not self.stop.is_set():
+            try:
+                # A client per connection: a rediscovered address or token applies at once.
+                with self.client.new_http(read_timeout=READ_TIMEOUT) as http:
                     yield from self._one_connection(http)
-                    problem = "The events stream ended"
-                except Exception as exc:
-                    if self.stop.is_set():
-                        return  # closed under the reader by close(), or stopped meanwhile
-                    problem = self._retryable(exc)
+                problem = "The events stream ended"
+            except Exception as exc:
                 if self.stop.is_set():
-                    return
-                delay = self.backoff.next()
-                self.on_problem(f"{problem}; retrying in {delay:g} s.", delay)
-                self.stop.wait(delay)
+                    return  # closed under the reader by close(), or stopped meanwhile
+                problem = self._retryable(exc)
+            if self.stop.is_set():
+                return
+            delay = self.backoff.next()
+            self.on_problem(f"{problem}; retrying in {delay:g} s.", delay)
+            self.stop.wait(delay)
 
     def _retryable(self, exc: Exception) -> str:
         """What went wrong, in words, when trying again may help; else ``exc`` is raised."""
         if isinstance(exc, httpx.HTTPError):
-            return str(unreachable(self.client.url, exc)).rstrip(".?")
-        if isinstance(exc, ApiError) and exc.status not in FINAL_STATUSES:
+            sentence = str(unreachable(self.client.url, exc)).rstrip(".?")
+            self.client.rediscover()
+            return sentence
+        if isinstance(exc, ApiError) and (
+            exc.status not in FINAL_STATUSES or self.client.rediscover()
+        ):
             return str(exc).rstrip(".")
         raise exc
 

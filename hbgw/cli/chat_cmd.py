@@ -5,6 +5,7 @@ from __future__ import annotations
 import getpass
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import typer
@@ -32,17 +33,32 @@ def _from_file(home: Path) -> dict[str, str]:
     return {k: str(v) for k, v in data.items() if k in ("url", "token") and v}
 
 
-def api_address(url: str | None, token: str | None) -> tuple[str, str]:
-    """The API's URL and token: flags, else HBGW_API_URL/HBGW_API_TOKEN, else `hbgw up`'s file."""
+def api_address(url: str | None, token: str | None) -> tuple[str, str, bool]:
+    """The API's URL and token: flags, else HBGW_API_URL/HBGW_API_TOKEN, else `hbgw up`'s file;
+    and whether both came from the file (then a restarted `hbgw up` is found again there)."""
     url = url or os.environ.get("HBGW_API_URL") or None
     token = token or os.environ.get("HBGW_API_TOKEN") or None
+    from_file = url is None and token is None
     if url is None or token is None:
         written = _from_file(settings().home)
         url = url or written.get("url")
         token = token or written.get("token")
     if not url or not token:
         raise BadInput(NO_ADDRESS)
-    return url, token
+    return url, token, from_file
+
+
+def _rediscover(home: Path) -> Callable[[], tuple[str, str] | None]:
+    def read() -> tuple[str, str] | None:
+        try:
+            written = _from_file(home)
+        except BadInput:  # caught mid-write by a starting `hbgw up`: ask again next time
+            return None
+        if "url" in written and "token" in written:
+            return written["url"], written["token"]
+        return None
+
+    return read
 
 
 def _user() -> str:
@@ -71,8 +87,9 @@ def chat(
     from hbgw.chat.client import ApiClient
     from hbgw.chat.terminal import run_chat
 
-    address, bearer = api_address(url, token)
-    with ApiClient(address, bearer) as client:
+    address, bearer, from_file = api_address(url, token)
+    rediscover = _rediscover(settings().home) if from_file else None
+    with ApiClient(address, bearer, rediscover=rediscover) as client:
         if session_id is None:
             session_id = str(client.create_session("api", f"terminal-{_user()}")["id"])
             out(f"New session {session_id} — come back to it with: hbgw chat {session_id}")
