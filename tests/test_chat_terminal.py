@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import sys
+from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
@@ -40,4 +41,23 @@ def test_chat_talks_sets_a_heartbeat_and_sees_it_arrive(tmp_path: Path) -> None:
             term.expect("you> ")
             term.type(CTRL_C)
             term.expect("Bye.")
+            assert term.wait() == 0
+
+
+def test_chat_rides_out_a_restart_of_hbgw_up(tmp_path: Path) -> None:
+    chat = [sys.executable, "-m", "hbgw", "chat"]
+    with ExitStack() as outlives_up:
+        with hbgw_up(tmp_path) as before:
+            term = outlives_up.enter_context(in_terminal(chat, env={"HBGW_HOME": str(tmp_path)}))
+            term.expect("history ends")
+            term.type("before\n")
+            term.expect("agent> echo: before", timeout=30)
+        term.expect("(live replies paused)")
+        # Back with a fresh token (and another port when the old one is still taken).
+        with hbgw_up(tmp_path) as after:
+            assert after["token"] != before["token"]
+            term.expect("(live replies back)", timeout=30)
+            term.type("after\n")
+            term.expect("agent> echo: after", timeout=30)
+            term.type(CTRL_D)
             assert term.wait() == 0
