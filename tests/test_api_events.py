@@ -42,6 +42,12 @@ def test_the_stream_delivers_a_reply_and_a_heartbeat_turn_not_a_silent_one(api: 
             api.gw.tick()
             runs = api.gw.final_runs(sid, count=2)
             assert [r.state for r in runs] == ["completed", "silent"]
+            answers = [
+                m
+                for m in alice.get(f"/v1/sessions/{sid}/messages").json()["messages"]
+                if m["role"] == "assistant" and m["heartbeat"]
+            ]
+            assert [m["silent"] for m in answers] == [False, True]  # on record, never sent
             # A later reply arrives; nothing came between it and the heartbeat's event.
             alice.post(f"/v1/sessions/{sid}/messages", json={"text": "after the silence"})
             wait_until(lambda: len(reader.of("message")) == 3, 30, "the next reply")

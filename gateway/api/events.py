@@ -25,10 +25,9 @@ from gateway.api.context import ApiContext
 from gateway.api.routes_messages import MAX_ID
 from gateway.api.routes_sessions import Ctx, Who
 from gateway.api.schemas import errors
-from gateway.api.serial import message_json
+from gateway.api.serial import is_silent_answer, message_json
 from sessions.states import ClosedReason, SessionStatus
 from sessions.views import MessageView
-from workers.injection import is_silent
 
 router = APIRouter(prefix="/v1/sessions", tags=["events"])
 log = logging.getLogger("hbgw.api.events")
@@ -40,9 +39,7 @@ STREAM = {200: {"content": {"text/event-stream": {}}, "description": "An event s
 
 def delivered(message: MessageView) -> bool:
     """What reached the chat: assistant replies and notices, heartbeat answers unless silent."""
-    if message.role != "assistant":
-        return False
-    return not (message.fire_id and is_silent(message.text))
+    return message.role == "assistant" and not is_silent_answer(message)
 
 
 def message_event(message: MessageView) -> str:

@@ -81,6 +81,8 @@ class Message(Response):
     state: str
     created_at: str | None
     heartbeat: bool
+    # A heartbeat answer that was the silence marker: on record, never sent to the chat.
+    silent: bool = False
     # Tokens the model spent on this reply (user turns; a heartbeat's are on its run).
     prompt_tokens: int | None = None
     completion_tokens: int | None = None

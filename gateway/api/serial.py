@@ -10,6 +10,7 @@ from typing import Any
 
 from core.clock import iso
 from sessions.views import MessageView, SessionView
+from workers.injection import is_silent
 
 
 def view_json(view: Any) -> dict[str, Any]:
@@ -38,5 +39,14 @@ def is_heartbeat(message: MessageView) -> bool:
     return message.kind == "heartbeat" or (message.role == "assistant" and bool(message.fire_id))
 
 
+def is_silent_answer(message: MessageView) -> bool:
+    """A heartbeat turn's silence marker: stored for the record, never delivered to the chat."""
+    return message.role == "assistant" and bool(message.fire_id) and is_silent(message.text)
+
+
 def message_json(message: MessageView) -> dict[str, Any]:
-    return {**view_json(message), "heartbeat": is_heartbeat(message)}
+    return {
+        **view_json(message),
+        "heartbeat": is_heartbeat(message),
+        "silent": is_silent_answer(message),
+    }

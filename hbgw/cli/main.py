@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from core.errors import HbgwError
-from hbgw.cli import api_cmd, heartbeat_cmd, ops_cmd, session_cmd
+from hbgw.cli import api_cmd, chat_cmd, heartbeat_cmd, ops_cmd, session_cmd
 from hbgw.cli.common import err, limits, now, open_store, out, out_json, settings
 from hbgw.cli.help import INSPECT, OPERATE, RUN, TALK, Command, Group
 
@@ -34,6 +34,7 @@ class Root(Group):
         "session",
         "heartbeat",
         "send",
+        "chat",
         "runs",
         "config",
     )
@@ -180,6 +181,7 @@ for _command, _panel in (
     (ops_cmd.beat, RUN),
     (api_cmd.api, RUN),
     (send, TALK),
+    (chat_cmd.chat, TALK),
     (runs, INSPECT),
     (config, INSPECT),
     (migrate, OPERATE),
