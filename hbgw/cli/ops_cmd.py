@@ -24,10 +24,13 @@ def worker(
 ) -> None:
     """Run a gateway worker: consumes its own queue and runs the turns of the sessions it owns."""
     from core.logs import configure_logging
+    from core.metrics import serve_metrics
     from hbgw.wiring import assembled_worker
 
     name = name or socket.gethostname()
-    configure_logging(settings(), worker=name)
+    s = settings()
+    configure_logging(s, worker=name)
+    serve_metrics(s.metrics_host, s.metrics_port, "worker")
     with assembled_worker(settings(), name, threads=concurrency) as parts:
         celery_worker = parts.app.Worker(
             hostname=f"{name}@{socket.gethostname()}",
@@ -53,11 +56,13 @@ def beat() -> None:
 
     from beat.scheduler import HeartbeatScheduler
     from core.logs import configure_logging
+    from core.metrics import serve_metrics
     from hbgw.celery_app import make_celery
     from state.runtime import resolve_redis_url
 
     s = settings()
     configure_logging(s)
+    serve_metrics(s.metrics_host, s.metrics_port, "beat")
     app = make_celery(s, resolve_redis_url(s))
     service = Service(app, max_interval=s.beat_max_sleep, scheduler_cls=HeartbeatScheduler)
     # Built here, not lazily inside the signal handler.
