@@ -78,6 +78,46 @@ def beat() -> None:
     service.start()
 
 
+def flower(
+    host: str | None = typer.Option(
+        None, "--host", help="Address to listen on (default HBGW_FLOWER_HOST, 127.0.0.1)."
+    ),
+    port: int | None = typer.Option(
+        None, "--port", min=1, max=65535, help="Port (default HBGW_FLOWER_PORT, 5555)."
+    ),
+    unauthenticated_loopback: bool = typer.Option(
+        False,
+        "--unauthenticated-loopback",
+        help="Start without authentication; allowed on a loopback address only.",
+    ),
+) -> None:
+    """Run Flower on the gateway's Celery app: workers, fires and drains as they happen.
+
+    Needs HBGW_FLOWER_PASSWORD (basic auth as HBGW_FLOWER_USER) or Flower's OAuth settings,
+    unless bound to loopback with --unauthenticated-loopback.
+    """
+    import os
+
+    from core.logs import configure_logging
+    from hbgw.celery_app import make_celery
+    from hbgw.flower import flower_plan
+    from state.runtime import resolve_redis_url
+
+    s = settings()
+    plan = flower_plan(
+        s,
+        os.environ,
+        host=host,
+        port=port,
+        unauthenticated_loopback=unauthenticated_loopback,
+    )
+    configure_logging(s)
+    # In this process's environment, where Flower reads it, and never in argv (`ps` shows it).
+    os.environ.update(plan.env)
+    app = make_celery(s, resolve_redis_url(s))
+    app.start(argv=plan.argv)
+
+
 def estop(
     switch: str = typer.Argument(..., metavar="on|off"),
     session: str | None = typer.Option(None, "--session", help="Only this session."),
