@@ -20,6 +20,9 @@ from core.errors import BadInput
 from core.settings import Settings
 
 OAUTH_VARIABLES = ("FLOWER_AUTH_PROVIDER", "FLOWER_AUTH")
+# Flower hides task arguments by default; ours are what an operator looks for (fire ids, the
+# session of a drain). FLOWER_TASKS_COLUMNS in the environment still wins.
+TASK_COLUMNS = "name,args,state,received,runtime,worker,uuid"
 
 
 def is_loopback(host: str) -> bool:
@@ -52,6 +55,8 @@ def flower_plan(
     host = host or settings.flower_host
     port = settings.flower_port if port is None else port
     argv = ["flower", f"--address={host}", f"--port={port}"]
+    if "FLOWER_TASKS_COLUMNS" not in environ:
+        argv.append(f"--tasks_columns={TASK_COLUMNS}")
     password = settings.flower_password.get_secret_value() if settings.flower_password else ""
     if password:
         return FlowerPlan(argv, {"FLOWER_BASIC_AUTH": _credential(settings.flower_user, password)})

@@ -14,6 +14,9 @@ import pytest
 from support.harness import Gateway, gateway_settings, wait_until
 from support.metrics_reading import free_port
 
+from core.errors import BadInput
+from core.settings import Settings
+from hbgw.flower import flower_plan
 from hbgw.procs import spawn_hbgw, stop_all
 
 USER, PASSWORD = "ops", "flower-secret-4b1e"
@@ -98,3 +101,36 @@ def _workers(url: str) -> dict[str, Any] | None:
     assert answer.status_code == 200, answer.text
     listed: dict[str, Any] = answer.json()
     return listed or None
+
+
+def test_the_basic_auth_credential_is_in_the_environment_never_in_argv(tmp_path: Path) -> None:
+    settings = Settings(home=tmp_path, flower_user=USER, flower_password=PASSWORD)
+    plan = flower_plan(settings, {}, host="0.0.0.0", port=5600)
+    assert plan.env["FLOWER_BASIC_AUTH"] == f"{USER}:{PASSWORD}"
+    assert not [arg for arg in plan.argv if PASSWORD in arg]
+    assert plan.argv[:3] == ["flower", "--address=0.0.0.0", "--port=5600"]
+
+
+def test_oauth_settings_of_flower_count_as_authentication(tmp_path: Path) -> None:
+    oauth = {"FLOWER_AUTH_PROVIDER": "flower.views.auth.GithubLoginHandler", "FLOWER_AUTH": ".*"}
+    plan = flower_plan(Settings(home=tmp_path), oauth, host="0.0.0.0")
+    assert (plan.auth, plan.env) == ("oauth", {})
+
+
+def test_an_operator_choice_of_task_columns_wins(tmp_path: Path) -> None:
+    settings = Settings(home=tmp_path, flower_password=PASSWORD)
+    assert any(a.startswith("--tasks_columns=") for a in flower_plan(settings, {}).argv)
+    chosen = flower_plan(settings, {"FLOWER_TASKS_COLUMNS": "name,uuid"})
+    assert not any(a.startswith("--tasks_columns=") for a in chosen.argv)
+
+
+@pytest.mark.parametrize(
+    ("user", "password", "says"),
+    [("ops", "a,b", "cannot contain ','"), ("o:ps", "pw", "without ':' or ','")],
+)
+def test_credentials_flower_would_split_are_refused(
+    tmp_path: Path, user: str, password: str, says: str
+) -> None:
+    settings = Settings(home=tmp_path, flower_user=user, flower_password=password)
+    with pytest.raises(BadInput, match=says):
+        flower_plan(settings, {})
