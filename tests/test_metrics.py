@@ -14,10 +14,11 @@ import pytest
 from support.api_fixtures import TOKENS, api_overrides
 from support.harness import Gateway, gateway_settings, wait_until
 from support.http_server import serving
-from support.metrics_reading import Samples, free_port, scrape, value, with_name
+from support.metrics_reading import Samples, free_port, free_port_run, scrape, value, with_name
 
 from gateway.api.app import create_app
 from hbgw.procs import spawn_hbgw, stop_all
+from hbgw.up import local_stack
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 
@@ -139,3 +140,18 @@ def _check_logs(path: Path) -> None:
     done = [r for r in records if r["action"] == "fire.done"]
     assert len(done) == 3
     assert all(r["session"] and r["fire_id"] and r["worker"] == "w1" for r in done)
+
+
+def test_up_gives_beat_and_each_worker_a_metrics_port_of_its_own(
+    tmp_path: Path, redis_url: str, redis_ns: str
+) -> None:
+    base = free_port_run(3)
+    settings = gateway_settings(tmp_path, redis_url, redis_ns, agent="echo", metrics_port=base)
+    with local_stack(settings, workers=2) as stack:
+        urls = [f"http://127.0.0.1:{base + i}/metrics" for i in range(3)]
+
+        def all_see_both_workers() -> bool:
+            return all(value(scrape(url), "hbgw_live_workers") == 2 for url in urls)
+
+        wait_until(all_see_both_workers, 60, "beat, w1 and w2 to serve /metrics")
+        assert all(proc.poll() is None for proc in stack.procs.values())

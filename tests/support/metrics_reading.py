@@ -17,6 +17,24 @@ def free_port() -> int:
         return port
 
 
+def free_port_run(count: int) -> int:
+    """The first of ``count`` consecutive loopback ports that are free now."""
+    for _ in range(100):
+        base = free_port()
+        if base + count <= 65535 and all(_free(base + i) for i in range(1, count)):
+            return base
+    raise AssertionError(f"no {count} consecutive free ports")
+
+
+def _free(port: int) -> bool:
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
 def scrape(url: str) -> Samples:
     """Every sample of the page, keyed by (sample name, sorted labels); {} while nobody answers."""
     try:
