@@ -53,7 +53,7 @@ class GatewayMetrics:
         )
         self.claim_batch = Histogram(
             "hbgw_claim_batch_size",
-            "Due members one claim call of beat took.",
+            "Due heartbeats one beat tick claimed, over every shard (0 included).",
             buckets=BATCH_BUCKETS,
             registry=r,
         )
