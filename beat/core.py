@@ -16,6 +16,8 @@ from datetime import datetime, timedelta
 
 from beat.restore import restore
 from core.clock import from_ms, to_ms
+from core.metrics import gateway_metrics
+from sessions.states import RefundReason, RunState
 from state.dispatch import Dispatcher
 from state.failures import log_failure
 from state.ownership import rendezvous_owner
@@ -24,6 +26,8 @@ from state.runtime import Runtime
 log = logging.getLogger("hbgw.beat")
 
 MIN_SLEEP = 0.05
+# The backlog gauge costs one pipelined ZCOUNT per shard: bounded, not per fire or per tick.
+BACKLOG_EVERY_MS = 5000
 
 
 class StopFlag:
@@ -74,6 +78,7 @@ class BeatCore:
         self.dispatcher = dispatcher
         self.stopping = StopFlag()
         self.next_restore_ms = 0
+        self.next_backlog_ms = 0
         s = rt.settings
         self.lease_ms = int(s.claim_lease * 1000)
         self.restore_every_ms = int(s.restore_interval * 1000)
@@ -87,6 +92,10 @@ class BeatCore:
             self.restore_now(now_ms)
             self.next_restore_ms = now_ms + self.restore_every_ms
         workers = self.rt.registry.live(now_ms)
+        gateway_metrics().live_workers.set(len(workers))
+        if now_ms >= self.next_backlog_ms:
+            self.measure_backlog(now_ms)
+            self.next_backlog_ms = now_ms + BACKLOG_EVERY_MS
         if workers and not self.stopping.is_set():
             self.dispatch_due(now_ms, workers)
             self.sweep_inboxes(workers)
@@ -94,6 +103,12 @@ class BeatCore:
         if earliest is None or not workers:
             return self.max_sleep
         return min(self.max_sleep, max(MIN_SLEEP, (earliest - now_ms) / 1000))
+
+    def measure_backlog(self, now_ms: int) -> None:
+        """Due members per shard before this tick claims: what waits when workers fall behind."""
+        gauge = gateway_metrics().due_backlog
+        for shard, count in self.rt.index.backlog(now_ms).items():
+            gauge.labels(str(shard)).set(count)
 
     def restore_now(self, now_ms: int) -> None:
         s = self.rt.settings
@@ -116,6 +131,9 @@ class BeatCore:
             if rt.gate.lock_holder(run.session_id) is not None:
                 continue
             if rt.store.refund_orphan(run.id, now) is not None:
+                metrics = gateway_metrics()
+                metrics.fires.labels(RunState.REFUNDED.value).inc()
+                metrics.refunds.labels(RefundReason.ORPHANED.name.lower()).inc()
                 # Due again at once, under a new fire id (the old one is in the ledger).
                 if rt.settle(run.session_id) is not None:
                     rt.index.schedule(run.session_id, to_ms(now))
@@ -128,6 +146,7 @@ class BeatCore:
 
     def dispatch_due(self, now_ms: int, workers: list[str]) -> int:
         claimed = self.rt.index.claim_all(now_ms, self.lease_ms, self.rt.settings.claim_batch)
+        gateway_metrics().claim_batch.observe(len(claimed))
         groups: dict[str, list[tuple[str, int]]] = defaultdict(list)
         for session_id, due_ms in claimed:
             owner = rendezvous_owner(session_id, workers)

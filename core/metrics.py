@@ -7,9 +7,12 @@ they go blind. Labels never carry a session id or text: their number must stay b
 
 from __future__ import annotations
 
+import logging
 from functools import lru_cache
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+
+log = logging.getLogger("hbgw.metrics")
 
 LAG_BUCKETS = (0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 900)
 TURN_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 300)
@@ -50,7 +53,7 @@ class GatewayMetrics:
         )
         self.claim_batch = Histogram(
             "hbgw_claim_batch_size",
-            "Due members one claim call of beat took.",
+            "Due heartbeats one beat tick claimed, over every shard (0 included).",
             buckets=BATCH_BUCKETS,
             registry=r,
         )
@@ -73,3 +76,22 @@ class GatewayMetrics:
 def gateway_metrics() -> GatewayMetrics:
     """This process's metrics (one beat or worker per process in production)."""
     return GatewayMetrics()
+
+
+def serve_metrics(host: str, port: int, role: str) -> bool:
+    """Serve this process's ``/metrics`` on ``host:port`` from a daemon thread; port 0 is off.
+
+    A port already taken stops the process at start (an ``OSError``): a role that runs without
+    the metrics its operator configured would leave the dashboard silently blind.
+    """
+    if port <= 0:
+        return False
+    start_http_server(port, addr=host, registry=gateway_metrics().registry)
+    log.info(
+        "%s metrics on http://%s:%d/metrics",
+        role,
+        host,
+        port,
+        extra={"action": "metrics.serving"},
+    )
+    return True

@@ -98,9 +98,15 @@ class Settings(BaseSettings):
     metrics_port: int = Field(
         default=0, ge=0, le=65535, description="Port of /metrics of beat or a worker; 0 is off."
     )
+    metrics_host: str = Field(
+        default="127.0.0.1", description="Address /metrics of beat or a worker listens on."
+    )
     flower_password: SecretStr | None = Field(
         default=None, description="Flower basic-auth password."
     )
+    flower_user: str = Field(default="admin", description="Flower basic-auth user name.")
+    flower_host: str = Field(default="127.0.0.1", description="Address Flower listens on.")
+    flower_port: int = Field(default=5555, ge=1, le=65535, description="Port of Flower.")
     log_format: Literal["json", "text", "auto"] = Field(
         default="auto", description="Log lines: json, text, or auto (text on a terminal)."
     )

@@ -43,7 +43,13 @@ class Stack:
     api: LocalApi | None = None
 
     def start(self, role: str, args: list[str]) -> Popen[bytes]:
-        proc = spawn_hbgw(args, env=self.env, log=self.logs / f"{role}.log")
+        env = self.env
+        if self.settings.metrics_port:
+            # One /metrics port each (beat: the port, worker i: port + i): on a shared port
+            # every role after the first would fail at start.
+            port = self.settings.metrics_port + len(self.procs)
+            env = {**env, "HBGW_METRICS_PORT": str(port)}
+        proc = spawn_hbgw(args, env=env, log=self.logs / f"{role}.log")
         self.procs[role] = proc
         return proc
 

@@ -14,6 +14,7 @@ from typing import Any, Protocol
 
 from core.errors import NotWired
 from core.settings import Settings
+from sessions.states import fire_id
 from state.keys import Keys
 
 FIRE_TASK = "hbgw.fire_heartbeats"
@@ -72,12 +73,22 @@ class Dispatcher:
         self.keys = keys
 
     def fires(self, worker: str, fires: list[tuple[str, int]]) -> None:
-        """One message carrying every fire of this tick for one worker."""
+        """One message carrying every fire of this tick for one worker.
+
+        The payload stays ``[[session, due_ms], …]`` (queued messages outlive an upgrade);
+        ``argsrepr`` only changes what monitors such as Flower show: the fire ids.
+        """
         self.app.send_task(
             FIRE_TASK,
             args=[[[sid, due] for sid, due in fires]],
             queue=self.keys.worker_queue(worker),
+            argsrepr=f"fires={[fire_id(sid, due) for sid, due in fires]!r}",
         )
 
     def drain(self, worker: str, session_id: str) -> None:
-        self.app.send_task(DRAIN_TASK, args=[session_id], queue=self.keys.worker_queue(worker))
+        self.app.send_task(
+            DRAIN_TASK,
+            args=[session_id],
+            queue=self.keys.worker_queue(worker),
+            argsrepr=f"session={session_id!r}",
+        )

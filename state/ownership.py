@@ -19,6 +19,7 @@ from collections.abc import Callable
 import redis
 
 from core.errors import BadInput
+from core.metrics import gateway_metrics
 from state.connection import TRANSIENT_REDIS_ERRORS
 from state.keys import Keys
 from state.scripts import load_script
@@ -118,7 +119,10 @@ class RegistryHeartbeat:
 
     def _refresh(self) -> None:
         try:
-            self.registry.refresh(self.worker, self.clock_ms())
+            now_ms = self.clock_ms()
+            self.registry.refresh(self.worker, now_ms)
+            # One more read per refresh (every TTL/4), so each worker's /metrics says it too.
+            gateway_metrics().live_workers.set(len(self.registry.live(now_ms)))
         except TRANSIENT_REDIS_ERRORS as exc:
             # One line per miss; the next refresh retries and the TTL tolerates a few misses.
             log.warning(

@@ -97,7 +97,7 @@ def test_help_groups_the_commands_in_a_deliberate_order(hbgw: Hbgw) -> None:
     shown = re.findall(r"^╭─ (.+?) ─|^│ (\S+) ", text, flags=re.MULTILINE)
     assert [title or name for title, name in shown] == [
         *("Options", "--version", "--help"),
-        *("Run", "up", "demo", "worker", "beat", "api"),
+        *("Run", "up", "demo", "worker", "beat", "api", "flower"),
         *("Talk to sessions", "session", "heartbeat", "send", "chat"),
         *("Inspect", "runs", "config"),
         *("Operate", "migrate", "estop"),

@@ -11,10 +11,12 @@ with a fenced write; if a newer grant exists, that grant's claim has already don
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from core.errors import StaleFence, TurnAborted
+from core.metrics import gateway_metrics
 from core.usage import TokenUsage
 from sessions.heartbeat import HeartbeatState
 from sessions.states import (
@@ -139,6 +141,7 @@ class HeartbeatTurn:
     def _refund(self, fire: Fire, run: RunView, reason: RefundReason) -> None:
         rt, sid = self.rt, fire.session.id
         refunded = rt.store.refund(run.id, reason, rt.clock())
+        count_refund(reason)
         log.info(
             "fire %s %s: %s",
             fire.fire_id,
@@ -157,14 +160,19 @@ class HeartbeatTurn:
 
     def _execute(self, lease: Lease, fire: Fire, run: RunView, state: HeartbeatState) -> None:
         self.rt.store.mark_started(run.id, lease.fence, self.rt.clock())
+        metrics, started = gateway_metrics(), time.monotonic()
+        metrics.fire_lag.observe(max(0, self.rt.now_ms() - fire.due_ms) / 1000)
         try:
             self._started(lease, fire, run, state)
         except TurnAborted:
+            metrics.fires.labels(RunState.FAILED.value).inc()
             # The lock is gone but perhaps nobody holds it yet: the fence still lets this turn
             # say how its run ended. StaleFence: a newer grant said it at its claim.
             with contextlib.suppress(StaleFence):
                 self.rt.store.settle_lost(run.id, lease.fence, self.rt.clock())
             raise
+        finally:
+            metrics.turn_duration.labels("heartbeat").observe(time.monotonic() - started)
 
     def _started(self, lease: Lease, fire: Fire, run: RunView, state: HeartbeatState) -> None:
         rt, io, sid, fence = self.rt, self.io, lease.session_id, lease.fence
@@ -216,5 +224,15 @@ class HeartbeatTurn:
         )
         # Heartbeats cost money: what the turn spent is on its run, failed turns included.
         rt.store.finish(run.id, result, fence, rt.clock(), detail=detail, usage=outcome.usage)
+        gateway_metrics().fires.labels(RunState(result).value).inc()
+        log.info("fire %s %s", fire.fire_id, result, extra=fields("fire.done", sid, fire.fire_id))
         rt.settle(sid)
         io.stamp(sid, "idle")
+
+
+def count_refund(reason: RefundReason) -> None:
+    """A refunded fire ended too: counted by outcome and by reason (the reason's name as label,
+    ``emergency_stop``, so alert rules need no quoting of spaces)."""
+    metrics = gateway_metrics()
+    metrics.fires.labels(RunState.REFUNDED.value).inc()
+    metrics.refunds.labels(reason.name.lower()).inc()

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import time
+
 from core.errors import NotFound
+from core.metrics import gateway_metrics
 from sessions.states import MessageState
 from workers.agents.base import TurnRequest
 from workers.heartbeat_tools import SessionHeartbeatTools
@@ -29,6 +32,7 @@ class UserTurn:
         address = Address(session.platform, session.chat, session.thread, str(message_id))
         io.best_effort(io.channel.typing, address, session_id=sid)
         io.stamp(sid, "user:start")
+        started = time.monotonic()
         tools = io.toolbox(sid, "user", address)
         request = TurnRequest(sid, "user", message.text, io.history(message), heartbeat=tools)
         answer = io.ask(lease, request, address)
@@ -56,6 +60,9 @@ class UserTurn:
             usage=answer.usage,  # what the turn spent, a failed one included
         )
         rt.store.mark_message_done(message_id, fence=fence)
+        metrics = gateway_metrics()
+        metrics.turn_duration.labels("user").observe(time.monotonic() - started)
+        metrics.user_turns.labels(kind).inc()
         io.stamp(sid, "idle")
 
     def _announce(self, lease: Lease, address: Address, tools: SessionHeartbeatTools) -> None:

@@ -24,10 +24,13 @@ def worker(
 ) -> None:
     """Run a gateway worker: consumes its own queue and runs the turns of the sessions it owns."""
     from core.logs import configure_logging
+    from core.metrics import serve_metrics
     from hbgw.wiring import assembled_worker
 
     name = name or socket.gethostname()
-    configure_logging(settings(), worker=name)
+    s = settings()
+    configure_logging(s, worker=name)
+    serve_metrics(s.metrics_host, s.metrics_port, "worker")
     with assembled_worker(settings(), name, threads=concurrency) as parts:
         celery_worker = parts.app.Worker(
             hostname=f"{name}@{socket.gethostname()}",
@@ -53,11 +56,13 @@ def beat() -> None:
 
     from beat.scheduler import HeartbeatScheduler
     from core.logs import configure_logging
+    from core.metrics import serve_metrics
     from hbgw.celery_app import make_celery
     from state.runtime import resolve_redis_url
 
     s = settings()
     configure_logging(s)
+    serve_metrics(s.metrics_host, s.metrics_port, "beat")
     app = make_celery(s, resolve_redis_url(s))
     service = Service(app, max_interval=s.beat_max_sleep, scheduler_cls=HeartbeatScheduler)
     # Built here, not lazily inside the signal handler.
@@ -71,6 +76,46 @@ def beat() -> None:
     signal.signal(signal.SIGTERM, request_stop)
     signal.signal(signal.SIGINT, request_stop)
     service.start()
+
+
+def flower(
+    host: str | None = typer.Option(
+        None, "--host", help="Address to listen on (default HBGW_FLOWER_HOST, 127.0.0.1)."
+    ),
+    port: int | None = typer.Option(
+        None, "--port", min=1, max=65535, help="Port (default HBGW_FLOWER_PORT, 5555)."
+    ),
+    unauthenticated_loopback: bool = typer.Option(
+        False,
+        "--unauthenticated-loopback",
+        help="Start without authentication; allowed on a loopback address only.",
+    ),
+) -> None:
+    """Run Flower on the gateway's Celery app: workers, fires and drains as they happen.
+
+    Needs HBGW_FLOWER_PASSWORD (basic auth as HBGW_FLOWER_USER) or Flower's OAuth settings,
+    unless bound to loopback with --unauthenticated-loopback.
+    """
+    import os
+
+    from core.logs import configure_logging
+    from hbgw.celery_app import make_celery
+    from hbgw.flower import flower_plan
+    from state.runtime import resolve_redis_url
+
+    s = settings()
+    plan = flower_plan(
+        s,
+        os.environ,
+        host=host,
+        port=port,
+        unauthenticated_loopback=unauthenticated_loopback,
+    )
+    configure_logging(s)
+    # In this process's environment, where Flower reads it, and never in argv (`ps` shows it).
+    os.environ.update(plan.env)
+    app = make_celery(s, resolve_redis_url(s))
+    app.start(argv=plan.argv)
 
 
 def estop(
