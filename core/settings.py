@@ -101,6 +101,21 @@ class Settings(BaseSettings):
     flower_password: SecretStr | None = Field(
         default=None, description="Flower basic-auth password."
     )
+    stale_after: float = Field(
+        default=300.0, gt=0, description="Seconds without a stamp before a turn is stale?."
+    )
+    dead_after: float = Field(
+        default=900.0, gt=0, description="Seconds without a stamp before a turn is dead?."
+    )
+    liveness_dir: Path | None = Field(
+        default=None, description="Stamps of `hbgw stamp` without Redis (HBGW_HOME/liveness)."
+    )
+    reconcile_interval: float = Field(
+        default=30.0, gt=0, description="Seconds between beat's liveness reconciler passes."
+    )
+    alert_webhook: SecretStr | None = Field(
+        default=None, description="URL that gets a JSON POST for every newly dead turn."
+    )
     log_format: Literal["json", "text", "auto"] = Field(
         default="auto", description="Log lines: json, text, or auto (text on a terminal)."
     )
@@ -138,6 +153,10 @@ class Settings(BaseSettings):
         if self.database_url:
             return self.database_url
         return f"sqlite:///{self.home / 'hbgw.sqlite3'}"
+
+    @property
+    def effective_liveness_dir(self) -> Path:
+        return self.liveness_dir or self.home / "liveness"
 
     def masked(self) -> dict[str, Any]:
         """Effective settings for display: URLs lose their passwords, secrets are starred."""
