@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
+import re
+import shutil
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -180,3 +185,23 @@ def test_a_concurrent_reader_never_sees_a_partial_stamp(tmp_path: Path) -> None:
     assert not bad and seen[0] > 0
     assert [p.name for p in tmp_path.iterdir()] == ["s.json"]  # no temporary file left
     assert store.all()[0].at_ms == writes - 1
+
+
+@pytest.mark.skipif(shutil.which("jq") is None, reason="the documented hook uses jq")
+def test_the_documented_claude_code_hook_stamps_the_tool(tmp_path: Path) -> None:
+    doc = (Path(__file__).parents[1] / "docs" / "operations.md").read_text()
+    section = doc[doc.index("### Stamps from another agent's hook") :]
+    config = json.loads(re.search(r"```json\n(.*?)```", section, re.DOTALL)[1])  # type: ignore[index]
+    (hook,) = config["hooks"]["PostToolUse"][0]["hooks"]
+    bin_dir = str(Path(sys.executable).parent)  # where the `hbgw` script is installed
+    env = {
+        "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+        "HBGW_HOME": str(tmp_path),
+        "HBGW_SESSION": "nightly-deps",
+    }
+    event = {"hook_event_name": "PostToolUse", "tool_name": "WebFetch", "tool_input": {}}
+    subprocess.run(
+        hook["command"], shell=True, input=json.dumps(event), text=True, env=env, check=True
+    )
+    stamp = json.loads((tmp_path / "liveness" / "nightly-deps.json").read_text())
+    assert (stamp["phase"], stamp["worker"]) == ("tool:WebFetch", "hook")

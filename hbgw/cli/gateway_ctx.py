@@ -51,8 +51,7 @@ def gateway_runtime() -> Iterator[tuple[Store, Runtime | None, Dispatcher | None
 def reachable_redis(s: Settings) -> redis.Redis | None:
     import redis
 
-    from state.connection import connect
-    from state.runtime import resolve_redis_url
+    from state.connection import connect, resolve_redis_url
 
     try:
         client = connect(resolve_redis_url(s))
