@@ -103,6 +103,8 @@ def test_agents_reports_a_stalled_turn_dead_with_its_last_phase(
     ]
     assert rows[0]["age_seconds"] >= 960
     assert hbgw("agents", "--stale", "1000", "--dead", "2000").code == 0
+    refused = hbgw("agents", "--stale", "900", "--dead", "300")
+    assert refused.code == 2 and "shorter than the dead one" in refused.err
 
 
 def test_stamp_goes_to_redis_when_a_deployment_answers(
@@ -146,7 +148,7 @@ def test_stamp_without_redis_writes_a_file_that_agents_dir_reads(
 
 def test_watch_redraws_until_stopped(hbgw: Hbgw, tmp_path: Path) -> None:
     assert hbgw("stamp", "--dir", str(tmp_path / "d"), "--session", "s", "thinking").code == 0
-    result = hbgw("agents", "--dir", str(tmp_path / "d"), "--watch", "0.01", "--count", "3")
+    result = hbgw("agents", "--dir", str(tmp_path / "d"), "--watch", "0.1", "--count", "3")
     assert result.code == 0
     assert result.out.count("verdict") == 3 and result.out.count(" alive ") == 3
 

@@ -90,7 +90,7 @@ def agents(
     ),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
     watch: float | None = typer.Option(
-        None, "--watch", metavar="SECONDS", help="Redraw every SECONDS until Ctrl-C."
+        None, "--watch", metavar="SECONDS", min=0.1, help="Redraw every SECONDS until Ctrl-C."
     ),
     directory: Path | None = typer.Option(
         None, "--dir", metavar="PATH", help="Read this stamp directory (what `hbgw stamp` wrote)."
@@ -101,7 +101,9 @@ def agents(
     from state.liveness import Thresholds
 
     s = settings()
-    limits = Thresholds(stale or s.stale_after, dead or s.dead_after)
+    limits = Thresholds(
+        s.stale_after if stale is None else stale, s.dead_after if dead is None else dead
+    )
     rounds = 0
     while True:
         verdicts, source = _verdicts(limits, directory)
