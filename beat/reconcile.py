@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import httpx
 
 from core.metrics import gateway_metrics
-from state.liveness import DEAD, STALE, Thresholds, Verdict, judge
+from state.liveness import DEAD, STALE, Thresholds, Verdict, finished_long_ago, judge
 from state.runtime import Runtime
 
 log = logging.getLogger("hbgw.reconcile")
@@ -43,7 +43,8 @@ class Reconciler:
     def run(self, now_ms: int) -> ReconcileReport:
         rt = self.rt
         live = rt.registry.live(now_ms)
-        verdicts = judge(rt.liveness.all(), now_ms, self.limits, live)
+        stamps = rt.liveness.all()
+        verdicts = judge(stamps, now_ms, self.limits, live)
         report = ReconcileReport(
             stale=sum(v.verdict == STALE for v in verdicts),
             dead=sum(v.verdict == DEAD for v in verdicts),
@@ -58,6 +59,8 @@ class Reconciler:
                 report.alerted.append(verdict.stamp.session)
             if self._worker_gone(verdict, live) and self._free(verdict):
                 report.freed.append(verdict.stamp.session)
+        for done in finished_long_ago(stamps, now_ms, self.limits):
+            rt.liveness.clear(done)  # unless the session started a new turn meanwhile
         if report.stale or report.dead:
             log.warning(
                 "liveness: %d stale, %d dead turns",

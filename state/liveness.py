@@ -120,6 +120,13 @@ def judge(
     return sorted(verdicts, key=lambda v: (v.stamp.at_ms, v.stamp.session))
 
 
+def finished_long_ago(stamps: Iterable[Stamp], now_ms: int, limits: Thresholds) -> list[Stamp]:
+    """Stamps of turns that ended (``idle``) at least the dead threshold ago: nobody shows them
+    any more, so the reconciler removes them and the hash holds only recent sessions."""
+    cutoff = now_ms - limits.dead_s * 1000
+    return [s for s in stamps if s.phase == IDLE and s.at_ms <= cutoff]
+
+
 def _one(stamp: Stamp, age_s: float, limits: Thresholds, live: set[str] | None) -> Verdict | None:
     if stamp.phase == IDLE:
         return None if age_s >= limits.dead_s else Verdict(stamp, IDLE, age_s, "turn finished")

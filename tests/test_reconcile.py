@@ -102,6 +102,18 @@ def test_a_session_whose_worker_is_gone_is_freed_for_its_new_owner(
         assert gw.rt.client.sismember(gw.rt.keys.inbox_sessions(), "s-orphan")
 
 
+def test_turns_that_ended_long_ago_leave_the_hash(
+    tmp_path: Path, redis_url: str, redis_ns: str
+) -> None:
+    with deployment(tmp_path, redis_url, redis_ns, None) as gw:
+        now = gw.rt.now_ms()
+        gw.rt.registry.refresh("w1", now)
+        gw.rt.liveness.stamp("s-old", now - 16 * MINUTE, "idle", "w1")
+        gw.rt.liveness.stamp("s-recent", now - MINUTE, "idle", "w1")
+        assert Reconciler(gw.rt).run(now).dead == 0
+        assert [s.session for s in gw.rt.liveness.all()] == ["s-recent"]
+
+
 def test_a_failing_webhook_is_one_log_line_without_its_url(
     tmp_path: Path, redis_url: str, redis_ns: str, caplog: pytest.LogCaptureFixture
 ) -> None:
