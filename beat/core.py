@@ -14,6 +14,7 @@ import select
 from collections import defaultdict
 from datetime import datetime, timedelta
 
+from beat.reconcile import Reconciler
 from beat.restore import restore
 from core.clock import from_ms, to_ms
 from core.metrics import gateway_metrics
@@ -79,9 +80,12 @@ class BeatCore:
         self.stopping = StopFlag()
         self.next_restore_ms = 0
         self.next_backlog_ms = 0
+        self.next_reconcile_ms = 0
+        self.reconciler = Reconciler(rt)
         s = rt.settings
         self.lease_ms = int(s.claim_lease * 1000)
         self.restore_every_ms = int(s.restore_interval * 1000)
+        self.reconcile_every_ms = int(s.reconcile_interval * 1000)
         self.max_sleep = s.beat_max_sleep
 
     def tick(self) -> float:
@@ -91,6 +95,9 @@ class BeatCore:
         if now_ms >= self.next_restore_ms:
             self.restore_now(now_ms)
             self.next_restore_ms = now_ms + self.restore_every_ms
+        if now_ms >= self.next_reconcile_ms:
+            self.next_reconcile_ms = now_ms + self.reconcile_every_ms
+            self.reconcile_now(now_ms)
         workers = self.rt.registry.live(now_ms)
         gateway_metrics().live_workers.set(len(workers))
         if now_ms >= self.next_backlog_ms:
@@ -116,6 +123,13 @@ class BeatCore:
         report = restore(self.rt.store, self.rt.index, self.rt.gate, now_ms=now_ms, slack_ms=slack)
         if report.ok:
             self.recover_orphans(from_ms(now_ms))
+
+    def reconcile_now(self, now_ms: int) -> None:
+        """Liveness pass; a failure is logged and never costs the tick its dispatch."""
+        try:
+            self.reconciler.run(now_ms)
+        except Exception as exc:
+            log_failure(log, "liveness reconcile failed", exc, action="reconcile.failed")
 
     def recover_orphans(self, now: datetime) -> int:
         """Refund reservations left by workers that died before the agent started.

@@ -107,6 +107,21 @@ class Settings(BaseSettings):
     flower_user: str = Field(default="admin", description="Flower basic-auth user name.")
     flower_host: str = Field(default="127.0.0.1", description="Address Flower listens on.")
     flower_port: int = Field(default=5555, ge=1, le=65535, description="Port of Flower.")
+    stale_after: float = Field(
+        default=300.0, gt=0, description="Seconds without a stamp before a turn is stale?."
+    )
+    dead_after: float = Field(
+        default=900.0, gt=0, description="Seconds without a stamp before a turn is dead?."
+    )
+    liveness_dir: Path | None = Field(
+        default=None, description="Stamps of `hbgw stamp` without Redis (HBGW_HOME/liveness)."
+    )
+    reconcile_interval: float = Field(
+        default=30.0, gt=0, description="Seconds between beat's liveness reconciler passes."
+    )
+    alert_webhook: SecretStr | None = Field(
+        default=None, description="URL that gets a JSON POST for every newly dead turn."
+    )
     log_format: Literal["json", "text", "auto"] = Field(
         default="auto", description="Log lines: json, text, or auto (text on a terminal)."
     )
@@ -144,6 +159,10 @@ class Settings(BaseSettings):
         if self.database_url:
             return self.database_url
         return f"sqlite:///{self.home / 'hbgw.sqlite3'}"
+
+    @property
+    def effective_liveness_dir(self) -> Path:
+        return self.liveness_dir or self.home / "liveness"
 
     def masked(self) -> dict[str, Any]:
         """Effective settings for display: URLs lose their passwords, secrets are starred."""

@@ -8,9 +8,15 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.retry import Retry
 
 from core.errors import HbgwError
-from core.settings import mask_url
+from core.settings import Settings, mask_url
 
-__all__ = ["TRANSIENT_REDIS_ERRORS", "connect", "ping_or_error"]
+__all__ = [
+    "REDIS_URL_FILE",
+    "TRANSIENT_REDIS_ERRORS",
+    "connect",
+    "ping_or_error",
+    "resolve_redis_url",
+]
 
 # What Redis does when it is down, restarting, loading, full or failing over: expected, waited
 # out and logged as one line. Any other RedisError (a script bug, a wrong type) is a defect.
@@ -22,6 +28,7 @@ TRANSIENT_REDIS_ERRORS: tuple[type[Exception], ...] = (
     redis.ReadOnlyError,
 )
 
+REDIS_URL_FILE = "redis.url"
 SOCKET_TIMEOUT = 5.0
 CONNECT_TIMEOUT = 2.0
 # Seconds a pooled connection may sit unused before it is PINGed again on checkout: catches
@@ -72,3 +79,16 @@ def ping_or_error(client: redis.Redis, url: str | None = None) -> None:
             f"Cannot reach Redis at {where}: {exc} — start it or unset HBGW_REDIS_URL "
             "to use the embedded server."
         ) from exc
+
+
+def resolve_redis_url(settings: Settings) -> str:
+    """HBGW_REDIS_URL, else the embedded server that `hbgw up` or `hbgw demo` started."""
+    if settings.redis_url:
+        return settings.redis_url
+    path = settings.home / REDIS_URL_FILE
+    if path.exists():
+        return path.read_text().strip()
+    raise HbgwError(
+        "No Redis: set HBGW_REDIS_URL, or start everything with `hbgw up`, which runs an "
+        "embedded Redis and tells the other commands where it is."
+    )

@@ -9,6 +9,7 @@ Layout (``ns`` is ``Settings.namespace``, ``hbgw`` by default; ``sid`` a session
     ns:{s:sid}:inflight  LIST    the message id a turn is running (back to the inbox if it dies)
     ns:{s:sid}:pending   STRING  the one fire id waiting for the session to go idle
     ns:{s:sid}:estop     STRING  emergency stop for this session (present = on)
+    ns:{s:sid}:stall     STRING  stamp time (ms) of the stall last alerted, with a TTL
     ns:{due:i}           ZSET    due-index shard i: member sid, score due time in ms
     ns:workers           ZSET    worker name -> last seen, ms
     ns:estop             STRING  global emergency stop (present = on)
@@ -76,6 +77,9 @@ class Keys:
 
     def pending(self, session_id: str) -> str:
         return self._session(session_id, "pending")
+
+    def stall_alerted(self, session_id: str) -> str:
+        return self._session(session_id, "stall")
 
     def estop(self, session_id: str | None = None) -> str:
         """The per-session emergency-stop flag, or the global one when ``session_id`` is None."""

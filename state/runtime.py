@@ -12,11 +12,16 @@ from pathlib import Path
 import redis
 
 from core.clock import Clock, to_ms, utcnow
-from core.errors import HbgwError, NotFound
+from core.errors import NotFound
 from core.settings import Settings
 from sessions.states import SessionStatus
 from sessions.store import Store
+
+# Re-exported: callers import these from here; they live with the connection so that a command
+# that only needs Redis (`hbgw stamp`) does not load the SQL store.
+from state.connection import REDIS_URL_FILE as REDIS_URL_FILE
 from state.connection import connect
+from state.connection import resolve_redis_url as resolve_redis_url
 from state.due_index import DueIndex
 from state.failures import log_failure
 from state.keys import Keys
@@ -24,22 +29,7 @@ from state.liveness import Liveness
 from state.ownership import WorkerRegistry
 from state.turn_gate import TurnGate
 
-REDIS_URL_FILE = "redis.url"
-
 log = logging.getLogger("hbgw.runtime")
-
-
-def resolve_redis_url(settings: Settings) -> str:
-    """HBGW_REDIS_URL, else the embedded server that `hbgw up` or `hbgw demo` started."""
-    if settings.redis_url:
-        return settings.redis_url
-    path = settings.home / REDIS_URL_FILE
-    if path.exists():
-        return path.read_text().strip()
-    raise HbgwError(
-        "No Redis: set HBGW_REDIS_URL, or start everything with `hbgw up`, which runs an "
-        "embedded Redis and tells the other commands where it is."
-    )
 
 
 def write_redis_url(home: Path, url: str | None) -> None:

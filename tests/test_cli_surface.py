@@ -99,8 +99,8 @@ def test_help_groups_the_commands_in_a_deliberate_order(hbgw: Hbgw) -> None:
         *("Options", "--version", "--help"),
         *("Run", "up", "demo", "worker", "beat", "api", "flower"),
         *("Talk to sessions", "session", "heartbeat", "send", "chat"),
-        *("Inspect", "runs", "config"),
-        *("Operate", "migrate", "estop"),
+        *("Inspect", "runs", "config", "agents"),
+        *("Operate", "migrate", "estop", "stamp"),
     ]
 
 

@@ -62,6 +62,7 @@ class TurnIO:
         self, address: Address, text: str, sid: str, kind: str, fire_id: str | None = None
     ) -> str | None:
         """Send; a platform failure is recorded on the turn, never left to kill the session."""
+        self.stamp(sid, "delivering")  # a platform that hangs shows here, not as a silent agent
         try:
             self.channel.send(address, text, session_id=sid, kind=kind, ref=fire_id)
         except Exception as exc:

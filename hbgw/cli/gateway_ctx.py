@@ -34,7 +34,7 @@ def gateway_runtime() -> Iterator[tuple[Store, Runtime | None, Dispatcher | None
 
     s = settings()
     store = open_store()
-    client = _reachable_redis(s)
+    client = reachable_redis(s)
     if client is None:
         try:
             yield store, None, None
@@ -48,11 +48,10 @@ def gateway_runtime() -> Iterator[tuple[Store, Runtime | None, Dispatcher | None
         rt.close()
 
 
-def _reachable_redis(s: Settings) -> redis.Redis | None:
+def reachable_redis(s: Settings) -> redis.Redis | None:
     import redis
 
-    from state.connection import connect
-    from state.runtime import resolve_redis_url
+    from state.connection import connect, resolve_redis_url
 
     try:
         client = connect(resolve_redis_url(s))
@@ -89,7 +88,7 @@ def estop_status(session_id: str) -> bool | None:
     from state.keys import Keys
 
     s = settings()
-    client = _reachable_redis(s)
+    client = reachable_redis(s)
     if client is None:
         return None
     try:

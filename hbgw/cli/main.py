@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from core.errors import HbgwError
-from hbgw.cli import api_cmd, chat_cmd, heartbeat_cmd, ops_cmd, session_cmd
+from hbgw.cli import api_cmd, chat_cmd, heartbeat_cmd, live_cmd, ops_cmd, session_cmd
 from hbgw.cli.common import err, limits, now, open_store, out, out_json, settings
 from hbgw.cli.help import INSPECT, OPERATE, RUN, TALK, Command, Group
 
@@ -186,8 +186,10 @@ for _command, _panel in (
     (chat_cmd.chat, TALK),
     (runs, INSPECT),
     (config, INSPECT),
+    (live_cmd.agents, INSPECT),
     (migrate, OPERATE),
     (ops_cmd.estop, OPERATE),
+    (live_cmd.stamp, OPERATE),
 ):
     app.command(cls=Command, rich_help_panel=_panel)(_command)
 

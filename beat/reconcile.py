@@ -1,0 +1,125 @@
+"""The liveness reconciler: one pass every HBGW_RECONCILE_INTERVAL seconds, from beat's tick.
+
+It judges every stamp (``state.liveness.judge``), sets the ``hbgw_stalled_sessions`` gauge,
+POSTs one alert per stall to HBGW_ALERT_WEBHOOK, and frees the sessions whose worker is gone:
+their stamp is removed and their queued work is handed to beat's inbox sweeper, which sends it
+to the session's new owner once the dead worker's lock lease has run out. Heartbeat fires such
+a worker had reserved are refunded by the restore pass (``BeatCore.recover_orphans``).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+import httpx
+
+from core.metrics import gateway_metrics
+from state.liveness import DEAD, STALE, Thresholds, Verdict, finished_long_ago, judge
+from state.runtime import Runtime
+
+log = logging.getLogger("hbgw.reconcile")
+
+ALERT_TIMEOUT = 5.0
+# How long a sent alert is remembered: a stall that outlives it is announced once more, a reminder.
+ALERT_MEMORY_S = 24 * 3600
+
+
+@dataclass
+class ReconcileReport:
+    stale: int = 0
+    dead: int = 0
+    alerted: list[str] = field(default_factory=list)
+    freed: list[str] = field(default_factory=list)
+
+
+class Reconciler:
+    def __init__(self, rt: Runtime) -> None:
+        self.rt = rt
+        s = rt.settings
+        self.limits = Thresholds(s.stale_after, s.dead_after)
+        self.webhook = s.alert_webhook.get_secret_value() if s.alert_webhook else None
+
+    def run(self, now_ms: int) -> ReconcileReport:
+        rt = self.rt
+        live = rt.registry.live(now_ms)
+        stamps = rt.liveness.all()
+        verdicts = judge(stamps, now_ms, self.limits, live)
+        report = ReconcileReport(
+            stale=sum(v.verdict == STALE for v in verdicts),
+            dead=sum(v.verdict == DEAD for v in verdicts),
+        )
+        stalled = gateway_metrics().stalled
+        stalled.labels(STALE.rstrip("?")).set(report.stale)
+        stalled.labels(DEAD.rstrip("?")).set(report.dead)
+        for verdict in verdicts:
+            if verdict.verdict != DEAD:
+                continue
+            if self._first_alert(verdict) and self._alert(verdict):
+                report.alerted.append(verdict.stamp.session)
+            if self._worker_gone(verdict, live) and self._free(verdict):
+                report.freed.append(verdict.stamp.session)
+        for done in finished_long_ago(stamps, now_ms, self.limits):
+            rt.liveness.clear(done)  # unless the session started a new turn meanwhile
+        if report.stale or report.dead:
+            log.warning(
+                "liveness: %d stale, %d dead turns",
+                report.stale,
+                report.dead,
+                extra={"action": "reconcile.stalled"},
+            )
+        return report
+
+    def _first_alert(self, verdict: Verdict) -> bool:
+        """True once per stall, across beat replicas: the stall is the stamp that stopped."""
+        stamp = verdict.stamp
+        key = self.rt.keys.stall_alerted(stamp.session)
+        before = self.rt.client.set(key, str(stamp.at_ms), ex=ALERT_MEMORY_S, get=True)
+        return before != str(stamp.at_ms)
+
+    def _alert(self, verdict: Verdict) -> bool:
+        sid = verdict.stamp.session
+        log.warning(
+            "liveness: turn of %s is dead? (%s, last phase %s)",
+            sid,
+            verdict.reason,
+            verdict.stamp.phase,
+            extra={"action": "reconcile.dead", "session": sid},
+        )
+        if self.webhook is None:
+            return False
+        payload = {"event": "hbgw.turn_stalled", **verdict.to_json()}
+        try:
+            response = httpx.post(self.webhook, json=payload, timeout=ALERT_TIMEOUT)
+            response.raise_for_status()
+        except (httpx.HTTPError, httpx.InvalidURL) as exc:
+            # The URL may carry a token (Slack, Teams): only the kind of failure is logged.
+            status = getattr(getattr(exc, "response", None), "status_code", None)
+            log.warning(
+                "liveness: alert webhook failed: %s%s",
+                type(exc).__name__,
+                f" (HTTP {status})" if status else "",
+                extra={"action": "reconcile.alert_failed", "session": sid},
+            )
+            return False
+        return True
+
+    @staticmethod
+    def _worker_gone(verdict: Verdict, live: list[str]) -> bool:
+        stamp = verdict.stamp
+        return not stamp.external and stamp.worker not in live
+
+    def _free(self, verdict: Verdict) -> bool:
+        rt, sid = self.rt, verdict.stamp.session
+        if not rt.liveness.clear(verdict.stamp):
+            return False  # stamped again since: a worker has the session now
+        if rt.gate.backlog(sid) > 0:
+            # The sweeper re-dispatches it to the owner among the live workers.
+            rt.client.sadd(rt.keys.inbox_sessions(), sid)
+        log.info(
+            "liveness: freed %s (worker %s is gone)",
+            sid,
+            verdict.stamp.worker,
+            extra={"action": "reconcile.freed", "session": sid},
+        )
+        return True

@@ -1,0 +1,150 @@
+"""Liveness: `hbgw agents` judges the stamps of running turns, `hbgw stamp` writes one.
+
+Both use Redis when a deployment answers (HBGW_REDIS_URL, or the embedded server of `hbgw up`)
+and the stamp directory otherwise (HBGW_LIVENESS_DIR, default HBGW_HOME/liveness), so a coding
+agent's hook works on a laptop with no gateway running.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import typer
+
+from hbgw.cli.common import out, out_json, settings
+
+if TYPE_CHECKING:
+    from state.liveness import Liveness, Stamp, Thresholds, Verdict
+    from state.ownership import WorkerRegistry
+
+
+@contextmanager
+def _redis_liveness() -> Iterator[tuple[Liveness, WorkerRegistry] | None]:
+    from hbgw.cli.gateway_ctx import reachable_redis
+    from state.keys import Keys
+    from state.liveness import Liveness
+    from state.ownership import WorkerRegistry
+
+    s = settings()
+    client = reachable_redis(s)
+    if client is None:
+        yield None
+        return
+    keys = Keys(s.namespace)
+    try:
+        registry = WorkerRegistry(client, keys, ttl_ms=int(s.worker_ttl * 1000))
+        yield Liveness(client, keys), registry
+    finally:
+        client.close()
+
+
+def stamp(
+    phase: str = typer.Argument(
+        ..., metavar="PHASE", help="thinking, tool:NAME, delivering, idle…"
+    ),
+    session: str | None = typer.Option(
+        None, "--session", help="Session name (default: $HBGW_SESSION, else 'default')."
+    ),
+    worker: str = typer.Option("hook", "--worker", help="Who stamps, shown by `hbgw agents`."),
+    directory: Path | None = typer.Option(
+        None, "--dir", metavar="PATH", help="Write to this stamp directory, not to Redis."
+    ),
+) -> None:
+    """Report a session's liveness from another agent's hook (for example after each tool call)."""
+    from core.clock import to_ms, utcnow
+    from state.liveness import Stamp
+    from state.liveness_dir import LivenessDir, check_phase, check_session_name
+
+    if session is None:
+        session = os.environ.get("HBGW_SESSION") or "default"
+    name = check_session_name(session)
+    record = Stamp(name, to_ms(utcnow()), check_phase(phase), worker, external=True)
+    if directory is None:
+        with _redis_liveness() as found:
+            if found is not None:
+                found[0].stamp(name, record.at_ms, record.phase, worker, external=True)
+                out(f"Stamped {name}: {record.phase} (Redis namespace {settings().namespace}).")
+                return
+    path = LivenessDir(directory or settings().effective_liveness_dir).write(record)
+    out(f"Stamped {name}: {record.phase} ({path}).")
+
+
+def agents(
+    stale: float | None = typer.Option(
+        None,
+        "--stale",
+        metavar="SECONDS",
+        help="Age that makes a turn stale? (HBGW_STALE_AFTER, 300).",
+    ),
+    dead: float | None = typer.Option(
+        None,
+        "--dead",
+        metavar="SECONDS",
+        help="Age that makes a turn dead? (HBGW_DEAD_AFTER, 900).",
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+    watch: float | None = typer.Option(
+        None, "--watch", metavar="SECONDS", min=0.1, help="Redraw every SECONDS until Ctrl-C."
+    ),
+    directory: Path | None = typer.Option(
+        None, "--dir", metavar="PATH", help="Read this stamp directory (what `hbgw stamp` wrote)."
+    ),
+    count: int | None = typer.Option(None, "--count", hidden=True, min=1),
+) -> None:
+    """List running and recent turns, oldest stamp first; exit 1 when one is stale? or dead?."""
+    from state.liveness import Thresholds
+
+    s = settings()
+    limits = Thresholds(
+        s.stale_after if stale is None else stale, s.dead_after if dead is None else dead
+    )
+    rounds = 0
+    while True:
+        verdicts, source = _verdicts(limits, directory)
+        if as_json:
+            out_json([v.to_json() for v in verdicts])
+        else:
+            _table(verdicts, source, clear=watch is not None)
+        rounds += 1
+        if watch is None or (count is not None and rounds >= count):
+            break
+        time.sleep(watch)
+    if any(v.suspect for v in verdicts):
+        raise typer.Exit(1)
+
+
+def _verdicts(limits: Thresholds, directory: Path | None) -> tuple[list[Verdict], str]:
+    from core.clock import to_ms, utcnow
+    from state.liveness import judge
+    from state.liveness_dir import LivenessDir
+
+    now_ms = to_ms(utcnow())
+    if directory is None:
+        with _redis_liveness() as found:
+            if found is not None:
+                stamps: list[Stamp] = found[0].all()
+                live = found[1].live(now_ms)
+                where = f"Redis namespace {settings().namespace}"
+                return judge(stamps, now_ms, limits, live), where
+    path = directory or settings().effective_liveness_dir
+    return judge(LivenessDir(path).all(), now_ms, limits), str(path)
+
+
+def _table(verdicts: list[Verdict], source: str, *, clear: bool) -> None:
+    if clear and sys.stdout.isatty():
+        sys.stdout.write("\x1b[H\x1b[2J")  # our own escape code, so not through out()
+    elif clear:
+        out("")
+    if not verdicts:
+        out(f"No running or recent turns ({source}).")
+        return
+    out(f"{'session':<36} {'verdict':<7} {'phase':<24} {'age':>8}  worker")
+    for v in verdicts:
+        age = f"{v.age_s:.0f}s"
+        out(f"{v.stamp.session:<36} {v.verdict:<7} {v.stamp.phase:<24} {age:>8}  {v.stamp.worker}")
