@@ -44,15 +44,16 @@ FROM base AS migrate
 CMD ["migrate"]
 
 # --- beat and worker: healthy while their /metrics endpoint answers -----------------------------
+# /metrics listens on every address of the container (HBGW_METRICS_HOST defaults to loopback).
 FROM base AS beat
-ENV HBGW_METRICS_PORT=9100
+ENV HBGW_METRICS_PORT=9100 HBGW_METRICS_HOST=0.0.0.0
 EXPOSE 9100
 HEALTHCHECK --interval=30s --timeout=5s --start-period=20s --retries=3 \
     CMD ["python", "-c", "import os, urllib.request; urllib.request.urlopen('http://127.0.0.1:%s/metrics' % os.environ['HBGW_METRICS_PORT'], timeout=4)"]
 CMD ["beat"]
 
 FROM base AS worker
-ENV HBGW_METRICS_PORT=9100
+ENV HBGW_METRICS_PORT=9100 HBGW_METRICS_HOST=0.0.0.0
 EXPOSE 9100
 HEALTHCHECK --interval=30s --timeout=5s --start-period=20s --retries=3 \
     CMD ["python", "-c", "import os, urllib.request; urllib.request.urlopen('http://127.0.0.1:%s/metrics' % os.environ['HBGW_METRICS_PORT'], timeout=4)"]

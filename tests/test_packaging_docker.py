@@ -80,6 +80,9 @@ def test_compose_file_passes_the_compose_binary_config(tmp_path: Path) -> None:
     }  # fmt: skip
     assert "noeviction" in services["redis"]["command"]
     assert services["beat"]["deploy"]["replicas"] == 2
+    for role in ("beat", "worker-1"):
+        # /metrics (their health check) must answer from outside the container.
+        assert services[role]["environment"]["HBGW_METRICS_HOST"] == "0.0.0.0"
     names = {services[f"worker-{i}"]["command"][2] for i in (1, 2, 3)}
     assert names == {"worker-1", "worker-2", "worker-3"}
     for role in ("api", "beat", "worker-1", "flower"):

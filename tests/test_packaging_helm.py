@@ -104,3 +104,6 @@ def test_default_workloads_are_hardened_and_probed(tmp_path: Path) -> None:
     assert pod_name["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
     assert len(by_kind["PodDisruptionBudget"]) == 3
     assert "Secret" in by_kind
+    config = next(c for c in by_kind["ConfigMap"] if c["metadata"]["name"].endswith("-config"))
+    assert config["data"]["HBGW_METRICS_HOST"] == "0.0.0.0"
+    assert config["data"]["HBGW_HOME"] == "/var/lib/hbgw"
