@@ -21,7 +21,8 @@ COPY hbgw hbgw
 COPY chaos chaos
 # A regular (non-editable) install: the final image carries /opt/hbgw only, not /src.
 RUN /opt/hbgw/bin/pip install --no-compile '.[postgres]' \
-    && /opt/hbgw/bin/python -m compileall -q /opt/hbgw/lib
+    && /opt/hbgw/bin/python -m compileall -q /opt/hbgw/lib \
+    && /opt/hbgw/bin/python -m pip uninstall --yes --quiet pip
 
 # --- base: no compilers, no pip cache, a non-root user, writable paths only under HBGW_HOME -----
 FROM ${PYTHON_IMAGE} AS base

@@ -58,14 +58,22 @@ def test_every_skipped_check_is_explained_in_the_chart_readme() -> None:
         assert re.search(rf"^\| `{check}` \| .{{20,}}", readme, flags=re.MULTILINE), check
 
 
-def test_values_of_the_wrong_type_are_rejected(tmp_path: Path) -> None:
-    broken = DATA / "broken-values.yaml"
+@pytest.mark.parametrize(
+    ("values", "where"),
+    [
+        # "many" where a number belongs; a secret among the ConfigMap's plain settings
+        ("broken-values.yaml", "/worker/replicas"),
+        ("secret-in-config-values.yaml", "/config/HBGW_OPENAI_API_KEY"),
+    ],
+)
+def test_values_the_schema_forbids_are_rejected(values: str, where: str, tmp_path: Path) -> None:
+    broken = DATA / values
     code, result = chart_check("lint", CHART, broken, KUBE_VERSION)
     assert code == 1
-    assert any("/worker/replicas" in error for error in result["errors"])
+    assert any(where in error for error in result["errors"])
     code, result = chart_check("render", CHART, broken, tmp_path)
     assert code == 1
-    assert "/worker/replicas" in result["error"]
+    assert where in result["error"]
 
 
 def test_missing_store_urls_stop_the_render_with_a_sentence(tmp_path: Path) -> None:
