@@ -1,7 +1,8 @@
 """The offline validators of the packaging tests, from the tools venv that `make tools` builds.
 
-They live in ``.venv-tools`` (or ``HBGW_TOOLS_VENV``), not in the project's venv: see
-tools/requirements.txt. Without them a local run skips with the command to run; under CI it fails.
+They live in ``.venv-tools`` (or ``PACKAGING_TOOLS_VENV`` — not an ``HBGW_`` name: conftest
+clears those), not in the project's venv: see tools/requirements.txt. Without them a local run
+skips with the command to run; under CI it fails.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ KUBE_VERSION = "1.33.0"
 
 
 def tools_venv() -> Path:
-    return Path(os.environ.get("HBGW_TOOLS_VENV", ROOT / ".venv-tools"))
+    return Path(os.environ.get("PACKAGING_TOOLS_VENV", ROOT / ".venv-tools"))
 
 
 def require(path: Path) -> Path:
