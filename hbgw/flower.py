@@ -12,26 +12,17 @@ argv, which ``ps`` shows to every user of the machine.
 
 from __future__ import annotations
 
-import ipaddress
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from core.errors import BadInput
+from core.netaddr import is_loopback
 from core.settings import Settings
 
 OAUTH_VARIABLES = ("FLOWER_AUTH_PROVIDER", "FLOWER_AUTH")
 # Flower hides task arguments by default; ours are what an operator looks for (fire ids, the
 # session of a drain). FLOWER_TASKS_COLUMNS in the environment still wins.
 TASK_COLUMNS = "name,args,state,received,runtime,worker,uuid"
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 @dataclass(frozen=True)

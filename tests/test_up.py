@@ -12,6 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 from support.harness import wait_until
+from support.up_process import alive, children_of
 
 pytestmark = pytest.mark.e2e
 
@@ -20,20 +21,6 @@ def hbgw(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "hbgw", *args], env=env, capture_output=True, text=True, timeout=60
     )
-
-
-def children_of(pid: int) -> list[int]:
-    out = subprocess.run(["ps", "-o", "pid=", "--ppid", str(pid)], capture_output=True, text=True)
-    return [int(p) for p in out.stdout.split()]
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    stat = Path(f"/proc/{pid}/stat")
-    return stat.exists() and ") Z " not in stat.read_text()
 
 
 def test_up_runs_a_turn_and_stops_cleanly(tmp_path: Path) -> None:

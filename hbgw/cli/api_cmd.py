@@ -9,21 +9,11 @@ from typing import TYPE_CHECKING
 import typer
 
 from core.errors import BadInput
+from core.netaddr import is_loopback
 from hbgw.cli.common import settings
 
 if TYPE_CHECKING:
     from core.settings import Settings
-
-
-def is_loopback(host: str) -> bool:
-    import ipaddress
-
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 def api(
