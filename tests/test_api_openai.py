@@ -7,62 +7,35 @@ The heartbeat is backdated and beat's tick driven by the test, never waited for.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
 import pytest
-from support.api_fixtures import ALICE, TOKENS, EventReader, api_overrides
-from support.fake_openai import FakeOpenAI, Text, ToolCall
-from support.harness import Gateway, gateway_settings, wait_until
+from support.api_fixtures import ALICE, Api, EventReader, api_overrides
+from support.fake_openai import FakeOpenAI, Text, ToolCall, openai_gateway
+from support.harness import wait_until
 from support.http_server import serving
 
 from gateway.api.app import create_app
 
 
-@dataclass
-class ModelApi:
-    url: str
-    gw: Gateway
-    endpoint: FakeOpenAI
-
-
 @pytest.fixture
-def model_api(tmp_path: Path, redis_url: str, redis_ns: str) -> Iterator[ModelApi]:
-    endpoint = FakeOpenAI()
-    with serving(endpoint.app()) as model_url:
-        settings = gateway_settings(
-            tmp_path,
-            redis_url,
-            redis_ns,
-            agent="openai",
-            openai_base_url=f"{model_url}/v1",
-            openai_model="main-model",
-            openai_heartbeat_model="cheap-model",
-            **api_overrides(),
-        )
-        gw = Gateway(settings, redis_url)
-        try:
-            with serving(create_app(settings, celery_app=gw.app, redis_url=redis_url)) as url:
-                yield ModelApi(url, gw, endpoint)
-        finally:
-            gw.close()
+def model_api(tmp_path: Path, redis_url: str, redis_ns: str) -> Iterator[tuple[Api, FakeOpenAI]]:
+    with openai_gateway(tmp_path, redis_url, redis_ns, **api_overrides()) as (gw, endpoint):
+        app = create_app(gw.settings, celery_app=gw.app, redis_url=redis_url)
+        with serving(app) as url:
+            yield Api(url, gw), endpoint
 
 
 def test_a_model_turn_and_a_heartbeat_show_their_tokens_through_the_api(
-    model_api: ModelApi,
+    model_api: tuple[Api, FakeOpenAI],
 ) -> None:
-    gw, endpoint = model_api.gw, model_api.endpoint
+    api, endpoint = model_api
+    gw = api.gw
     endpoint.then(ToolCall("get_heartbeat"), Text("It checks CI hourly.", prompt_tokens=30))
     endpoint.then(Text("CI is green.", prompt_tokens=40, completion_tokens=3))
-    headers = {"Authorization": f"Bearer {TOKENS[ALICE]}"}
-    with (
-        gw.worker("w1"),
-        httpx.Client(base_url=model_api.url, headers=headers, timeout=30) as alice,
-    ):
+    with gw.worker("w1"), api.owner(ALICE) as alice:
         wait_until(lambda: gw.rt.registry.live(gw.rt.now_ms()), 30, "a live worker")
-        created = alice.post("/v1/sessions", json={"platform": "api", "chat": "c1"})
-        sid = created.json()["id"]
+        sid = api.new_session(alice)
         put = alice.put(
             f"/v1/sessions/{sid}/heartbeat", json={"schedule": "every 1h", "prompt": "check CI"}
         )

@@ -6,45 +6,19 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
 from support.cli_fixtures import Hbgw
-from support.fake_openai import Delay, Fail, FakeOpenAI, Text, ToolCall, set_args
-from support.harness import Gateway, gateway_settings, wait_until
-from support.http_server import serving
+from support.fake_openai import Delay, Fail, FakeOpenAI, Text, ToolCall, openai_gateway, set_args
+from support.harness import Gateway, wait_until
 from support.scenarios import send
 
 from core.clock import to_ms
 from gateway.inbound import Queued
 from sessions.states import RunState
 from sessions.views import MessageView
-
-
-@contextmanager
-def openai_gateway(
-    tmp_path: Path, redis_url: str, redis_ns: str, **overrides: object
-) -> Iterator[tuple[Gateway, FakeOpenAI]]:
-    endpoint = FakeOpenAI()
-    with serving(endpoint.app()) as url:
-        settings = gateway_settings(
-            tmp_path,
-            redis_url,
-            redis_ns,
-            agent="openai",
-            openai_base_url=f"{url}/v1",
-            openai_model="main-model",
-            openai_heartbeat_model="cheap-model",
-            openai_api_key="sk-test-key",
-            **overrides,
-        )
-        gw = Gateway(settings, redis_url)
-        try:
-            yield gw, endpoint
-        finally:
-            gw.close()
 
 
 @pytest.fixture

@@ -15,11 +15,17 @@ import json
 import threading
 import time
 from collections import deque
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
+
+from support.harness import Gateway, gateway_settings
+from support.http_server import serving
 
 UNSCRIPTED = "(the fake endpoint has no script left)"
 
@@ -126,3 +132,27 @@ class FakeOpenAI:
 
 def set_args(schedule: str, prompt: str) -> str:
     return json.dumps({"schedule": schedule, "prompt": prompt})
+
+
+@contextmanager
+def openai_gateway(
+    tmp_path: Path, redis_url: str, redis_ns: str, **overrides: object
+) -> Iterator[tuple[Gateway, FakeOpenAI]]:
+    endpoint = FakeOpenAI()
+    with serving(endpoint.app()) as url:
+        settings = gateway_settings(
+            tmp_path,
+            redis_url,
+            redis_ns,
+            agent="openai",
+            openai_base_url=f"{url}/v1",
+            openai_model="main-model",
+            openai_heartbeat_model="cheap-model",
+            openai_api_key="sk-test-key",
+            **overrides,
+        )
+        gw = Gateway(settings, redis_url)
+        try:
+            yield gw, endpoint
+        finally:
+            gw.close()
