@@ -9,7 +9,7 @@ TOOLS_VENV := .venv-tools
 TOOLS_STAMP := $(TOOLS_VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help install tools demo test lint typecheck chaos-quick chaos clean
+.PHONY: help install tools demo test lint typecheck chaos-quick chaos bench bench-quick clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -27,6 +27,12 @@ $(TOOLS_STAMP): tools/requirements.txt
 	$(TOOLS_VENV)/bin/python -m pip install --quiet --upgrade pip
 	$(TOOLS_VENV)/bin/python -m pip install --quiet -r tools/requirements.txt
 	touch $(TOOLS_STAMP)
+
+# The benchmarks' extras (celery-redbeat, matplotlib, ...) go into the same .venv, on demand.
+BENCH_STAMP := $(VENV)/.bench-installed
+$(BENCH_STAMP): $(STAMP)
+	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'
+	touch $(BENCH_STAMP)
 
 tools: $(TOOLS_STAMP) ## create .venv-tools: the validators of the Dockerfile, compose file and Helm chart
 
@@ -50,6 +56,12 @@ chaos-quick: $(STAMP) ## the chaos harness, every fault once (under 5 minutes); 
 
 chaos: $(STAMP) ## the long chaos run (about 30 minutes; not in CI)
 	$(BIN)/python -m chaos long
+
+bench-quick: $(BENCH_STAMP) ## the benchmarks at small sizes (under 2 minutes); JSON in bench/results/
+	$(BIN)/python -m bench quick
+
+bench: $(BENCH_STAMP) ## every benchmark at full size and the plots (under 15 minutes; not in CI)
+	$(BIN)/python -m bench full
 
 clean: ## remove the virtual environment and caches
 	rm -rf $(VENV) $(TOOLS_VENV) .mypy_cache .ruff_cache .pytest_cache build *.egg-info
