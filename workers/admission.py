@@ -20,7 +20,7 @@ from sessions.states import SessionStatus, fire_id
 from state.dispatch import Dispatcher
 from state.runtime import Runtime
 from state.turn_gate import Began
-from workers.heartbeat_turn import Fire, is_active
+from workers.heartbeat_turn import Fire, is_active, settle_duplicate
 from workers.locks import Grant
 from workers.logfields import fields, log
 
@@ -56,8 +56,9 @@ class Admission:
         if session.status != SessionStatus.ACTIVE:
             rt.index.remove(sid)
             return "inactive-session"
-        if rt.store.get_run(fid) is not None:
-            rt.settle(sid)
+        existing = rt.store.get_run(fid)
+        if existing is not None:
+            settle_duplicate(rt, sid, existing)
             return "duplicate"
         state = rt.store.get_heartbeat(sid)
         now = rt.clock()

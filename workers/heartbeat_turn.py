@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from core.clock import to_ms
 from core.errors import StaleFence, TurnAborted
 from core.metrics import gateway_metrics
 from core.usage import TokenUsage
@@ -27,6 +28,7 @@ from sessions.states import (
     SessionStatus,
 )
 from sessions.views import Duplicate, RefusalReason, Refused, RunView, SessionView
+from state.runtime import Runtime
 from workers.agents.base import TurnRequest
 from workers.injection import heartbeat_message, is_silent
 from workers.locks import Lease
@@ -41,6 +43,21 @@ _DEPARTED: dict[str, RefundReason] = {
     ClosedReason.COMPRESSED: RefundReason.SESSION_COMPRESSED,
     ClosedReason.SWITCHED: RefundReason.SESSION_SWITCHED,
 }
+
+
+def settle_duplicate(rt: Runtime, session_id: str, run: RunView) -> None:
+    """A fire whose id the ledger already holds: bring the due index back to the truth.
+
+    A refunded fire never happened, and its refund put the previous anchor back, so the true
+    next due time is that fire's own due time — and so is its id. Settling to it would claim
+    the same id again, meet the same refunded row and settle again, forever (after Redis lost
+    the index and the restore pass wrote that due time back). It is due now, under a new id.
+    """
+    if RunState(run.state) is RunState.REFUNDED:
+        refunded_due = to_ms(run.due_at) if run.due_at is not None else 0
+        rt.index.schedule(session_id, max(rt.now_ms(), refunded_due + 1))
+    else:
+        rt.settle(session_id)
 
 
 def is_active(state: HeartbeatState | None) -> bool:
@@ -101,7 +118,7 @@ class HeartbeatTurn:
             deferred=fire.deferred,
         )
         if isinstance(outcome, Duplicate):
-            rt.settle(sid)
+            settle_duplicate(rt, sid, outcome.run)
             return None
         if isinstance(outcome, Refused):
             log.info(
