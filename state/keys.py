@@ -4,7 +4,6 @@ Layout (``ns`` is ``Settings.namespace``, ``hbgw`` by default; ``sid`` a session
 
     ns:{s:sid}:lock      STRING  turn lock: holder token, PX lease
     ns:{s:sid}:fence     STRING  fence counter, INCR on every lock grant; never decreases
-    ns:{s:sid}:idle      STRING  "1" when the session is idle (no turn, inbox drained)
     ns:{s:sid}:inbox     LIST    queued user message ids, oldest first
     ns:{s:sid}:inflight  LIST    the message id a turn is running (back to the inbox if it dies)
     ns:{s:sid}:pending   STRING  the one fire id waiting for the session to go idle
@@ -15,6 +14,9 @@ Layout (``ns`` is ``Settings.namespace``, ``hbgw`` by default; ``sid`` a session
     ns:estop             STRING  global emergency stop (present = on)
     ns:inbox_sessions    SET     sessions that may have queued messages (a sweeper's hint)
     ns:liveness          HASH    sid -> JSON liveness stamp
+
+Idle is not a key: a session is idle when its lock is free and its inbox and in-flight list are
+empty, so a scheduled idle session costs its due-index entry and its fence counter only.
 
 Keys between braces are Redis Cluster hash tags: the slot is computed from the tag alone, so all
 keys of one session live in one slot, and each due shard in its own. Every Lua script touches
@@ -65,9 +67,6 @@ class Keys:
 
     def fence(self, session_id: str) -> str:
         return self._session(session_id, "fence")
-
-    def idle(self, session_id: str) -> str:
-        return self._session(session_id, "idle")
 
     def inbox(self, session_id: str) -> str:
         return self._session(session_id, "inbox")

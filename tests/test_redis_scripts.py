@@ -67,7 +67,7 @@ def test_key_layout() -> None:
 @pytest.mark.parametrize("sid", ["abc", "a:b", "with{brace}", "ünïcode", "x}y{z"])
 def test_session_keys_share_one_slot(sid: str) -> None:
     k = Keys("hbgw")
-    session_keys = [k.lock(sid), k.fence(sid), k.idle(sid), k.inbox(sid), k.pending(sid)]
+    session_keys = [k.lock(sid), k.fence(sid), k.inflight(sid), k.inbox(sid), k.pending(sid)]
     session_keys.append(k.estop(sid))
     assert len({slot(key) for key in session_keys}) == 1
 
@@ -151,7 +151,7 @@ def test_every_script_call_stays_in_one_slot(
     assert len(spy.shas) == 6  # every script but the pipelined enqueue_user and restore_inbox
     for call_keys in spy.calls:
         assert len({slot(key) for key in call_keys}) == 1, call_keys
-    assert slot(keys.inbox(SID)) == slot(keys.idle(SID)) == slot(keys.inflight(SID))
+    assert slot(keys.inbox(SID)) == slot(keys.inflight(SID))
 
 
 # -- due index ----------------------------------------------------------------------------------
