@@ -6,7 +6,7 @@ same serializer, broker options, events) with redbeat's keys under ``prefix`` on
 
 API: ``make_app(redis_url, prefix)``, ``populate(app, n, interval_s, due_now=True)``,
 ``scheduler(app)``, ``measure_sends(app, n, budget_s)``, ``clear(app)``, and the memory helpers
-``used_memory(client)`` and ``entry_key_types(app)``.
+``flush_sync(client)``, ``used_memory(client)`` and ``entry_key_types(app, name)``.
 """
 
 from __future__ import annotations
@@ -14,13 +14,13 @@ from __future__ import annotations
 import json
 import time
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 import redis
 from celery.schedules import schedule as interval_schedule
 from redbeat import RedBeatScheduler, RedBeatSchedulerEntry
 from redbeat.decoder import RedBeatJSONEncoder
-from redbeat.schedulers import get_redis
+from redbeat.schedulers import ensure_conf, get_redis
 
 from core.settings import Settings
 from hbgw.celery_app import make_celery
@@ -38,17 +38,23 @@ def make_app(redis_url: str, prefix: str) -> Any:
         # Set explicitly: redbeat would otherwise hand the broker's transport options
         # (kombu's global_keyprefix) to its redis client, with a deprecation warning.
         redbeat_redis_options={},
-        redbeat_key_prefix=f"{prefix}:redbeat",
+        redbeat_key_prefix=f"{prefix}:redbeat:",  # redbeat's default is "redbeat:"
         # One scheduler process: no distributed lock (it is taken only by `celery beat`).
         redbeat_lock_key=None,
         beat_scheduler="redbeat.RedBeatScheduler",
     )
     app.conf["bench_prefix"] = prefix
+    ensure_conf(app)  # app.redbeat_conf, read by the entries
     return app
 
 
 def queue_name(app: Any) -> str:
     return f"{app.conf['bench_prefix']}.redbeat"
+
+
+def entry_name(index: int) -> str:
+    """The name of ``populate``'s entry number ``index``."""
+    return f"hb-{index:015x}"
 
 
 def _entry(app: Any, name: str, interval_s: float, last_run_at: datetime | None) -> Any:
@@ -88,7 +94,7 @@ def populate(app: Any, n: int, interval_s: float, due_now: bool = True) -> list[
     so that a 100k setup takes seconds (tests check the bytes match ``save()``).
     """
     last_run_at = None if due_now else datetime.now(UTC)
-    names = [f"hb-{i:015x}" for i in range(n)]
+    names = [entry_name(i) for i in range(n)]
     client = get_redis(app)
     for start in range(0, n, CHUNK):
         with client.pipeline(transaction=False) as pipe:
@@ -152,9 +158,14 @@ def clear(app: Any) -> int:
         client.close()
 
 
+def flush_sync(client: redis.Redis) -> None:
+    """FLUSHALL that returns once the memory is freed (a lazy-free server would still count it)."""
+    cast(Any, client).execute_command("FLUSHALL", "SYNC")
+
+
 def used_memory(client: redis.Redis) -> int:
     """``INFO memory`` used_memory after the allocator gave back what it could."""
-    client.execute_command("MEMORY", "PURGE")
+    client.memory_purge()
     return int(client.info("memory")["used_memory"])
 
 
