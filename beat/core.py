@@ -22,7 +22,7 @@ from sessions.states import RefundReason, RunState
 from state.dispatch import Dispatcher
 from state.due_index import Claim
 from state.failures import log_failure
-from state.ownership import rendezvous_owner
+from state.ownership import Rendezvous, rendezvous_owner
 from state.runtime import Runtime
 
 log = logging.getLogger("hbgw.beat")
@@ -197,10 +197,13 @@ class BeatCore:
 def group_by_owner(claimed: list[Claim], workers: list[str]) -> dict[str, list[Claim]]:
     """The claimed fires of each owning worker, in claim order (empty without workers)."""
     groups: dict[str, list[Claim]] = defaultdict(list)
-    for session_id, due_ms in claimed:
-        owner = rendezvous_owner(session_id, workers)
+    if not workers:
+        return groups
+    owner_of = Rendezvous(workers).owner
+    for claim in claimed:
+        owner = owner_of(claim[0])
         if owner is not None:
-            groups[owner].append((session_id, due_ms))
+            groups[owner].append(claim)
     return groups
 
 
