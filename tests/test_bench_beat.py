@@ -14,9 +14,10 @@ from typing import Any
 import pytest
 from support.private_redis import PrivateRedis, running_redis
 
-from bench import claim, memory, redbeat_setup, tick
+from bench import claim, memory, plots, redbeat_setup, tick
 from bench.beat_rig import BeatRig, beat_rig, rig_settings, session_ids
 from bench.fleet import build_fleet
+from bench.runner import write_result
 from core.clock import to_ms
 from state.turn_gate import Began, TurnEnded
 
@@ -108,3 +109,17 @@ def test_redbeat_memory_counts_one_hash_per_entry(redbeat_app: Any, server: Priv
     types = redbeat_setup.entry_key_types(redbeat_app, redbeat_setup.entry_name(0))
     assert sorted(types.values()) == ["hash", "zset"]
     client.close()
+
+
+def test_plots_draw_what_is_there_and_skip_what_is_not(tmp_path: Path) -> None:
+    results, images = tmp_path / "results", tmp_path / "img"
+    claim_result = {
+        "ours": [{"scheduled": 200, "fires_per_s": {"median": 5e4, "min": 4e4, "max": 6e4}}],
+        "redbeat": [{"scheduled": 20, "sends_per_s": 500.0}],
+    }
+    write_result(
+        results, "claim", {"profile": "quick", "started_at": "2026", "result": claim_result}
+    )
+    written = plots.write_all(results, images)
+    assert written == [images / "bench-claim.png"]
+    assert (images / "bench-claim.png").stat().st_size > 0
