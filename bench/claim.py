@@ -27,7 +27,10 @@ REPS = 3
 REDBEAT_PREFIX = "rb-claim"
 # redbeat sends ~1k/s; at most this long per size, the rest is reported as a partial rate.
 REDBEAT_BUDGET_S = 30.0
-FULL_BUDGET_S = 150.0
+# Repetitions of one size, scaled from the last size's, must fit this (else one repetition).
+SIZE_BUDGET_S = 60.0
+# Populating the index costs about as much as claiming it.
+SETUP_FACTOR = 2.0
 
 
 def claim_once(rig: BeatRig, count: int, workers: list[str]) -> dict[str, float]:
@@ -56,6 +59,14 @@ def claim_once(rig: BeatRig, count: int, workers: list[str]) -> dict[str, float]
     }
 
 
+def _reps(done: list[dict[str, Any]], count: int) -> int:
+    if not done:
+        return REPS
+    last = done[-1]
+    one = float(last["total_s"]["median"]) * count / last["scheduled"] * SETUP_FACTOR
+    return REPS if one * REPS <= SIZE_BUDGET_S else 1
+
+
 def measure_ours(rig: BeatRig, count: int, reps: int) -> dict[str, Any]:
     workers = rig.register_workers()
     runs = []
@@ -76,13 +87,9 @@ def run(ctx: BenchContext) -> Result:
     redbeat_sizes = ctx.sizes([1_000], [1_000, 10_000])
     settings = rig_settings(ctx.work_dir, ctx.redis_url, "bclaim")
     ours: list[dict[str, Any]] = []
-    began = time.monotonic()
     with beat_rig(settings) as rig:
         for count in ours_sizes:
-            # The last size is the expensive one: one repetition when the budget is short.
-            spent = time.monotonic() - began
-            reps = 1 if count >= 1_000_000 and spent > FULL_BUDGET_S / 3 else REPS
-            ours.append(measure_ours(rig, count, reps))
+            ours.append(measure_ours(rig, count, _reps(ours, count)))
     redbeat = []
     app = redbeat_setup.make_app(ctx.redis_url, REDBEAT_PREFIX)
     try:

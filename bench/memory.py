@@ -22,7 +22,7 @@ from core.clock import to_ms
 
 NAME = "memory"
 
-REPS = 3
+REPS = 2
 CHUNK = 20_000
 
 
