@@ -82,6 +82,10 @@ def run(ctx: BenchContext) -> Result:
         "redbeat_bytes_per_session": summary(theirs),
         "redbeat_over_ours": round(ratio, 2),
         "ours_keys": ours_keys,
+        "ours_not_counted": (
+            "a finished turn also leaves an `idle` stamp in the shared <ns>:liveness hash; the "
+            "reconciler removes it once it is older than HBGW_DEAD_AFTER"
+        ),
         "redbeat_keys": theirs_keys,
         "due_shards": settings.due_shards,
     }
