@@ -20,8 +20,9 @@ from core.clock import from_ms, to_ms
 from core.metrics import gateway_metrics
 from sessions.states import RefundReason, RunState
 from state.dispatch import Dispatcher
+from state.due_index import Claim
 from state.failures import log_failure
-from state.ownership import rendezvous_owner
+from state.ownership import Rendezvous, rendezvous_owner
 from state.runtime import Runtime
 
 log = logging.getLogger("hbgw.beat")
@@ -161,11 +162,7 @@ class BeatCore:
     def dispatch_due(self, now_ms: int, workers: list[str]) -> int:
         claimed = self.rt.index.claim_all(now_ms, self.lease_ms, self.rt.settings.claim_batch)
         gateway_metrics().claim_batch.observe(len(claimed))
-        groups: dict[str, list[tuple[str, int]]] = defaultdict(list)
-        for session_id, due_ms in claimed:
-            owner = rendezvous_owner(session_id, workers)
-            if owner is not None:
-                groups[owner].append((session_id, due_ms))
+        groups = group_by_owner(claimed, workers)
         for owner, fires in groups.items():
             self.dispatcher.fires(owner, fires)
         if claimed:
@@ -195,6 +192,19 @@ class BeatCore:
                 owner = rendezvous_owner(sid, workers)
                 if owner is not None:
                     self.dispatcher.drain(owner, sid)
+
+
+def group_by_owner(claimed: list[Claim], workers: list[str]) -> dict[str, list[Claim]]:
+    """The claimed fires of each owning worker, in claim order (empty without workers)."""
+    groups: dict[str, list[Claim]] = defaultdict(list)
+    if not workers:
+        return groups
+    owner_of = Rendezvous(workers).owner
+    for claim in claimed:
+        owner = owner_of(claim[0])
+        if owner is not None:
+            groups[owner].append(claim)
+    return groups
 
 
 def safe_tick(core: BeatCore) -> float:

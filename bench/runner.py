@@ -71,4 +71,9 @@ def main(argv: list[str] | None = None) -> None:
             began = time.monotonic()
             path = run_one(ctx, name, args.out)
             print(f"{name}: {time.monotonic() - began:.1f}s -> {path}", flush=True)
+    if args.profile == FULL:
+        # Imported here: matplotlib is only needed for the full profile's plots.
+        from bench.plots import write_all
+
+        write_all(args.out)  # a benchmark without a result is skipped with a message
     sys.exit(0)

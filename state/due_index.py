@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
+from operator import itemgetter
 
 import redis
 from redis.commands.core import Script
@@ -24,12 +25,22 @@ Claim = tuple[str, int]
 """(session id, the due time in ms it was claimed at)."""
 
 
-def _pairs(flat: Sequence[str | bytes]) -> list[Claim]:
-    def text(value: str | bytes) -> str:
-        return value.decode() if isinstance(value, bytes) else value
+def _text(value: str | bytes) -> str:
+    return value.decode() if isinstance(value, bytes) else value
 
-    # float() first: Redis may print a large score in exponent form.
-    return [(text(flat[i]), int(float(flat[i + 1]))) for i in range(0, len(flat), 2)]
+
+def _due(score: str | bytes) -> int:
+    # A ms timestamp prints as plain digits; Redis may print another score in exponent form.
+    return int(score) if score.isdigit() else int(float(score))
+
+
+def _pairs(flat: Sequence[str | bytes]) -> list[Claim]:
+    # Beat parses every claimed member here (a million in a big tick): one pass over two
+    # slices, the str fast path inline instead of a call per element.
+    members, scores = flat[0::2], flat[1::2]
+    if all(type(m) is str for m in members):
+        return [(m, _due(d)) for m, d in zip(members, scores, strict=True)]  # type: ignore[misc]
+    return [(_text(m), _due(d)) for m, d in zip(members, scores, strict=True)]
 
 
 class DueIndex:
@@ -106,7 +117,7 @@ class DueIndex:
             batches = [_pairs(flat) for flat in pipe.execute()]
             claimed.extend(claim for batch in batches for claim in batch)
             shards = [s for s, batch in zip(shards, batches, strict=True) if len(batch) >= limit]
-        claimed.sort(key=lambda c: (c[1], c[0]))
+        claimed.sort(key=itemgetter(1, 0))
         return claimed
 
     def earliest_ms(self) -> int | None:
