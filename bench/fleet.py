@@ -85,7 +85,7 @@ def insert_sql(
 
 
 def seed_idle(rig: BeatRig, ids: Sequence[str]) -> None:
-    """What ``TurnGate.seed_many`` leaves for a new idle session (fence 0, idle flag), by MSET.
+    """What ``TurnGate.seed_many`` leaves for a new idle session (its fence, 0), by MSET.
 
     Only for sessions with no Redis state yet, where the script's checks all pass; one MSET
     per chunk instead of a script call per session (the memory benchmark uses the script).
@@ -95,7 +95,6 @@ def seed_idle(rig: BeatRig, ids: Sequence[str]) -> None:
         values: dict[str, str] = {}
         for sid in ids[start : start + CHUNK]:
             values[keys.fence(sid)] = "0"
-            values[keys.idle(sid)] = "1"
         rig.client.mset(values)
 
 

@@ -1,7 +1,7 @@
 """Redis bytes per scheduled idle session with a heartbeat, ours against celery-redbeat.
 
 Ours: what an idle scheduled session keeps in Redis — its due-index entry and what the restore
-pass seeds (fence counter, idle flag) — written by ``DueIndex.schedule_many`` and
+pass seeds (the fence counter; idle is not stored) — written by ``DueIndex.schedule_many`` and
 ``TurnGate.seed_many``, the same keys a finished turn leaves (the smoke test compares them).
 celery-redbeat: one saved ``RedBeatSchedulerEntry`` per session (its hash and its member of the
 schedule ZSET). Each: FLUSHALL, MEMORY PURGE, ``used_memory`` before and after, / N.
