@@ -70,6 +70,10 @@ class GatewayMetrics:
             registry=r,
         )
         self.live_workers = Gauge("hbgw_live_workers", "Workers registered as live.", registry=r)
+        self.live_beats = Gauge("hbgw_live_beats", "Beat replicas registered as live.", registry=r)
+        self.owned_shards = Gauge(
+            "hbgw_beat_owned_shards", "Due-index shards this beat claims.", registry=r
+        )
 
 
 @lru_cache(maxsize=1)
