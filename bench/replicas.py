@@ -116,6 +116,7 @@ def _one_round(rig: dict[str, Any], replicas: int, n: int) -> dict[str, Any]:
     elapsed = max(r["end"] for r in reports) - min(r["start"] for r in reports)
     fired = published_fires(rig["app"], keys)
     exactly_once = set(fired) == set(sids) and all(c == 1 for c in fired.values())
+    beat_cpu = sum(r["cpu_s"] for r in reports)
     return {
         "replicas": replicas,
         "n": n,
@@ -126,6 +127,9 @@ def _one_round(rig: dict[str, Any], replicas: int, n: int) -> dict[str, Any]:
         "duplicates": sum(c - 1 for c in fired.values() if c > 1),
         "missing": len(set(sids) - set(fired)),
         "redis_cpu_s": round(redis_cpu, 3),
+        "beat_cpu_s": round(beat_cpu, 3),
+        # Cores kept busy by the beats and Redis together: near 2 on this machine = CPU-bound.
+        "cores_busy": round((beat_cpu + redis_cpu) / elapsed, 2) if elapsed > 0 else None,
         "beats": [
             {k: r[k] for k in ("name", "own_shards", "claimed", "ticks", "cpu_s")}
             | {"seconds": round(r["end"] - r["start"], 4)}
@@ -186,7 +190,8 @@ def _summarise(rounds: list[dict[str, Any]], counts: Sequence[int], n: int) -> d
             "fires_per_s": summary([r["fires_per_s"] for r in mine]),
             "seconds": summary([r["seconds"] for r in mine]),
             "redis_cpu_s": summary([r["redis_cpu_s"] for r in mine]),
-            "beat_cpu_s_total": summary([sum(b["cpu_s"] for b in r["beats"]) for r in mine]),
+            "beat_cpu_s_total": summary([r["beat_cpu_s"] for r in mine]),
+            "cores_busy": summary([r["cores_busy"] for r in mine]),
             "shards_per_beat": [len(b["own_shards"]) for b in mine[0]["beats"]],
         }
     lo, hi = str(min(counts)), str(max(counts))
