@@ -186,13 +186,16 @@ def _summarise(rounds: list[dict[str, Any]], counts: Sequence[int], n: int) -> d
     by_count: dict[str, Any] = {}
     for k in counts:
         mine = [r for r in rounds if r["replicas"] == k]
+        split = [len(b["own_shards"]) for b in mine[0]["beats"]]
         by_count[str(k)] = {
             "fires_per_s": summary([r["fires_per_s"] for r in mine]),
             "seconds": summary([r["seconds"] for r in mine]),
             "redis_cpu_s": summary([r["redis_cpu_s"] for r in mine]),
             "beat_cpu_s_total": summary([r["beat_cpu_s"] for r in mine]),
             "cores_busy": summary([r["cores_busy"] for r in mine]),
-            "shards_per_beat": [len(b["own_shards"]) for b in mine[0]["beats"]],
+            "shards_per_beat": split,
+            # The most this split allows over one beat: the busiest beat has the most shards.
+            "balance_bound": round(sum(split) / max(split), 2),
         }
     lo, hi = str(min(counts)), str(max(counts))
     base = by_count[lo]["fires_per_s"]["median"]
