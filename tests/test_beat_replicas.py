@@ -205,3 +205,17 @@ def test_the_backlog_gauge_shows_only_the_beats_own_shards(
 def test_the_beat_ttl_must_outlast_a_pause_between_ticks() -> None:
     with pytest.raises(ValidationError, match="HBGW_BEAT_TTL"):
         Settings(beat_ttl=1.0, beat_max_sleep=1.0)
+
+
+def test_the_index_reads_only_the_shards_asked_for(gateway: Gateway, frozen: datetime) -> None:
+    index, now_ms = gateway.rt.index, gateway.rt.now_ms()
+    all_due(gateway)
+    first = shard_of(SESSIONS[0], index.shards)
+    expected = in_shards([first], index.shards)
+
+    assert set(index.backlog(now_ms, [first])) == {first}
+    assert index.earliest_ms([]) is None and index.backlog(now_ms, []) == {}
+    assert {sid for sid, _ in index.claim_all(now_ms, 1000, 7, shards=[first])} == expected
+    assert index.claim_all(now_ms, 1000, 7, shards=[]) == []
+    with pytest.raises(ValueError, match="shards must be in"):
+        index.claim_all(now_ms, 1000, 7, shards=[index.shards])
