@@ -9,7 +9,10 @@ have been published exactly once (``exactly_once`` in the JSON).
 
 Replicas split the 16 due shards by rendezvous hashing of their names (fixed names, so the
 split is the same in every repetition and recorded); the busiest replica bounds the round.
-CPU seconds of every replica and of the Redis server are recorded to say what limits scaling.
+CPU seconds of every replica and of the Redis server are recorded to say what limits scaling:
+``cores_busy`` (their CPU over the wall time: near the core count means the machine is the
+limit), ``own_core_fires_per_s`` (N over the busiest replica's CPU: the rate with a core per
+replica) and ``redis_bound_fires_per_s`` (N over Redis' CPU: its single thread's ceiling).
 """
 
 from __future__ import annotations
@@ -130,6 +133,10 @@ def _one_round(rig: dict[str, Any], replicas: int, n: int) -> dict[str, Any]:
         "beat_cpu_s": round(beat_cpu, 3),
         # Cores kept busy by the beats and Redis together: near 2 on this machine = CPU-bound.
         "cores_busy": round((beat_cpu + redis_cpu) / elapsed, 2) if elapsed > 0 else None,
+        # Projections, not measurements: the rate if every beat had a core of its own (the
+        # busiest beat's CPU is the critical path), and the rate Redis' one thread allows.
+        "own_core_fires_per_s": round(n / max(r["cpu_s"] for r in reports), 1),
+        "redis_bound_fires_per_s": round(n / redis_cpu, 1) if redis_cpu > 0 else None,
         "beats": [
             {k: r[k] for k in ("name", "own_shards", "claimed", "ticks", "cpu_s")}
             | {"seconds": round(r["end"] - r["start"], 4)}
@@ -193,6 +200,7 @@ def _summarise(rounds: list[dict[str, Any]], counts: Sequence[int], n: int) -> d
             "redis_cpu_s": summary([r["redis_cpu_s"] for r in mine]),
             "beat_cpu_s_total": summary([r["beat_cpu_s"] for r in mine]),
             "cores_busy": summary([r["cores_busy"] for r in mine]),
+            "own_core_fires_per_s": summary([r["own_core_fires_per_s"] for r in mine]),
             "shards_per_beat": split,
             # The most this split allows over one beat: the busiest beat has the most shards.
             "balance_bound": round(sum(split) / max(split), 2),
@@ -200,6 +208,8 @@ def _summarise(rounds: list[dict[str, Any]], counts: Sequence[int], n: int) -> d
     lo, hi = str(min(counts)), str(max(counts))
     base = by_count[lo]["fires_per_s"]["median"]
     ratio = by_count[hi]["fires_per_s"]["median"] / base if base else None
+    own_base = by_count[lo]["own_core_fires_per_s"]["median"]
+    own_ratio = by_count[hi]["own_core_fires_per_s"]["median"] / own_base if own_base else None
     return {
         "n": n,
         "counts": list(counts),
@@ -207,6 +217,7 @@ def _summarise(rounds: list[dict[str, Any]], counts: Sequence[int], n: int) -> d
         "exactly_once": all(r["exactly_once"] for r in rounds),
         "by_replicas": by_count,
         f"ratio_{hi}_over_{lo}": None if ratio is None else round(ratio, 3),
+        f"own_core_ratio_{hi}_over_{lo}": None if own_ratio is None else round(own_ratio, 3),
         "goal_ratio_4_over_1": 3.0,
         "rounds": rounds,
         "cpu_count": multiprocessing.cpu_count(),
