@@ -1,8 +1,9 @@
 """One beat tick: claim what is due, group it by owning worker, publish one message each.
 
 Cost per tick depends on what is due (batched Lua claims per shard), not on how many
-heartbeats are scheduled; beat does no per-fire SQL. Claims are atomic, so any number of beat
-replicas can run side by side.
+heartbeats are scheduled; beat does no per-fire SQL. Replicas split the due-index shards among
+themselves (``state/beat_registry.py``): each claims and sweeps only its own, and claims stay
+atomic, so replicas that briefly disagree about a shard only contend for it.
 """
 
 from __future__ import annotations
@@ -19,9 +20,11 @@ from beat.restore import restore
 from core.clock import from_ms, to_ms
 from core.metrics import gateway_metrics
 from sessions.states import RefundReason, RunState
+from state.beat_registry import BeatRegistry, beat_name, shards_of
 from state.dispatch import Dispatcher
 from state.due_index import Claim
 from state.failures import log_failure
+from state.keys import shard_of
 from state.ownership import Rendezvous, rendezvous_owner
 from state.runtime import Runtime
 
@@ -75,13 +78,19 @@ class StopFlag:
 
 
 class BeatCore:
-    def __init__(self, rt: Runtime, dispatcher: Dispatcher) -> None:
+    def __init__(self, rt: Runtime, dispatcher: Dispatcher, *, name: str | None = None) -> None:
         self.rt = rt
+        self.name = name or beat_name()
+        self.beats = BeatRegistry(rt.client, rt.keys, ttl_ms=int(rt.settings.beat_ttl * 1000))
+        # The shards this replica claims, sweeps and measures; set by every tick.
+        self.own_shards: list[int] = []
         self.dispatcher = dispatcher
         self.stopping = StopFlag()
         self.next_restore_ms = 0
         self.next_backlog_ms = 0
         self.next_reconcile_ms = 0
+        # Session -> when the sweeper last asked for its drain (ms); see sweep_inboxes.
+        self.drains_asked: dict[str, int] = {}
         self.reconciler = Reconciler(rt)
         s = rt.settings
         self.lease_ms = int(s.claim_lease * 1000)
@@ -93,6 +102,7 @@ class BeatCore:
         """Do one pass; return the seconds until the next one is useful."""
         # One reading per pass: every step judges "due" and "stale" against the same instant.
         now_ms = self.rt.now_ms()
+        self.refresh_shards(now_ms)
         if now_ms >= self.next_restore_ms:
             self.restore_now(now_ms)
             self.next_restore_ms = now_ms + self.restore_every_ms
@@ -106,17 +116,41 @@ class BeatCore:
             self.next_backlog_ms = now_ms + BACKLOG_EVERY_MS
         if workers and not self.stopping.is_set():
             self.dispatch_due(now_ms, workers)
-            self.sweep_inboxes(workers)
-        earliest = self.rt.index.earliest_ms()
+            self.sweep_inboxes(workers, now_ms)
+        earliest = self.rt.index.earliest_ms(self.own_shards)
         if earliest is None or not workers:
             return self.max_sleep
         return min(self.max_sleep, max(MIN_SLEEP, (earliest - now_ms) / 1000))
 
+    def refresh_shards(self, now_ms: int) -> None:
+        """Refresh this beat's registry entry and recompute the shards it owns.
+
+        Every tick, in one round trip: an entry Redis lost (a restart) is back at once, and a
+        dead beat's shards are taken over one ``HBGW_BEAT_TTL`` after its last tick.
+        """
+        beats = self.beats.refresh_and_list(self.name, now_ms)
+        self.own_shards = shards_of(self.name, beats, self.rt.index.shards)
+        metrics = gateway_metrics()
+        metrics.live_beats.set(len(beats))
+        metrics.owned_shards.set(len(self.own_shards))
+
+    def leave(self) -> None:
+        """Drop this beat's registry entry (a clean stop): the others take its shards at once."""
+        self.beats.remove(self.name)
+
     def measure_backlog(self, now_ms: int) -> None:
-        """Due members per shard before this tick claims: what waits when workers fall behind."""
+        """Due members of each own shard before this tick claims: what waits when workers fall
+        behind. Each shard is reported by the beat that owns it, so replicas never report one
+        twice and summing over beats gives the whole backlog."""
         gauge = gateway_metrics().due_backlog
-        for shard, count in self.rt.index.backlog(now_ms).items():
-            gauge.labels(str(shard)).set(count)
+        backlog = self.rt.index.backlog(now_ms, self.own_shards)
+        for shard in range(self.rt.index.shards):
+            if shard in backlog:
+                gauge.labels(str(shard)).set(backlog[shard])
+            else:
+                # A shard that moved to another beat: its figure is that beat's to report.
+                with contextlib.suppress(KeyError):
+                    gauge.remove(str(shard))
 
     def restore_now(self, now_ms: int) -> None:
         s = self.rt.settings
@@ -160,7 +194,9 @@ class BeatCore:
         return recovered
 
     def dispatch_due(self, now_ms: int, workers: list[str]) -> int:
-        claimed = self.rt.index.claim_all(now_ms, self.lease_ms, self.rt.settings.claim_batch)
+        claimed = self.rt.index.claim_all(
+            now_ms, self.lease_ms, self.rt.settings.claim_batch, shards=self.own_shards
+        )
         gateway_metrics().claim_batch.observe(len(claimed))
         groups = group_by_owner(claimed, workers)
         for owner, fires in groups.items():
@@ -174,24 +210,37 @@ class BeatCore:
             )
         return len(claimed)
 
-    def sweep_inboxes(self, workers: list[str]) -> None:
+    def sweep_inboxes(self, workers: list[str], now_ms: int | None = None) -> None:
         """Re-dispatch queued user messages whose session has no turn running.
 
         Covers a worker that died between queueing and draining: its queue is gone with it,
-        but the inbox in Redis is not.
+        but the inbox in Redis is not. Each replica sweeps the sessions of its own shards, so
+        two beats never drain the same session. A session's drain is asked for again only
+        after a claim lease, like an unsettled fire: a drain waiting for a busy worker's turn
+        thread would otherwise be joined by one more at every tick (a storm on a slow machine).
         """
         gate, keys, client = self.rt.gate, self.rt.keys, self.rt.client
+        own, shards = set(self.own_shards), self.rt.index.shards
+        now_ms = self.rt.now_ms() if now_ms is None else now_ms
+        asked, self.drains_asked = self.drains_asked, {}
         for raw in client.smembers(keys.inbox_sessions()):
             if self.stopping.is_set():
                 return  # the next beat (or replica) sweeps again; shutdown is not delayed
             sid = str(raw)
+            if shard_of(sid, shards) not in own:
+                continue
             if gate.backlog(sid) == 0:
                 client.srem(keys.inbox_sessions(), sid)
+                continue
+            last = asked.get(sid)
+            if last is not None and now_ms - last < self.lease_ms:
+                self.drains_asked[sid] = last
                 continue
             if gate.lock_holder(sid) is None:
                 owner = rendezvous_owner(sid, workers)
                 if owner is not None:
                     self.dispatcher.drain(owner, sid)
+                    self.drains_asked[sid] = now_ms
 
 
 def group_by_owner(claimed: list[Claim], workers: list[str]) -> dict[str, list[Claim]]:

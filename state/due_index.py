@@ -10,7 +10,7 @@ next due time.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from operator import itemgetter
 
 import redis
@@ -98,8 +98,10 @@ class DueIndex:
         flat = self._claim(keys=[self.keys.due_shard(shard)], args=[now_ms, lease_ms, limit])
         return _pairs(flat)
 
-    def claim_all(self, now_ms: int, lease_ms: int, limit: int) -> list[Claim]:
-        """Lease every member due at ``now_ms`` in every shard, earliest first.
+    def claim_all(
+        self, now_ms: int, lease_ms: int, limit: int, *, shards: Iterable[int] | None = None
+    ) -> list[Claim]:
+        """Lease every member due at ``now_ms`` in ``shards`` (default: all), earliest first.
 
         ``limit`` bounds one script call (how long Redis is blocked), not the total: a shard that
         returns a full batch is asked again, in the next pipelined round. Since claimed members
@@ -107,39 +109,52 @@ class DueIndex:
         """
         self._check(0, lease_ms, limit)
         claimed: list[Claim] = []
-        shards = list(range(self.shards))
-        while shards:
+        pending = self._shard_list(shards)
+        while pending:
             pipe = self.client.pipeline(transaction=False)
-            for shard in shards:
+            for shard in pending:
                 self._claim(
                     keys=[self.keys.due_shard(shard)], args=[now_ms, lease_ms, limit], client=pipe
                 )
             batches = [_pairs(flat) for flat in pipe.execute()]
             claimed.extend(claim for batch in batches for claim in batch)
-            shards = [s for s, batch in zip(shards, batches, strict=True) if len(batch) >= limit]
+            pending = [s for s, batch in zip(pending, batches, strict=True) if len(batch) >= limit]
         claimed.sort(key=itemgetter(1, 0))
         return claimed
 
-    def earliest_ms(self) -> int | None:
-        """The smallest due time over all shards (claimed leases included), None when empty."""
+    def earliest_ms(self, shards: Iterable[int] | None = None) -> int | None:
+        """The smallest due time over ``shards`` (default: all; claimed leases included), None
+        when they are empty."""
         pipe = self.client.pipeline(transaction=False)
-        for shard in range(self.shards):
+        for shard in self._shard_list(shards):
             pipe.zrange(self.keys.due_shard(shard), 0, 0, withscores=True)
         heads = [int(score) for rows in pipe.execute() for _, score in rows]
         return min(heads, default=None)
 
-    def backlog(self, now_ms: int) -> dict[int, int]:
-        """Members due at ``now_ms`` (claimed leases not), per shard, in one round trip."""
+    def backlog(self, now_ms: int, shards: Iterable[int] | None = None) -> dict[int, int]:
+        """Members due at ``now_ms`` (claimed leases not) per shard of ``shards`` (default:
+        all), in one round trip."""
+        chosen = self._shard_list(shards)
+        if not chosen:
+            return {}
         pipe = self.client.pipeline(transaction=False)
-        for shard in range(self.shards):
+        for shard in chosen:
             pipe.zcount(self.keys.due_shard(shard), "-inf", now_ms)
-        return {shard: int(n) for shard, n in enumerate(pipe.execute())}
+        return {shard: int(n) for shard, n in zip(chosen, pipe.execute(), strict=True)}
 
     def size(self) -> int:
         pipe = self.client.pipeline(transaction=False)
         for shard in range(self.shards):
             pipe.zcard(self.keys.due_shard(shard))
         return sum(int(n) for n in pipe.execute())
+
+    def _shard_list(self, shards: Iterable[int] | None) -> list[int]:
+        if shards is None:
+            return list(range(self.shards))
+        chosen = sorted(set(shards))
+        if chosen and (chosen[0] < 0 or chosen[-1] >= self.shards):
+            raise ValueError(f"shards must be in [0, {self.shards}), got {chosen}")
+        return chosen
 
     def _check(self, shard: int, lease_ms: int, limit: int) -> None:
         if not 0 <= shard < self.shards:

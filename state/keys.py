@@ -11,6 +11,7 @@ Layout (``ns`` is ``Settings.namespace``, ``hbgw`` by default; ``sid`` a session
     ns:{s:sid}:stall     STRING  stamp time (ms) of the stall last alerted, with a TTL
     ns:{due:i}           ZSET    due-index shard i: member sid, score due time in ms
     ns:workers           ZSET    worker name -> last seen, ms
+    ns:beats             ZSET    beat replica name -> last seen, ms (who claims which due shard)
     ns:estop             STRING  global emergency stop (present = on)
     ns:inbox_sessions    SET     sessions that may have queued messages (a sweeper's hint)
     ns:liveness          HASH    sid -> JSON liveness stamp
@@ -95,6 +96,9 @@ class Keys:
 
     def workers(self) -> str:
         return f"{self.namespace}:workers"
+
+    def beats(self) -> str:
+        return f"{self.namespace}:beats"
 
     def inbox_sessions(self) -> str:
         return f"{self.namespace}:inbox_sessions"
