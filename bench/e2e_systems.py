@@ -37,7 +37,10 @@ from sessions.store import Store
 from state.connection import connect
 from state.runtime import Runtime
 
-OURS_DB, REDBEAT_DB = 0, 1
+# A Redis database each: the deployments live side by side (idle between their phases), and
+# each flushes its own at the start.
+OURS_DB = {"sqlite": 0, "postgresql": 2}
+REDBEAT_DB = 1
 WORKERS = ("w1", "w2")
 CONCURRENCY = 8  # hbgw worker's default; the redbeat workers get the same threads
 READY_TIMEOUT = 90.0  # three Python processes starting on a busy two-core machine
@@ -173,13 +176,13 @@ def ours(ctx: BenchContext, kind: str) -> Iterator[Ours]:
             db_url = _postgres_schema(stack, ctx.pg_url)
         else:
             db_url = f"sqlite:///{home / 'bench.sqlite3'}"
-        redis_url = redis_db_url(ctx.redis_url, OURS_DB)
+        redis_url = redis_db_url(ctx.redis_url, OURS_DB[kind])
         _flush(redis_url)
         settings = Settings(
             home=home,
             database_url=db_url,
             redis_url=redis_url,
-            namespace="bench",
+            namespace=f"bench-{kind}",
             agent="echo",
             channel="file",
             channel_file=home / "deliveries.jsonl",
