@@ -97,11 +97,15 @@ class Restorer:
             return StepReport(rebuilding=state.lost)
         try:
             return self._step(state, now_ms)
-        finally:
-            # Committed steps released it already; a failed one gives it up here (Redis may be
-            # the failure: then the lease ends with its PX).
-            with contextlib.suppress(*TRANSIENT_REDIS_ERRORS):
-                self.sweep.release(self.token)
+        except BaseException:
+            self._give_up_lease()
+            raise
+
+    def _give_up_lease(self) -> None:
+        """A step that records nothing gives the lease up (when Redis is the failure, the lease
+        ends with its PX)."""
+        with contextlib.suppress(*TRANSIENT_REDIS_ERRORS):
+            self.sweep.release(self.token)
 
     def run_sweep(self, now_ms: int) -> StepReport:
         """Finish the sweep under way, or run a whole new one, in this call (tests, tools).
@@ -147,6 +151,7 @@ class Restorer:
                 action="restore.failed",
             )
             self.retry_at_ms = now_ms + self.cfg.interval_ms
+            self._give_up_lease()
             return StepReport(ran=True, ok=False, rebuilding=state.lost)
         sweep_started = now_ms if started else state.started_ms
         completed = progress.phase is None
