@@ -211,6 +211,16 @@ def test_remove_size_and_earliest(redis_client: redis.Redis, keys: Keys) -> None
     assert index.size() == 39
 
 
+def test_due_many_reads_every_shard_and_omits_the_absent(
+    redis_client: redis.Redis, keys: Keys
+) -> None:
+    index = DueIndex(redis_client, keys, shards=4)
+    index.schedule_many({f"s{i}": NOW + i for i in range(0, 40, 2)})
+    asked = [f"s{i}" for i in range(40)]
+    assert index.due_many(asked, chunk=7) == {f"s{i}": NOW + i for i in range(0, 40, 2)}
+    assert index.due_many([]) == {}
+
+
 def test_claim_all_drains_every_shard_in_batches(redis_client: redis.Redis, keys: Keys) -> None:
     index = DueIndex(redis_client, keys, shards=4)
     due = {f"s{i}": NOW - i for i in range(103)}
