@@ -153,25 +153,8 @@ class Restorer:
             self.retry_at_ms = now_ms + self.cfg.interval_ms
             self._give_up_lease()
             return StepReport(ran=True, ok=False, rebuilding=state.lost)
-        sweep_started = now_ms if started else state.started_ms
         completed = progress.phase is None
-        if completed:
-            fields: dict[str, str | int] = {
-                "epoch": sweep_started,
-                "next": sweep_started + self.cfg.interval_ms,
-                "last": state.steps + 1 if not started else 1,
-            }
-            drop: tuple[str, ...] = ("phase", "cursor", "started", "steps")
-        else:
-            assert progress.phase is not None
-            fields = {
-                "phase": progress.phase.value,
-                "cursor": progress.cursor,
-                "started": sweep_started,
-                "steps": 1 if started else state.steps + 1,
-            }
-            drop = ()
-        recorded = self.sweep.commit(self.token, fields, drop)
+        recorded = self._record(state, progress, now_ms)
         report = StepReport(
             ran=True,
             rows=progress.rows,
@@ -183,6 +166,22 @@ class Restorer:
         )
         _log_step(report, recorded)
         return report
+
+    def _record(self, state: SweepState, progress: _Progress, now_ms: int) -> bool:
+        """Where the sweep stands after this step, or, when it is complete, the epoch and when
+        the next may start; False when the lease lapsed (nothing recorded)."""
+        started = now_ms if state.phase is None else state.started_ms
+        steps = 1 if state.phase is None else state.steps + 1
+        if progress.phase is None:
+            done = {"epoch": started, "next": started + self.cfg.interval_ms, "last": steps}
+            return self.sweep.commit(self.token, done, ("phase", "cursor", "started", "steps"))
+        under_way = {
+            "phase": progress.phase.value,
+            "cursor": progress.cursor,
+            "started": started,
+            "steps": steps,
+        }
+        return self.sweep.commit(self.token, under_way)
 
     def _page(self, progress: _Progress, now_ms: int, *, seed_all: bool) -> None:
         limit = progress.budget
