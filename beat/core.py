@@ -1,7 +1,8 @@
 """One beat tick: claim what is due, group it by owning worker, publish one message each.
 
 Cost per tick depends on what is due (batched Lua claims per shard), not on how many
-heartbeats are scheduled; beat does no per-fire SQL. Replicas split the due-index shards among
+heartbeats are scheduled; beat does no per-fire SQL. The restore pass is paged: a tick reads at
+most ``HBGW_RESTORE_PAGE`` rows of SQL for it. Replicas split the due-index shards among
 themselves (``state/beat_registry.py``): each claims and sweeps only its own, and claims stay
 atomic, so replicas that briefly disagree about a shard only contend for it.
 """
@@ -16,7 +17,7 @@ from collections import defaultdict
 from datetime import datetime, timedelta
 
 from beat.reconcile import Reconciler
-from beat.restore import restore
+from beat.restore import RestoreConfig, Restorer, StepReport
 from core.clock import from_ms, to_ms
 from core.metrics import gateway_metrics
 from sessions.states import RefundReason, RunState
@@ -26,6 +27,7 @@ from state.due_index import Claim
 from state.failures import log_failure
 from state.keys import shard_of
 from state.ownership import Rendezvous, rendezvous_owner
+from state.restore_sweep import RestoreSweep
 from state.runtime import Runtime
 
 log = logging.getLogger("hbgw.beat")
@@ -33,6 +35,9 @@ log = logging.getLogger("hbgw.beat")
 MIN_SLEEP = 0.05
 # The backlog gauge costs one pipelined ZCOUNT per shard: bounded, not per fire or per tick.
 BACKLOG_EVERY_MS = 5000
+# One restore step takes well under a second; a replica that dies in one delays the next step
+# by at most this.
+RESTORE_STEP_LEASE_MS = 10_000
 
 
 class StopFlag:
@@ -86,7 +91,6 @@ class BeatCore:
         self.own_shards: list[int] = []
         self.dispatcher = dispatcher
         self.stopping = StopFlag()
-        self.next_restore_ms = 0
         self.next_backlog_ms = 0
         self.next_reconcile_ms = 0
         # Session -> when the sweeper last asked for its drain (ms); see sweep_inboxes.
@@ -94,18 +98,27 @@ class BeatCore:
         self.reconciler = Reconciler(rt)
         s = rt.settings
         self.lease_ms = int(s.claim_lease * 1000)
-        self.restore_every_ms = int(s.restore_interval * 1000)
         self.reconcile_every_ms = int(s.reconcile_interval * 1000)
         self.max_sleep = s.beat_max_sleep
+        self.restorer = Restorer(
+            rt.store,
+            rt.index,
+            rt.gate,
+            RestoreSweep(rt.client, rt.keys),
+            RestoreConfig(
+                page=s.restore_page,
+                interval_ms=int(s.restore_interval * 1000),
+                slack_ms=int(max(s.claim_lease, s.refund_backoff) * 1000) + 1000,
+                lease_ms=RESTORE_STEP_LEASE_MS,
+            ),
+        )
 
     def tick(self) -> float:
         """Do one pass; return the seconds until the next one is useful."""
         # One reading per pass: every step judges "due" and "stale" against the same instant.
         now_ms = self.rt.now_ms()
         self.refresh_shards(now_ms)
-        if now_ms >= self.next_restore_ms:
-            self.restore_now(now_ms)
-            self.next_restore_ms = now_ms + self.restore_every_ms
+        restored = self.restore_step(now_ms)
         if now_ms >= self.next_reconcile_ms:
             self.next_reconcile_ms = now_ms + self.reconcile_every_ms
             self.reconcile_now(now_ms)
@@ -117,6 +130,8 @@ class BeatCore:
         if workers and not self.stopping.is_set():
             self.dispatch_due(now_ms, workers)
             self.sweep_inboxes(workers, now_ms)
+        if restored.rebuilding and not self.stopping.is_set():
+            return MIN_SLEEP  # Redis lost its data: the next page of the rebuild without a pause
         earliest = self.rt.index.earliest_ms(self.own_shards)
         if earliest is None or not workers:
             return self.max_sleep
@@ -152,12 +167,20 @@ class BeatCore:
                 with contextlib.suppress(KeyError):
                     gauge.remove(str(shard))
 
-    def restore_now(self, now_ms: int) -> None:
-        s = self.rt.settings
-        slack = int(max(s.claim_lease, s.refund_backoff) * 1000) + 1000
-        report = restore(self.rt.store, self.rt.index, self.rt.gate, now_ms=now_ms, slack_ms=slack)
-        if report.ok:
+    def restore_step(self, now_ms: int) -> StepReport:
+        """The tick's share of the restore pass (nothing when none is due or another replica
+        runs it); orphan recovery runs once per pass, as it begins."""
+        report = self.restorer.step(now_ms)
+        if report.started:
             self.recover_orphans(from_ms(now_ms))
+        return report
+
+    def restore_now(self, now_ms: int) -> StepReport:
+        """A whole restore pass in this call, then orphan recovery (tests and tools)."""
+        report = self.restorer.run_sweep(now_ms)
+        if report.ran and report.ok:
+            self.recover_orphans(from_ms(now_ms))
+        return report
 
     def reconcile_now(self, now_ms: int) -> None:
         """Liveness pass; a failure is logged and never costs the tick its dispatch."""
@@ -176,7 +199,8 @@ class BeatCore:
         rt = self.rt
         before = now - timedelta(seconds=rt.settings.lock_lease)
         recovered = 0
-        for run in rt.store.stale_reservations(before):
+        # Bounded like a restore step; the oldest first, the rest on the next pass.
+        for run in rt.store.stale_reservations(before, limit=rt.settings.restore_page):
             if rt.gate.lock_holder(run.session_id) is not None:
                 continue
             if rt.store.refund_orphan(run.id, now) is not None:

@@ -35,6 +35,12 @@ class Settings(BaseSettings):
     restore_interval: float = Field(
         default=30.0, gt=0, description="Seconds between restore passes of the due index."
     )
+    restore_page: int = Field(
+        default=1000,
+        ge=1,
+        le=100_000,
+        description="Most SQL rows one beat tick's restore step reads; a pass takes several.",
+    )
     due_shards: int = Field(default=16, ge=1, le=1024, description="Due-index shards.")
     claim_batch: int = Field(default=500, ge=1, description="Most members claimed per shard call.")
     claim_lease: float = Field(

@@ -5,7 +5,7 @@ Nothing outside ``sessions/`` sees an ORM object, only these.
 
 from __future__ import annotations
 
-from sessions.store.heartbeat_records import HeartbeatStatusView, RestoreEntry
+from sessions.store.heartbeat_records import HeartbeatStatusView
 from sessions.store.ledger import (
     Duplicate,
     RefusalReason,
@@ -16,6 +16,7 @@ from sessions.store.ledger import (
 )
 from sessions.store.ledger_audit import HeartbeatSnapshot, LedgerSnapshot
 from sessions.store.message_records import Accepted, MessageView
+from sessions.store.restore_reads import QueuedPage, RestorablePage, RestoreEntry
 from sessions.store.session_records import SessionView
 
 __all__ = [
@@ -25,10 +26,12 @@ __all__ = [
     "HeartbeatStatusView",
     "LedgerSnapshot",
     "MessageView",
+    "QueuedPage",
     "RefusalReason",
     "Refused",
     "ReserveOutcome",
     "Reserved",
+    "RestorablePage",
     "RestoreEntry",
     "RunView",
     "SessionView",

@@ -80,16 +80,20 @@ class DueIndex:
         return None if score is None else int(score)
 
     def due_many(self, session_ids: Sequence[str], chunk: int = 10_000) -> dict[str, int]:
-        """Due times of many sessions (absent ones omitted), pipelined in chunks."""
+        """Due times of many sessions (absent ones omitted): one ZMSCORE per shard, pipelined
+        in chunks (Redis 6.2+); a command per session cost more to build than Redis to answer."""
         out: dict[str, int] = {}
         for start in range(0, len(session_ids), chunk):
-            part = session_ids[start : start + chunk]
+            by_shard: defaultdict[str, list[str]] = defaultdict(list)
+            for session_id in session_ids[start : start + chunk]:
+                by_shard[self.shard_key(session_id)].append(session_id)
             pipe = self.client.pipeline(transaction=False)
-            for session_id in part:
-                pipe.zscore(self.shard_key(session_id), session_id)
-            for session_id, score in zip(part, pipe.execute(), strict=True):
-                if score is not None:
-                    out[session_id] = int(score)
+            for key, members in by_shard.items():
+                pipe.zmscore(key, members)
+            for members, scores in zip(by_shard.values(), pipe.execute(), strict=True):
+                for session_id, score in zip(members, scores, strict=True):
+                    if score is not None:
+                        out[session_id] = int(score)
         return out
 
     def claim(self, shard: int, now_ms: int, lease_ms: int, limit: int) -> list[Claim]:

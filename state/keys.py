@@ -15,14 +15,17 @@ Layout (``ns`` is ``Settings.namespace``, ``hbgw`` by default; ``sid`` a session
     ns:estop             STRING  global emergency stop (present = on)
     ns:inbox_sessions    SET     sessions that may have queued messages (a sweeper's hint)
     ns:liveness          HASH    sid -> JSON liveness stamp
+    ns:{restore}:sweep   HASH    beat's restore sweep: epoch, phase, cursor, started, next, steps
+    ns:{restore}:lease   STRING  the beat replica running a restore step: token, PX lease
 
 Idle is not a key: a session is idle when its lock is free and its inbox and in-flight list are
 empty, so a scheduled idle session costs its due-index entry and its fence counter only.
 
 Keys between braces are Redis Cluster hash tags: the slot is computed from the tag alone, so all
 keys of one session live in one slot, and each due shard in its own. Every Lua script touches
-the keys of a single session or a single shard, which is what Redis Cluster requires of a script.
-Global keys are only ever used by plain commands.
+the keys of a single session, a single shard, or the restore sweep (its two keys share the tag
+``{restore}``), which is what Redis Cluster requires of a script. Other global keys are only
+ever used by plain commands.
 
 ``worker_queue`` is not a Redis key but a Celery queue name; it lives here so that every name
 derived from the namespace is built by this module.
@@ -105,6 +108,13 @@ class Keys:
 
     def liveness(self) -> str:
         return f"{self.namespace}:liveness"
+
+    def restore_sweep(self) -> str:
+        """Where the restore sweep stands; its ``epoch`` vanishes when Redis loses its data."""
+        return f"{self.namespace}:{{restore}}:sweep"
+
+    def restore_lease(self) -> str:
+        return f"{self.namespace}:{{restore}}:lease"
 
     def worker_queue(self, worker_name: str) -> str:
         """Celery queue consumed by one worker (not a Redis key)."""

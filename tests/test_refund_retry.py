@@ -10,9 +10,9 @@ over and over: the session never fired again (seen once in the chaos run).
 from __future__ import annotations
 
 from support.harness import Gateway, wait_until
+from support.restoring import make_restorer
 from support.scenarios import assert_invariants
 
-from beat.restore import restore
 from core.clock import to_ms
 from sessions.states import RefundReason, RunState, fire_id
 from sessions.views import RunView
@@ -41,7 +41,7 @@ def test_refunded_due_time_fires_again_after_the_index_is_rebuilt(gateway: Gatew
         # Redis lost the index: the restore pass puts back the true next due time, which the
         # refund made the refunded fire's due time again.
         gw.rt.index.remove(sid)
-        restore(gw.store, gw.rt.index, gw.rt.gate, now_ms=gw.rt.now_ms(), slack_ms=0)
+        make_restorer(gw.rt).run_sweep(gw.rt.now_ms())
         assert gw.rt.index.due_ms(sid) == due
 
         def fired() -> list[RunView]:

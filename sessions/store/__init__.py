@@ -12,10 +12,11 @@ from sessions.db import ensure_schema, make_engine
 from sessions.store.heartbeat_records import HeartbeatRecords
 from sessions.store.ledger import FireLedger
 from sessions.store.message_records import MessageRecords
+from sessions.store.restore_reads import RestoreReads
 from sessions.store.session_records import SessionRecords
 
 
-class Store(SessionRecords, MessageRecords, HeartbeatRecords, FireLedger):
+class Store(SessionRecords, MessageRecords, HeartbeatRecords, FireLedger, RestoreReads):
     @classmethod
     def from_url(cls, url: str) -> Store:
         """Open a store; the embedded SQLite store migrates itself, others must be migrated."""
