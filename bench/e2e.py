@@ -199,10 +199,6 @@ def run(ctx: BenchContext) -> Result:
             f"CPU per fire {r['cpu_per_fire_ratio']}x",
             flush=True,
         )
-    if not ctx.quick:
-        from bench.plots_e2e import lag_plot
-
-        ctx.note(f"e2e: plot {lag_plot(results)}")
     return {
         "parameters": asdict(plan) | {"interval_s": INTERVAL_S, "workers": 2, "beats": 1},
         "systems": results,

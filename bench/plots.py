@@ -7,7 +7,6 @@ them; ``write_all`` runs each (the runner calls it after the full profile).
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -18,18 +17,12 @@ import matplotlib
 matplotlib.use("Agg")  # files only, no display
 import matplotlib.pyplot as plt
 
+from bench.latest import newest
+from bench.plots_e2e import lag_plot
+
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
 IMAGES = ROOT / "docs" / "img"
-
-
-def newest(name: str, results: Path = RESULTS) -> dict[str, Any] | None:
-    """The newest JSON the runner wrote for benchmark ``name`` (stamps sort as time)."""
-    found = sorted(results.glob(f"{name}-*.json"))
-    if not found:
-        return None
-    payload: dict[str, Any] = json.loads(found[-1].read_text())
-    return payload
 
 
 def _save(fig: Any, path: Path) -> Path:
@@ -115,8 +108,23 @@ def plot_memory(results: Path = RESULTS, out: Path = IMAGES) -> Path | None:
 
 
 Plot = Callable[[Path, Path], "Path | None"]
+
+
 # Add a plot here: a function (results dir, image dir) -> the PNG written, or None.
-PLOTS: dict[str, Plot] = {"claim": plot_claim, "tick": plot_tick, "memory": plot_memory}
+def plot_e2e(results: Path = RESULTS, out: Path = IMAGES) -> Path | None:
+    """p50 and p99 lag from due time to agent start against the offered rate (bench/plots_e2e)."""
+    payload = newest("e2e", results)
+    if payload is None:
+        return None
+    return lag_plot(payload["result"]["systems"], out / "bench-e2e-lag.png")
+
+
+PLOTS: dict[str, Plot] = {
+    "claim": plot_claim,
+    "tick": plot_tick,
+    "memory": plot_memory,
+    "e2e": plot_e2e,
+}
 
 
 def write_all(results: Path = RESULTS, out: Path = IMAGES) -> list[Path]:

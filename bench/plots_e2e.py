@@ -1,7 +1,7 @@
 """The end-to-end lag plot: p50 and p99 lag against the offered rate, ours vs celery-redbeat.
 
-Kept apart from other plot modules (bench/plots.py did not exist on this branch); it reads
-the ``systems`` part of an e2e result, as written to bench/results/e2e-*.json.
+``bench/plots.py`` draws it with the others (``plot_e2e``); it reads the ``systems`` part of an
+e2e result, as written to bench/results/e2e-*.json.
 """
 
 from __future__ import annotations
