@@ -26,6 +26,9 @@ from state.scripts import load_script
 
 log = logging.getLogger("hbgw.registry")
 
+CLAIM_RETRY_FIRST = 0.1  # seconds; doubled up to CLAIM_RETRY_MAX while Redis cannot take it
+CLAIM_RETRY_MAX = 2.0
+
 
 class Rendezvous:
     """The owner of any session over one list of live workers.
@@ -93,7 +96,7 @@ def claim_name(registry: WorkerRegistry, worker: str, clock_ms: Callable[[], int
     """
     deadline = time.monotonic() + registry.ttl_ms / 1000 + 1
     seen: int | None = None
-    while (last := registry.claim(worker, clock_ms())) is not None:
+    while (last := _claim_when_redis_answers(registry, worker, clock_ms)) is not None:
         if (seen is not None and last > seen) or time.monotonic() > deadline:
             raise BadInput(
                 f"A worker named {worker!r} is already running (its registry entry is fresh) — "
@@ -101,6 +104,27 @@ def claim_name(registry: WorkerRegistry, worker: str, clock_ms: Callable[[], int
             )
         seen = last
         time.sleep(0.05)
+
+
+def _claim_when_redis_answers(
+    registry: WorkerRegistry, worker: str, clock_ms: Callable[[], int]
+) -> int | None:
+    """``registry.claim``, waiting out a Redis that is down, loading or full (one line, then
+    a bounded back-off): a worker started against a full Redis starts once it has room."""
+    delay = CLAIM_RETRY_FIRST
+    while True:
+        try:
+            return registry.claim(worker, clock_ms())
+        except TRANSIENT_REDIS_ERRORS as exc:
+            if delay == CLAIM_RETRY_FIRST:
+                log.warning(
+                    "registry: cannot register %s yet (%s); retrying until Redis answers",
+                    worker,
+                    exc,
+                    extra={"action": "registry.claim_retry"},
+                )
+            time.sleep(delay)
+            delay = min(delay * 2, CLAIM_RETRY_MAX)
 
 
 class RegistryHeartbeat:
