@@ -37,6 +37,7 @@ from sessions.store.ledger_steps import (
     reserve_in,
     run_by_fire_id,
     settle_lost_run,
+    start_in,
 )
 from sessions.store.run_views import (
     Duplicate,
@@ -96,10 +97,7 @@ class FireLedger(Transactions):
             fenced_session_row(db, run.session_id, fence)
             if run.state == RunState.STARTED and run.fence == fence:
                 return run_view(run)  # a repeat after a COMMIT whose answer was lost
-            if run.state != RunState.RESERVED:
-                raise InvalidState(f"Run {run.fire_id} is {run.state}; only a reserved run starts.")
-            run.state = RunState.STARTED
-            run.started_at = now
+            start_in(run, now)
             return run_view(run)
 
     @repeatable

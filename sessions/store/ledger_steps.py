@@ -219,3 +219,11 @@ def finish_in(
     if row is not None and row.generation == run.generation:
         row.last_outcome = final.value
         row.updated_at = now
+
+
+def start_in(run: RunRow, now: datetime) -> None:
+    """``mark_started``'s work: only a reserved run starts."""
+    if run.state != RunState.RESERVED:
+        raise InvalidState(f"Run {run.fire_id} is {run.state}; only a reserved run starts.")
+    run.state = RunState.STARTED
+    run.started_at = now

@@ -11,11 +11,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from support.harness import Gateway, gateway_settings
-from support.sql_count import SqlCount, counting_sql
-
 from gateway.channels import make_channel
 from state.runtime import Runtime
+from support.harness import Gateway, gateway_settings
+from support.sql_count import SqlCount, counting_sql
 from workers.agents import make_agent
 from workers.runner import TurnRunner
 

@@ -8,7 +8,7 @@ turn thread's as much as the test's). ``BEGIN`` itself (SQLite's ``BEGIN IMMEDIA
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -48,7 +48,7 @@ class SqlCount:
 def counting_sql(engine: Engine) -> Iterator[SqlCount]:
     """Count what ``engine`` runs inside the block (all threads)."""
     count = SqlCount()
-    hooks = [
+    hooks: list[tuple[str, Callable[..., None]]] = [
         ("begin", count._begin),
         ("rollback", count._rollback),
         ("before_cursor_execute", count._statement),
