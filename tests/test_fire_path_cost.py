@@ -22,6 +22,10 @@ from sessions.states import RunState
 ADMISSION_TRANSACTIONS = 1
 TURN_TRANSACTIONS = 4  # claim + reserve, re-check + start, delivering, finish
 SILENT_TURN_TRANSACTIONS = 3  # nothing is delivered: no delivering step
+# Statements too (before: 4 per admission, 32 per turn), so no step reads again what it read.
+ADMISSION_STATEMENTS = 3
+TURN_STATEMENTS = 22
+SILENT_TURN_STATEMENTS = 19
 
 
 def _one_fire(tmp_path: Path, redis_url: str, redis_ns: str, **overrides: object) -> FireCost:
@@ -36,23 +40,25 @@ def _one_fire(tmp_path: Path, redis_url: str, redis_ns: str, **overrides: object
     return cost
 
 
-def _check(cost: FireCost, turn: int) -> None:
+def _check(cost: FireCost, turn: int, statements: int) -> None:
     assert cost.admission.transactions >= 1 and cost.turn.transactions >= 3  # it counts at all
     lines = "\n".join(cost.turn.lines)
     assert cost.admission.transactions <= ADMISSION_TRANSACTIONS, cost.admission.lines
     assert cost.turn.transactions <= turn, f"{cost.turn.transactions} transactions:\n{lines}"
+    assert cost.admission.statements <= ADMISSION_STATEMENTS, cost.admission.lines
+    assert cost.turn.statements <= statements, f"{cost.turn.statements} statements:\n{lines}"
     assert cost.admission.rollbacks == cost.turn.rollbacks == 0
 
 
 def test_sql_round_trips_per_fire_on_sqlite(tmp_path: Path, redis_url: str, redis_ns: str) -> None:
-    _check(_one_fire(tmp_path, redis_url, redis_ns), TURN_TRANSACTIONS)
+    _check(_one_fire(tmp_path, redis_url, redis_ns), TURN_TRANSACTIONS, TURN_STATEMENTS)
 
 
 def test_silent_turn_costs_one_transaction_less(
     tmp_path: Path, redis_url: str, redis_ns: str
 ) -> None:
     cost = _one_fire(tmp_path, redis_url, redis_ns, echo_silent_heartbeats=True)
-    _check(cost, SILENT_TURN_TRANSACTIONS)
+    _check(cost, SILENT_TURN_TRANSACTIONS, SILENT_TURN_STATEMENTS)
 
 
 @pytest.mark.postgres
@@ -63,4 +69,4 @@ def test_sql_round_trips_per_fire_on_postgres(
     upgrade(engine)
     engine.dispose()
     cost = _one_fire(tmp_path, redis_url, redis_ns, database_url=pg_schema_url)
-    _check(cost, TURN_TRANSACTIONS)
+    _check(cost, TURN_TRANSACTIONS, TURN_STATEMENTS)

@@ -146,8 +146,8 @@ class FireTurns(Transactions):
     ) -> FireClaim:
         with self._transaction() as db:
             session = claim_in(db, session_id, fence, now)
-            outcome = reserve_in(db, session, fire_id, due_ms, fence, now, worker, deferred)
             row = heartbeat_row(db, session_id)
+            outcome = reserve_in(db, session, fire_id, due_ms, fence, now, worker, deferred, row)
             state = heartbeat_state(row) if row else None
             return FireClaim(outcome, state, index_due(session, row))
 
@@ -207,10 +207,13 @@ class FireTurns(Transactions):
             run = run_row(db, run_id)
             session = fenced_session_row(db, run.session_id, fence)
             # Finished already: a repeat after a COMMIT whose answer was lost (reply included).
+            row = None
             if run.state != final:
-                finish_in(db, run, final, now, detail, usage)
+                row = finish_in(db, run, final, now, detail, usage)
                 _add_message(db, session, run, "assistant", reply_kind, reply, now)
-            row = heartbeat_row(db, session.id)
+            # The run's heartbeat (finish_in read it) is the session's unless it moved on.
+            if row is None or row.session_id != session.id:
+                row = heartbeat_row(db, session.id)
             return Finished(run_view(run), index_due(session, row))
 
 

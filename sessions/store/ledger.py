@@ -22,6 +22,7 @@ from sessions.states import IN_TURN, MessageState, RefundReason, RunState
 from sessions.store.base import (
     Transactions,
     fenced_session_row,
+    heartbeat_row,
     repeatable,
     run_row,
     session_row,
@@ -79,7 +80,8 @@ class FireLedger(Transactions):
         try:
             with self._transaction() as db:
                 session = session_row(db, session_id, for_update=True)
-                return reserve_in(db, session, fire_id, due_ms, fence, now, worker, deferred)
+                row = heartbeat_row(db, session_id)
+                return reserve_in(db, session, fire_id, due_ms, fence, now, worker, deferred, row)
         except IntegrityError:
             # A concurrent reserve of the same fire id won the UNIQUE race.
             return self._concurrent_winner(fire_id)

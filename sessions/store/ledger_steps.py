@@ -23,7 +23,7 @@ from sessions.states import (
     RunState,
     SessionStatus,
 )
-from sessions.store.base import heartbeat_row, session_row
+from sessions.store.base import session_row
 from sessions.store.heartbeat_records import apply_state, heartbeat_state
 from sessions.store.run_views import (
     Duplicate,
@@ -42,8 +42,7 @@ def claim_in(db: Session, session_id: str, fence: int, now: datetime) -> Session
         raise StaleFence(
             f"Fence {fence} of session {session_id} is not newer than {session.fence}."
         )
-    _give_back_orphans(db, session_id, fence, now)
-    _settle_cut_off_turns(db, session_id, fence, now)
+    _settle_older_turns(db, session_id, fence, now)
     session.fence = fence
     session.updated_at = now
     return session
@@ -58,15 +57,16 @@ def reserve_in(
     now: datetime,
     worker: str | None,
     deferred: bool,
+    row: HeartbeatRow | None,
 ) -> ReserveOutcome:
-    """``reserve_fire``'s work inside a caller's transaction, the session row locked."""
+    """``reserve_fire``'s work inside a caller's transaction, the session row locked; ``row``:
+    the session's heartbeat row (read by the caller, which may want it afterwards)."""
     existing = run_by_fire_id(db, fire_id)
     if existing is not None:
         return Duplicate(run_view(existing))
     if fence != session.fence:
         # Claimed at the lock grant (claim_fence); any other fence is another turn's.
         return Refused(RefusalReason.STALE_FENCE)
-    row = heartbeat_row(db, session.id)
     admitted = _admit(session, row, now)
     if isinstance(admitted, Refused):
         return admitted
@@ -120,30 +120,27 @@ def _admit(
     return state
 
 
-def _give_back_orphans(db: Session, session_id: str, fence: int, now: datetime) -> None:
-    """A newer fence proves older turns lost their lock: a reservation they left behind never
-    reached the agent and is given back before the new one is made."""
-    for orphan in db.scalars(
-        select(RunRow).where(
-            RunRow.session_id == session_id,
-            RunRow.state == RunState.RESERVED,
-            RunRow.fence < fence,
+def _settle_older_turns(db: Session, session_id: str, fence: int, now: datetime) -> None:
+    """A newer fence proves older turns lost their lock. A reservation they left behind never
+    reached the agent and is given back before the new one is made; a run still in its turn was
+    cut off (paused or dead worker): a stale turn can no longer write, so the new grant records
+    how it ended, and when. One read finds both; refunds go first."""
+    older = list(
+        db.scalars(
+            select(RunRow)
+            .where(
+                RunRow.session_id == session_id,
+                RunRow.state.in_([RunState.RESERVED, *IN_TURN]),
+                RunRow.fence < fence,
+            )
+            .order_by(RunRow.id)
         )
-    ):
-        refund_run(db, orphan, RefundReason.ORPHANED, now)
-    db.flush()
-
-
-def _settle_cut_off_turns(db: Session, session_id: str, fence: int, now: datetime) -> None:
-    """Runs of older fences still in their turn were cut off (paused or dead worker): a stale
-    turn can no longer write, so the new grant records how they ended, and when."""
-    for run in db.scalars(
-        select(RunRow).where(
-            RunRow.session_id == session_id,
-            RunRow.state.in_(list(IN_TURN)),
-            RunRow.fence < fence,
-        )
-    ):
+    )
+    cut_off = [run for run in older if run.state in IN_TURN]
+    for orphan in older:
+        if orphan.state == RunState.RESERVED:
+            refund_run(db, orphan, RefundReason.ORPHANED, now)
+    for run in cut_off:
         settle_lost_run(db, run, now)
     db.flush()
 
@@ -204,8 +201,9 @@ def finish_in(
     now: datetime,
     detail: str | None,
     usage: TokenUsage | None,
-) -> None:
-    """``finish``'s work inside a caller's transaction, the run row locked and fenced."""
+) -> HeartbeatRow | None:
+    """``finish``'s work inside a caller's transaction, the run row locked and fenced; the
+    run's heartbeat row, if any, for the caller to read on."""
     if run.state not in IN_TURN:
         raise InvalidState(f"Run {run.fire_id} is {run.state}; only a started run finishes.")
     run.state = final
@@ -219,6 +217,7 @@ def finish_in(
     if row is not None and row.generation == run.generation:
         row.last_outcome = final.value
         row.updated_at = now
+    return row
 
 
 def start_in(run: RunRow, now: datetime) -> None:
