@@ -194,3 +194,12 @@ def test_admit_fire_follows_compression_and_sees_the_ledger(store: Store) -> Non
     assert seen.state is not None and seen.next_due == LATER + timedelta(minutes=10)
     fresh = store.admit_fire(child.id, fire_id(child.id, 1))
     assert not fresh.duplicate
+
+
+def test_refund_fire_gives_back_and_answers_the_heartbeat(store: Store) -> None:
+    sid = make_session_with_heartbeat(store)
+    run = reserved(store, sid)
+    refunded = store.refund_fire(run.id, RefundReason.EMERGENCY_STOP, LATER)
+    assert (refunded.reason, refunded.run.state) == (RefundReason.EMERGENCY_STOP, "refunded")
+    assert refunded.state is not None and refunded.state.next_due() == DUE
+    assert fire_count(store, sid) == 0

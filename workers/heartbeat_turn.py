@@ -95,12 +95,11 @@ class HeartbeatTurn:
             hook(sid, run)
         reason = self._lock_refusal(lease)
         if reason is not None:
-            refunded = self.rt.store.refund(run.id, reason, self.rt.clock())
-            self._refunded(fire, reason, refunded, self.rt.store.get_heartbeat(sid))
+            self._refunded(fire, self.rt.store.refund_fire(run.id, reason, self.rt.clock()))
             return
         begun = self._start(lease, fire, run, claim)
         if isinstance(begun, NotStarted):
-            self._refunded(fire, begun.reason, begun.run, begun.state)
+            self._refunded(fire, begun)
             return
         self._execute(lease, fire, begun)
 
@@ -150,16 +149,14 @@ class HeartbeatTurn:
             history=HISTORY_TURNS,
         )
 
-    def _refunded(
-        self, fire: Fire, reason: RefundReason, refunded: RunView, state: HeartbeatState | None
-    ) -> None:
-        """After a refund: count it, and put the index right (``state``: the heartbeat now)."""
-        rt, sid = self.rt, fire.session.id
+    def _refunded(self, fire: Fire, refunded: NotStarted) -> None:
+        """After a refund: count it, and put the index right from the heartbeat it left."""
+        rt, sid, reason, state = self.rt, fire.session.id, refunded.reason, refunded.state
         count_refund(reason)
         log.info(
             "fire %s %s: %s",
             fire.fire_id,
-            refunded.state,
+            refunded.run.state,
             reason,
             extra=fields("fire.refund", sid, fire.fire_id),
         )

@@ -43,6 +43,7 @@ from sessions.store.ledger_steps import (
     finish_in,
     finished_outcome,
     refund_in,
+    refund_reason,
     reserve_in,
     run_by_fire_id,
     start_in,
@@ -186,6 +187,15 @@ class FireTurns(Transactions):
             start_in(run, now)
             message = _add_message(db, session, run, "user", "heartbeat", prompt, now)
             return Started(run_view(run), state, message, _before(db, message, history))
+
+    def refund_fire(self, run_id: int, reason: RefundReason, now: datetime) -> NotStarted:
+        """``refund``, answering the session's heartbeat after it (for the index) as well."""
+        why = refund_reason(reason)
+        with self._transaction() as db:
+            run = run_row(db, run_id)
+            refund_in(db, run, why, now)
+            row = heartbeat_row(db, run.session_id)
+            return NotStarted(why, run_view(run), heartbeat_state(row) if row else None)
 
     @repeatable
     def finish_fire(
