@@ -1,8 +1,10 @@
 """One beat tick: claim what is due, group it by owning worker, publish one message each.
 
 Cost per tick depends on what is due (batched Lua claims per shard), not on how many
-heartbeats are scheduled; beat does no per-fire SQL. Claims are atomic, so any number of beat
-replicas can run side by side.
+heartbeats are scheduled; beat does no per-fire SQL. The restore pass is paged: a tick reads at
+most ``HBGW_RESTORE_PAGE`` rows of SQL for it. Replicas split the due-index shards among
+themselves (``state/beat_registry.py``): each claims and sweeps only its own, and claims stay
+atomic, so replicas that briefly disagree about a shard only contend for it.
 """
 
 from __future__ import annotations
@@ -15,13 +17,17 @@ from collections import defaultdict
 from datetime import datetime, timedelta
 
 from beat.reconcile import Reconciler
-from beat.restore import restore
+from beat.restore import RestoreConfig, Restorer, StepReport
 from core.clock import from_ms, to_ms
 from core.metrics import gateway_metrics
 from sessions.states import RefundReason, RunState
+from state.beat_registry import BeatRegistry, beat_name, shards_of
 from state.dispatch import Dispatcher
+from state.due_index import Claim
 from state.failures import log_failure
-from state.ownership import rendezvous_owner
+from state.keys import shard_of
+from state.ownership import Rendezvous, rendezvous_owner
+from state.restore_sweep import RestoreSweep
 from state.runtime import Runtime
 
 log = logging.getLogger("hbgw.beat")
@@ -29,6 +35,9 @@ log = logging.getLogger("hbgw.beat")
 MIN_SLEEP = 0.05
 # The backlog gauge costs one pipelined ZCOUNT per shard: bounded, not per fire or per tick.
 BACKLOG_EVERY_MS = 5000
+# One restore step takes well under a second; a replica that dies in one delays the next step
+# by at most this.
+RESTORE_STEP_LEASE_MS = 10_000
 
 
 class StopFlag:
@@ -74,27 +83,42 @@ class StopFlag:
 
 
 class BeatCore:
-    def __init__(self, rt: Runtime, dispatcher: Dispatcher) -> None:
+    def __init__(self, rt: Runtime, dispatcher: Dispatcher, *, name: str | None = None) -> None:
         self.rt = rt
+        self.name = name or beat_name()
+        self.beats = BeatRegistry(rt.client, rt.keys, ttl_ms=int(rt.settings.beat_ttl * 1000))
+        # The shards this replica claims, sweeps and measures; set by every tick.
+        self.own_shards: list[int] = []
         self.dispatcher = dispatcher
         self.stopping = StopFlag()
-        self.next_restore_ms = 0
         self.next_backlog_ms = 0
         self.next_reconcile_ms = 0
+        # Session -> when the sweeper last asked for its drain (ms); see sweep_inboxes.
+        self.drains_asked: dict[str, int] = {}
         self.reconciler = Reconciler(rt)
         s = rt.settings
         self.lease_ms = int(s.claim_lease * 1000)
-        self.restore_every_ms = int(s.restore_interval * 1000)
         self.reconcile_every_ms = int(s.reconcile_interval * 1000)
         self.max_sleep = s.beat_max_sleep
+        self.restorer = Restorer(
+            rt.store,
+            rt.index,
+            rt.gate,
+            RestoreSweep(rt.client, rt.keys),
+            RestoreConfig(
+                page=s.restore_page,
+                interval_ms=int(s.restore_interval * 1000),
+                slack_ms=int(max(s.claim_lease, s.refund_backoff) * 1000) + 1000,
+                lease_ms=RESTORE_STEP_LEASE_MS,
+            ),
+        )
 
     def tick(self) -> float:
         """Do one pass; return the seconds until the next one is useful."""
         # One reading per pass: every step judges "due" and "stale" against the same instant.
         now_ms = self.rt.now_ms()
-        if now_ms >= self.next_restore_ms:
-            self.restore_now(now_ms)
-            self.next_restore_ms = now_ms + self.restore_every_ms
+        self.refresh_shards(now_ms)
+        restored = self.restore_step(now_ms)
         if now_ms >= self.next_reconcile_ms:
             self.next_reconcile_ms = now_ms + self.reconcile_every_ms
             self.reconcile_now(now_ms)
@@ -105,24 +129,58 @@ class BeatCore:
             self.next_backlog_ms = now_ms + BACKLOG_EVERY_MS
         if workers and not self.stopping.is_set():
             self.dispatch_due(now_ms, workers)
-            self.sweep_inboxes(workers)
-        earliest = self.rt.index.earliest_ms()
+            self.sweep_inboxes(workers, now_ms)
+        if restored.rebuilding and not self.stopping.is_set():
+            return MIN_SLEEP  # Redis lost its data: the next page of the rebuild without a pause
+        earliest = self.rt.index.earliest_ms(self.own_shards)
         if earliest is None or not workers:
             return self.max_sleep
         return min(self.max_sleep, max(MIN_SLEEP, (earliest - now_ms) / 1000))
 
-    def measure_backlog(self, now_ms: int) -> None:
-        """Due members per shard before this tick claims: what waits when workers fall behind."""
-        gauge = gateway_metrics().due_backlog
-        for shard, count in self.rt.index.backlog(now_ms).items():
-            gauge.labels(str(shard)).set(count)
+    def refresh_shards(self, now_ms: int) -> None:
+        """Refresh this beat's registry entry and recompute the shards it owns.
 
-    def restore_now(self, now_ms: int) -> None:
-        s = self.rt.settings
-        slack = int(max(s.claim_lease, s.refund_backoff) * 1000) + 1000
-        report = restore(self.rt.store, self.rt.index, self.rt.gate, now_ms=now_ms, slack_ms=slack)
-        if report.ok:
+        Every tick, in one round trip: an entry Redis lost (a restart) is back at once, and a
+        dead beat's shards are taken over one ``HBGW_BEAT_TTL`` after its last tick.
+        """
+        beats = self.beats.refresh_and_list(self.name, now_ms)
+        self.own_shards = shards_of(self.name, beats, self.rt.index.shards)
+        metrics = gateway_metrics()
+        metrics.live_beats.set(len(beats))
+        metrics.owned_shards.set(len(self.own_shards))
+
+    def leave(self) -> None:
+        """Drop this beat's registry entry (a clean stop): the others take its shards at once."""
+        self.beats.remove(self.name)
+
+    def measure_backlog(self, now_ms: int) -> None:
+        """Due members of each own shard before this tick claims: what waits when workers fall
+        behind. Each shard is reported by the beat that owns it, so replicas never report one
+        twice and summing over beats gives the whole backlog."""
+        gauge = gateway_metrics().due_backlog
+        backlog = self.rt.index.backlog(now_ms, self.own_shards)
+        for shard in range(self.rt.index.shards):
+            if shard in backlog:
+                gauge.labels(str(shard)).set(backlog[shard])
+            else:
+                # A shard that moved to another beat: its figure is that beat's to report.
+                with contextlib.suppress(KeyError):
+                    gauge.remove(str(shard))
+
+    def restore_step(self, now_ms: int) -> StepReport:
+        """The tick's share of the restore pass (nothing when none is due or another replica
+        runs it); orphan recovery runs once per pass, as it begins."""
+        report = self.restorer.step(now_ms)
+        if report.started:
             self.recover_orphans(from_ms(now_ms))
+        return report
+
+    def restore_now(self, now_ms: int) -> StepReport:
+        """A whole restore pass in this call, then orphan recovery (tests and tools)."""
+        report = self.restorer.run_sweep(now_ms)
+        if report.ran and report.ok:
+            self.recover_orphans(from_ms(now_ms))
+        return report
 
     def reconcile_now(self, now_ms: int) -> None:
         """Liveness pass; a failure is logged and never costs the tick its dispatch."""
@@ -141,7 +199,8 @@ class BeatCore:
         rt = self.rt
         before = now - timedelta(seconds=rt.settings.lock_lease)
         recovered = 0
-        for run in rt.store.stale_reservations(before):
+        # Bounded like a restore step; the oldest first, the rest on the next pass.
+        for run in rt.store.stale_reservations(before, limit=rt.settings.restore_page):
             if rt.gate.lock_holder(run.session_id) is not None:
                 continue
             if rt.store.refund_orphan(run.id, now) is not None:
@@ -159,13 +218,11 @@ class BeatCore:
         return recovered
 
     def dispatch_due(self, now_ms: int, workers: list[str]) -> int:
-        claimed = self.rt.index.claim_all(now_ms, self.lease_ms, self.rt.settings.claim_batch)
+        claimed = self.rt.index.claim_all(
+            now_ms, self.lease_ms, self.rt.settings.claim_batch, shards=self.own_shards
+        )
         gateway_metrics().claim_batch.observe(len(claimed))
-        groups: dict[str, list[tuple[str, int]]] = defaultdict(list)
-        for session_id, due_ms in claimed:
-            owner = rendezvous_owner(session_id, workers)
-            if owner is not None:
-                groups[owner].append((session_id, due_ms))
+        groups = group_by_owner(claimed, workers)
         for owner, fires in groups.items():
             self.dispatcher.fires(owner, fires)
         if claimed:
@@ -177,24 +234,50 @@ class BeatCore:
             )
         return len(claimed)
 
-    def sweep_inboxes(self, workers: list[str]) -> None:
+    def sweep_inboxes(self, workers: list[str], now_ms: int | None = None) -> None:
         """Re-dispatch queued user messages whose session has no turn running.
 
         Covers a worker that died between queueing and draining: its queue is gone with it,
-        but the inbox in Redis is not.
+        but the inbox in Redis is not. Each replica sweeps the sessions of its own shards, so
+        two beats never drain the same session. A session's drain is asked for again only
+        after a claim lease, like an unsettled fire: a drain waiting for a busy worker's turn
+        thread would otherwise be joined by one more at every tick (a storm on a slow machine).
         """
         gate, keys, client = self.rt.gate, self.rt.keys, self.rt.client
+        own, shards = set(self.own_shards), self.rt.index.shards
+        now_ms = self.rt.now_ms() if now_ms is None else now_ms
+        asked, self.drains_asked = self.drains_asked, {}
         for raw in client.smembers(keys.inbox_sessions()):
             if self.stopping.is_set():
                 return  # the next beat (or replica) sweeps again; shutdown is not delayed
             sid = str(raw)
+            if shard_of(sid, shards) not in own:
+                continue
             if gate.backlog(sid) == 0:
                 client.srem(keys.inbox_sessions(), sid)
+                continue
+            last = asked.get(sid)
+            if last is not None and now_ms - last < self.lease_ms:
+                self.drains_asked[sid] = last
                 continue
             if gate.lock_holder(sid) is None:
                 owner = rendezvous_owner(sid, workers)
                 if owner is not None:
                     self.dispatcher.drain(owner, sid)
+                    self.drains_asked[sid] = now_ms
+
+
+def group_by_owner(claimed: list[Claim], workers: list[str]) -> dict[str, list[Claim]]:
+    """The claimed fires of each owning worker, in claim order (empty without workers)."""
+    groups: dict[str, list[Claim]] = defaultdict(list)
+    if not workers:
+        return groups
+    owner_of = Rendezvous(workers).owner
+    for claim in claimed:
+        owner = owner_of(claim[0])
+        if owner is not None:
+            groups[owner].append(claim)
+    return groups
 
 
 def safe_tick(core: BeatCore) -> float:

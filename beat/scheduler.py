@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
+import logging
 from typing import Any
 
 from celery.beat import Scheduler
 
 from beat.core import BeatCore, safe_tick
+from state.connection import TRANSIENT_REDIS_ERRORS
 from state.dispatch import Dispatcher, context_of
 from state.runtime import Runtime
+
+log = logging.getLogger("hbgw.beat")
 
 
 class HeartbeatScheduler(Scheduler):  # type: ignore[misc]
@@ -18,6 +23,11 @@ class HeartbeatScheduler(Scheduler):  # type: ignore[misc]
         settings = context_of(app).settings
         rt = Runtime.from_settings(settings, worker="beat")
         self.core = BeatCore(rt, Dispatcher(app, rt.keys))
+        log.info(
+            "beat replica %s: claims the due shards it wins among the live beats",
+            self.core.name,
+            extra={"action": "beat.start", "beat": self.core.name},
+        )
         super().__init__(app, *args, **kwargs)
 
     def setup_schedule(self) -> None:
@@ -44,6 +54,10 @@ class HeartbeatScheduler(Scheduler):  # type: ignore[misc]
         return None
 
     def close(self) -> None:
+        # Leaving at once hands our shards over on the others' next tick instead of after the
+        # TTL; a Redis that is away now only means the entry expires on its own.
+        with contextlib.suppress(*TRANSIENT_REDIS_ERRORS):
+            self.core.leave()
         self.core.rt.close()
         self.core.stopping.close()
 

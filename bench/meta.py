@@ -11,7 +11,16 @@ from typing import Any
 
 import redis
 
-PACKAGES = ("celery", "kombu", "redis", "sqlalchemy", "psycopg", "celery-redbeat", "hdrhistogram")
+PACKAGES = (
+    "celery",
+    "kombu",
+    "redis",
+    "hiredis",
+    "sqlalchemy",
+    "psycopg",
+    "celery-redbeat",
+    "hdrhistogram",
+)
 
 
 def _cpu_model() -> str:

@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from bench.context import FULL, QUICK, BenchContext, pg_url_if_up
+from bench.goals import markdown, rows
 from bench.meta import machine
 from bench.registry import benchmarks
 from core.embedded import EmbeddedRedis
@@ -71,4 +72,10 @@ def main(argv: list[str] | None = None) -> None:
             began = time.monotonic()
             path = run_one(ctx, name, args.out)
             print(f"{name}: {time.monotonic() - began:.1f}s -> {path}", flush=True)
+    if args.profile == FULL:
+        # Imported here: matplotlib is only needed for the full profile's plots.
+        from bench.plots import write_all
+
+        write_all(args.out)  # a benchmark without a result is skipped with a message
+    print(markdown(rows(args.out)), flush=True)
     sys.exit(0)

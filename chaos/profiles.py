@@ -19,6 +19,8 @@ SETTINGS: dict[str, Any] = {
     "refund_backoff": 1,
     "restore_interval": 2,
     "beat_max_sleep": 0.2,
+    # A killed beat's shards move to the other one within this (a fire is at most this late).
+    "beat_ttl": 2,
     "agent": "echo",
     "echo_delay": 0.3,
     "channel": "file",

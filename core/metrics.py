@@ -69,7 +69,15 @@ class GatewayMetrics:
             ["verdict"],
             registry=r,
         )
+        self._add_registry_gauges(r)
+
+    def _add_registry_gauges(self, r: CollectorRegistry) -> None:
+        """Who is live: the workers' and the beats' registries."""
         self.live_workers = Gauge("hbgw_live_workers", "Workers registered as live.", registry=r)
+        self.live_beats = Gauge("hbgw_live_beats", "Beat replicas registered as live.", registry=r)
+        self.owned_shards = Gauge(
+            "hbgw_beat_owned_shards", "Due-index shards this beat claims.", registry=r
+        )
 
 
 @lru_cache(maxsize=1)

@@ -7,7 +7,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 # SQLite (built in) and PostgreSQL through psycopg 3, the driver the project ships.
@@ -35,12 +35,24 @@ class Settings(BaseSettings):
     restore_interval: float = Field(
         default=30.0, gt=0, description="Seconds between restore passes of the due index."
     )
+    restore_page: int = Field(
+        default=1000,
+        ge=1,
+        le=100_000,
+        description="Most SQL rows one beat tick's restore step reads; a pass takes several.",
+    )
     due_shards: int = Field(default=16, ge=1, le=1024, description="Due-index shards.")
     claim_batch: int = Field(default=500, ge=1, description="Most members claimed per shard call.")
     claim_lease: float = Field(
         default=60.0, gt=0, description="Seconds before an unsettled claim becomes due again."
     )
     beat_max_sleep: float = Field(default=1.0, gt=0, description="Longest pause between ticks.")
+    beat_ttl: float = Field(
+        default=5.0,
+        gt=0,
+        description="Seconds without a tick before a beat replica counts as dead; its due-index "
+        "shards then move to the live beats.",
+    )
     lock_lease: float = Field(default=30.0, gt=0, description="Session lock lease, seconds.")
     worker_ttl: float = Field(
         default=10.0, gt=0, description="Seconds without a refresh before a worker counts as dead."
@@ -153,6 +165,17 @@ class Settings(BaseSettings):
         if scheme.lower() not in DATABASE_SCHEMES:
             raise ValueError(f"{scheme}:// is not supported; {DATABASE_URLS}")
         return value
+
+    @model_validator(mode="after")
+    def _beat_ttl_outlasts_a_pause(self) -> Settings:
+        # A beat refreshes its registry entry once a tick; a TTL within one pause would make
+        # every idle beat look dead between ticks and its shards flap from replica to replica.
+        if self.beat_ttl <= self.beat_max_sleep:
+            raise ValueError(
+                f"HBGW_BEAT_TTL ({self.beat_ttl:g} s) must be longer than HBGW_BEAT_MAX_SLEEP "
+                f"({self.beat_max_sleep:g} s): a beat refreshes its entry once a tick"
+            )
+        return self
 
     @property
     def effective_database_url(self) -> str:

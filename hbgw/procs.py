@@ -41,10 +41,17 @@ def spawn_hbgw(
     args: list[str], *, env: dict[str, str], log: Path | None = None
 ) -> subprocess.Popen[bytes]:
     """Start `hbgw ARGS` with this interpreter; output goes to ``log`` when given."""
+    return spawn_module("hbgw", args, env=env, log=log)
+
+
+def spawn_module(
+    module: str, args: list[str], *, env: dict[str, str], log: Path | None = None
+) -> subprocess.Popen[bytes]:
+    """Start `python -m MODULE ARGS` with this interpreter, dying with its parent."""
     out = open(log, "ab") if log else None  # noqa: SIM115 - the child owns it from here
     try:
         return subprocess.Popen(
-            [sys.executable, "-m", "hbgw", *args],
+            [sys.executable, "-m", module, *args],
             env=env,
             stdout=out or None,
             stderr=subprocess.STDOUT if out else None,

@@ -26,18 +26,24 @@ def make_engine(url: str) -> Engine:
         url = "postgresql+psycopg://" + url.removeprefix("postgresql://")
     if url.startswith("sqlite"):
         return _sqlite_engine(url)
-    return create_engine(url, pool_pre_ping=True, future=True)
+    # No pre-ping: it costs a round trip per transaction (~10 per heartbeat turn). A pooled
+    # connection the server dropped fails at its first statement, before anything is written,
+    # and every store method runs again on a fresh connection (sessions/store/base.py).
+    return create_engine(url, future=True)
 
 
 def _sqlite_engine(url: str) -> Engine:
     path = url.split("///", 1)[-1]
     if path and path != ":memory:":
         Path(path).parent.mkdir(parents=True, exist_ok=True)
+    in_memory = not path or path == ":memory:"
     engine = create_engine(
         url,
         connect_args={"check_same_thread": False, "timeout": 30},
-        # One connection per checkout: several threads and processes share the file safely.
-        poolclass=NullPool,
+        # A file is shared safely by pooled connections of several threads and processes
+        # (SQLite's own locks, BEGIN IMMEDIATE below); pooling saves a connect and three
+        # PRAGMAs per transaction. An in-memory database exists per connection: no pool.
+        **({"poolclass": NullPool} if in_memory else {"pool_size": 8, "max_overflow": 8}),
     )
 
     @event.listens_for(engine, "connect")

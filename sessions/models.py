@@ -129,8 +129,8 @@ class MessageRow(Base):
 
     __table_args__ = (
         UniqueConstraint("session_id", "idempotency_key", name="uq_messages_session_key"),
-        # The restore pass looks for queued messages on every pass; they are few among many.
-        Index("ix_messages_state", "state"),
+        # The restore pass pages through queued messages by id; they are few among many.
+        Index("ix_messages_state_id", "state", "id"),
     )
 
 
@@ -160,7 +160,11 @@ class HeartbeatRow(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime())
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime())
 
-    __table_args__ = (Index("ix_heartbeats_status_next_due", "status", "next_due_at"),)
+    __table_args__ = (
+        Index("ix_heartbeats_status_next_due", "status", "next_due_at"),
+        # The restore pass pages through active heartbeats by session id (keyset).
+        Index("ix_heartbeats_status_session", "status", "session_id"),
+    )
 
 
 class RunRow(Base):
@@ -192,3 +196,8 @@ class RunRow(Base):
     prompt_tokens: Mapped[int | None] = mapped_column(Integer)
     completion_tokens: Mapped[int | None] = mapped_column(Integer)
     model: Mapped[str | None] = mapped_column(String(MODEL_CHARS))
+
+    __table_args__ = (
+        # Orphan recovery looks for old reservations: a handful among the whole ledger.
+        Index("ix_heartbeat_runs_state_reserved", "state", "reserved_at"),
+    )

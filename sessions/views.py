@@ -6,7 +6,7 @@ Nothing outside ``sessions/`` sees an ORM object, only these.
 from __future__ import annotations
 
 from sessions.store.fire_turns import Finished, FireAdmission, FireClaim, NotStarted, Started
-from sessions.store.heartbeat_records import HeartbeatStatusView, RestoreEntry
+from sessions.store.heartbeat_records import HeartbeatStatusView
 from sessions.store.ledger import (
     Duplicate,
     RefusalReason,
@@ -17,6 +17,7 @@ from sessions.store.ledger import (
 )
 from sessions.store.ledger_audit import HeartbeatSnapshot, LedgerSnapshot
 from sessions.store.message_records import Accepted, MessageView
+from sessions.store.restore_reads import QueuedPage, RestorablePage, RestoreEntry
 from sessions.store.session_records import SessionView
 
 __all__ = [
@@ -30,10 +31,12 @@ __all__ = [
     "LedgerSnapshot",
     "MessageView",
     "NotStarted",
+    "QueuedPage",
     "RefusalReason",
     "Refused",
     "ReserveOutcome",
     "Reserved",
+    "RestorablePage",
     "RestoreEntry",
     "RunView",
     "SessionView",

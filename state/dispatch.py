@@ -19,6 +19,8 @@ from state.keys import Keys
 
 FIRE_TASK = "hbgw.fire_heartbeats"
 DRAIN_TASK = "hbgw.drain_inbox"
+# A batch can carry a worker's share of a million fires: its repr for monitors stays short.
+ARGSREPR_FIRES = 20
 
 
 class Publisher(Protocol):
@@ -75,14 +77,17 @@ class Dispatcher:
     def fires(self, worker: str, fires: list[tuple[str, int]]) -> None:
         """One message carrying every fire of this tick for one worker.
 
-        The payload stays ``[[session, due_ms], …]`` (queued messages outlive an upgrade);
-        ``argsrepr`` only changes what monitors such as Flower show: the fire ids.
+        The payload stays ``[[session, due_ms], …]`` (queued messages outlive an upgrade; JSON
+        writes the pairs as arrays). ``argsrepr`` only changes what monitors such as Flower
+        show: the fire ids, the first ``ARGSREPR_FIRES`` of a big batch and how many more.
         """
+        shown = [fire_id(sid, due) for sid, due in fires[:ARGSREPR_FIRES]]
+        more = len(fires) - len(shown)
         self.app.send_task(
             FIRE_TASK,
-            args=[[[sid, due] for sid, due in fires]],
+            args=[fires],
             queue=self.keys.worker_queue(worker),
-            argsrepr=f"fires={[fire_id(sid, due) for sid, due in fires]!r}",
+            argsrepr=f"fires={shown!r}" + (f" +{more} more" if more else ""),
         )
 
     def drain(self, worker: str, session_id: str) -> None:

@@ -4,7 +4,6 @@ Layout (``ns`` is ``Settings.namespace``, ``hbgw`` by default; ``sid`` a session
 
     ns:{s:sid}:lock      STRING  turn lock: holder token, PX lease
     ns:{s:sid}:fence     STRING  fence counter, INCR on every lock grant; never decreases
-    ns:{s:sid}:idle      STRING  "1" when the session is idle (no turn, inbox drained)
     ns:{s:sid}:inbox     LIST    queued user message ids, oldest first
     ns:{s:sid}:inflight  LIST    the message id a turn is running (back to the inbox if it dies)
     ns:{s:sid}:pending   STRING  the one fire id waiting for the session to go idle
@@ -12,14 +11,21 @@ Layout (``ns`` is ``Settings.namespace``, ``hbgw`` by default; ``sid`` a session
     ns:{s:sid}:stall     STRING  stamp time (ms) of the stall last alerted, with a TTL
     ns:{due:i}           ZSET    due-index shard i: member sid, score due time in ms
     ns:workers           ZSET    worker name -> last seen, ms
+    ns:beats             ZSET    beat replica name -> last seen, ms (who claims which due shard)
     ns:estop             STRING  global emergency stop (present = on)
     ns:inbox_sessions    SET     sessions that may have queued messages (a sweeper's hint)
     ns:liveness          HASH    sid -> JSON liveness stamp
+    ns:{restore}:sweep   HASH    beat's restore sweep: epoch, phase, cursor, started, next, steps
+    ns:{restore}:lease   STRING  the beat replica running a restore step: token, PX lease
+
+Idle is not a key: a session is idle when its lock is free and its inbox and in-flight list are
+empty, so a scheduled idle session costs its due-index entry and its fence counter only.
 
 Keys between braces are Redis Cluster hash tags: the slot is computed from the tag alone, so all
 keys of one session live in one slot, and each due shard in its own. Every Lua script touches
-the keys of a single session or a single shard, which is what Redis Cluster requires of a script.
-Global keys are only ever used by plain commands.
+the keys of a single session, a single shard, or the restore sweep (its two keys share the tag
+``{restore}``), which is what Redis Cluster requires of a script. Other global keys are only
+ever used by plain commands.
 
 ``worker_queue`` is not a Redis key but a Celery queue name; it lives here so that every name
 derived from the namespace is built by this module.
@@ -66,9 +72,6 @@ class Keys:
     def fence(self, session_id: str) -> str:
         return self._session(session_id, "fence")
 
-    def idle(self, session_id: str) -> str:
-        return self._session(session_id, "idle")
-
     def inbox(self, session_id: str) -> str:
         return self._session(session_id, "inbox")
 
@@ -97,11 +100,21 @@ class Keys:
     def workers(self) -> str:
         return f"{self.namespace}:workers"
 
+    def beats(self) -> str:
+        return f"{self.namespace}:beats"
+
     def inbox_sessions(self) -> str:
         return f"{self.namespace}:inbox_sessions"
 
     def liveness(self) -> str:
         return f"{self.namespace}:liveness"
+
+    def restore_sweep(self) -> str:
+        """Where the restore sweep stands; its ``epoch`` vanishes when Redis loses its data."""
+        return f"{self.namespace}:{{restore}}:sweep"
+
+    def restore_lease(self) -> str:
+        return f"{self.namespace}:{{restore}}:lease"
 
     def worker_queue(self, worker_name: str) -> str:
         """Celery queue consumed by one worker (not a Redis key)."""

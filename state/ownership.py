@@ -14,7 +14,7 @@ import hashlib
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import redis
 
@@ -27,13 +27,34 @@ from state.scripts import load_script
 log = logging.getLogger("hbgw.registry")
 
 
-def rendezvous_owner(session_id: str, workers: list[str]) -> str | None:
-    best, best_score = None, b""
-    for worker in workers:
-        score = hashlib.blake2b(f"{worker}\x00{session_id}".encode(), digest_size=8).digest()
-        if best is None or score > best_score:
-            best, best_score = worker, score
-    return best
+class Rendezvous:
+    """The owner of any session over one list of live workers.
+
+    A session's score with a worker is the 8-byte BLAKE2b digest of ``worker NUL session``; the
+    highest score wins (the first worker listed on a tie). Every process computes it — beat to
+    group fires, workers and the edge to check and forward — so this is the one definition.
+    Each worker's prefix is encoded once here: beat asks for many sessions per tick.
+    """
+
+    __slots__ = ("_prefixes",)
+
+    def __init__(self, workers: Sequence[str]) -> None:
+        self._prefixes = [(worker, f"{worker}\x00".encode()) for worker in workers]
+
+    def owner(self, session_id: str) -> str | None:
+        data = session_id.encode()
+        blake2b = hashlib.blake2b
+        best, best_score = None, b""
+        for worker, prefix in self._prefixes:
+            score = blake2b(prefix + data, digest_size=8).digest()
+            # Any digest beats b"": the first worker is taken, later ones only when higher.
+            if score > best_score:
+                best, best_score = worker, score
+        return best
+
+
+def rendezvous_owner(session_id: str, workers: Sequence[str]) -> str | None:
+    return Rendezvous(workers).owner(session_id)
 
 
 class WorkerRegistry:

@@ -1,8 +1,10 @@
-"""A session's live state in Redis: turn lock, fence, idle flag, inbox, pending fire, e-stop.
+"""A session's live state in Redis: turn lock, fence, inbox, pending fire, e-stop.
 
 Every transition that reads one of these and writes another is a Lua script in ``lua/`` touching
 only the session's hash-tagged keys, so it is atomic and cluster-safe. The lock is fenced: each
 grant increments ``fence``, and SQL writes of a turn carry its fence (``StaleFence`` otherwise).
+Idle is not stored: a session is idle when its lock is free and nothing is queued or in flight,
+so a scheduled idle session costs Redis its due-index entry and its fence counter only.
 """
 
 from __future__ import annotations
@@ -95,11 +97,11 @@ class TurnGate:
     # -- inbox ----------------------------------------------------------------------------------
 
     def enqueue_user(self, session_id: str, message_id: str) -> int:
-        """Queue a message id (clearing idle); returns the inbox length."""
+        """Queue a message id (the session is no longer idle); returns the inbox length."""
         k = self.keys
         pipe = self.client.pipeline(transaction=False)
         self._enqueue(
-            keys=[k.inbox(session_id), k.idle(session_id), k.inflight(session_id)],
+            keys=[k.inbox(session_id), k.inflight(session_id)],
             args=[message_id],
             client=pipe,
         )
@@ -121,7 +123,7 @@ class TurnGate:
         pipe = self.client.pipeline(transaction=False)
         for session_id in sessions:
             self._restore_inbox(
-                keys=[k.inbox(session_id), k.inflight(session_id), k.idle(session_id)],
+                keys=[k.inbox(session_id), k.inflight(session_id)],
                 args=[str(message_id) for message_id in queued[session_id]],
                 client=pipe,
             )
@@ -160,7 +162,6 @@ class TurnGate:
             keys=[
                 k.lock(session_id),
                 k.fence(session_id),
-                k.idle(session_id),
                 k.inbox(session_id),
                 k.pending(session_id),
                 k.inflight(session_id),
@@ -186,7 +187,6 @@ class TurnGate:
         reply = self._end_turn(
             keys=[
                 k.lock(session_id),
-                k.idle(session_id),
                 k.inbox(session_id),
                 k.pending(session_id),
             ],
@@ -209,7 +209,7 @@ class TurnGate:
         return bool(self._release(keys=[self.keys.lock(session_id)], args=[token]))
 
     def seed(self, session_id: str, fence_floor: int) -> int:
-        """Raise the fence to at least ``fence_floor``; mark idle if nothing runs or waits."""
+        """Raise the fence to at least ``fence_floor`` (never lower it); returns the fence."""
         return int(self._seed(keys=self._seed_keys(session_id), args=[int(fence_floor)]))
 
     def seed_many(self, fence_floors: Mapping[str, int], chunk: int = 10_000) -> None:
@@ -222,8 +222,7 @@ class TurnGate:
             pipe.execute()
 
     def _seed_keys(self, session_id: str) -> list[str]:
-        k = self.keys
-        return [k.fence(session_id), k.lock(session_id), k.idle(session_id), k.inbox(session_id)]
+        return [self.keys.fence(session_id)]
 
     # -- reads ----------------------------------------------------------------------------------
 
@@ -232,7 +231,13 @@ class TurnGate:
         return None if value is None else _text(value)
 
     def is_idle(self, session_id: str) -> bool:
-        return bool(self.client.exists(self.keys.idle(session_id)))
+        """No turn holds the lock and no message is queued or in flight."""
+        k = self.keys
+        pipe = self.client.pipeline(transaction=False)
+        pipe.exists(k.lock(session_id))
+        pipe.llen(k.inbox(session_id))
+        pipe.llen(k.inflight(session_id))
+        return not any(int(n) for n in pipe.execute())
 
     def lock_holder(self, session_id: str) -> str | None:
         value = self.client.get(self.keys.lock(session_id))

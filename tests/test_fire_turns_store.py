@@ -190,10 +190,10 @@ def test_admit_fire_follows_compression_and_sees_the_ledger(store: Store) -> Non
     run = reserved(store, sid)
     child = store.compress(sid, LATER)
     seen = store.admit_fire(sid, run.fire_id)
-    assert seen.session.id == child.id and seen.duplicate
+    assert seen.session.id == child.id and seen.existing == store.get_run(run.fire_id)
     assert seen.state is not None and seen.next_due == LATER + timedelta(minutes=10)
     fresh = store.admit_fire(child.id, fire_id(child.id, 1))
-    assert not fresh.duplicate
+    assert fresh.existing is None
 
 
 def test_refund_fire_gives_back_and_answers_the_heartbeat(store: Store) -> None:

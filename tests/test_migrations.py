@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 
 import pytest
-from sqlalchemy import Connection, inspect, text
+from sqlalchemy import Connection, Engine, inspect, text
 from sqlalchemy.exc import IntegrityError
 
 from core.errors import SchemaBehind
@@ -110,7 +110,7 @@ def test_0003_token_usage_up_and_down_keeps_rows(db_url: str) -> None:
             {"at": datetime(2026, 1, 1)},
         )
         _insert_message(conn, "old")
-    upgrade(engine)
+    upgrade(engine, "0003")
     assert current_revision(engine) == "0003"
     for table in ("heartbeat_runs", "messages"):
         assert {c["name"] for c in inspect(engine).get_columns(table)} >= USAGE_COLUMNS
@@ -121,6 +121,43 @@ def test_0003_token_usage_up_and_down_keeps_rows(db_url: str) -> None:
     downgrade(engine, "0002")
     for table in ("heartbeat_runs", "messages"):
         assert not USAGE_COLUMNS & {c["name"] for c in inspect(engine).get_columns(table)}
+    with engine.connect() as conn:
+        assert conn.execute(text("SELECT count(*) FROM messages")).scalar() == 1
+    engine.dispose()
+
+
+RESTORE_INDEXES = {
+    "heartbeats": "ix_heartbeats_status_session",
+    "messages": "ix_messages_state_id",
+    "heartbeat_runs": "ix_heartbeat_runs_state_reserved",
+}
+
+
+def _indexes(engine: Engine, table: str) -> set[str]:
+    return {str(i["name"]) for i in inspect(engine).get_indexes(table)}
+
+
+def test_0004_restore_indexes_up_and_down_keeps_rows(db_url: str) -> None:
+    """Issue 10: every read of the paged restore pass is a range of an index."""
+    engine = make_engine(db_url)
+    upgrade(engine, "0003")
+    with engine.begin() as conn:
+        conn.execute(
+            text(
+                "INSERT INTO sessions (id, platform, chat, status, conversation, fence, created_at,"
+                " updated_at) VALUES ('s1', 'p', 'c', 'active', 1, 0, :at, :at)"
+            ),
+            {"at": datetime(2026, 1, 1)},
+        )
+        _insert_message(conn, "queued-before")
+    upgrade(engine, "0004")
+    for table, index in RESTORE_INDEXES.items():
+        assert index in _indexes(engine, table)
+    assert "ix_messages_state" not in _indexes(engine, "messages")  # the new one's prefix
+    downgrade(engine, "0003")
+    for table, index in RESTORE_INDEXES.items():
+        assert index not in _indexes(engine, table)
+    assert "ix_messages_state" in _indexes(engine, "messages")
     with engine.connect() as conn:
         assert conn.execute(text("SELECT count(*) FROM messages")).scalar() == 1
     engine.dispose()

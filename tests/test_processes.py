@@ -18,6 +18,7 @@ from core.clock import utcnow
 from hbgw.invariants import check
 from hbgw.procs import spawn_hbgw, stop_all
 from sessions.states import REACHED_AGENT, RunState
+from state.beat_registry import BeatRegistry
 from state.ownership import rendezvous_owner
 
 # Real processes on a shared 2-core machine: allow more than the default per-test timeout.
@@ -44,8 +45,11 @@ def test_two_beats_never_fire_one_due_time_twice(
 ) -> None:
     gw = Gateway(gateway_settings(tmp_path, redis_url, redis_ns, agent="echo"), redis_url)
     worker = ["worker", "--name", "w1", "--concurrency", "8"]
+    beats = BeatRegistry(gw.rt.client, gw.rt.keys, ttl_ms=int(gw.settings.beat_ttl * 1000))
     with processes(gw, tmp_path, worker, ["beat"], ["beat"]):
         wait_until(lambda: live(gw) == ["w1"], 60, "the worker to register")
+        # Two names, so the beats split the due shards between them.
+        wait_until(lambda: len(beats.live(gw.rt.now_ms())) == 2, 60, "both beats to register")
         sessions = [gw.session(chat=f"C{i}") for i in range(40)]
         for sid in sessions:
             gw.due_now(sid, seconds=1)

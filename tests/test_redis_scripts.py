@@ -17,6 +17,7 @@ from core.errors import BadInput, HbgwError
 from state.connection import connect, ping_or_error
 from state.due_index import DueIndex
 from state.keys import Keys, shard_of
+from state.restore_sweep import RestoreSweep
 from state.scripts import load_script, read_script
 from state.turn_gate import TurnGate
 
@@ -36,6 +37,7 @@ SCRIPTS = [
     ("state", "lua/seed_session.lua"),
     ("state", "lua/claim_worker.lua"),
     ("state", "lua/restore_inbox.lua"),
+    ("state", "lua/restore_commit.lua"),
 ]
 
 
@@ -62,12 +64,14 @@ def test_key_layout() -> None:
     assert k.inbox_sessions() == "hbgw:inbox_sessions"
     assert k.liveness() == "hbgw:liveness"
     assert k.worker_queue("w1") == "hbgw.worker.w1"
+    assert k.restore_sweep() == "hbgw:{restore}:sweep"
+    assert k.restore_lease() == "hbgw:{restore}:lease"
 
 
 @pytest.mark.parametrize("sid", ["abc", "a:b", "with{brace}", "ünïcode", "x}y{z"])
 def test_session_keys_share_one_slot(sid: str) -> None:
     k = Keys("hbgw")
-    session_keys = [k.lock(sid), k.fence(sid), k.idle(sid), k.inbox(sid), k.pending(sid)]
+    session_keys = [k.lock(sid), k.fence(sid), k.inflight(sid), k.inbox(sid), k.pending(sid)]
     session_keys.append(k.estop(sid))
     assert len({slot(key) for key in session_keys}) == 1
 
@@ -148,10 +152,13 @@ def test_every_script_call_stays_in_one_slot(
     state.restore_inboxes({SID: [1]})  # pipelined too
     for shard in range(4):
         index.claim(shard, NOW, LEASE, 10)
-    assert len(spy.shas) == 6  # every script but the pipelined enqueue_user and restore_inbox
+    sweep = RestoreSweep(redis_client, keys)
+    assert sweep.acquire(TOKEN, LOCK_MS)
+    assert sweep.commit(TOKEN, {"cursor": "s1"})
+    assert len(spy.shas) == 7  # every script but the pipelined enqueue_user and restore_inbox
     for call_keys in spy.calls:
         assert len({slot(key) for key in call_keys}) == 1, call_keys
-    assert slot(keys.inbox(SID)) == slot(keys.idle(SID)) == slot(keys.inflight(SID))
+    assert slot(keys.inbox(SID)) == slot(keys.inflight(SID))
 
 
 # -- due index ----------------------------------------------------------------------------------
@@ -202,6 +209,16 @@ def test_remove_size_and_earliest(redis_client: redis.Redis, keys: Keys) -> None
     assert index.earliest_ms() == NOW + 1
     index.schedule_many({})
     assert index.size() == 39
+
+
+def test_due_many_reads_every_shard_and_omits_the_absent(
+    redis_client: redis.Redis, keys: Keys
+) -> None:
+    index = DueIndex(redis_client, keys, shards=4)
+    index.schedule_many({f"s{i}": NOW + i for i in range(0, 40, 2)})
+    asked = [f"s{i}" for i in range(40)]
+    assert index.due_many(asked, chunk=7) == {f"s{i}": NOW + i for i in range(0, 40, 2)}
+    assert index.due_many([]) == {}
 
 
 def test_claim_all_drains_every_shard_in_batches(redis_client: redis.Redis, keys: Keys) -> None:

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 from support.harness import Gateway, gateway_settings, wait_until
+from support.restoring import make_restorer
 from support.scenarios import assert_invariants, busy_session_with_pending_fire
 
 from beat.core import BeatCore
-from beat.restore import restore
 from core.clock import to_ms, utcnow
 from core.embedded import EmbeddedRedis
 from sessions.db import make_engine
@@ -154,10 +154,11 @@ def test_restore_read_failure_never_prunes(gateway: Gateway, tmp_path: Path) -> 
     gw.heartbeat(sid, seconds=600)
     before = gw.rt.index.due_ms(sid)
     unreadable = Store(make_engine(f"sqlite:///{tmp_path / 'unmigrated.sqlite3'}"))
-    report = restore(unreadable, gw.rt.index, gw.rt.gate, now_ms=gw.rt.now_ms(), slack_ms=0)
+    report = make_restorer(gw.rt, store=unreadable).step(gw.rt.now_ms(), force=True)
     unreadable.close()
-    assert not report.ok
+    assert report.ran and not report.ok
     assert gw.rt.index.due_ms(sid) == before
+    assert gw.rt.client.exists(gw.rt.keys.restore_lease()) == 0  # given up for the next try
 
 
 def test_message_queued_before_compression_is_still_answered(gateway: Gateway) -> None:

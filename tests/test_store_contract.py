@@ -251,6 +251,28 @@ def test_newer_fence_gives_back_an_orphaned_reservation(store: Store) -> None:
     assert store.heartbeat_status(sid, later).to_json()["fire_count"] == 1
 
 
+def test_stale_reservations_oldest_first_at_most_limit(store: Store) -> None:
+    """Orphan recovery reads a bounded page of the ledger, through an index (issue 10)."""
+    now = T0 + timedelta(minutes=10)
+    older = fire(store, make(store), now, fence=1).run
+    newer = fire(store, make(store), now + timedelta(seconds=1), fence=1).run
+    later = now + timedelta(minutes=1)
+    assert [r.id for r in store.stale_reservations(later)] == [older.id, newer.id]
+    assert [r.id for r in store.stale_reservations(later, limit=1)] == [older.id]
+
+
+def test_restore_pages_follow_the_key_and_skip_what_is_not_restorable(store: Store) -> None:
+    ids = sorted(make(store) for _ in range(5))
+    store.pause_heartbeat(ids[1], T0)
+    store.suspend(ids[2], T0)
+    first = store.restorable_page("", 2)
+    # Paused, and cleared by the suspension: neither is in the index's range at all.
+    assert (first.rows, first.last_session) == (2, ids[3])
+    assert [e.session_id for e in first.entries] == [ids[0], ids[3]]
+    rest = store.restorable_page(first.last_session, 2)
+    assert ([e.session_id for e in rest.entries], rest.rows) == ([ids[4]], 1)
+
+
 def test_refund_orphan_only_while_reserved(store: Store) -> None:
     sid = make(store)
     now = T0 + timedelta(minutes=10)

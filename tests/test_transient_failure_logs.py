@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from support.harness import Gateway, gateway_settings
 from support.private_redis import running_redis
+from support.restoring import make_restorer
 
 from beat.core import BeatCore, safe_tick
-from beat.restore import restore
 from core.clock import utcnow
 from sessions.db import make_engine
 from sessions.store import Store
@@ -70,10 +70,12 @@ def test_a_database_outage_is_one_line_per_restore_and_settle(
         settings=settings, store=Store(make_engine(NO_DATABASE)), client=connect(redis_url)
     )
     caplog.set_level(logging.INFO)
+    restorer = make_restorer(rt)
     try:
-        for _ in range(2):
-            report = restore(rt.store, rt.index, rt.gate, now_ms=rt.now_ms(), slack_ms=0)
-            assert not report.ok
+        now_ms = rt.now_ms()
+        assert not restorer.step(now_ms).ok
+        assert not restorer.step(now_ms + 1).ran  # one interval before the next try
+        assert not restorer.step(now_ms + int(settings.restore_interval * 1000)).ok
         assert rt.settle("s-1") is None
     finally:
         rt.close()

@@ -24,11 +24,23 @@ def gate(redis_client: redis.Redis, keys: Keys) -> TurnGate:
 
 
 def test_fire_on_fresh_session_counts_as_idle(gate: TurnGate) -> None:
-    # No idle flag at all (a worker died mid-turn, or Redis restarted): free lock + empty inbox.
-    assert not gate.is_idle(SID)
+    # Nothing in Redis at all (Redis restarted, or a worker died mid-turn and its lease ran
+    # out): a free lock and an empty inbox are what idle means.
+    assert gate.is_idle(SID)
     assert gate.try_begin_fire(SID, "f1", TOKEN, LOCK_MS) == Began(fence=1)
     assert gate.lock_holder(SID) == TOKEN
     assert gate.pending(SID) is None
+
+
+def test_an_idle_scheduled_session_keeps_only_its_fence(
+    gate: TurnGate, redis_client: redis.Redis, keys: Keys
+) -> None:
+    # What Redis holds per session besides its due entry: bounds memory at a million sessions.
+    gate.try_begin_fire(SID, "f1", TOKEN, LOCK_MS)
+    gate.end_turn(SID, TOKEN, LOCK_MS)
+    gate.seed(SID, 1)
+    assert gate.is_idle(SID)
+    assert sorted(redis_client.keys(f"{keys.namespace}:*")) == [keys.fence(SID)]
 
 
 def test_fire_takes_lock_with_lease_and_clears_idle(
@@ -98,7 +110,6 @@ def test_unknown_mode_is_an_error(gate: TurnGate, redis_client: redis.Redis) -> 
     session_keys = [
         k.lock(SID),
         k.fence(SID),
-        k.idle(SID),
         k.inbox(SID),
         k.pending(SID),
         k.inflight(SID),

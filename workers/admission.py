@@ -20,7 +20,7 @@ from sessions.states import SessionStatus, fire_id
 from state.dispatch import Dispatcher
 from state.runtime import Runtime
 from state.turn_gate import Began
-from workers.heartbeat_turn import Fire, is_active
+from workers.heartbeat_turn import Fire, is_active, settle_duplicate
 from workers.locks import Grant
 from workers.logfields import fields, log
 
@@ -58,8 +58,8 @@ class Admission:
         if session.status != SessionStatus.ACTIVE:
             rt.index.remove(sid)
             return "inactive-session"
-        if seen.duplicate:
-            rt.apply_due(sid, seen.next_due)
+        if seen.existing is not None:
+            settle_duplicate(rt, sid, seen.existing, seen.next_due)
             return "duplicate"
         state = seen.state
         now = rt.clock()

@@ -16,22 +16,25 @@ import contextlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 
+from core.clock import to_ms
 from core.errors import StaleFence, TurnAborted
 from core.metrics import gateway_metrics
 from core.usage import TokenUsage
 from sessions.heartbeat import HeartbeatState
 from sessions.states import HeartbeatStatus, RefundReason, RunState
 from sessions.views import (
+    Duplicate,
     FireClaim,
     NotStarted,
     RefusalReason,
-    Refused,
     Reserved,
     RunView,
     SessionView,
     Started,
 )
+from state.runtime import Runtime
 from workers.agents.base import TurnRequest
 from workers.injection import heartbeat_message, is_silent
 from workers.locks import Lease
@@ -41,6 +44,22 @@ from workers.turn_io import HISTORY_TURNS, TurnIO, conversation_before
 
 # Test seam: called after a reservation, before the re-check (simulates races).
 BeforeStartHook = Callable[[str, RunView], None]
+
+
+def settle_duplicate(rt: Runtime, session_id: str, run: RunView, next_due: datetime | None) -> None:
+    """A fire whose id the ledger already holds: bring the due index back to the truth.
+
+    A refunded fire never happened, and its refund put the previous anchor back, so the true
+    next due time is that fire's own due time — and so is its id. Settling to it would claim
+    the same id again, meet the same refunded row and settle again, forever (after Redis lost
+    the index and the restore pass wrote that due time back). It is due now, under a new id.
+    ``next_due``: the due time SQL answered in the transaction that found the duplicate.
+    """
+    if RunState(run.state) is RunState.REFUNDED:
+        refunded_due = to_ms(run.due_at) if run.due_at is not None else 0
+        rt.index.schedule(session_id, max(rt.now_ms(), refunded_due + 1))
+    else:
+        rt.apply_due(session_id, next_due)  # what SQL answered with the duplicate: no new read
 
 
 def is_active(state: HeartbeatState | None) -> bool:
@@ -108,7 +127,9 @@ class HeartbeatTurn:
         rt, sid, outcome = self.rt, lease.session_id, claim.outcome
         if isinstance(outcome, Reserved):
             return outcome.run
-        if isinstance(outcome, Refused):
+        if isinstance(outcome, Duplicate):
+            settle_duplicate(rt, sid, outcome.run, claim.next_due)
+            return None
             log.info(
                 "fire %s refused: %s",
                 fire.fire_id,

@@ -13,10 +13,11 @@ from sessions.store.fire_turns import FireTurns
 from sessions.store.heartbeat_records import HeartbeatRecords
 from sessions.store.ledger import FireLedger
 from sessions.store.message_records import MessageRecords
+from sessions.store.restore_reads import RestoreReads
 from sessions.store.session_records import SessionRecords
 
 
-class Store(SessionRecords, MessageRecords, HeartbeatRecords, FireLedger, FireTurns):
+class Store(SessionRecords, MessageRecords, HeartbeatRecords, FireLedger, FireTurns, RestoreReads):
     @classmethod
     def from_url(cls, url: str) -> Store:
         """Open a store; the embedded SQLite store migrates itself, others must be migrated."""

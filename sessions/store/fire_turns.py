@@ -64,7 +64,7 @@ class FireAdmission:
     ``session`` (None: no entry), as ``Runtime.settle`` would compute it."""
 
     session: SessionView
-    duplicate: bool  # the ledger has this fire id already
+    existing: RunView | None  # the ledger's run of this fire id: a duplicate delivery
     state: hb.HeartbeatState | None
     next_due: datetime | None
 
@@ -110,10 +110,11 @@ class FireTurns(Transactions):
         """Follow compression, look the fire up in the ledger, read the heartbeat: one read."""
         with self._transaction() as db:
             session = resolve_active_row(db, session_id)
-            duplicate = run_by_fire_id(db, fire_id) is not None
+            existing = run_by_fire_id(db, fire_id)
+            run = run_view(existing) if existing else None
             row = heartbeat_row(db, session.id)
             state = heartbeat_state(row) if row else None
-            return FireAdmission(session_view(session), duplicate, state, index_due(session, row))
+            return FireAdmission(session_view(session), run, state, index_due(session, row))
 
     def claim_fire(
         self,

@@ -6,14 +6,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from core.clock import iso
 from sessions import heartbeat as hb
 from sessions.grammar import CronSchedule, IntervalSchedule, Schedule
-from sessions.models import HeartbeatRow, SessionRow
-from sessions.states import HeartbeatStatus, SessionStatus
+from sessions.models import HeartbeatRow
+from sessions.states import HeartbeatStatus
 from sessions.store.base import Transactions, active_session_row, heartbeat_row, session_row
 from sessions.validation import check_storable
 
@@ -66,15 +65,6 @@ class HeartbeatStatusView:
             "origin_chat": live.origin_chat if live else None,
             "origin_thread": live.origin_thread if live else None,
         }
-
-
-@dataclass(frozen=True)
-class RestoreEntry:
-    """One active heartbeat of an active session, for the restore pass."""
-
-    session_id: str
-    next_due_at: datetime
-    fence: int
 
 
 def heartbeat_state(row: HeartbeatRow) -> hb.HeartbeatState:
@@ -180,22 +170,3 @@ class HeartbeatRecords(Transactions):
             assert row is not None  # the transition raised InvalidState otherwise
             apply_state(row, state, now)
             return state
-
-    def list_restorable(self) -> list[RestoreEntry]:
-        """Active heartbeats of active sessions, with their true next due time."""
-        with self._transaction() as db:
-            rows = db.execute(
-                select(HeartbeatRow, SessionRow.fence)
-                .join(SessionRow, SessionRow.id == HeartbeatRow.session_id)
-                .where(
-                    HeartbeatRow.status == HeartbeatStatus.ACTIVE,
-                    SessionRow.status == SessionStatus.ACTIVE,
-                )
-                .order_by(HeartbeatRow.id)
-            ).all()
-            out = []
-            for row, fence in rows:
-                due = heartbeat_state(row).next_due()
-                if due is not None:
-                    out.append(RestoreEntry(row.session_id, due, fence))
-            return out

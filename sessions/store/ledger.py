@@ -164,13 +164,15 @@ class FireLedger(Transactions):
             refund_run(db, run, RefundReason.ORPHANED, now)
             return run_view(run)
 
-    def stale_reservations(self, before: datetime) -> list[RunView]:
-        """Runs still ``reserved`` since before ``before``: candidates for ``refund_orphan``."""
+    def stale_reservations(self, before: datetime, limit: int | None = None) -> list[RunView]:
+        """Runs still ``reserved`` since before ``before``, oldest first: candidates for
+        ``refund_orphan``; at most ``limit`` (the rest on a later pass)."""
         with self._transaction() as db:
             rows = db.scalars(
                 select(RunRow)
                 .where(RunRow.state == RunState.RESERVED, RunRow.reserved_at < before)
-                .order_by(RunRow.id)
+                .order_by(RunRow.reserved_at, RunRow.id)
+                .limit(limit)
             )
             return [run_view(r) for r in rows]
 

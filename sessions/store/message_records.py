@@ -11,14 +11,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, or_, select
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from core.clock import iso
 from core.errors import NotFound
 from core.usage import TokenUsage, usage_of
-from sessions.models import MODEL_CHARS, MessageRow, SessionRow
-from sessions.states import ClosedReason, MessageState, SessionStatus
+from sessions.models import MODEL_CHARS, MessageRow
+from sessions.states import MessageState
 from sessions.store.base import Transactions, fenced_session_row, session_row
 from sessions.validation import check_idempotency_key, check_user_text
 
@@ -171,31 +171,6 @@ class MessageRecords(Transactions):
             db.add(row)
             db.flush()
             return Accepted(message_view(row), duplicate=False)
-
-    def queued_messages(self) -> dict[str, list[int]]:
-        """Queued message ids by session, oldest first, of every session that answers them.
-
-        Active sessions, and sessions closed by compression: a message queued before a
-        compression is answered in the conversation it was sent to.
-        """
-        answering = or_(
-            SessionRow.status == SessionStatus.ACTIVE,
-            and_(
-                SessionRow.status == SessionStatus.CLOSED,
-                SessionRow.closed_reason == ClosedReason.COMPRESSED,
-            ),
-        )
-        with self._transaction() as db:
-            rows = db.execute(
-                select(MessageRow.session_id, MessageRow.id)
-                .join(SessionRow, SessionRow.id == MessageRow.session_id)
-                .where(MessageRow.state == MessageState.QUEUED, answering)
-                .order_by(MessageRow.session_id, MessageRow.id)
-            )
-            queued: dict[str, list[int]] = {}
-            for session_id, message_id in rows:
-                queued.setdefault(session_id, []).append(message_id)
-            return queued
 
     def get_message(self, message_id: int) -> MessageView:
         with self._transaction() as db:

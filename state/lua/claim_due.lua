@@ -18,7 +18,18 @@
 local lease_until = string.format('%.0f', tonumber(ARGV[1]) + tonumber(ARGV[2]))
 
 local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'WITHSCORES', 'LIMIT', 0, ARGV[3])
+-- One ZADD per chunk of members rather than per member; the chunk keeps unpack() far below
+-- Lua's stack limit whatever the limit.
+local args = {}
 for i = 1, #due, 2 do
-    redis.call('ZADD', KEYS[1], lease_until, due[i])
+    args[#args + 1] = lease_until
+    args[#args + 1] = due[i]
+    if #args >= 1000 then
+        redis.call('ZADD', KEYS[1], unpack(args))
+        args = {}
+    end
+end
+if #args > 0 then
+    redis.call('ZADD', KEYS[1], unpack(args))
 end
 return due

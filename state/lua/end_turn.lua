@@ -1,9 +1,8 @@
 -- end_turn.lua: finish a turn: keep the lock for queued messages, else go idle.
 --
 -- KEYS[1]  lock     STRING ns:{s:sid}:lock
--- KEYS[2]  idle     STRING ns:{s:sid}:idle
--- KEYS[3]  inbox    LIST   ns:{s:sid}:inbox
--- KEYS[4]  pending  STRING ns:{s:sid}:pending
+-- KEYS[2]  inbox    LIST   ns:{s:sid}:inbox
+-- KEYS[3]  pending  STRING ns:{s:sid}:pending
 -- ARGV[1]  token     the caller's lock token
 -- ARGV[2]  lease_ms  lock lease, renewed when the lock is kept
 --
@@ -19,13 +18,12 @@ if redis.call('GET', KEYS[1]) ~= ARGV[1] then
     return {-1}
 end
 
-if redis.call('LLEN', KEYS[3]) > 0 then
+if redis.call('LLEN', KEYS[2]) > 0 then
     redis.call('PEXPIRE', KEYS[1], ARGV[2])
     return {0}
 end
 
-redis.call('SET', KEYS[2], '1')
 redis.call('DEL', KEYS[1])
-local pending = redis.call('GET', KEYS[4])
-redis.call('DEL', KEYS[4])
+local pending = redis.call('GET', KEYS[3])
+redis.call('DEL', KEYS[3])
 return {1, pending}

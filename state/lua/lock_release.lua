@@ -5,7 +5,7 @@
 --
 -- Returns 1 when released, 0 when the lock is held by someone else or gone.
 --
--- The idle flag is left alone: try_begin treats a free lock with an empty inbox as idle.
+-- Nothing else changes: a free lock with an empty inbox is what idle means (try_begin).
 
 if redis.call('GET', KEYS[1]) == ARGV[1] then
     return redis.call('DEL', KEYS[1])

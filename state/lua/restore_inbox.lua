@@ -2,7 +2,6 @@
 --
 -- KEYS[1]  inbox     LIST   ns:{s:sid}:inbox     message ids oldest first
 -- KEYS[2]  inflight  LIST   ns:{s:sid}:inflight  message ids taken by a turn, not yet answered
--- KEYS[3]  idle      STRING ns:{s:sid}:idle
 -- ARGV[1]…ARGV[n]  the ids SQL has queued for the session (message ids: integers)
 --
 -- Returns the number of ids put back.
@@ -54,5 +53,4 @@ redis.call('DEL', KEYS[1])
 for first = 1, #inbox, 1000 do
     redis.call('RPUSH', KEYS[1], unpack(inbox, first, math.min(first + 999, #inbox)))
 end
-redis.call('DEL', KEYS[3])
 return added

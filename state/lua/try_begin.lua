@@ -2,10 +2,9 @@
 --
 -- KEYS[1]  lock     STRING ns:{s:sid}:lock     holder token, PX lease
 -- KEYS[2]  fence    STRING ns:{s:sid}:fence    counter, +1 per granted lock
--- KEYS[3]  idle     STRING ns:{s:sid}:idle
--- KEYS[4]  inbox    LIST   ns:{s:sid}:inbox
--- KEYS[5]  pending  STRING ns:{s:sid}:pending  the session's single pending fire id
--- KEYS[6]  inflight LIST   ns:{s:sid}:inflight message ids taken by a turn, not yet answered
+-- KEYS[3]  inbox    LIST   ns:{s:sid}:inbox
+-- KEYS[4]  pending  STRING ns:{s:sid}:pending  the session's single pending fire id
+-- KEYS[5]  inflight LIST   ns:{s:sid}:inflight message ids taken by a turn, not yet answered
 -- ARGV[1]  token     the caller's lock token
 -- ARGV[2]  lease_ms  lock lease
 -- ARGV[3]  fire_id   (mode "fire"; ignored for "user")
@@ -15,9 +14,8 @@
 -- (mode "fire" only: user messages are queued and run first).
 --
 -- Mode "fire": a busy session keeps the fire as pending; a newer fire replaces an older one, so
--- any number of missed fires coalesce into one. A free lock with an empty inbox counts as idle
--- even when the idle flag is missing: a worker that died mid-turn never set the flag, and its
--- lock lease has expired. Taking the lock consumes any pending fire (coalesced into this one).
+-- any number of missed fires coalesce into one. Idle is not a stored flag: it is a free lock
+-- and an empty inbox (a worker that died mid-turn left no lock once its lease expired). Taking the lock consumes any pending fire (coalesced into this one).
 --
 -- Mode "user": only the lock matters; a pending fire stays for end_turn to hand back.
 --
@@ -31,28 +29,27 @@ end
 
 if redis.call('EXISTS', KEYS[1]) == 1 then
     if mode == 'fire' then
-        redis.call('SET', KEYS[5], ARGV[3])
+        redis.call('SET', KEYS[4], ARGV[3])
     end
     return {0, 'busy'}
 end
 
 while true do
-    local orphan = redis.call('RPOP', KEYS[6])
+    local orphan = redis.call('RPOP', KEYS[5])
     if not orphan then
         break
     end
-    redis.call('LPUSH', KEYS[4], orphan)
+    redis.call('LPUSH', KEYS[3], orphan)
 end
 
-if mode == 'fire' and redis.call('LLEN', KEYS[4]) > 0 then
-    redis.call('SET', KEYS[5], ARGV[3])
+if mode == 'fire' and redis.call('LLEN', KEYS[3]) > 0 then
+    redis.call('SET', KEYS[4], ARGV[3])
     return {0, 'inbox'}
 end
 
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
 local fence = redis.call('INCR', KEYS[2])
-redis.call('DEL', KEYS[3])
 if mode == 'fire' then
-    redis.call('DEL', KEYS[5])
+    redis.call('DEL', KEYS[4])
 end
 return {1, fence}

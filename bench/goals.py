@@ -1,0 +1,159 @@
+"""The issue's goals against the newest result of each benchmark: ``python -m bench.goals``.
+
+Recorded, never asserted: the runner prints this table after a run, and docs/benchmarks.md
+shows it. Every figure is a median of the repetitions in the newest JSON of its benchmark.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bench.latest import RESULTS, newest
+
+Doc = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Row:
+    goal: str
+    measured: str
+    met: bool | None  # None: not measured in this run
+
+
+def _median(value: Any) -> float | None:
+    return None if value is None else value.get("median")
+
+
+def claim_rows(doc: Doc) -> list[Row]:
+    largest = max(doc["ours"], key=lambda o: o["scheduled"])
+    rate = _median(largest["fires_per_s"]) or 0.0
+    rows = [
+        Row(
+            "≥ 100,000 fires/s claimed and published by one beat",
+            f"{rate:,.0f}/s at {largest['scheduled']:,} due",
+            rate >= 100_000,
+        )
+    ]
+    for ratio in doc["ratios"]:
+        same = "" if ratio["same_size"] else f" (redbeat at {ratio['redbeat_scheduled']:,})"
+        rows.append(
+            Row(
+                "≥ 100× celery-redbeat's dispatch rate",
+                f"{ratio['ours_over_redbeat']:,.0f}×{same}",
+                ratio["ours_over_redbeat"] >= 100,
+            )
+        )
+    return rows
+
+
+TICK_GOAL = "tick at 1M ≤ 1.5× tick at 1k (1,000 due, restore included)"
+
+
+def tick_rows(doc: Doc) -> list[Row]:
+    ratio = doc["ratios"].get("with_restore_s")
+    sizes = doc["ratios"].get("sizes") or []
+    if ratio is None or len(sizes) < 2:
+        return [Row(TICK_GOAL, "—", None)]
+    small, large = (doc["sizes"][0], doc["sizes"][-1])
+    measured = (
+        f"{ratio}× ({_ms(large['with_restore_s'])} at {sizes[1]:,} vs "
+        f"{_ms(small['with_restore_s'])} at {sizes[0]:,})"
+    )
+    return [
+        Row("tick at 1M ≤ 1.5× tick at 1k (1,000 due, restore included)", measured, ratio <= 1.5)
+    ]
+
+
+def _ms(summary: Doc) -> str:
+    return f"{summary['median'] * 1000:.0f} ms"
+
+
+def replicas_rows(doc: Doc) -> list[Row]:
+    by = doc["by_replicas"]
+    one, four = _median(by["1"]["fires_per_s"]), _median(by.get("4", {}).get("fires_per_s"))
+    if not one or not four:
+        return [Row("4 beat replicas ≥ 3× one", "—", None)]
+    ratio = four / one
+    return [
+        Row(
+            "4 beat replicas ≥ 3× one",
+            f"{ratio:.2f}× ({four:,.0f}/s vs {one:,.0f}/s)",
+            ratio >= 3,
+        )
+    ]
+
+
+def memory_rows(doc: Doc) -> list[Row]:
+    ours = _median(doc["ours_bytes_per_session"]) or 0.0
+    theirs = _median(doc["redbeat_bytes_per_session"]) or 0.0
+    return [
+        Row(
+            "≤ 200 bytes of Redis per scheduled idle session",
+            f"{ours:.0f} B (celery-redbeat {theirs:.0f} B)",
+            ours <= 200,
+        )
+    ]
+
+
+def e2e_rows(doc: Doc) -> list[Row]:
+    rows = []
+    for system, runs in sorted(doc["systems"].items()):
+        if not system.startswith("ours"):
+            continue
+        at_goal = [r for r in runs if r["offered_per_s"] >= 500]
+        best = max(runs, key=lambda r: r["delivered_per_s"])
+        if at_goal:
+            p99 = at_goal[0]["lag_s"]["p99"]
+            measured, met = f"p99 {p99:.2f} s at 500/s", p99 < 1
+        else:
+            measured = (
+                f"not offered 500/s (saturated): best {best['delivered_per_s']:.0f}/s delivered "
+                f"at {best['offered_per_s']}/s offered, p99 {best['lag_s']['p99']:.2f} s"
+            )
+            met = False
+        passes = doc["p99_passes_1s_at_offered"].get(system)
+        measured += f"; p99 passes 1 s at {passes}/s offered" if passes else ""
+        rows.append(Row(f"p99 lag < 1 s at 500 fires/s end to end ({system})", measured, met))
+    return rows
+
+
+ROWS: dict[str, Callable[[Doc], list[Row]]] = {
+    "claim": claim_rows,
+    "tick": tick_rows,
+    "replicas": replicas_rows,
+    "memory": memory_rows,
+    "e2e": e2e_rows,
+}
+
+
+def rows(results: Path = RESULTS) -> list[Row]:
+    out: list[Row] = []
+    for name, make in ROWS.items():
+        payload = newest(name, results)
+        out += (
+            make(payload["result"])
+            if payload is not None
+            else [Row(f"({name}: no result yet)", "—", None)]
+        )
+    return out
+
+
+def markdown(found: list[Row]) -> str:
+    mark = {True: "met", False: "**not met**", None: "—"}
+    lines = ["| goal | measured | |", "| --- | --- | --- |"]
+    lines += [f"| {r.goal} | {r.measured} | {mark[r.met]} |" for r in found]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = sys.argv[1:] if argv is None else argv
+    results = Path(args[0]) if args else RESULTS
+    print(markdown(rows(results)))
+
+
+if __name__ == "__main__":
+    main()

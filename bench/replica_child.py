@@ -1,0 +1,96 @@
+"""One beat replica of the replicas benchmark: a separate process running real BeatCore ticks.
+
+Built like ``beat/scheduler.py`` builds beat (a Runtime, a Dispatcher over the project's Celery
+app publishing to the Redis broker, a BeatCore); beat does no SQL per fire, so the replicas
+share one (empty) SQLite file, read only by the warm-up tick's restore pass. It obeys rounds
+sent on its command queue: register, meet the others at the round's barrier, tick until every
+due heartbeat is claimed, report.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from multiprocessing.queues import Queue
+from multiprocessing.synchronize import Barrier
+from typing import Any
+
+from beat.core import BeatCore
+from core.settings import Settings
+from hbgw.celery_app import make_celery
+from state.dispatch import Dispatcher
+from state.runtime import Runtime
+
+# Between polls of the global backlog once this beat's own shards are done: rare enough not to
+# take Redis time from the replicas still claiming.
+IDLE_POLL = 0.01
+ROUND_DEADLINE = 300.0
+
+
+class CountingBeat(BeatCore):
+    """BeatCore that counts what its ticks claim: the benchmark reads it, nothing else changes."""
+
+    claimed = 0
+
+    def dispatch_due(self, now_ms: int, workers: list[str]) -> int:
+        count = super().dispatch_due(now_ms, workers)
+        self.claimed += count
+        return count
+
+
+@dataclass(frozen=True)
+class Round:
+    replicas: int  # how many beats take part (the barrier's parties minus the parent)
+    total: int  # due heartbeats over every shard
+
+
+def _run_round(core: CountingBeat, barrier: Barrier, total: int) -> dict[str, Any]:
+    index = core.rt.index
+    core.claimed = 0
+    core.refresh_shards(core.rt.now_ms())  # registered before the barrier: all see all
+    barrier.wait()  # the parent has seeded the index; every replica starts now
+    cpu0, start = time.process_time(), time.monotonic()
+    end, ticks = start, 0
+    while time.monotonic() - start < ROUND_DEADLINE:
+        before = core.claimed
+        core.tick()
+        ticks += 1
+        if core.claimed > before:
+            end = time.monotonic()
+        elif sum(index.backlog(core.rt.now_ms()).values()) == 0:
+            break  # every shard is claimed, by this replica or another
+        else:
+            time.sleep(IDLE_POLL)
+    return {
+        "name": core.name,
+        "own_shards": list(core.own_shards),
+        "claimed": core.claimed,
+        "ticks": ticks,
+        "start": start,
+        "end": end,
+        "cpu_s": round(time.process_time() - cpu0, 4),
+        "expected_total": total,
+    }
+
+
+def beat_replica(
+    settings_values: dict[str, Any],
+    name: str,
+    commands: Queue[Round | None],
+    results: Queue[dict[str, Any]],
+    barriers: dict[int, Barrier],
+) -> None:
+    """Process entry point (spawn): serve rounds until told to stop with None."""
+    settings = Settings(**settings_values)
+    rt = Runtime.from_settings(settings, worker="beat")
+    assert settings.redis_url is not None
+    app = make_celery(settings, settings.redis_url)
+    core = CountingBeat(rt, Dispatcher(app, rt.keys), name=name)
+    try:
+        # Warm-up: the first tick's restore pass (over an empty SQL store), connections, scripts.
+        core.tick()
+        results.put({"ready": name})
+        while (command := commands.get()) is not None:
+            results.put(_run_round(core, barriers[command.replicas], command.total))
+    finally:
+        rt.close()

@@ -1,0 +1,235 @@
+"""Beat replicas: total fires/s of 1, 2 and 4 beat processes over the same due index.
+
+N heartbeats are all due (quick 20k, full 200k). Each replica is a separate process (spawn)
+running real BeatCore ticks with a real Dispatcher publishing to the Redis broker through the
+project's Celery app; they register, meet at a barrier while the index is seeded, then tick
+until all N are claimed. Throughput is N over the time from the first replica's start to the
+last claim. Every fire published is then read back off the broker queues: each session must
+have been published exactly once (``exactly_once`` in the JSON).
+
+Replicas split the 16 due shards by rendezvous hashing of their names (fixed names, so the
+split is the same in every repetition and recorded); the busiest replica bounds the round.
+CPU seconds of every replica and of the Redis server are recorded to say what limits scaling:
+``cores_busy`` (their CPU over the wall time: near the core count means the machine is the
+limit), ``own_core_fires_per_s`` (N over the busiest replica's CPU: the rate with a core per
+replica) and ``redis_bound_fires_per_s`` (N over Redis' CPU: its single thread's ceiling).
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import statistics
+import time
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import redis
+
+from bench.context import BenchContext
+from bench.replica_child import Round, beat_replica
+from bench.stats import summary
+from core.settings import Settings
+from hbgw.celery_app import make_celery
+from sessions.store import Store
+from state.dispatch import FIRE_TASK
+from state.keys import Keys
+from state.ownership import WorkerRegistry
+
+NAME = "replicas"
+COUNTS = (1, 2, 4)
+WORKERS = ("w1", "w2", "w3", "w4")
+REPS = 3
+NAMESPACE = "bench-replicas"
+SEED_CHUNK = 50_000
+
+
+def _settings(redis_url: str, work_dir: Path, namespace: str) -> dict[str, Any]:
+    # Restore and reconcile once per process (the warm-up tick), never inside a measured round.
+    # One SQLite file, migrated once by the parent; the replicas only read it (empty) at warm-up.
+    return {
+        "home": str(work_dir),
+        "database_url": f"sqlite:///{work_dir / 'replicas.sqlite3'}",
+        "redis_url": redis_url,
+        "namespace": namespace,
+        "restore_interval": 3600,
+        "reconcile_interval": 3600,
+        "log_level": "WARNING",
+    }
+
+
+def _clear(client: redis.Redis, keys: Keys) -> None:
+    stale = list(client.scan_iter(match=keys.match_all(), count=1000))
+    for start in range(0, len(stale), 1000):
+        client.unlink(*stale[start : start + 1000])
+
+
+def _seed(client: redis.Redis, settings: Settings, n: int) -> list[str]:
+    from state.due_index import DueIndex
+
+    keys = Keys(settings.namespace)
+    index = DueIndex(client, keys, settings.due_shards)
+    now_ms = int(time.time() * 1000)
+    sids = [f"s{i:015x}" for i in range(n)]
+    for start in range(0, n, SEED_CHUNK):
+        index.schedule_many(dict.fromkeys(sids[start : start + SEED_CHUNK], now_ms - 1000))
+    registry = WorkerRegistry(client, keys, ttl_ms=int(settings.worker_ttl * 1000))
+    for worker in WORKERS:
+        registry.refresh(worker, now_ms + 3_600_000)  # live for the whole round
+    return sids
+
+
+def published_fires(app: Any, keys: Keys) -> Counter[str]:
+    """Sessions of every fire waiting on the workers' queues, read (and removed) via kombu."""
+    fired: Counter[str] = Counter()
+    with app.connection_for_read() as conn:
+        for worker in WORKERS:
+            simple = conn.SimpleQueue(keys.worker_queue(worker))
+            try:
+                while True:
+                    try:
+                        message = simple.get(block=False)
+                    except simple.Empty:
+                        break
+                    args, _kwargs, _embed = message.decode()
+                    if message.headers["task"] == FIRE_TASK:
+                        fired.update(str(sid) for sid, _due in args[0])
+                    message.ack()
+            finally:
+                simple.close()
+    return fired
+
+
+def _redis_cpu(client: redis.Redis) -> float:
+    info = client.info("cpu")
+    return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
+
+
+def _one_round(rig: dict[str, Any], replicas: int, n: int) -> dict[str, Any]:
+    client, settings, keys = rig["client"], rig["settings"], rig["keys"]
+    _clear(client, keys)
+    for commands in rig["commands"][:replicas]:
+        commands.put(Round(replicas, n))
+    sids = _seed(client, settings, n)
+    cpu0 = _redis_cpu(client)
+    rig["barriers"][replicas].wait()
+    reports = [rig["results"].get(timeout=600) for _ in range(replicas)]
+    redis_cpu = _redis_cpu(client) - cpu0
+    elapsed = max(r["end"] for r in reports) - min(r["start"] for r in reports)
+    fired = published_fires(rig["app"], keys)
+    exactly_once = set(fired) == set(sids) and all(c == 1 for c in fired.values())
+    beat_cpu = sum(r["cpu_s"] for r in reports)
+    return {
+        "replicas": replicas,
+        "n": n,
+        "seconds": round(elapsed, 4),
+        "fires_per_s": round(n / elapsed, 1) if elapsed > 0 else None,
+        "exactly_once": exactly_once,
+        "published": sum(fired.values()),
+        "duplicates": sum(c - 1 for c in fired.values() if c > 1),
+        "missing": len(set(sids) - set(fired)),
+        "redis_cpu_s": round(redis_cpu, 3),
+        "beat_cpu_s": round(beat_cpu, 3),
+        # Cores kept busy by the beats and Redis together: near 2 on this machine = CPU-bound.
+        "cores_busy": round((beat_cpu + redis_cpu) / elapsed, 2) if elapsed > 0 else None,
+        # Projections, not measurements: the rate if every beat had a core of its own (the
+        # busiest beat's CPU is the critical path), and the rate Redis' one thread allows.
+        "own_core_fires_per_s": round(n / max(r["cpu_s"] for r in reports), 1),
+        "redis_bound_fires_per_s": round(n / redis_cpu, 1) if redis_cpu > 0 else None,
+        "beats": [
+            {k: r[k] for k in ("name", "own_shards", "claimed", "ticks", "cpu_s")}
+            | {"seconds": round(r["end"] - r["start"], 4)}
+            for r in sorted(reports, key=lambda r: str(r["name"]))
+        ],
+    }
+
+
+def measure_replicas(
+    redis_url: str,
+    work_dir: Path,
+    n: int,
+    *,
+    counts: Sequence[int] = COUNTS,
+    reps: int = REPS,
+    namespace: str = NAMESPACE,
+) -> dict[str, Any]:
+    """Every repetition of every replica count (interleaved), and the summaries."""
+    values = _settings(redis_url, work_dir, namespace)
+    settings = Settings(**values)
+    Store.from_url(settings.effective_database_url).close()  # migrated before the replicas open it
+    spawn = multiprocessing.get_context("spawn")
+    most = max(counts)
+    rig: dict[str, Any] = {
+        "settings": settings,
+        "keys": Keys(namespace),
+        "client": redis.Redis.from_url(redis_url, decode_responses=True),
+        "app": make_celery(settings, redis_url),
+        "commands": [spawn.Queue() for _ in range(most)],
+        "results": spawn.Queue(),
+        "barriers": {k: spawn.Barrier(k + 1) for k in counts},
+    }
+    procs = []
+    for i in range(most):
+        args = (values, f"bench-beat-{i}", rig["commands"][i], rig["results"], rig["barriers"])
+        procs.append(spawn.Process(target=beat_replica, args=args, daemon=True))
+    for proc in procs:
+        proc.start()
+    try:
+        for _ in procs:
+            rig["results"].get(timeout=120)  # every replica warmed up
+        rounds = [_one_round(rig, k, n) for _ in range(reps) for k in counts]
+    finally:
+        for commands in rig["commands"]:
+            commands.put(None)
+        for proc in procs:
+            proc.join(timeout=30)
+        _clear(rig["client"], rig["keys"])
+        rig["client"].close()
+    return _summarise(rounds, counts, n)
+
+
+def _summarise(rounds: list[dict[str, Any]], counts: Sequence[int], n: int) -> dict[str, Any]:
+    by_count: dict[str, Any] = {}
+    for k in counts:
+        mine = [r for r in rounds if r["replicas"] == k]
+        split = [len(b["own_shards"]) for b in mine[0]["beats"]]
+        by_count[str(k)] = {
+            "fires_per_s": summary([r["fires_per_s"] for r in mine]),
+            "seconds": summary([r["seconds"] for r in mine]),
+            "redis_cpu_s": summary([r["redis_cpu_s"] for r in mine]),
+            "beat_cpu_s_total": summary([r["beat_cpu_s"] for r in mine]),
+            "cores_busy": summary([r["cores_busy"] for r in mine]),
+            "own_core_fires_per_s": summary([r["own_core_fires_per_s"] for r in mine]),
+            "shards_per_beat": split,
+            # The most this split allows over one beat: the busiest beat has the most shards.
+            "balance_bound": round(sum(split) / max(split), 2),
+        }
+    lo, hi = str(min(counts)), str(max(counts))
+    base = by_count[lo]["fires_per_s"]["median"]
+    ratio = by_count[hi]["fires_per_s"]["median"] / base if base else None
+    own_base = by_count[lo]["own_core_fires_per_s"]["median"]
+    own_ratio = by_count[hi]["own_core_fires_per_s"]["median"] / own_base if own_base else None
+    return {
+        "n": n,
+        "counts": list(counts),
+        "workers": len(WORKERS),
+        "exactly_once": all(r["exactly_once"] for r in rounds),
+        "by_replicas": by_count,
+        f"ratio_{hi}_over_{lo}": None if ratio is None else round(ratio, 3),
+        f"own_core_ratio_{hi}_over_{lo}": None if own_ratio is None else round(own_ratio, 3),
+        "goal_ratio_4_over_1": 3.0,
+        "rounds": rounds,
+        "cpu_count": multiprocessing.cpu_count(),
+        "median_round_s": round(statistics.median(r["seconds"] for r in rounds), 4),
+    }
+
+
+def run(ctx: BenchContext) -> dict[str, Any]:
+    n = 20_000 if ctx.quick else 200_000
+    ctx.note(
+        f"{n} heartbeats all due over 16 shards; replicas are spawned processes with fixed "
+        "names (bench-beat-0..3), so the rendezvous split of shards is the same every round"
+    )
+    ctx.note("the machine has 2 cores: 4 replicas share them with Redis and each other")
+    return measure_replicas(ctx.redis_url, ctx.work_dir, n)
