@@ -5,6 +5,7 @@ Nothing outside ``sessions/`` sees an ORM object, only these.
 
 from __future__ import annotations
 
+from sessions.store.fire_turns import Finished, FireAdmission, FireClaim, NotStarted, Started
 from sessions.store.heartbeat_records import HeartbeatStatusView
 from sessions.store.ledger import (
     Duplicate,
@@ -22,10 +23,14 @@ from sessions.store.session_records import SessionView
 __all__ = [
     "Accepted",
     "Duplicate",
+    "Finished",
+    "FireAdmission",
+    "FireClaim",
     "HeartbeatSnapshot",
     "HeartbeatStatusView",
     "LedgerSnapshot",
     "MessageView",
+    "NotStarted",
     "QueuedPage",
     "RefusalReason",
     "Refused",
@@ -35,4 +40,5 @@ __all__ = [
     "RestoreEntry",
     "RunView",
     "SessionView",
+    "Started",
 ]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 
 import redis
@@ -96,6 +97,10 @@ class Runtime:
             )
             return None
         due = state.next_due() if state and session.status == SessionStatus.ACTIVE else None
+        return self.apply_due(session_id, due)
+
+    def apply_due(self, session_id: str, due: datetime | None) -> int | None:
+        """Write a due time SQL just answered (None: no entry), without reading it again."""
         if due is None:
             self.index.remove(session_id)
             return None

@@ -25,6 +25,7 @@ from sessions.grammar import IntervalSchedule
 from sessions.states import RunState
 from sessions.store import Store
 from sessions.store.ledger import Reserved
+from sessions.views import Started
 
 
 @pytest.fixture
@@ -151,3 +152,29 @@ def test_finish_and_start_repeated_after_a_saved_commit_change_nothing(store: St
     first = store.finish(run_id, RunState.COMPLETED, fence, T0 + timedelta(seconds=70))
     second = store.finish(run_id, RunState.COMPLETED, fence, T0 + timedelta(seconds=71))
     assert second == first
+
+
+@pytest.mark.postgres
+def test_folded_fire_steps_are_repeated_after_a_commit_cut_off(
+    pg_store: Store, admin: Engine
+) -> None:
+    """start_fire and finish_fire recognise their own saved COMMIT: one prompt, one reply."""
+    sid = pg_store.create_session(platform="slack", chat="C1", thread="T1", now=T0).id
+    pg_store.set_heartbeat(
+        sid, schedule=IntervalSchedule(60), schedule_text="every 60s", prompt="p", now=T0
+    )
+    now = T0 + timedelta(seconds=61)
+    claimed = pg_store.claim_fire(sid, 1, f"{sid}:1", 1, now)
+    assert isinstance(claimed.outcome, Reserved)
+    run_id = claimed.outcome.run.id
+    killed = kill_own_backend(pg_store.engine, admin, "commit", times=1)
+    begun = pg_store.start_fire(
+        run_id, 1, now, conversation=1, owner_changed=False, prompt="p", history=20
+    )
+    assert killed() == 1 and isinstance(begun, Started)
+    killed = kill_own_backend(pg_store.engine, admin, "commit", times=1)
+    done = pg_store.finish_fire(
+        run_id, RunState.COMPLETED, 1, now, reply="ok", reply_kind="assistant"
+    )
+    assert killed() == 1 and done.run.state == RunState.COMPLETED
+    assert [m.role for m in pg_store.list_messages(sid)] == ["user", "assistant"]

@@ -46,27 +46,28 @@ class Admission:
     def _admit(self, session_id: str, due_ms: int, fid: str, deferred: bool) -> str:
         rt = self.rt
         try:
-            session = rt.store.resolve_active(session_id)
+            # One read: the conversation's active session, the ledger, the heartbeat.
+            seen = rt.store.admit_fire(session_id, fid)
         except NotFound:
             rt.index.remove(session_id)
             return "unknown-session"
+        session = seen.session
         sid = session.id
         if sid != session_id:
             rt.index.remove(session_id)  # compressed: the child carries the heartbeat now
         if session.status != SessionStatus.ACTIVE:
             rt.index.remove(sid)
             return "inactive-session"
-        existing = rt.store.get_run(fid)
-        if existing is not None:
-            settle_duplicate(rt, sid, existing)
+        if seen.existing is not None:
+            settle_duplicate(rt, sid, seen.existing, seen.next_due)
             return "duplicate"
-        state = rt.store.get_heartbeat(sid)
+        state = seen.state
         now = rt.clock()
         if state is None or not is_active(state):
             rt.index.remove(sid)
             return "inactive"
         if not state.is_due(now):
-            rt.settle(sid)
+            rt.apply_due(sid, seen.next_due)
             return "not-due"
         return self._begin_fire(Fire(session, fid, due_ms, deferred), session_id, now)
 

@@ -1,8 +1,10 @@
 """One heartbeat turn under a held lock.
 
-reserve in SQL with the fence → re-check session, conversation, generation, owner, estop (else
-refund) → mark started → agent → mark delivering, fenced (quiet: nothing to deliver) → deliver
-(rule 6: to the origin, no reply_to) → finish → settle the due index.
+claim the fence and reserve (one SQL transaction) → re-check lock and estop (Redis), then
+session, conversation, generation and owner, and either refund or mark started with the prompt
+stored (one SQL transaction) → agent → mark delivering, fenced (quiet: nothing to deliver) →
+deliver (rule 6: to the origin, no reply_to) → finish with the reply stored (one SQL
+transaction, which also answers the next due time) → write the due index.
 
 A turn that finds its lock lost after the start ends its run ``failed`` (``LostLockDetail``)
 with a fenced write; if a newer grant exists, that grant's claim has already done so.
@@ -14,50 +16,50 @@ import contextlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 
 from core.clock import to_ms
 from core.errors import StaleFence, TurnAborted
 from core.metrics import gateway_metrics
 from core.usage import TokenUsage
 from sessions.heartbeat import HeartbeatState
-from sessions.states import (
-    ClosedReason,
-    HeartbeatStatus,
-    RefundReason,
-    RunState,
-    SessionStatus,
+from sessions.states import HeartbeatStatus, RefundReason, RunState
+from sessions.views import (
+    Duplicate,
+    FireClaim,
+    NotStarted,
+    RefusalReason,
+    Reserved,
+    RunView,
+    SessionView,
+    Started,
 )
-from sessions.views import Duplicate, RefusalReason, Refused, RunView, SessionView
 from state.runtime import Runtime
 from workers.agents.base import TurnRequest
 from workers.injection import heartbeat_message, is_silent
 from workers.locks import Lease
 from workers.logfields import fields, log
 from workers.ports import Address
-from workers.turn_io import TurnIO
+from workers.turn_io import HISTORY_TURNS, TurnIO, conversation_before
 
 # Test seam: called after a reservation, before the re-check (simulates races).
 BeforeStartHook = Callable[[str, RunView], None]
 
-_DEPARTED: dict[str, RefundReason] = {
-    ClosedReason.COMPRESSED: RefundReason.SESSION_COMPRESSED,
-    ClosedReason.SWITCHED: RefundReason.SESSION_SWITCHED,
-}
 
-
-def settle_duplicate(rt: Runtime, session_id: str, run: RunView) -> None:
+def settle_duplicate(rt: Runtime, session_id: str, run: RunView, next_due: datetime | None) -> None:
     """A fire whose id the ledger already holds: bring the due index back to the truth.
 
     A refunded fire never happened, and its refund put the previous anchor back, so the true
     next due time is that fire's own due time — and so is its id. Settling to it would claim
     the same id again, meet the same refunded row and settle again, forever (after Redis lost
     the index and the restore pass wrote that due time back). It is due now, under a new id.
+    ``next_due``: the due time SQL answered in the transaction that found the duplicate.
     """
     if RunState(run.state) is RunState.REFUNDED:
         refunded_due = to_ms(run.due_at) if run.due_at is not None else 0
         rt.index.schedule(session_id, max(rt.now_ms(), refunded_due + 1))
     else:
-        rt.settle(session_id)
+        rt.apply_due(session_id, next_due)  # what SQL answered with the duplicate: no new read
 
 
 def is_active(state: HeartbeatState | None) -> bool:
@@ -90,37 +92,44 @@ class HeartbeatTurn:
         self.rt = io.rt
         self.before_start = before_start
 
-    def run(self, lease: Lease, fire: Fire) -> None:
-        run = self._reserve(lease, fire)
+    def claim(self, lease: Lease, fire: Fire) -> FireClaim:
+        """At the lock grant: claim its fence and reserve the fire, in one transaction."""
+        rt = self.rt
+        return rt.store.claim_fire(
+            lease.session_id,
+            lease.fence,
+            fire.fire_id,
+            fire.due_ms,
+            rt.clock(),
+            worker=rt.worker,
+            deferred=fire.deferred,
+        )
+
+    def run(self, lease: Lease, fire: Fire, claim: FireClaim) -> None:
+        run = self._reserved(lease, fire, claim)
         if run is None:
             return
         sid = lease.session_id
         for hook in self.before_start:
             hook(sid, run)
-        state = self.rt.store.get_heartbeat(sid)
-        reason = self._refusal(lease, fire.session, run, state)
+        reason = self._lock_refusal(lease)
         if reason is not None:
-            self._refund(fire, run, reason)
+            self._refunded(fire, self.rt.store.refund_fire(run.id, reason, self.rt.clock()))
             return
-        assert state is not None  # _refusal answered HEARTBEAT_CHANGED otherwise
-        self._execute(lease, fire, run, state)
+        begun = self._start(lease, fire, run, claim)
+        if isinstance(begun, NotStarted):
+            self._refunded(fire, begun)
+            return
+        self._execute(lease, fire, begun)
 
-    def _reserve(self, lease: Lease, fire: Fire) -> RunView | None:
-        """The reservation, fenced by the claim the session loop made at the lock grant."""
-        rt, sid = self.rt, lease.session_id
-        outcome = rt.store.reserve_fire(
-            sid,
-            fire.fire_id,
-            fire.due_ms,
-            lease.fence,
-            rt.clock(),
-            worker=rt.worker,
-            deferred=fire.deferred,
-        )
+    def _reserved(self, lease: Lease, fire: Fire, claim: FireClaim) -> RunView | None:
+        """The reservation made with the fence claim, or None (the index is settled)."""
+        rt, sid, outcome = self.rt, lease.session_id, claim.outcome
+        if isinstance(outcome, Reserved):
+            return outcome.run
         if isinstance(outcome, Duplicate):
-            settle_duplicate(rt, sid, outcome.run)
+            settle_duplicate(rt, sid, outcome.run, claim.next_due)
             return None
-        if isinstance(outcome, Refused):
             log.info(
                 "fire %s refused: %s",
                 fire.fire_id,
@@ -129,44 +138,49 @@ class HeartbeatTurn:
             )
             if outcome.reason == RefusalReason.STALE_FENCE:
                 raise StaleFence(f"Session {sid} is fenced past this grant; the fire stops here.")
-            rt.settle(sid)
-            return None
-        return outcome.run
-
-    def _refusal(
-        self, lease: Lease, before: SessionView, run: RunView, state: HeartbeatState | None
-    ) -> RefundReason | None:
-        """Why this reserved fire must not reach the agent, or None."""
-        rt, sid = self.rt, before.id
-        if lease.keeper.lost.is_set():
-            return RefundReason.LOCK_LOST
-        if rt.gate.estop_active(sid):
-            return RefundReason.EMERGENCY_STOP
-        session = rt.store.get_session(sid)
-        if session.status == SessionStatus.SUSPENDED:
-            return RefundReason.SESSION_SUSPENDED
-        if session.status != SessionStatus.ACTIVE:
-            return _DEPARTED.get(session.closed_reason or "", RefundReason.SESSION_CLOSED)
-        if session.conversation != before.conversation:
-            return RefundReason.SESSION_RESET
-        if state is None or state.generation != run.generation or not is_active(state):
-            return RefundReason.HEARTBEAT_CHANGED
-        if rt.registry.owner(sid, rt.now_ms()) != rt.worker:
-            return RefundReason.OWNER_CHANGED
+        rt.apply_due(sid, claim.next_due)  # what SQL said in that transaction: no new read
         return None
 
-    def _refund(self, fire: Fire, run: RunView, reason: RefundReason) -> None:
-        rt, sid = self.rt, fire.session.id
-        refunded = rt.store.refund(run.id, reason, rt.clock())
+    def _lock_refusal(self, lease: Lease) -> RefundReason | None:
+        """The re-check's Redis part, first: the lock, then the emergency stop."""
+        if lease.keeper.lost.is_set():
+            return RefundReason.LOCK_LOST
+        if self.rt.gate.estop_active(lease.session_id):
+            return RefundReason.EMERGENCY_STOP
+        return None
+
+    def _start(
+        self, lease: Lease, fire: Fire, run: RunView, claim: FireClaim
+    ) -> Started | NotStarted:
+        """The re-check's SQL part and the start, one fenced transaction; the owner (Redis) is
+        read first and weighed last, after session, conversation and heartbeat."""
+        rt = self.rt
+        owner_changed = rt.registry.owner(lease.session_id, rt.now_ms()) != rt.worker
+        assert claim.state is not None  # reserved: the heartbeat was there
+        # Written from the state the reservation saw: the re-check refuses any other generation,
+        # and prompt and schedule change only with a new one.
+        prompt = heartbeat_message(claim.state.prompt, claim.state.describe())
+        return rt.store.start_fire(
+            run.id,
+            lease.fence,
+            rt.clock(),
+            conversation=fire.session.conversation,
+            owner_changed=owner_changed,
+            prompt=prompt,
+            history=HISTORY_TURNS,
+        )
+
+    def _refunded(self, fire: Fire, refunded: NotStarted) -> None:
+        """After a refund: count it, and put the index right from the heartbeat it left."""
+        rt, sid, reason, state = self.rt, fire.session.id, refunded.reason, refunded.state
         count_refund(reason)
         log.info(
             "fire %s %s: %s",
             fire.fire_id,
-            refunded.state,
+            refunded.run.state,
             reason,
             extra=fields("fire.refund", sid, fire.fire_id),
         )
-        state = rt.store.get_heartbeat(sid)
         if not is_active(state):
             rt.settle(sid)
         elif reason is RefundReason.SESSION_COMPRESSED:
@@ -175,12 +189,12 @@ class HeartbeatTurn:
             # Back off so a persistent cause of refusal (estop, no route) cannot spin.
             rt.index.schedule(sid, rt.now_ms() + int(rt.settings.refund_backoff * 1000))
 
-    def _execute(self, lease: Lease, fire: Fire, run: RunView, state: HeartbeatState) -> None:
-        self.rt.store.mark_started(run.id, lease.fence, self.rt.clock())
+    def _execute(self, lease: Lease, fire: Fire, begun: Started) -> None:
+        run = begun.run
         metrics, started = gateway_metrics(), time.monotonic()
         metrics.fire_lag.observe(max(0, self.rt.now_ms() - fire.due_ms) / 1000)
         try:
-            self._started(lease, fire, run, state)
+            self._started(lease, fire, begun)
         except TurnAborted:
             metrics.fires.labels(RunState.FAILED.value).inc()
             # The lock is gone but perhaps nobody holds it yet: the fence still lets this turn
@@ -191,31 +205,23 @@ class HeartbeatTurn:
         finally:
             metrics.turn_duration.labels("heartbeat").observe(time.monotonic() - started)
 
-    def _started(self, lease: Lease, fire: Fire, run: RunView, state: HeartbeatState) -> None:
-        rt, io, sid, fence = self.rt, self.io, lease.session_id, lease.fence
+    def _started(self, lease: Lease, fire: Fire, begun: Started) -> None:
+        io, sid, state, injected = self.io, lease.session_id, begun.state, begun.message
         io.stamp(sid, "heartbeat:start")
-        text = heartbeat_message(state.prompt, state.describe())
-        injected = rt.store.add_message(
-            sid,
-            role="user",
-            kind="heartbeat",
-            text=text,
-            fire_id=fire.fire_id,
-            now=rt.clock(),
-            fence=fence,
-        )
+        text = injected.text
         # Rule 6: to where the heartbeat was set, as a new message (no reply_to).
         address = Address(fire.session.platform, state.origin_chat, state.origin_thread)
         # The same tools as a user turn (rule 5); writes refuse to run in a heartbeat turn.
         tools = io.toolbox(sid, "heartbeat", address)
-        request = TurnRequest(sid, "heartbeat", text, io.history(injected), heartbeat=tools)
+        history = conversation_before(injected, begun.history)
+        request = TurnRequest(sid, "heartbeat", text, history, heartbeat=tools)
         answer = io.ask(lease, request, None)
         reply = answer.text
         if answer.failure is not None:
             reply, result = f"⚠ Heartbeat failed: {answer.failure}", RunState.FAILED
         else:
             result = RunState.SILENT if is_silent(reply) else RunState.COMPLETED
-        self._conclude(lease, fire, run, address, Outcome(reply, result, answer.usage))
+        self._conclude(lease, fire, begun.run, address, Outcome(reply, result, answer.usage))
 
     def _conclude(
         self, lease: Lease, fire: Fire, run: RunView, address: Address, outcome: Outcome
@@ -230,20 +236,21 @@ class HeartbeatTurn:
             kind = "failure" if result is RunState.FAILED else "heartbeat"
             detail = io.deliver(address, reply, sid, kind, fire.fire_id)
             result = RunState.FAILED if detail else result
-        rt.store.add_message(
-            sid,
-            role="assistant",
-            kind="notice" if result is RunState.FAILED else "assistant",
-            text=reply,
-            fire_id=fire.fire_id,
-            now=rt.clock(),
-            fence=fence,
+        # One fenced transaction: the outcome, what the turn spent (failed turns included:
+        # heartbeats cost money), the reply, and the due time the index gets without a read.
+        finished = rt.store.finish_fire(
+            run.id,
+            result,
+            fence,
+            rt.clock(),
+            reply=reply,
+            reply_kind="notice" if result is RunState.FAILED else "assistant",
+            detail=detail,
+            usage=outcome.usage,
         )
-        # Heartbeats cost money: what the turn spent is on its run, failed turns included.
-        rt.store.finish(run.id, result, fence, rt.clock(), detail=detail, usage=outcome.usage)
         gateway_metrics().fires.labels(RunState(result).value).inc()
         log.info("fire %s %s", fire.fire_id, result, extra=fields("fire.done", sid, fire.fire_id))
-        rt.settle(sid)
+        rt.apply_due(sid, finished.next_due)
         io.stamp(sid, "idle")
 
 

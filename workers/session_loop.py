@@ -64,10 +64,13 @@ class SessionLoop:
             lease = Lease(grant, keeper)
             try:
                 # Claimed before anything runs under the lock: every write of this grant (the
-                # reservation included) is then fenced, whatever comes first.
-                self.rt.store.claim_fence(sid, grant.fence, self.rt.clock())
-                if fire is not None:
-                    run_fire = functools.partial(self.heartbeat.run, lease, fire)
+                # reservation included) is then fenced, whatever comes first. A fire's claim
+                # and reservation are one transaction.
+                if fire is None:
+                    self.rt.store.claim_fence(sid, grant.fence, self.rt.clock())
+                else:
+                    claim = self.heartbeat.claim(lease, fire)
+                    run_fire = functools.partial(self.heartbeat.run, lease, fire, claim)
                     self._attempt(lease, "heartbeat", run_fire, fire_id)
                 self._drain(lease)
             except TurnAborted as exc:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -96,14 +96,22 @@ class TurnIO:
         messages = self.rt.store.list_messages(
             current.session_id, limit=HISTORY_TURNS, before=current.id
         )
-        return tuple(
-            (m.role, m.text)
-            for m in messages
-            if m.conversation == current.conversation and m.kind in CONVERSATION_KINDS
-        )
+        return conversation_before(current, messages)
 
     def _step(self, lease: Lease, phase: str, address: Address | None) -> None:
         lease.keeper.check()
         self.stamp(lease.session_id, phase)
         if address is not None:  # rule 8: heartbeat turns pass no address, so show nothing
             self.best_effort(self.channel.progress, address, phase, session_id=lease.session_id)
+
+
+def conversation_before(
+    current: MessageView, messages: Sequence[MessageView]
+) -> tuple[tuple[str, str], ...]:
+    """What the agent sees of ``messages`` (those before ``current``, oldest first): what was
+    said in ``current``'s conversation."""
+    return tuple(
+        (m.role, m.text)
+        for m in messages
+        if m.conversation == current.conversation and m.kind in CONVERSATION_KINDS
+    )

@@ -14,23 +14,11 @@ from datetime import datetime
 
 from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import Session
 
-from core.clock import from_ms
-from core.errors import InvalidState, StaleFence
+from core.errors import InvalidState
 from core.usage import TokenUsage
-from sessions import heartbeat as hb
-from sessions.models import MODEL_CHARS, HeartbeatRow, MessageRow, RunRow, SessionRow
-from sessions.states import (
-    FINISHED,
-    IN_TURN,
-    HeartbeatStatus,
-    LostLockDetail,
-    MessageState,
-    RefundReason,
-    RunState,
-    SessionStatus,
-)
+from sessions.models import MessageRow, RunRow
+from sessions.states import IN_TURN, MessageState, RefundReason, RunState
 from sessions.store.base import (
     Transactions,
     fenced_session_row,
@@ -39,8 +27,19 @@ from sessions.store.base import (
     run_row,
     session_row,
 )
-from sessions.store.heartbeat_records import apply_state, heartbeat_state
 from sessions.store.ledger_audit import HeartbeatSnapshot, LedgerSnapshot, read_snapshot
+from sessions.store.ledger_steps import (
+    claim_in,
+    finish_in,
+    finished_outcome,
+    refund_in,
+    refund_reason,
+    refund_run,
+    reserve_in,
+    run_by_fire_id,
+    settle_lost_run,
+    start_in,
+)
 from sessions.store.run_views import (
     Duplicate,
     RefusalReason,
@@ -81,44 +80,15 @@ class FireLedger(Transactions):
         try:
             with self._transaction() as db:
                 session = session_row(db, session_id, for_update=True)
-                existing = _run_by_fire_id(db, fire_id)
-                if existing is not None:
-                    return Duplicate(run_view(existing))
-                if fence != session.fence:
-                    # Claimed at the lock grant (claim_fence); any other fence is another turn's.
-                    return Refused(RefusalReason.STALE_FENCE)
                 row = heartbeat_row(db, session_id)
-                admitted = _admit(session, row, now)
-                if isinstance(admitted, Refused):
-                    return admitted
-                assert row is not None  # _admit refused otherwise
-                session.updated_at = now
-                run = RunRow(
-                    fire_id=fire_id,
-                    heartbeat_id=row.id,
-                    session_id=session_id,
-                    generation=admitted.generation,
-                    fence=fence,
-                    state=RunState.RESERVED,
-                    due_at=from_ms(due_ms),
-                    reserved_at=now,
-                    prev_anchor_at=admitted.anchor,
-                    prev_last_fired_at=admitted.last_fired,
-                    worker=worker,
-                    deferred=deferred,
-                    missed=admitted.missed(now),
-                )
-                db.add(run)
-                apply_state(row, hb.reserve(admitted, now), now)
-                db.flush()
-                return Reserved(run_view(run))
+                return reserve_in(db, session, fire_id, due_ms, fence, now, worker, deferred, row)
         except IntegrityError:
             # A concurrent reserve of the same fire id won the UNIQUE race.
             return self._concurrent_winner(fire_id)
 
     def _concurrent_winner(self, fire_id: str) -> Duplicate:
         with self._transaction() as db:
-            winner = _run_by_fire_id(db, fire_id)
+            winner = run_by_fire_id(db, fire_id)
             assert winner is not None  # the UNIQUE violation means it is committed
             return Duplicate(run_view(winner))
 
@@ -129,10 +99,7 @@ class FireLedger(Transactions):
             fenced_session_row(db, run.session_id, fence)
             if run.state == RunState.STARTED and run.fence == fence:
                 return run_view(run)  # a repeat after a COMMIT whose answer was lost
-            if run.state != RunState.RESERVED:
-                raise InvalidState(f"Run {run.fire_id} is {run.state}; only a reserved run starts.")
-            run.state = RunState.STARTED
-            run.started_at = now
+            start_in(run, now)
             return run_view(run)
 
     @repeatable
@@ -165,7 +132,7 @@ class FireLedger(Transactions):
             fenced_session_row(db, run.session_id, fence)
             if run.state not in IN_TURN:
                 return None
-            _settle_lost_run(db, run, now)
+            settle_lost_run(db, run, now)
             return run_view(run)
 
     def check_reply(self, session_id: str, message_id: int, fence: int) -> bool:
@@ -182,14 +149,10 @@ class FireLedger(Transactions):
         Only when nothing newer happened: same generation and the anchor still the one this
         reservation set. Otherwise the run is ``abandoned`` and the newer state wins.
         """
-        why = _refund_reason(reason)
+        why = refund_reason(reason)
         with self._transaction() as db:
             run = run_row(db, run_id)
-            if run.state != RunState.RESERVED:
-                raise InvalidState(
-                    f"Run {run.fire_id} is {run.state}; only a run that never started is refunded."
-                )
-            _refund_run(db, run, why, now)
+            refund_in(db, run, why, now)
             return run_view(run)
 
     def refund_orphan(self, run_id: int, now: datetime) -> RunView | None:
@@ -198,7 +161,7 @@ class FireLedger(Transactions):
             run = run_row(db, run_id)
             if run.state != RunState.RESERVED:
                 return None
-            _refund_run(db, run, RefundReason.ORPHANED, now)
+            refund_run(db, run, RefundReason.ORPHANED, now)
             return run_view(run)
 
     def stale_reservations(self, before: datetime, limit: int | None = None) -> list[RunView]:
@@ -228,27 +191,13 @@ class FireLedger(Transactions):
         ``usage``: the tokens the turn spent, failed turns included — written in the same
         fenced transaction, so a stale turn records nothing.
         """
-        final = _finished_outcome(outcome)
+        final = finished_outcome(outcome)
         with self._transaction() as db:
             run = run_row(db, run_id)
             fenced_session_row(db, run.session_id, fence)
             if run.state == final:
                 return run_view(run)  # a repeat after a COMMIT whose answer was lost
-            if run.state not in IN_TURN:
-                raise InvalidState(
-                    f"Run {run.fire_id} is {run.state}; only a started run finishes."
-                )
-            run.state = final
-            run.finished_at = now
-            run.detail = detail
-            if usage is not None:
-                run.prompt_tokens = usage.prompt_tokens
-                run.completion_tokens = usage.completion_tokens
-                run.model = usage.model[:MODEL_CHARS]
-            row = db.get(HeartbeatRow, run.heartbeat_id)
-            if row is not None and row.generation == run.generation:
-                row.last_outcome = final.value
-                row.updated_at = now
+            finish_in(db, run, final, now, detail, usage)
             return run_view(run)
 
     def claim_fence(self, session_id: str, fence: int, now: datetime) -> None:
@@ -259,15 +208,7 @@ class FireLedger(Transactions):
         settled here, in the same transaction: the lock moved on, so they are over.
         """
         with self._transaction() as db:
-            session = session_row(db, session_id, for_update=True)
-            if fence <= session.fence:
-                raise StaleFence(
-                    f"Fence {fence} of session {session_id} is not newer than {session.fence}."
-                )
-            _give_back_orphans(db, session_id, fence, now)
-            _settle_cut_off_turns(db, session_id, fence, now)
-            session.fence = fence
-            session.updated_at = now
+            claim_in(db, session_id, fence, now)
 
     def check_fence(self, session_id: str, fence: int) -> None:
         """Raise StaleFence unless ``fence`` is still the session's newest (before a delivery)."""
@@ -288,7 +229,7 @@ class FireLedger(Transactions):
 
     def get_run(self, fire_id: str) -> RunView | None:
         with self._transaction() as db:
-            run = _run_by_fire_id(db, fire_id)
+            run = run_by_fire_id(db, fire_id)
             return run_view(run) if run else None
 
     def max_fence(self, session_id: str) -> int:
@@ -299,98 +240,3 @@ class FireLedger(Transactions):
                 select(func.max(RunRow.fence)).where(RunRow.session_id == session_id)
             )
             return max(session.fence, ledger or 0)
-
-
-def _run_by_fire_id(db: Session, fire_id: str) -> RunRow | None:
-    return db.scalars(select(RunRow).where(RunRow.fire_id == fire_id)).first()
-
-
-def _admit(
-    session: SessionRow, row: HeartbeatRow | None, now: datetime
-) -> hb.HeartbeatState | Refused:
-    """The heartbeat state a fire may reserve from now, or why it may not."""
-    if row is None or row.status == HeartbeatStatus.CLEARED:
-        return Refused(RefusalReason.NO_HEARTBEAT)
-    state = heartbeat_state(row)
-    if state.status != HeartbeatStatus.ACTIVE or session.status != SessionStatus.ACTIVE:
-        return Refused(RefusalReason.INACTIVE)
-    if not state.is_due(now):
-        return Refused(RefusalReason.NOT_DUE, state.next_due())
-    return state
-
-
-def _give_back_orphans(db: Session, session_id: str, fence: int, now: datetime) -> None:
-    """A newer fence proves older turns lost their lock: a reservation they left behind never
-    reached the agent and is given back before the new one is made."""
-    for orphan in db.scalars(
-        select(RunRow).where(
-            RunRow.session_id == session_id,
-            RunRow.state == RunState.RESERVED,
-            RunRow.fence < fence,
-        )
-    ):
-        _refund_run(db, orphan, RefundReason.ORPHANED, now)
-    db.flush()
-
-
-def _settle_cut_off_turns(db: Session, session_id: str, fence: int, now: datetime) -> None:
-    """Runs of older fences still in their turn were cut off (paused or dead worker): a stale
-    turn can no longer write, so the new grant records how they ended, and when."""
-    for run in db.scalars(
-        select(RunRow).where(
-            RunRow.session_id == session_id,
-            RunRow.state.in_(list(IN_TURN)),
-            RunRow.fence < fence,
-        )
-    ):
-        _settle_lost_run(db, run, now)
-    db.flush()
-
-
-def _settle_lost_run(db: Session, run: RunRow, now: datetime) -> None:
-    delivering = run.state == RunState.DELIVERING
-    run.state = RunState.FAILED
-    run.finished_at = now
-    run.detail = (
-        LostLockDetail.DURING_DELIVERY if delivering else LostLockDetail.BEFORE_DELIVERY
-    ).value
-    row = db.get(HeartbeatRow, run.heartbeat_id)
-    if row is not None and row.generation == run.generation:
-        row.last_outcome = RunState.FAILED.value
-        row.updated_at = now
-
-
-def _refund_run(db: Session, run: RunRow, reason: RefundReason, now: datetime) -> None:
-    row = db.get(HeartbeatRow, run.heartbeat_id)
-    unchanged = (
-        row is not None and row.generation == run.generation and row.anchor_at == run.reserved_at
-    )
-    if row is not None and unchanged:
-        state = hb.refund(
-            heartbeat_state(row),
-            prev_anchor=run.prev_anchor_at,
-            prev_last_fired=run.prev_last_fired_at,
-        )
-        apply_state(row, state, now)
-        row.last_outcome = f"refunded: {reason}"[:255]
-        run.state = RunState.REFUNDED
-    else:
-        run.state = RunState.ABANDONED
-    run.finished_at = now
-    run.detail = reason.value
-
-
-def _refund_reason(reason: RefundReason | str) -> RefundReason:
-    try:
-        return RefundReason(reason)
-    except ValueError:
-        known = ", ".join(repr(r.value) for r in RefundReason)
-        raise ValueError(f"refund reason must be one of {known}, not {reason!r}") from None
-
-
-def _finished_outcome(outcome: RunState | str) -> RunState:
-    for state in FINISHED:
-        if state == outcome:
-            return state
-    known = ", ".join(sorted(FINISHED))
-    raise ValueError(f"outcome must be one of {known}, not {outcome!r}")

@@ -101,16 +101,7 @@ class SessionRecords(Transactions):
     def resolve_active(self, session_id: str) -> SessionView:
         """Follow compression to the session that now continues this conversation."""
         with self._transaction() as db:
-            row = session_row(db, session_id)
-            for _ in range(MAX_COMPRESSIONS_FOLLOWED):
-                compressed = ClosedReason.COMPRESSED
-                if not (row.status == SessionStatus.CLOSED and row.closed_reason == compressed):
-                    break
-                child = db.scalars(select(SessionRow).where(SessionRow.parent_id == row.id)).first()
-                if child is None:
-                    break
-                row = child
-            return session_view(row)
+            return session_view(resolve_active_row(db, session_id))
 
     def compress(self, session_id: str, now: datetime) -> SessionView:
         """Continue the conversation under a new id; the heartbeat moves along intact."""
@@ -161,6 +152,20 @@ class SessionRecords(Transactions):
             session.status = SessionStatus.ACTIVE
             session.updated_at = now
             return session_view(session)
+
+
+def resolve_active_row(db: Session, session_id: str) -> SessionRow:
+    """``resolve_active`` inside a caller's transaction."""
+    row = session_row(db, session_id)
+    for _ in range(MAX_COMPRESSIONS_FOLLOWED):
+        compressed = ClosedReason.COMPRESSED
+        if not (row.status == SessionStatus.CLOSED and row.closed_reason == compressed):
+            break
+        child = db.scalars(select(SessionRow).where(SessionRow.parent_id == row.id)).first()
+        if child is None:
+            break
+        row = child
+    return row
 
 
 def _new_session(

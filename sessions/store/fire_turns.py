@@ -1,0 +1,291 @@
+"""The fire path's SQL, one transaction per step of a heartbeat turn.
+
+A fire costs four transactions (three when the agent stays silent), each returning everything
+the next step needs, so no step reads again what the one before read:
+
+1. ``admit_fire`` (admission): the active session of the conversation, whether the ledger has
+   the fire, the heartbeat and the due time the index should hold;
+2. ``claim_fire`` (the lock was granted): claim the grant's fence and reserve the fire;
+3. ``start_fire`` (after the re-check's Redis part): re-check the session and the heartbeat,
+   then either refund the reservation or mark it started and inject the prompt message, and
+   read the conversation the agent sees;
+4. ``mark_delivering`` (``ledger.py``), then ``finish_fire``: the outcome, the stored reply and
+   the next due time for the index.
+
+Every write is fenced as in ``ledger.py`` (``claim_fire`` claims the fence itself), and each
+step does exactly what the single-purpose methods it stands for do, in the same order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from core.usage import TokenUsage
+from sessions import heartbeat as hb
+from sessions.models import HeartbeatRow, MessageRow, RunRow, SessionRow
+from sessions.states import (
+    ClosedReason,
+    HeartbeatStatus,
+    MessageState,
+    RefundReason,
+    RunState,
+    SessionStatus,
+)
+from sessions.store.base import Transactions, fenced_session_row, heartbeat_row, repeatable, run_row
+from sessions.store.heartbeat_records import heartbeat_state
+from sessions.store.ledger_steps import (
+    claim_in,
+    finish_in,
+    finished_outcome,
+    refund_in,
+    refund_reason,
+    reserve_in,
+    run_by_fire_id,
+    start_in,
+)
+from sessions.store.message_records import MessageView, message_view
+from sessions.store.run_views import ReserveOutcome, RunView, run_view
+from sessions.store.session_records import SessionView, resolve_active_row, session_view
+
+_DEPARTED: dict[str, RefundReason] = {
+    ClosedReason.COMPRESSED: RefundReason.SESSION_COMPRESSED,
+    ClosedReason.SWITCHED: RefundReason.SESSION_SWITCHED,
+}
+
+
+@dataclass(frozen=True)
+class FireAdmission:
+    """What admission decides from: ``next_due`` is what the due index should hold for
+    ``session`` (None: no entry), as ``Runtime.settle`` would compute it."""
+
+    session: SessionView
+    existing: RunView | None  # the ledger's run of this fire id: a duplicate delivery
+    state: hb.HeartbeatState | None
+    next_due: datetime | None
+
+
+@dataclass(frozen=True)
+class FireClaim:
+    """The fence is claimed; ``outcome`` is the reservation; ``state`` the heartbeat after it."""
+
+    outcome: ReserveOutcome
+    state: hb.HeartbeatState | None
+    next_due: datetime | None
+
+
+@dataclass(frozen=True)
+class Started:
+    """The run is started and its prompt stored: ``history`` is the conversation before it,
+    oldest first (at most the number asked for)."""
+
+    run: RunView
+    state: hb.HeartbeatState
+    message: MessageView
+    history: list[MessageView]
+
+
+@dataclass(frozen=True)
+class NotStarted:
+    """The re-check refused the fire: the run is refunded (or abandoned) with ``reason``;
+    ``state`` is the session's heartbeat after it."""
+
+    reason: RefundReason
+    run: RunView
+    state: hb.HeartbeatState | None
+
+
+@dataclass(frozen=True)
+class Finished:
+    run: RunView
+    next_due: datetime | None
+
+
+class FireTurns(Transactions):
+    def admit_fire(self, session_id: str, fire_id: str) -> FireAdmission:
+        """Follow compression, look the fire up in the ledger, read the heartbeat: one read."""
+        with self._transaction() as db:
+            session = resolve_active_row(db, session_id)
+            existing = run_by_fire_id(db, fire_id)
+            run = run_view(existing) if existing else None
+            row = heartbeat_row(db, session.id)
+            state = heartbeat_state(row) if row else None
+            return FireAdmission(session_view(session), run, state, index_due(session, row))
+
+    def claim_fire(
+        self,
+        session_id: str,
+        fence: int,
+        fire_id: str,
+        due_ms: int,
+        now: datetime,
+        *,
+        worker: str | None = None,
+        deferred: bool = False,
+    ) -> FireClaim:
+        """``claim_fence`` then ``reserve_fire``, in one transaction: the claim holds whatever
+        the reservation answers (a refused one included), and StaleFence reserves nothing."""
+        try:
+            return self._claim_fire(session_id, fence, fire_id, due_ms, now, worker, deferred)
+        except IntegrityError:
+            # A concurrent reserve of the same fire id won the UNIQUE race and rolled our
+            # claim back with it: again, the fire is a duplicate now.
+            return self._claim_fire(session_id, fence, fire_id, due_ms, now, worker, deferred)
+
+    def _claim_fire(
+        self,
+        session_id: str,
+        fence: int,
+        fire_id: str,
+        due_ms: int,
+        now: datetime,
+        worker: str | None,
+        deferred: bool,
+    ) -> FireClaim:
+        with self._transaction() as db:
+            session = claim_in(db, session_id, fence, now)
+            row = heartbeat_row(db, session_id)
+            outcome = reserve_in(db, session, fire_id, due_ms, fence, now, worker, deferred, row)
+            state = heartbeat_state(row) if row else None
+            return FireClaim(outcome, state, index_due(session, row))
+
+    @repeatable
+    def start_fire(
+        self,
+        run_id: int,
+        fence: int,
+        now: datetime,
+        *,
+        conversation: int,
+        owner_changed: bool,
+        prompt: str,
+        history: int,
+    ) -> Started | NotStarted:
+        """The re-check after a reservation, fenced: refund with the first reason that holds
+        (session suspended or gone, conversation reset, heartbeat changed, then
+        ``owner_changed``), else mark the run started and store ``prompt`` as the turn's
+        message. ``conversation``: the session's conversation when the fire was admitted."""
+        with self._transaction() as db:
+            run = run_row(db, run_id)
+            session = fenced_session_row(db, run.session_id, fence)
+            row = heartbeat_row(db, session.id)
+            state = heartbeat_state(row) if row else None
+            if run.state == RunState.STARTED and run.fence == fence:
+                assert state is not None  # it started: the re-check found the heartbeat
+                message = _prompt_of(db, run)  # a repeat after a COMMIT whose answer was lost
+                return Started(run_view(run), state, message, _before(db, message, history))
+            reason = _refusal(session, row, run, conversation, owner_changed)
+            if reason is not None:
+                if run.state != RunState.RESERVED and run.detail == reason.value:
+                    return NotStarted(reason, run_view(run), state)  # a repeat, as above
+                refund_in(db, run, reason, now)
+                return NotStarted(reason, run_view(run), state)
+            assert state is not None  # _refusal answered HEARTBEAT_CHANGED otherwise
+            start_in(run, now)
+            message = _add_message(db, session, run, "user", "heartbeat", prompt, now)
+            return Started(run_view(run), state, message, _before(db, message, history))
+
+    def refund_fire(self, run_id: int, reason: RefundReason, now: datetime) -> NotStarted:
+        """``refund``, answering the session's heartbeat after it (for the index) as well."""
+        why = refund_reason(reason)
+        with self._transaction() as db:
+            run = run_row(db, run_id)
+            refund_in(db, run, why, now)
+            row = heartbeat_row(db, run.session_id)
+            return NotStarted(why, run_view(run), heartbeat_state(row) if row else None)
+
+    @repeatable
+    def finish_fire(
+        self,
+        run_id: int,
+        outcome: RunState,
+        fence: int,
+        now: datetime,
+        *,
+        reply: str,
+        reply_kind: str,
+        detail: str | None = None,
+        usage: TokenUsage | None = None,
+    ) -> Finished:
+        """``finish`` and the turn's reply as an assistant message, fenced, in one transaction;
+        with the due time the index should hold now."""
+        final = finished_outcome(outcome)
+        with self._transaction() as db:
+            run = run_row(db, run_id)
+            session = fenced_session_row(db, run.session_id, fence)
+            # Finished already: a repeat after a COMMIT whose answer was lost (reply included).
+            row = None
+            if run.state != final:
+                row = finish_in(db, run, final, now, detail, usage)
+                _add_message(db, session, run, "assistant", reply_kind, reply, now)
+            # The run's heartbeat (finish_in read it) is the session's unless it moved on.
+            if row is None or row.session_id != session.id:
+                row = heartbeat_row(db, session.id)
+            return Finished(run_view(run), index_due(session, row))
+
+
+def index_due(session: SessionRow, row: HeartbeatRow | None) -> datetime | None:
+    """The due time the index should hold for the session (None: no entry)."""
+    if row is None or session.status != SessionStatus.ACTIVE:
+        return None
+    return heartbeat_state(row).next_due()
+
+
+def _refusal(
+    session: SessionRow,
+    row: HeartbeatRow | None,
+    run: RunRow,
+    conversation: int,
+    owner_changed: bool,
+) -> RefundReason | None:
+    if session.status == SessionStatus.SUSPENDED:
+        return RefundReason.SESSION_SUSPENDED
+    if session.status != SessionStatus.ACTIVE:
+        return _DEPARTED.get(session.closed_reason or "", RefundReason.SESSION_CLOSED)
+    if session.conversation != conversation:
+        return RefundReason.SESSION_RESET
+    if row is None or row.generation != run.generation or row.status != HeartbeatStatus.ACTIVE:
+        return RefundReason.HEARTBEAT_CHANGED
+    return RefundReason.OWNER_CHANGED if owner_changed else None
+
+
+def _add_message(
+    db: Session, session: SessionRow, run: RunRow, role: str, kind: str, text: str, now: datetime
+) -> MessageView:
+    row = MessageRow(
+        session_id=session.id,
+        conversation=session.conversation,
+        role=role,
+        kind=kind,
+        text=text,
+        fire_id=run.fire_id,
+        state=MessageState.DONE,
+        created_at=now,
+    )
+    db.add(row)
+    db.flush()
+    return message_view(row)
+
+
+def _prompt_of(db: Session, run: RunRow) -> MessageView:
+    row = db.scalars(
+        select(MessageRow)
+        .where(MessageRow.fire_id == run.fire_id, MessageRow.role == "user")
+        .order_by(MessageRow.id)
+    ).first()
+    assert row is not None  # stored in the transaction that started the run
+    return message_view(row)
+
+
+def _before(db: Session, message: MessageView, limit: int) -> list[MessageView]:
+    rows = db.scalars(
+        select(MessageRow)
+        .where(MessageRow.session_id == message.session_id, MessageRow.id < message.id)
+        .order_by(MessageRow.id.desc())
+        .limit(limit)
+    )
+    return [message_view(r) for r in reversed(list(rows))]

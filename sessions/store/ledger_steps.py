@@ -1,0 +1,228 @@
+"""The ledger's steps, each inside a caller's transaction: the store methods of ``ledger.py``
+run one each, and the fire path's methods (``fire_turns.py``) run several in one transaction.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from core.clock import from_ms
+from core.errors import InvalidState, StaleFence
+from core.usage import TokenUsage
+from sessions import heartbeat as hb
+from sessions.models import MODEL_CHARS, HeartbeatRow, RunRow, SessionRow
+from sessions.states import (
+    FINISHED,
+    IN_TURN,
+    HeartbeatStatus,
+    LostLockDetail,
+    RefundReason,
+    RunState,
+    SessionStatus,
+)
+from sessions.store.base import session_row
+from sessions.store.heartbeat_records import apply_state, heartbeat_state
+from sessions.store.run_views import (
+    Duplicate,
+    RefusalReason,
+    Refused,
+    Reserved,
+    ReserveOutcome,
+    run_view,
+)
+
+
+def claim_in(db: Session, session_id: str, fence: int, now: datetime) -> SessionRow:
+    """``claim_fence``'s work inside a caller's transaction; the session row, locked."""
+    session = session_row(db, session_id, for_update=True)
+    if fence <= session.fence:
+        raise StaleFence(
+            f"Fence {fence} of session {session_id} is not newer than {session.fence}."
+        )
+    _settle_older_turns(db, session_id, fence, now)
+    session.fence = fence
+    session.updated_at = now
+    return session
+
+
+def reserve_in(
+    db: Session,
+    session: SessionRow,
+    fire_id: str,
+    due_ms: int,
+    fence: int,
+    now: datetime,
+    worker: str | None,
+    deferred: bool,
+    row: HeartbeatRow | None,
+) -> ReserveOutcome:
+    """``reserve_fire``'s work inside a caller's transaction, the session row locked; ``row``:
+    the session's heartbeat row (read by the caller, which may want it afterwards)."""
+    existing = run_by_fire_id(db, fire_id)
+    if existing is not None:
+        return Duplicate(run_view(existing))
+    if fence != session.fence:
+        # Claimed at the lock grant (claim_fence); any other fence is another turn's.
+        return Refused(RefusalReason.STALE_FENCE)
+    admitted = _admit(session, row, now)
+    if isinstance(admitted, Refused):
+        return admitted
+    assert row is not None  # _admit refused otherwise
+    session.updated_at = now
+    run = RunRow(
+        fire_id=fire_id,
+        heartbeat_id=row.id,
+        session_id=session.id,
+        generation=admitted.generation,
+        fence=fence,
+        state=RunState.RESERVED,
+        due_at=from_ms(due_ms),
+        reserved_at=now,
+        prev_anchor_at=admitted.anchor,
+        prev_last_fired_at=admitted.last_fired,
+        worker=worker,
+        deferred=deferred,
+        missed=admitted.missed(now),
+    )
+    db.add(run)
+    apply_state(row, hb.reserve(admitted, now), now)
+    db.flush()
+    return Reserved(run_view(run))
+
+
+def refund_in(db: Session, run: RunRow, reason: RefundReason, now: datetime) -> None:
+    """``refund``'s work inside a caller's transaction, the run row locked."""
+    if run.state != RunState.RESERVED:
+        raise InvalidState(
+            f"Run {run.fire_id} is {run.state}; only a run that never started is refunded."
+        )
+    refund_run(db, run, reason, now)
+
+
+def run_by_fire_id(db: Session, fire_id: str) -> RunRow | None:
+    return db.scalars(select(RunRow).where(RunRow.fire_id == fire_id)).first()
+
+
+def _admit(
+    session: SessionRow, row: HeartbeatRow | None, now: datetime
+) -> hb.HeartbeatState | Refused:
+    """The heartbeat state a fire may reserve from now, or why it may not."""
+    if row is None or row.status == HeartbeatStatus.CLEARED:
+        return Refused(RefusalReason.NO_HEARTBEAT)
+    state = heartbeat_state(row)
+    if state.status != HeartbeatStatus.ACTIVE or session.status != SessionStatus.ACTIVE:
+        return Refused(RefusalReason.INACTIVE)
+    if not state.is_due(now):
+        return Refused(RefusalReason.NOT_DUE, state.next_due())
+    return state
+
+
+def _settle_older_turns(db: Session, session_id: str, fence: int, now: datetime) -> None:
+    """A newer fence proves older turns lost their lock. A reservation they left behind never
+    reached the agent and is given back before the new one is made; a run still in its turn was
+    cut off (paused or dead worker): a stale turn can no longer write, so the new grant records
+    how it ended, and when. One read finds both; refunds go first."""
+    older = list(
+        db.scalars(
+            select(RunRow)
+            .where(
+                RunRow.session_id == session_id,
+                RunRow.state.in_([RunState.RESERVED, *IN_TURN]),
+                RunRow.fence < fence,
+            )
+            .order_by(RunRow.id)
+        )
+    )
+    cut_off = [run for run in older if run.state in IN_TURN]
+    for orphan in older:
+        if orphan.state == RunState.RESERVED:
+            refund_run(db, orphan, RefundReason.ORPHANED, now)
+    for run in cut_off:
+        settle_lost_run(db, run, now)
+    db.flush()
+
+
+def settle_lost_run(db: Session, run: RunRow, now: datetime) -> None:
+    delivering = run.state == RunState.DELIVERING
+    run.state = RunState.FAILED
+    run.finished_at = now
+    run.detail = (
+        LostLockDetail.DURING_DELIVERY if delivering else LostLockDetail.BEFORE_DELIVERY
+    ).value
+    row = db.get(HeartbeatRow, run.heartbeat_id)
+    if row is not None and row.generation == run.generation:
+        row.last_outcome = RunState.FAILED.value
+        row.updated_at = now
+
+
+def refund_run(db: Session, run: RunRow, reason: RefundReason, now: datetime) -> None:
+    row = db.get(HeartbeatRow, run.heartbeat_id)
+    unchanged = (
+        row is not None and row.generation == run.generation and row.anchor_at == run.reserved_at
+    )
+    if row is not None and unchanged:
+        state = hb.refund(
+            heartbeat_state(row),
+            prev_anchor=run.prev_anchor_at,
+            prev_last_fired=run.prev_last_fired_at,
+        )
+        apply_state(row, state, now)
+        row.last_outcome = f"refunded: {reason}"[:255]
+        run.state = RunState.REFUNDED
+    else:
+        run.state = RunState.ABANDONED
+    run.finished_at = now
+    run.detail = reason.value
+
+
+def refund_reason(reason: RefundReason | str) -> RefundReason:
+    try:
+        return RefundReason(reason)
+    except ValueError:
+        known = ", ".join(repr(r.value) for r in RefundReason)
+        raise ValueError(f"refund reason must be one of {known}, not {reason!r}") from None
+
+
+def finished_outcome(outcome: RunState | str) -> RunState:
+    for state in FINISHED:
+        if state == outcome:
+            return state
+    known = ", ".join(sorted(FINISHED))
+    raise ValueError(f"outcome must be one of {known}, not {outcome!r}")
+
+
+def finish_in(
+    db: Session,
+    run: RunRow,
+    final: RunState,
+    now: datetime,
+    detail: str | None,
+    usage: TokenUsage | None,
+) -> HeartbeatRow | None:
+    """``finish``'s work inside a caller's transaction, the run row locked and fenced; the
+    run's heartbeat row, if any, for the caller to read on."""
+    if run.state not in IN_TURN:
+        raise InvalidState(f"Run {run.fire_id} is {run.state}; only a started run finishes.")
+    run.state = final
+    run.finished_at = now
+    run.detail = detail
+    if usage is not None:
+        run.prompt_tokens = usage.prompt_tokens
+        run.completion_tokens = usage.completion_tokens
+        run.model = usage.model[:MODEL_CHARS]
+    row = db.get(HeartbeatRow, run.heartbeat_id)
+    if row is not None and row.generation == run.generation:
+        row.last_outcome = final.value
+        row.updated_at = now
+    return row
+
+
+def start_in(run: RunRow, now: datetime) -> None:
+    """``mark_started``'s work: only a reserved run starts."""
+    if run.state != RunState.RESERVED:
+        raise InvalidState(f"Run {run.fire_id} is {run.state}; only a reserved run starts.")
+    run.state = RunState.STARTED
+    run.started_at = now

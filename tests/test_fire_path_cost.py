@@ -1,0 +1,72 @@
+"""The SQL cost of the fire path, counted on real Redis and real SQL (SQLite and PostgreSQL):
+transactions per admission and per heartbeat turn. Counts, never times: a change that adds a
+round trip to every fire fails here.
+
+Before the fire path was folded (issue 10): 3 transactions per admission, 12 per turn (claim,
+reserve, re-read heartbeat, session, mark started, prompt, history, delivering, reply, finish,
+and settle's two reads). Now: admission reads once; a turn claims and reserves in one, re-checks
+and starts in one, marks delivering, and finishes with its reply and next due time in one.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from support.fire_path import FireCost, fire_path_gateway
+from support.scenarios import assert_invariants
+
+from sessions.db import make_engine, upgrade
+from sessions.states import RunState
+
+ADMISSION_TRANSACTIONS = 1
+TURN_TRANSACTIONS = 4  # claim + reserve, re-check + start, delivering, finish
+SILENT_TURN_TRANSACTIONS = 3  # nothing is delivered: no delivering step
+# Statements too (before: 4 per admission, 32 per turn), so no step reads again what it read.
+ADMISSION_STATEMENTS = 3
+TURN_STATEMENTS = 22
+SILENT_TURN_STATEMENTS = 19
+
+
+def _one_fire(tmp_path: Path, redis_url: str, redis_ns: str, **overrides: object) -> FireCost:
+    with fire_path_gateway(tmp_path, redis_url, redis_ns, **overrides) as (gw, path):
+        sid = gw.session()
+        gw.due_now(sid)
+        cost = path.fire(sid)
+        [run] = gw.runs(sid)
+        silent = bool(overrides.get("echo_silent_heartbeats"))
+        assert run.state == (RunState.SILENT if silent else RunState.COMPLETED)
+        assert_invariants(gw)
+    return cost
+
+
+def _check(cost: FireCost, turn: int, statements: int) -> None:
+    assert cost.admission.transactions >= 1 and cost.turn.transactions >= 3  # it counts at all
+    lines = "\n".join(cost.turn.lines)
+    assert cost.admission.transactions <= ADMISSION_TRANSACTIONS, cost.admission.lines
+    assert cost.turn.transactions <= turn, f"{cost.turn.transactions} transactions:\n{lines}"
+    assert cost.admission.statements <= ADMISSION_STATEMENTS, cost.admission.lines
+    assert cost.turn.statements <= statements, f"{cost.turn.statements} statements:\n{lines}"
+    assert cost.admission.rollbacks == cost.turn.rollbacks == 0
+
+
+def test_sql_round_trips_per_fire_on_sqlite(tmp_path: Path, redis_url: str, redis_ns: str) -> None:
+    _check(_one_fire(tmp_path, redis_url, redis_ns), TURN_TRANSACTIONS, TURN_STATEMENTS)
+
+
+def test_silent_turn_costs_one_transaction_less(
+    tmp_path: Path, redis_url: str, redis_ns: str
+) -> None:
+    cost = _one_fire(tmp_path, redis_url, redis_ns, echo_silent_heartbeats=True)
+    _check(cost, SILENT_TURN_TRANSACTIONS, SILENT_TURN_STATEMENTS)
+
+
+@pytest.mark.postgres
+def test_sql_round_trips_per_fire_on_postgres(
+    tmp_path: Path, redis_url: str, redis_ns: str, pg_schema_url: str
+) -> None:
+    engine = make_engine(pg_schema_url)
+    upgrade(engine)
+    engine.dispose()
+    cost = _one_fire(tmp_path, redis_url, redis_ns, database_url=pg_schema_url)
+    _check(cost, TURN_TRANSACTIONS, TURN_STATEMENTS)
