@@ -33,6 +33,9 @@ from state.runtime import Runtime
 log = logging.getLogger("hbgw.beat")
 
 MIN_SLEEP = 0.05
+# A session's drain is asked for again at most this often (an emergency stop lifted is seen
+# within it): a drain waiting for a busy worker's turn thread is not joined by one more per tick.
+DRAIN_REASK_MS = 1000
 # The backlog gauge costs one pipelined ZCOUNT per shard: bounded, not per fire or per tick.
 BACKLOG_EVERY_MS = 5000
 # One restore step takes well under a second; a replica that dies in one delays the next step
@@ -239,9 +242,10 @@ class BeatCore:
 
         Covers a worker that died between queueing and draining: its queue is gone with it,
         but the inbox in Redis is not. Each replica sweeps the sessions of its own shards, so
-        two beats never drain the same session. A session's drain is asked for again only
-        after a claim lease, like an unsettled fire: a drain waiting for a busy worker's turn
-        thread would otherwise be joined by one more at every tick (a storm on a slow machine).
+        two beats never drain the same session. A session's drain is asked for again at most
+        every ``DRAIN_REASK_MS``: beat ticks up to 20 times a second while heartbeats are due,
+        and a drain waiting for a busy worker's turn thread was joined by one more at every
+        tick (a storm on a slow machine).
         """
         gate, keys, client = self.rt.gate, self.rt.keys, self.rt.client
         own, shards = set(self.own_shards), self.rt.index.shards
@@ -257,7 +261,7 @@ class BeatCore:
                 client.srem(keys.inbox_sessions(), sid)
                 continue
             last = asked.get(sid)
-            if last is not None and now_ms - last < self.lease_ms:
+            if last is not None and now_ms - last < DRAIN_REASK_MS:
                 self.drains_asked[sid] = last
                 continue
             if gate.lock_holder(sid) is None:

@@ -119,12 +119,13 @@ def test_emergency_stop_is_logged_once_per_stop_and_session(
             gw.rt.gate.set_estop(True)
             send(gw, sid, "hello?")
             for asks in range(1, 4):
-                gw.tick()  # the sweeper asks for the held inbox again
-                wait_until(lambda: len(held) >= asks, what=f"{asks} held drains")  # noqa: B023
+                # Beat ticks until its sweeper asks for the held inbox again (once a second).
+                wait_until(lambda: gw.tick() and len(held) >= asks, what=f"{asks} held drains")  # noqa: B023
             assert len(runner_records(caplog, "drain.estop")) == 1
             gw.rt.gate.set_estop(False)
-            gw.tick()
-            wait_until(lambda: gw.deliveries(sid, "send"), what="the reply once lifted")
+            wait_until(
+                lambda: gw.tick() and gw.deliveries(sid, "send"), what="the reply once lifted"
+            )
             gw.rt.gate.set_estop(True)  # a new stop is said again
             send(gw, sid, "again?")
             wait_until(lambda: len(runner_records(caplog, "drain.estop")) == 2, what="2nd stop")
