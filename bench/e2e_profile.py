@@ -26,12 +26,12 @@ from core.embedded import EmbeddedRedis
 WARMUP_S = 5.0
 
 
-def _record(pid: int, out: Path, seconds: int) -> subprocess.Popen[bytes]:
+def _record(pid: int, out: Path, seconds: int, gil: bool) -> subprocess.Popen[bytes]:
     exe = shutil.which("py-spy")
     if exe is None:
         raise SystemExit("py-spy is not installed: .venv/bin/pip install py-spy")
     args = [exe, "record", "--pid", str(pid), "--duration", str(seconds), "--nonblocking"]
-    args += ["--format", "raw", "-o", str(out)]
+    args += ["--format", "raw", "-o", str(out)] + (["--gil"] if gil else [])
     return subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
@@ -59,6 +59,9 @@ def main() -> None:
     parser.add_argument("--kind", choices=["sqlite", "postgresql"], default="sqlite")
     parser.add_argument("--rate", type=int, default=100)
     parser.add_argument("--seconds", type=int, default=15)
+    parser.add_argument(
+        "--gil", action="store_true", help="only threads holding the GIL: CPU spent in Python"
+    )
     args = parser.parse_args()
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     with (
@@ -70,12 +73,13 @@ def main() -> None:
             d.seed(args.rate, 1)
             time.sleep(WARMUP_S)
             outs = {
-                role: RESULTS / f"profile-{role}-{args.kind}-{stamp}.txt"
+                role: RESULTS
+                / f"profile-{role}-{args.kind}{'-gil' if args.gil else ''}-{stamp}.txt"
                 for role in ("worker", "beat")
             }
             spies = [
-                _record(d.procs["w1"].pid, outs["worker"], args.seconds),
-                _record(d.procs["beat"].pid, outs["beat"], args.seconds),
+                _record(d.procs["w1"].pid, outs["worker"], args.seconds, args.gil),
+                _record(d.procs["beat"].pid, outs["beat"], args.seconds, args.gil),
             ]
             for spy in spies:
                 spy.wait(args.seconds + 60)

@@ -167,8 +167,15 @@ def flush_sync(client: redis.Redis) -> None:
     cast(Any, client).execute_command("FLUSHALL", "SYNC")
 
 
-def used_memory(client: redis.Redis) -> int:
-    """``INFO memory`` used_memory after the allocator gave back what it could."""
+def used_memory(client: redis.Redis, timeout_s: float = 60.0) -> int:
+    """``INFO memory`` used_memory once no lazy free is pending (an earlier asynchronous flush
+    frees in the background and would be counted against this measurement) and the allocator
+    gave back what it could."""
+    deadline = time.monotonic() + timeout_s
+    while int(client.info("memory").get("lazyfree_pending_objects", 0)) and (
+        time.monotonic() < deadline
+    ):
+        time.sleep(0.05)
     client.memory_purge()
     return int(client.info("memory")["used_memory"])
 

@@ -34,7 +34,7 @@ def write_result(out: Path, name: str, payload: dict[str, object]) -> Path:
 
 def run_one(ctx: BenchContext, name: str, out: Path) -> Path:
     bench = benchmarks()[name]
-    ctx.redis().flushall()
+    ctx.redis().execute_command("FLUSHALL", "SYNC")  # the last benchmark's keys, freed now
     started = time.monotonic()
     result = bench(ctx)
     payload = {
