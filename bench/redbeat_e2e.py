@@ -27,6 +27,8 @@ from celery.signals import beat_init, before_task_publish, worker_ready
 from redbeat import RedBeatScheduler, RedBeatSchedulerEntry
 from redbeat.schedulers import get_redis
 
+from bench.redbeat_setup import save_commands
+
 URL_ENV = "BENCH_REDBEAT_URL"
 PREFIX = "rb"
 FIRES = f"{PREFIX}:bench:fires"  # a list of JSON [name, due_s, started_s]
@@ -118,28 +120,8 @@ def populate(target: Celery, prefix: str, sessions: int, interval_s: int, first_
                 app=target,
             )
             entry.last_run_at = datetime.fromtimestamp(due, UTC) - every
-            _save(pipe, entry)
+            save_commands(pipe, entry)  # what entry.save() writes, on one pipeline
         pipe.execute()
-
-
-def _save(pipe: Any, entry: Any) -> None:
-    # RedBeatSchedulerEntry.save() writes these three; it runs them on its own client, one
-    # round trip per entry, so they are queued on a pipeline here instead (same bytes).
-    from redbeat.decoder import RedBeatJSONEncoder
-
-    definition = {
-        "name": entry.name,
-        "task": entry.task,
-        "args": entry.args,
-        "kwargs": entry.kwargs,
-        "options": entry.options,
-        "schedule": entry.schedule,
-        "enabled": entry.enabled,
-    }
-    meta = {"last_run_at": entry.last_run_at}
-    pipe.hset(entry.key, "definition", json.dumps(definition, cls=RedBeatJSONEncoder))
-    pipe.hsetnx(entry.key, "meta", json.dumps(meta, cls=RedBeatJSONEncoder))
-    pipe.zadd(entry.app.redbeat_conf.schedule_key, {entry.key: entry.score})
 
 
 def remove(target: Celery, prefix: str) -> None:

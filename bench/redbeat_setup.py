@@ -70,7 +70,7 @@ def _entry(app: Any, name: str, interval_s: float, last_run_at: datetime | None)
     return entry
 
 
-def _save_commands(pipe: Any, entry: Any) -> None:
+def save_commands(pipe: Any, entry: Any) -> None:
     """What ``RedBeatSchedulerEntry.save()`` writes, into a caller's pipeline (same bytes)."""
     definition = {
         "name": entry.name,
@@ -99,7 +99,7 @@ def populate(app: Any, n: int, interval_s: float, due_now: bool = True) -> list[
     for start in range(0, n, CHUNK):
         with client.pipeline(transaction=False) as pipe:
             for name in names[start : start + CHUNK]:
-                _save_commands(pipe, _entry(app, name, interval_s, last_run_at))
+                save_commands(pipe, _entry(app, name, interval_s, last_run_at))
             pipe.execute()
     return names
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from bench.context import FULL, QUICK, BenchContext, pg_url_if_up
 from bench.goals import markdown, rows
 from bench.meta import machine
+from bench.redbeat_setup import flush_sync
 from bench.registry import benchmarks
 from core.embedded import EmbeddedRedis
 
@@ -34,7 +35,7 @@ def write_result(out: Path, name: str, payload: dict[str, object]) -> Path:
 
 def run_one(ctx: BenchContext, name: str, out: Path) -> Path:
     bench = benchmarks()[name]
-    ctx.redis().execute_command("FLUSHALL", "SYNC")  # the last benchmark's keys, freed now
+    flush_sync(ctx.redis())  # the last benchmark's keys, freed now, not in the background
     started = time.monotonic()
     result = bench(ctx)
     payload = {
