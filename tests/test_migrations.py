@@ -50,6 +50,16 @@ def test_postgres_behind_says_run_migrate(pg_schema_url: str) -> None:
     engine.dispose()
 
 
+def _insert_session(conn: Connection) -> None:
+    conn.execute(
+        text(
+            "INSERT INTO sessions (id, platform, chat, status, conversation, fence, created_at,"
+            " updated_at) VALUES ('s1', 'p', 'c', 'active', 1, 0, :at, :at)"
+        ),
+        {"at": datetime(2026, 1, 1)},
+    )
+
+
 def _insert_message(conn: Connection, key: str | None) -> None:
     conn.execute(
         text(
@@ -65,13 +75,7 @@ def test_0002_idempotency_key_up_and_down_keeps_messages(db_url: str) -> None:
     engine = make_engine(db_url)
     upgrade(engine, "0001")
     with engine.begin() as conn:
-        conn.execute(
-            text(
-                "INSERT INTO sessions (id, platform, chat, status, conversation, fence, created_at,"
-                " updated_at) VALUES ('s1', 'p', 'c', 'active', 1, 0, :at, :at)"
-            ),
-            {"at": datetime(2026, 1, 1)},
-        )
+        _insert_session(conn)
         conn.execute(
             text(
                 "INSERT INTO messages (session_id, conversation, role, kind, text, state,"
@@ -102,13 +106,7 @@ def test_0003_token_usage_up_and_down_keeps_rows(db_url: str) -> None:
     engine = make_engine(db_url)
     upgrade(engine, "0002")
     with engine.begin() as conn:
-        conn.execute(
-            text(
-                "INSERT INTO sessions (id, platform, chat, status, conversation, fence, created_at,"
-                " updated_at) VALUES ('s1', 'p', 'c', 'active', 1, 0, :at, :at)"
-            ),
-            {"at": datetime(2026, 1, 1)},
-        )
+        _insert_session(conn)
         _insert_message(conn, "old")
     upgrade(engine, "0003")
     assert current_revision(engine) == "0003"
@@ -142,13 +140,7 @@ def test_0004_restore_indexes_up_and_down_keeps_rows(db_url: str) -> None:
     engine = make_engine(db_url)
     upgrade(engine, "0003")
     with engine.begin() as conn:
-        conn.execute(
-            text(
-                "INSERT INTO sessions (id, platform, chat, status, conversation, fence, created_at,"
-                " updated_at) VALUES ('s1', 'p', 'c', 'active', 1, 0, :at, :at)"
-            ),
-            {"at": datetime(2026, 1, 1)},
-        )
+        _insert_session(conn)
         _insert_message(conn, "queued-before")
     upgrade(engine, "0004")
     for table, index in RESTORE_INDEXES.items():
