@@ -27,13 +27,13 @@ from typing import Any
 
 import redis
 
+from bench.broker import take_fires
 from bench.context import BenchContext
 from bench.replica_child import Round, beat_replica
 from bench.stats import summary
 from core.settings import Settings
 from hbgw.celery_app import make_celery
 from sessions.store import Store
-from state.dispatch import FIRE_TASK
 from state.keys import Keys
 from state.ownership import WorkerRegistry
 
@@ -83,21 +83,8 @@ def _seed(client: redis.Redis, settings: Settings, n: int) -> list[str]:
 def published_fires(app: Any, keys: Keys) -> Counter[str]:
     """Sessions of every fire waiting on the workers' queues, read (and removed) via kombu."""
     fired: Counter[str] = Counter()
-    with app.connection_for_read() as conn:
-        for worker in WORKERS:
-            simple = conn.SimpleQueue(keys.worker_queue(worker))
-            try:
-                while True:
-                    try:
-                        message = simple.get(block=False)
-                    except simple.Empty:
-                        break
-                    args, _kwargs, _embed = message.decode()
-                    if message.headers["task"] == FIRE_TASK:
-                        fired.update(str(sid) for sid, _due in args[0])
-                    message.ack()
-            finally:
-                simple.close()
+    for worker in WORKERS:
+        fired.update(sid for sid, _due in take_fires(app, keys.worker_queue(worker)))
     return fired
 
 
