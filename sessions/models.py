@@ -126,6 +126,9 @@ class MessageRow(Base):
     prompt_tokens: Mapped[int | None] = mapped_column(Integer)
     completion_tokens: Mapped[int | None] = mapped_column(Integer)
     model: Mapped[str | None] = mapped_column(String(MODEL_CHARS))
+    # The fence of the last grant that was about to send this user message's reply (set just
+    # before the send): a newer grant that finds it, and no reply, may be sending a repeat.
+    delivering_fence: Mapped[int | None] = mapped_column(Integer)
 
     __table_args__ = (
         UniqueConstraint("session_id", "idempotency_key", name="uq_messages_session_key"),

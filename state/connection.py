@@ -31,6 +31,13 @@ TRANSIENT_REDIS_ERRORS: tuple[type[Exception], ...] = (
 REDIS_URL_FILE = "redis.url"
 SOCKET_TIMEOUT = 5.0
 CONNECT_TIMEOUT = 2.0
+# The rule (docs/reliability.md, "Sending under a lock"): a Redis call of a process that holds
+# session locks blocks for at most a quarter of the lock lease, never less than this floor (a
+# loaded machine must not turn a slow answer into an error). A hung network then shows as an
+# error while the lease still runs, and the lock keeper, renewing every third of the lease,
+# still gets another try before the lease ends.
+LEASE_SHARE = 4
+MIN_TIMEOUT = 0.25
 # Seconds a pooled connection may sit unused before it is PINGed again on checkout: catches
 # connections a restarted server or a NAT silently dropped.
 HEALTH_CHECK_INTERVAL = 15
@@ -47,13 +54,26 @@ def _retry() -> Retry:
     )
 
 
-def connect(url: str) -> redis.Redis:
-    """A client for ``url`` returning ``str`` values. Connects lazily, on first command."""
+def timeouts(lock_lease: float | None) -> tuple[float, float]:
+    """(socket, connect) timeouts in seconds for a process whose locks last ``lock_lease``
+    seconds (None: it holds none): each at most its default and a quarter of the lease."""
+    if lock_lease is None:
+        return SOCKET_TIMEOUT, CONNECT_TIMEOUT
+    share = max(MIN_TIMEOUT, lock_lease / LEASE_SHARE)
+    return min(SOCKET_TIMEOUT, share), min(CONNECT_TIMEOUT, share)
+
+
+def connect(url: str, *, lock_lease: float | None = None) -> redis.Redis:
+    """A client for ``url`` returning ``str`` values. Connects lazily, on first command.
+
+    ``lock_lease``: the session lock lease of a process that holds locks; its timeouts are
+    sized against it (``timeouts``)."""
+    socket_timeout, connect_timeout = timeouts(lock_lease)
     return redis.Redis.from_url(
         url,
         decode_responses=True,
-        socket_timeout=SOCKET_TIMEOUT,
-        socket_connect_timeout=CONNECT_TIMEOUT,
+        socket_timeout=socket_timeout,
+        socket_connect_timeout=connect_timeout,
         socket_keepalive=True,
         health_check_interval=HEALTH_CHECK_INTERVAL,
         retry=_retry(),

@@ -28,7 +28,7 @@ class CountingClock:
 def test_file_channel_stamps_records_with_its_clock(tmp_path: Path) -> None:
     channel = FileChannel(tmp_path / "out.jsonl", clock=lambda: FIXED)
     address = Address(platform="slack", chat="C1", thread="T1")
-    channel.send(address, "hi", session_id="s1", kind="heartbeat")
+    channel.send(address, "hi", session_id="s1", kind="heartbeat", delivery_key="f1")
     channel.typing(address, session_id="s1")
     records = read_records(tmp_path / "out.jsonl")
     assert [r["at"] for r in records] == [FIXED.timestamp()] * 2

@@ -6,9 +6,11 @@ from dataclasses import dataclass, field
 
 from support.harness import Gateway
 
+from state.turn_gate import Began
 from workers.agents.echo import EchoAgent
+from workers.locks import Grant, Lease, LockKeeper
 from workers.ports import Address
-from workers.turn_io import TurnIO
+from workers.turn_io import Delivery, TurnIO
 
 
 @dataclass
@@ -20,7 +22,15 @@ class PhaseAtSend:
     phases: list[str] = field(default_factory=list)
 
     def send(
-        self, address: Address, text: str, *, session_id: str, kind: str, ref: str | None = None
+        self,
+        address: Address,
+        text: str,
+        *,
+        session_id: str,
+        kind: str,
+        delivery_key: str,
+        possible_repeat: bool = False,
+        ref: str | None = None,
     ) -> None:
         (stamp,) = [s for s in self.gw.rt.liveness.all() if s.session == session_id]
         self.phases.append(f"{stamp.phase}@{stamp.worker}")
@@ -36,5 +46,10 @@ def test_delivery_is_stamped_before_the_channel_is_called(gateway: Gateway) -> N
     channel = PhaseAtSend(gateway)
     io = TurnIO(gateway.rt, EchoAgent(), channel)
     io.stamp("s1", "thinking")
-    assert io.deliver(Address("slack", "C1"), "hello", "s1", "reply") is None
+    began = gateway.rt.gate.try_begin_user("s1", "tok", 5000)
+    assert isinstance(began, Began)
+    with LockKeeper(gateway.rt.gate, "s1", "tok", 5000) as keeper:
+        lease = Lease(Grant("s1", "tok", began.fence), keeper)
+        io.confirm(lease)  # stamps first: the stamp can block, the send must not wait on it
+        assert io.deliver(lease, Address("slack", "C1"), "hello", Delivery("reply", "k")) is None
     assert channel.phases == [f"delivering@{gateway.rt.worker}"]

@@ -153,3 +153,23 @@ def test_0004_restore_indexes_up_and_down_keeps_rows(db_url: str) -> None:
     with engine.connect() as conn:
         assert conn.execute(text("SELECT count(*) FROM messages")).scalar() == 1
     engine.dispose()
+
+
+def test_0005_delivering_fence_up_and_down_keeps_messages(db_url: str) -> None:
+    """Issue 15: the user turn's durable mark before it sends; older messages were never
+    marked (NULL: no older grant was about to send their reply)."""
+    engine = make_engine(db_url)
+    upgrade(engine, "0004")
+    with engine.begin() as conn:
+        _insert_session(conn)
+        _insert_message(conn, "before-0005")
+    upgrade(engine, "0005")
+    assert "delivering_fence" in {c["name"] for c in inspect(engine).get_columns("messages")}
+    with engine.begin() as conn:
+        assert conn.execute(text("SELECT delivering_fence FROM messages")).scalar() is None
+        conn.execute(text("UPDATE messages SET delivering_fence = 3"))
+    downgrade(engine, "0004")
+    assert "delivering_fence" not in {c["name"] for c in inspect(engine).get_columns("messages")}
+    with engine.connect() as conn:
+        assert conn.execute(text("SELECT count(*) FROM messages")).scalar() == 1
+    engine.dispose()

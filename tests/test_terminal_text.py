@@ -36,7 +36,11 @@ def test_inert_shows_control_characters(raw: str, shown: str) -> None:
 
 def test_console_channel_prints_escapes_inert(capsys: pytest.CaptureFixture[str]) -> None:
     ConsoleChannel().send(
-        Address("cli", f"chat{TITLE}", None), f"reply {RED}", session_id="s", kind="reply"
+        Address("cli", f"chat{TITLE}", None),
+        f"reply {RED}",
+        session_id="s",
+        kind="reply",
+        delivery_key="msg:1",
     )
     printed = capsys.readouterr().out
     assert "\x1b" not in printed and "\x07" not in printed

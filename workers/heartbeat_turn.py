@@ -40,7 +40,7 @@ from workers.injection import heartbeat_message, is_silent
 from workers.locks import Lease
 from workers.logfields import fields, log
 from workers.ports import Address
-from workers.turn_io import HISTORY_TURNS, TurnIO, conversation_before
+from workers.turn_io import HISTORY_TURNS, Delivery, TurnIO, conversation_before
 
 # Test seam: called after a reservation, before the re-check (simulates races).
 BeforeStartHook = Callable[[str, RunView], None]
@@ -199,8 +199,9 @@ class HeartbeatTurn:
             metrics.fires.labels(RunState.FAILED.value).inc()
             # The lock is gone but perhaps nobody holds it yet: the fence still lets this turn
             # say how its run ended. StaleFence: a newer grant said it at its claim.
+            # Nothing was sent: a turn stops only at a check before the send, never after it.
             with contextlib.suppress(StaleFence):
-                self.rt.store.settle_lost(run.id, lease.fence, self.rt.clock())
+                self.rt.store.settle_lost(run.id, lease.fence, self.rt.clock(), nothing_sent=True)
             raise
         finally:
             metrics.turn_duration.labels("heartbeat").observe(time.monotonic() - started)
@@ -229,12 +230,14 @@ class HeartbeatTurn:
         rt, io, sid, fence = self.rt, self.io, lease.session_id, lease.fence
         reply, result, detail = outcome.reply, outcome.result, None
         if result is not RunState.SILENT:
-            # Nothing leaves before SQL agrees this turn still holds the session (a stale
-            # turn's StaleFence ends it here, sending nothing).
-            lease.keeper.confirm()
+            # Nothing leaves before Redis confirms the lock and SQL agrees this turn still
+            # holds the session (a stale turn's StaleFence ends it here, sending nothing). A
+            # fire is never sent by two grants: a newer one ends a `delivering` run `failed`.
+            io.confirm(lease)
             rt.store.mark_delivering(run.id, fence, rt.clock())
             kind = "failure" if result is RunState.FAILED else "heartbeat"
-            detail = io.deliver(address, reply, sid, kind, fire.fire_id)
+            what = Delivery(kind, fire.fire_id, fire_id=fire.fire_id)
+            detail = io.deliver(lease, address, reply, what)
             result = RunState.FAILED if detail else result
         # One fenced transaction: the outcome, what the turn spent (failed turns included:
         # heartbeats cost money), the reply, and the due time the index gets without a read.

@@ -20,10 +20,24 @@ class Channel(Protocol):
     name: str
 
     def send(
-        self, address: Address, text: str, *, session_id: str, kind: str, ref: str | None = None
+        self,
+        address: Address,
+        text: str,
+        *,
+        session_id: str,
+        kind: str,
+        delivery_key: str,
+        possible_repeat: bool = False,
+        ref: str | None = None,
     ) -> None:
         """Post a new message. ``kind`` is reply, heartbeat, notice or failure; ``ref`` names
-        what it answers (the fire id of a heartbeat turn), for channels that keep a record."""
+        what it answers (the fire id of a heartbeat turn), for channels that keep a record.
+
+        ``delivery_key`` is the same for every attempt at one message (``msg:<id>`` for the
+        reply to user message ``id``, the fire id for a heartbeat): a platform that
+        de-duplicates by key can drop a repeat. ``possible_repeat``: an older turn may already
+        have sent this message (its outcome is unknown); the text then carries a visible mark
+        too (``workers/turn_io.py``), for platforms that honour no key."""
         ...
 
     def typing(self, address: Address, *, session_id: str) -> None:

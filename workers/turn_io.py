@@ -20,6 +20,25 @@ HISTORY_TURNS = 20
 # What the model sees of the conversation: what was said, not the gateway's notices (failures,
 # empty-reply notices, heartbeat-change announcements), which are our words, not the agent's.
 CONVERSATION_KINDS = frozenset({"user", "heartbeat", "assistant"})
+# The visible mark of a message an older turn may already have sent (contract, rule 12): a chat
+# platform cannot drop a repeat by itself, so the person reading it is told.
+REPEAT_MARK = "(possible repeat) "
+
+
+def as_sent(text: str, possible_repeat: bool) -> str:
+    """The text as it leaves (and as SQL keeps it): marked when it may be a repeat."""
+    return REPEAT_MARK + text if possible_repeat else text
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """What one send is: its kind, its delivery key (the same for every attempt at one
+    message), whether an older turn may have sent it already, and the fire it answers."""
+
+    kind: str
+    key: str
+    possible_repeat: bool = False
+    fire_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -58,19 +77,37 @@ class TurnIO:
             write=self.rt.settings.agent_heartbeat_write,
         )
 
-    def deliver(
-        self, address: Address, text: str, sid: str, kind: str, fire_id: str | None = None
-    ) -> str | None:
-        """Send; a platform failure is recorded on the turn, never left to kill the session."""
-        self.stamp(sid, "delivering")  # a platform that hangs shows here, not as a silent agent
+    def confirm(self, lease: Lease) -> None:
+        """The first step of a delivery: stamp ``delivering`` (a platform that hangs shows
+        here, not as a silent agent), then ask Redis whether the lock is still ours.
+
+        The stamp comes first because it can block (a hung Redis holds it for the socket
+        timeout); nothing that can block may sit between the confirmation and the send.
+        """
+        self.stamp(lease.session_id, "delivering")
+        lease.keeper.confirm()
+
+    def deliver(self, lease: Lease, address: Address, text: str, what: Delivery) -> str | None:
+        """Send, if the lock was confirmed recently enough (``TurnAborted`` if not: nothing
+        leaves); a platform failure is recorded on the turn, never left to kill the session."""
+        sid = lease.session_id
+        lease.keeper.cleared()  # in memory: nothing can block between this and the send
         try:
-            self.channel.send(address, text, session_id=sid, kind=kind, ref=fire_id)
+            self.channel.send(
+                address,
+                text,
+                session_id=sid,
+                kind=what.kind,
+                delivery_key=what.key,
+                possible_repeat=what.possible_repeat,
+                ref=what.fire_id,
+            )
         except Exception as exc:
             log.warning(
                 "delivery to %s failed: %s",
                 address.chat,
                 exc,
-                extra=fields("deliver.failed", sid, fire_id),
+                extra=fields("deliver.failed", sid, what.fire_id),
             )
             return f"delivery failed: {exc}"
         return None

@@ -12,7 +12,7 @@ from workers.heartbeat_tools import SessionHeartbeatTools
 from workers.injection import EMPTY_REPLY_NOTICE, is_silent
 from workers.locks import Lease
 from workers.ports import Address
-from workers.turn_io import TurnIO
+from workers.turn_io import Delivery, TurnIO, as_sent
 
 
 class UserTurn:
@@ -42,13 +42,19 @@ class UserTurn:
         elif is_silent(reply):
             # Rule 7: a human gets a visible notice, never silence.
             reply, kind = EMPTY_REPLY_NOTICE, "notice"
-        # Nothing leaves before SQL agrees this turn still holds the session (StaleFence ends
-        # a stale turn here) and the message still waits for its answer.
-        lease.keeper.confirm()
-        if not rt.store.check_reply(sid, message_id, fence):
+        # Nothing leaves before Redis confirms the lock and SQL agrees this turn still holds the
+        # session (StaleFence ends a stale turn here) and the message still waits for its
+        # answer; SQL then keeps the mark that this grant is about to send (durable: a newer
+        # grant that finds it knows this one's outcome is unknown).
+        io.confirm(lease)
+        start = rt.store.begin_reply(sid, message_id, fence)
+        if start is None:
             return
-        self._announce(lease, address, tools)
-        undelivered = io.deliver(address, reply, sid, kind)
+        repeat = start.possible_repeat
+        self._announce(lease, address, tools, message_id, repeat)
+        reply = as_sent(reply, repeat)
+        what = Delivery(kind, reply_key(message_id), repeat)
+        undelivered = io.deliver(lease, address, reply, what)
         rt.store.add_message(
             sid,
             role="assistant",
@@ -65,12 +71,28 @@ class UserTurn:
         metrics.user_turns.labels(kind).inc()
         io.stamp(sid, "idle")
 
-    def _announce(self, lease: Lease, address: Address, tools: SessionHeartbeatTools) -> None:
+    def _announce(
+        self,
+        lease: Lease,
+        address: Address,
+        tools: SessionHeartbeatTools,
+        message_id: int,
+        repeat: bool,
+    ) -> None:
         """A heartbeat the agent changed is said in the chat, before the reply, and kept in SQL
         (even when the turn failed afterwards: the change was made)."""
         rt, sid = self.rt, lease.session_id
-        for notice in tools.announcements:
-            self.io.deliver(address, notice, sid, "notice")
+        for n, notice in enumerate(tools.announcements, 1):
+            text = as_sent(notice, repeat)
+            key = f"{reply_key(message_id)}:notice:{n}"
+            self.io.deliver(lease, address, text, Delivery("notice", key, repeat))
             rt.store.add_message(
-                sid, role="assistant", kind="notice", text=notice, now=rt.clock(), fence=lease.fence
+                sid, role="assistant", kind="notice", text=text, now=rt.clock(), fence=lease.fence
             )
+            # That write can block: the next send needs a fresh confirmation of its own.
+            self.io.confirm(lease)
+
+
+def reply_key(message_id: int) -> str:
+    """The delivery key of the reply to user message ``message_id``: the same on every attempt."""
+    return f"msg:{message_id}"

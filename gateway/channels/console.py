@@ -12,10 +12,20 @@ class ConsoleChannel:
     name = "console"
 
     def send(
-        self, address: Address, text: str, *, session_id: str, kind: str, ref: str | None = None
+        self,
+        address: Address,
+        text: str,
+        *,
+        session_id: str,
+        kind: str,
+        delivery_key: str,
+        possible_repeat: bool = False,
+        ref: str | None = None,
     ) -> None:
         where = address.chat + (f"/{address.thread}" if address.thread else "")
-        sys.stdout.write(inert(f"[{address.platform}:{where}] ({kind}) {text}") + "\n")
+        # A possible repeat says so before anything else on the line (its text is marked too).
+        label = f"{kind}, possible repeat of {delivery_key}" if possible_repeat else kind
+        sys.stdout.write(inert(f"[{address.platform}:{where}] ({label}) {text}") + "\n")
         sys.stdout.flush()
 
     def typing(self, address: Address, *, session_id: str) -> None:

@@ -20,9 +20,26 @@ class FileChannel:
         path.parent.mkdir(parents=True, exist_ok=True)
 
     def send(
-        self, address: Address, text: str, *, session_id: str, kind: str, ref: str | None = None
+        self,
+        address: Address,
+        text: str,
+        *,
+        session_id: str,
+        kind: str,
+        delivery_key: str,
+        possible_repeat: bool = False,
+        ref: str | None = None,
     ) -> None:
-        self._record("send", address, session_id, text=text, kind=kind, ref=ref)
+        self._record(
+            "send",
+            address,
+            session_id,
+            text=text,
+            kind=kind,
+            ref=ref,
+            delivery_key=delivery_key,
+            repeat=possible_repeat,
+        )
 
     def typing(self, address: Address, *, session_id: str) -> None:
         self._record("typing", address, session_id)

@@ -3,7 +3,7 @@ or given back.
 
 A reservation counts the fire and moves the anchor in the same transaction; a refund puts both
 back only while nothing newer happened. Writes of a running turn carry its fence, and nothing
-leaves for a platform before a fenced write says so (``mark_delivering``, ``check_reply``). A
+leaves for a platform before a fenced write says so (``mark_delivering``, ``begin_reply``). A
 grant's ``claim_fence`` settles what older turns left behind: a reservation is given back, a run
 cut off in its turn ends ``failed`` with a ``LostLockDetail``.
 """
@@ -44,6 +44,7 @@ from sessions.store.run_views import (
     Duplicate,
     RefusalReason,
     Refused,
+    ReplyStart,
     Reserved,
     ReserveOutcome,
     RunView,
@@ -57,6 +58,7 @@ __all__ = [
     "LedgerSnapshot",
     "RefusalReason",
     "Refused",
+    "ReplyStart",
     "ReserveOutcome",
     "Reserved",
     "RunView",
@@ -121,27 +123,41 @@ class FireLedger(Transactions):
             return run_view(run)
 
     @repeatable
-    def settle_lost(self, run_id: int, fence: int, now: datetime) -> RunView | None:
+    def settle_lost(
+        self, run_id: int, fence: int, now: datetime, *, nothing_sent: bool = False
+    ) -> RunView | None:
         """A turn noticed it lost its lock: end its run ``failed`` while no newer grant did.
 
         Fenced: ``StaleFence`` means a newer grant exists, and its claim settled the run already.
-        None when the run is no longer in its turn.
+        None when the run is no longer in its turn. ``nothing_sent``: the turn knows its reply
+        never left (it stopped at the last check before the send), even from ``delivering``.
         """
         with self._transaction() as db:
             run = run_row(db, run_id)
             fenced_session_row(db, run.session_id, fence)
             if run.state not in IN_TURN:
                 return None
-            settle_lost_run(db, run, now)
+            settle_lost_run(db, run, now, nothing_sent=nothing_sent)
             return run_view(run)
 
-    def check_reply(self, session_id: str, message_id: int, fence: int) -> bool:
-        """Before a reply to a user message leaves: raise StaleFence unless ``fence`` is the
-        session's newest; False when the message was answered already (nothing to send)."""
+    @repeatable
+    def begin_reply(self, session_id: str, message_id: int, fence: int) -> ReplyStart | None:
+        """The fenced, durable step just before a reply to a user message leaves.
+
+        Raises ``StaleFence`` unless ``fence`` is the session's newest; None when the message was
+        answered already (nothing to send). Otherwise the message records that the grant
+        ``fence`` is answering it, so a later grant that finds the mark of an older one (and no
+        reply) knows that one's outcome is unknown: it may have sent its reply.
+        """
         with self._transaction() as db:
             fenced_session_row(db, session_id, fence)
             message = db.get(MessageRow, message_id)
-            return message is not None and message.state == MessageState.QUEUED
+            if message is None or message.state != MessageState.QUEUED:
+                return None
+            earlier = message.delivering_fence
+            message.delivering_fence = fence
+            # The same fence again is this grant's own repeat after a lost COMMIT.
+            return ReplyStart(possible_repeat=earlier is not None and earlier != fence)
 
     def refund(self, run_id: int, reason: RefundReason, now: datetime) -> RunView:
         """Give back a reservation that never reached the agent.

@@ -145,8 +145,8 @@ def _settle_older_turns(db: Session, session_id: str, fence: int, now: datetime)
     db.flush()
 
 
-def settle_lost_run(db: Session, run: RunRow, now: datetime) -> None:
-    delivering = run.state == RunState.DELIVERING
+def settle_lost_run(db: Session, run: RunRow, now: datetime, *, nothing_sent: bool = False) -> None:
+    delivering = run.state == RunState.DELIVERING and not nothing_sent
     run.state = RunState.FAILED
     run.finished_at = now
     run.detail = (

@@ -91,6 +91,14 @@ class Refused:
 ReserveOutcome = Reserved | Duplicate | Refused
 
 
+@dataclass(frozen=True)
+class ReplyStart:
+    """A user turn may send its reply (``begin_reply``); ``possible_repeat``: an older grant
+    was about to send one too and recorded no outcome, so it may have."""
+
+    possible_repeat: bool
+
+
 def run_view(row: RunRow) -> RunView:
     return RunView(
         id=row.id,
