@@ -2,7 +2,10 @@
 
 ``cut()`` closes every open connection (a stream dropped mid-way); ``swallow(n)`` drops the next
 ``n`` answers of the server with their connection (the client cannot know whether
-its request was applied).
+its request was applied); ``hang()`` stops forwarding in both directions while every connection
+stays open (no reset, no FIN: a hung network path, new connections included) until ``resume()``,
+which forwards what waited, late — as TCP would once the path heals. Any TCP protocol: the
+answer-swallowing looks for HTTP status lines only.
 """
 
 from __future__ import annotations
@@ -23,6 +26,8 @@ class TcpProxy:
         self._swallow = 0
         self.connections = 0
         self._closed = False
+        self._flowing = threading.Event()
+        self._flowing.set()
 
     @property
     def url(self) -> str:
@@ -32,6 +37,13 @@ class TcpProxy:
         with self._lock:
             self._swallow = count
 
+    def hang(self) -> None:
+        """Stop forwarding; keep every socket open (what arrives waits in the proxy)."""
+        self._flowing.clear()
+
+    def resume(self) -> None:
+        self._flowing.set()
+
     def cut(self) -> None:
         with self._lock:
             doomed, self._open = self._open, []
@@ -40,6 +52,7 @@ class TcpProxy:
 
     def close(self) -> None:
         self._closed = True
+        self._flowing.set()  # a hung pump wakes, finds its sockets closed and ends
         _close(self._listener)
         self.cut()
 
@@ -70,6 +83,7 @@ class TcpProxy:
                 # stream's later chunks do not).
                 if answers and chunk.startswith(b"HTTP/") and self._take_swallow():
                     break
+                self._flowing.wait()
                 sink.sendall(chunk)
         except OSError:
             pass
@@ -88,6 +102,17 @@ def _close(sock: socket.socket) -> None:
     with suppress(OSError):
         sock.shutdown(socket.SHUT_RDWR)
     sock.close()
+
+
+@contextmanager
+def tcp_proxy(host: str, port: int) -> Iterator[TcpProxy]:
+    """A proxy in front of any TCP server (Redis, PostgreSQL) on ``host:port``."""
+    proxy = TcpProxy((host, port))
+    proxy.serve()
+    try:
+        yield proxy
+    finally:
+        proxy.close()
 
 
 @contextmanager
