@@ -6,8 +6,8 @@ pending fire (handed back to admission), else the session goes idle.
 
 Error policy, for everything that runs under the lock:
 
-- ``TurnAborted`` (the lock is gone): stop; release nothing, drain nothing — that is the new
-  holder's work now.
+- ``TurnAborted`` (the lock is gone, or could not be confirmed): stop; drain nothing — that is
+  the new holder's work now; give the lock back only if it is still this grant's.
 - ``StaleFence`` (SQL knows a newer fence): stop writing; raise Redis' fence counter to SQL's,
   release the lock if it is still ours and ask for a new drain of any queued messages.
 - anything else inside one turn: log it; the turn is over, the drain goes on, so queued user
@@ -75,6 +75,11 @@ class SessionLoop:
                 self._drain(lease)
             except TurnAborted as exc:
                 log.warning("turn aborted: %s", exc, extra=fields("turn.aborted", sid, fire_id))
+                # A turn that could not confirm its lock may still hold it: given back now, the
+                # sweeper hands the session on at once, not a lease later. The token check
+                # leaves a lock that moved on to its new holder.
+                with contextlib.suppress(redis.RedisError):
+                    self.rt.gate.release(sid, grant.token)
             except StaleFence as exc:
                 log.warning("stale fence: %s", exc, extra=fields("turn.stale_fence", sid, fire_id))
                 self._resync(grant)
