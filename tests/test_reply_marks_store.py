@@ -1,0 +1,68 @@
+"""The durable marks before a send (issue 15), on SQLite and PostgreSQL: a user message records
+the grant about to send its reply, so a newer grant knows an older one's outcome is unknown; a
+heartbeat turn that stopped before its send says so, even from ``delivering``."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from support.seed import T0, make_session_with_heartbeat
+
+from core.clock import to_ms
+from core.errors import StaleFence
+from sessions.states import LostLockDetail, RunState, fire_id
+from sessions.store import Store
+from sessions.views import Reserved, Started
+
+DUE = T0 + timedelta(minutes=10)
+LATER = DUE + timedelta(seconds=5)
+
+
+def test_begin_reply_marks_the_message_and_a_newer_grant_sees_a_possible_repeat(
+    store: Store,
+) -> None:
+    sid = make_session_with_heartbeat(store)
+    message = store.accept_message(sid, "hello", now=T0, idempotency_key="k1").message
+    store.claim_fence(sid, 1, T0)
+    first = store.begin_reply(sid, message.id, 1)
+    assert first is not None and not first.possible_repeat
+    again = store.begin_reply(sid, message.id, 1)  # the same grant, after a lost COMMIT
+    assert again is not None and not again.possible_repeat
+    store.claim_fence(sid, 2, T0)  # the first grant vanished before recording a reply
+    with pytest.raises(StaleFence):
+        store.begin_reply(sid, message.id, 1)
+    newer = store.begin_reply(sid, message.id, 2)
+    assert newer is not None and newer.possible_repeat
+    store.add_message(
+        sid, role="assistant", kind="assistant", text="hi", reply_to=message.id, now=T0, fence=2
+    )
+    assert store.begin_reply(sid, message.id, 2) is None  # answered: nothing to send
+
+
+def test_an_unmarked_message_is_no_repeat(store: Store) -> None:
+    sid = make_session_with_heartbeat(store)
+    message = store.accept_message(sid, "hello", now=T0, idempotency_key="k1").message
+    store.claim_fence(sid, 4, T0)  # older grants never got as far as the mark
+    start = store.begin_reply(sid, message.id, 4)
+    assert start is not None and not start.possible_repeat
+
+
+@pytest.mark.parametrize(
+    ("nothing_sent", "detail"),
+    [(True, LostLockDetail.BEFORE_DELIVERY), (False, LostLockDetail.DURING_DELIVERY)],
+)
+def test_settle_lost_from_delivering_says_whether_anything_left(
+    store: Store, nothing_sent: bool, detail: LostLockDetail
+) -> None:
+    sid = make_session_with_heartbeat(store)
+    claim = store.claim_fire(sid, 1, fire_id(sid, to_ms(DUE)), to_ms(DUE), LATER, worker="w1")
+    assert isinstance(claim.outcome, Reserved)
+    run = claim.outcome.run
+    begun = store.start_fire(
+        run.id, 1, LATER, conversation=1, owner_changed=False, prompt="do it", history=20
+    )
+    assert isinstance(begun, Started)
+    store.mark_delivering(run.id, 1, LATER)
+    settled = store.settle_lost(run.id, 1, LATER, nothing_sent=nothing_sent)
+    assert settled is not None and (settled.state, settled.detail) == (RunState.FAILED, detail)
