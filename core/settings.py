@@ -53,7 +53,13 @@ class Settings(BaseSettings):
         description="Seconds without a tick before a beat replica counts as dead; its due-index "
         "shards then move to the live beats.",
     )
-    lock_lease: float = Field(default=30.0, gt=0, description="Session lock lease, seconds.")
+    lock_lease: float = Field(
+        default=30.0,
+        gt=0,
+        description="Session lock lease, seconds. A lock holder's Redis calls time out after a "
+        "quarter of it (0.25-5 s), and a send needs a lock confirmation younger than a third of "
+        "it: keep it at 1 s or more.",
+    )
     worker_ttl: float = Field(
         default=10.0, gt=0, description="Seconds without a refresh before a worker counts as dead."
     )
