@@ -2,9 +2,10 @@
 
 claim the fence and reserve (one SQL transaction) → re-check lock and estop (Redis), then
 session, conversation, generation and owner, and either refund or mark started with the prompt
-stored (one SQL transaction) → agent → mark delivering, fenced (quiet: nothing to deliver) →
-deliver (rule 6: to the origin, no reply_to) → finish with the reply stored (one SQL
-transaction, which also answers the next due time) → write the due index.
+stored (one SQL transaction) → agent → confirm the lock (Redis) and mark delivering, fenced
+(quiet: nothing to deliver) → deliver if that confirmation is young enough (rule 6: to the
+origin, no reply_to) → finish with the reply stored (one SQL transaction, which also answers the
+next due time) → write the due index.
 
 A turn that finds its lock lost after the start ends its run ``failed`` (``LostLockDetail``)
 with a fenced write; if a newer grant exists, that grant's claim has already done so.
