@@ -63,6 +63,16 @@ def take_over_in_redis(gw: Gateway, sid: str) -> int:
     return began.fence
 
 
+def in_the_agent(gw: Gateway, sid: str) -> None:
+    """The turn's last stamp is the agent's step: everything before the agent (the claim, the
+    message taken from the inbox) has talked to Redis already, so the hang meets the turn after
+    the agent, where the checks before the send are."""
+    wait_until(
+        lambda: any(s.session == sid and s.phase.startswith("tool:") for s in gw.rt.liveness.all()),
+        what="the turn to be in the agent",
+    )
+
+
 def aborted(caplog: pytest.LogCaptureFixture, sid: str) -> bool:
     return any(
         getattr(r, "action", None) == "turn.aborted" and getattr(r, "session", None) == sid
@@ -79,7 +89,7 @@ def test_hung_user_turn_never_sends_after_its_lock_moved_on(
         sid = gw.session()
         queued = send(gw, sid, f"HOLD {release} hello")
         assert isinstance(queued, Queued)
-        wait_until(lambda: gw.rt.gate.lock_holder(sid), what="the user turn to hold the lock")
+        in_the_agent(gw, sid)
         proxy.hang()
         release.touch()  # the agent answers; everything after it meets the hung network
         newer = take_over_in_redis(gw, sid)
@@ -101,7 +111,8 @@ def test_hung_heartbeat_turn_never_sends_after_its_lock_moved_on(
         sid = gw.session()
         gw.due_now(sid, prompt=f"HOLD {release} then report")
         gw.tick()
-        started_run(gw, sid, "the heartbeat turn to be in the agent")
+        started_run(gw, sid, "the heartbeat turn to start")
+        in_the_agent(gw, sid)
         proxy.hang()
         release.touch()
         take_over_in_redis(gw, sid)
