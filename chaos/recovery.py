@@ -1,39 +1,82 @@
 """Time to recover per fault, measured from the ledger after the run.
 
-A fault has recovered for heartbeats when every active heartbeat has fired again after the
-fault ended (a healthy system needs at most its longest interval), and for user messages when
-every message accepted while it lasted has been answered.
+Two views of one fault:
+
+- ``heartbeats_recovered_s``: from the fault's end until every active heartbeat had fired again
+  (a healthy system needs up to its longest interval: a heartbeat that fired just before the end
+  fires again one interval later).
+- ``recovered_s``: how long the fault held work back past its end, which is 0 on a system that
+  had nothing to catch up: the largest delay of a heartbeat's first fire after the end behind
+  the time it was due (its last fire before the end plus its interval, or the end itself), and
+  the time until every user message accepted while the fault lasted was answered. ``None``
+  while a heartbeat due well before the snapshot never fired again or a message was never
+  answered. ``recovery_bounded`` in chaos/checks.py judges this one.
 """
 
 from __future__ import annotations
 
+from collections import defaultdict
 from typing import Any
 
-from chaos.checks import REACHED_AGENT
-from chaos.evidence import Evidence
+from chaos.evidence import REACHED_AGENT, Evidence, Heartbeat
 
 
 def recovery(ev: Evidence, began: float, ended: float) -> dict[str, Any]:
+    fires = _fires(ev)
     firsts: list[float | None] = []
+    for hb in ev.heartbeats:
+        if hb.active:
+            after = [t for t in fires[hb.session] if t > ended]
+            firsts.append(after[0] if after else None)
+    answered = {r.reply_to: r.created for r in ev.replies}
+    during = [m.id for m in ev.messages if began <= m.created <= ended]
+    messages = _latest([answered.get(mid) for mid in during], ended)
+    delayed = heartbeat_delay(ev, ended, fires)
+    recovered = (
+        None if delayed is None or messages is None else round(max(delayed, messages, 0.0), 2)
+    )
+    return {
+        "heartbeats_recovered_s": _latest(firsts, ended),
+        "heartbeats_delayed_s": delayed,
+        "messages_during": len(during),
+        "messages_recovered_s": messages,
+        "recovered_s": recovered,
+    }
+
+
+def _fires(ev: Evidence) -> dict[str, list[float]]:
+    out: dict[str, list[float]] = defaultdict(list)
+    for r in ev.runs:
+        if r.state in REACHED_AGENT:
+            out[r.session].append(r.reserved)
+    for times in out.values():
+        times.sort()
+    return out
+
+
+def heartbeat_delay(
+    ev: Evidence, ended: float, fires: dict[str, list[float]] | None = None
+) -> float | None:
+    """The longest a heartbeat's first fire after ``ended`` came behind its due time (0 or
+    more); None when one due before the snapshot's settled past never fired again."""
+    fires = _fires(ev) if fires is None else fires
+    worst = 0.0
     for hb in ev.heartbeats:
         if not hb.active:
             continue
-        after = [
-            r.reserved
-            for r in ev.runs
-            if r.session == hb.session and r.state in REACHED_AGENT and r.reserved > ended
-        ]
-        firsts.append(min(after) if after else None)
-    heartbeats = _latest(firsts, ended)
-    answered = {r.reply_to: r.created for r in ev.replies}
-    during = [m.id for m in ev.messages if began <= m.created <= ended]
-    waits = [answered.get(mid) for mid in during]
-    messages = _latest(waits, ended)
-    return {
-        "heartbeats_recovered_s": heartbeats,
-        "messages_during": len(during),
-        "messages_recovered_s": messages,
-    }
+        due = _due_after(hb, fires[hb.session], ended)
+        first = next((t for t in fires[hb.session] if t > ended), None)
+        if first is not None:
+            worst = max(worst, first - due)
+        elif due < ev.snapshot - ev.grace - ev.recovery_bound * ev.load_factor:
+            return None
+    return round(worst, 2)
+
+
+def _due_after(hb: Heartbeat, times: list[float], ended: float) -> float:
+    before = [t for t in times if t <= ended]
+    last = before[-1] if before else hb.set_at
+    return max(ended, last + hb.interval)
 
 
 def _latest(times: list[float | None], ended: float) -> float | None:

@@ -9,8 +9,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from chaos.checks import GIVEN_BACK, REACHED_AGENT, Check
-from chaos.evidence import Evidence
+from chaos.checks import GIVEN_BACK, Check
+from chaos.evidence import REACHED_AGENT, Evidence
 from chaos.faults import Faults
 from chaos.profiles import Profile
 from chaos.recovery import recovery
