@@ -11,6 +11,11 @@ Two views of one fault:
   the time until every user message accepted while the fault lasted was answered. ``None``
   while a heartbeat due well before the snapshot never fired again or a message was never
   answered. ``recovery_bounded`` in chaos/checks.py judges this one.
+
+  It is measured in the fault's own window, from its end to the next fault's beginning (or
+  the snapshot): a heartbeat due after the next fault began is that fault's to answer for,
+  and a wait that runs into the next fault is cut there (``cut_by_next``) — the next fault's
+  own recovery then shows what was still held back.
 """
 
 from __future__ import annotations
@@ -21,8 +26,14 @@ from typing import Any
 from chaos.evidence import REACHED_AGENT, Evidence, Heartbeat
 
 
+def next_fault(ev: Evidence, ended: float) -> float | None:
+    """When the first fault after ``ended`` began, if one did."""
+    return min((f.began for f in ev.faults if f.began > ended), default=None)
+
+
 def recovery(ev: Evidence, began: float, ended: float) -> dict[str, Any]:
     fires = _fires(ev)
+    until = next_fault(ev, ended)
     firsts: list[float | None] = []
     for hb in ev.heartbeats:
         if hb.active:
@@ -31,16 +42,21 @@ def recovery(ev: Evidence, began: float, ended: float) -> dict[str, Any]:
     answered = {r.reply_to: r.created for r in ev.replies}
     during = [m.id for m in ev.messages if began <= m.created <= ended]
     messages = _latest([answered.get(mid) for mid in during], ended)
-    delayed = heartbeat_delay(ev, ended, fires)
-    recovered = (
-        None if delayed is None or messages is None else round(max(delayed, messages, 0.0), 2)
-    )
+    delayed, cut = heartbeat_delay(ev, ended, fires, until)
+    waited = messages
+    if until is not None:
+        # A message still unanswered when the next fault began waited at least until then.
+        waits = [answered.get(mid, until) for mid in during]
+        waited = _latest([min(t, until) for t in waits], ended)
+        cut = cut or any(t > until for t in waits)
+    recovered = None if delayed is None or waited is None else round(max(delayed, waited, 0.0), 2)
     return {
         "heartbeats_recovered_s": _latest(firsts, ended),
         "heartbeats_delayed_s": delayed,
         "messages_during": len(during),
         "messages_recovered_s": messages,
         "recovered_s": recovered,
+        "cut_by_next": cut,
     }
 
 
@@ -55,22 +71,30 @@ def _fires(ev: Evidence) -> dict[str, list[float]]:
 
 
 def heartbeat_delay(
-    ev: Evidence, ended: float, fires: dict[str, list[float]] | None = None
-) -> float | None:
+    ev: Evidence,
+    ended: float,
+    fires: dict[str, list[float]] | None = None,
+    until: float | None = None,
+) -> tuple[float | None, bool]:
     """The longest a heartbeat's first fire after ``ended`` came behind its due time (0 or
-    more); None when one due before the snapshot's settled past never fired again."""
+    more), counting only heartbeats due before ``until`` and cutting a wait there (then the
+    second value is True); None when one due well before the snapshot never fired again."""
     fires = _fires(ev) if fires is None else fires
-    worst = 0.0
+    worst, cut = 0.0, False
     for hb in ev.heartbeats:
         if not hb.active:
             continue
         due = _due_after(hb, fires[hb.session], ended)
+        if until is not None and due >= until:
+            continue
         first = next((t for t in fires[hb.session] if t > ended), None)
+        if until is not None and (first is None or first > until):
+            first, cut = until, True
         if first is not None:
             worst = max(worst, first - due)
         elif due < ev.snapshot - ev.grace - ev.recovery_bound * ev.load_factor:
-            return None
-    return round(worst, 2)
+            return None, cut
+    return round(worst, 2), cut
 
 
 def _due_after(hb: Heartbeat, times: list[float], ended: float) -> float:

@@ -56,6 +56,9 @@ class Report:
             "stale_deliveries": by_name["no_stale_deliveries"]["stale"],
             "heartbeat_replies_lost": by_name["no_stale_deliveries"]["heartbeat_replies_lost"],
             "unfinished_runs": by_name["no_unfinished_runs"]["unfinished"],
+            "sent_after_lock_moved": by_name["no_send_after_lock_moved"]["after_lock_moved"],
+            "unmarked_repeats": by_name["no_unmarked_repeat"]["unmarked_repeats"],
+            "marked_repeats": by_name["no_unmarked_repeat"]["marked_repeats"],
             "max_lateness_s": by_name["heartbeats_on_time"]["max_lateness_s"],
             "lateness_allowance_s": by_name["heartbeats_on_time"]["allowance_s"],
             "load_factor": by_name["heartbeats_on_time"]["load_factor"],
@@ -130,7 +133,8 @@ def summary(report: Report, path: Path) -> str:
         f"messages {f['user_messages_in_sql']} (send errors {sum(f['send_errors'].values())})",
         f"  duplicates {f['duplicates']}, overlaps {f['overlaps']}, lost {f['lost_messages']}, "
         f"answered twice {f['messages_answered_twice']}, stale {f['stale_deliveries']}, "
-        f"unfinished {f['unfinished_runs']}, max lateness {f['max_lateness_s']}s "
+        f"unfinished {f['unfinished_runs']}, after lock moved {f['sent_after_lock_moved']}, "
+        f"unmarked repeats {f['unmarked_repeats']}, max lateness {f['max_lateness_s']}s "
         f"(allowed {f['lateness_allowance_s']}s at load ×{f['load_factor']}), "
         f"exits {f['process_exits']}",
     ]
@@ -144,5 +148,5 @@ def summary(report: Report, path: Path) -> str:
 
 def _fault_line(fault: dict[str, Any]) -> str:
     target = f" {fault['target']}" if fault["target"] else ""
-    rec = fault.get("heartbeats_recovered_s")
+    rec = fault.get("recovered_s")
     return f"{fault['kind']}{target} @{fault['at_s']}s rec {rec if rec is not None else '∞'}s"

@@ -115,13 +115,14 @@ GROWTH_FLOOR = 1.0  # seconds: below this a first third is noise, not a baseline
 def recovery_bounded(ev: Evidence) -> Check:
     """Each fault recovers within the bound (times the load factor), and a fault kind that
     repeats does not take longer and longer: its last third's median recovery is at most twice
-    its first third's (or twice a second, whichever is more)."""
+    its first third's (or twice a second, whichever is more). Recovery is measured in the
+    fault's own window, up to the next fault (chaos/recovery.py)."""
     check = Check("recovery_bounded")
     bound = ev.recovery_bound * ev.load_factor
     times: dict[str, list[float]] = defaultdict(list)
-    for f in sorted(ev.faults, key=lambda f: f.began):
+    for n, f in enumerate(sorted(ev.faults, key=lambda f: f.began), 1):
         took = recovery(ev, f.began, f.ended)["recovered_s"]
-        where = f"{f.kind}{' ' + f.target if f.target else ''} at {f.began:.1f}"
+        where = f"fault {n} ({f.kind}{' ' + f.target if f.target else ''})"
         if took is None:
             check.failures.append(f"{where}: never recovered")
             continue
