@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import pairwise
 
-from chaos.evidence import REACHED_AGENT, Delivery, Evidence, Run
+from chaos.evidence import IN_TURN_STATES, REACHED_AGENT, Delivery, Evidence, Run
 from chaos.send_checks import recovery_bounded, send_after_lock_moved, unmarked_repeat
 from chaos.verdict import Check as Check
 from chaos.verdict import sends_in_order
@@ -23,7 +23,7 @@ from sessions.states import LostLockDetail
 
 DELIVERING = {"completed", "failed"}
 GIVEN_BACK = {"refunded", "abandoned"}
-UNFINISHED = {"reserved", "started"}
+UNFINISHED = {"reserved", *IN_TURN_STATES}  # started, delivering
 WORKER_FAULTS = {"worker_kill", "worker_pause"}
 
 
@@ -159,7 +159,7 @@ def unfinished_runs(ev: Evidence) -> Check:
     for r in ev.runs:
         if r.state not in UNFINISHED or not _settled(ev, r.reserved):
             continue
-        if r.state == "started" and r.started is not None and _killed_during(ev, r):
+        if r.state in IN_TURN_STATES and r.started is not None and _killed_during(ev, r):
             check.tolerated.append(f"{r.fire_id} started on {r.worker}, which was SIGKILLed")
             continue
         check.failures.append(f"{r.fire_id} still {r.state} (worker {r.worker})")

@@ -8,8 +8,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-# Run states of a fire that reached the agent (counted once, whatever happened after).
-REACHED_AGENT = {"started", "completed", "failed", "silent"}
+from sessions.states import IN_TURN
+from sessions.states import REACHED_AGENT as _REACHED
+
+# Run states of a fire that reached the agent (counted once, whatever happened after), and of
+# one whose turn is still going or was cut off: ``delivering`` is both.
+REACHED_AGENT = {str(s) for s in _REACHED}
+IN_TURN_STATES = {str(s) for s in IN_TURN}
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import redis
@@ -216,7 +217,9 @@ class Faults:
             pids = {role: self.cluster.restart(role, extra) for role in target.split("+")}
             record.detail["skewed_pids" if on else "restored_pids"] = pids
             if on:
-                # Proof: a process started with this environment sees its clock this far off.
+                # Proof: the roles run with libfaketime preloaded, and a process started with
+                # this environment sees its clock this far off.
+                record.detail["preloaded"] = {r: _preloaded(pid) for r, pid in pids.items()}
                 record.detail["skew_measured_s"] = measured_skew(extra)
 
         return skew
@@ -257,3 +260,14 @@ class Faults:
     def _terminate(self, record: FaultRecord) -> None:
         terminated = self.database.terminate_connections()
         record.detail["terminated"] = record.detail.get("terminated", 0) + terminated
+
+
+def _preloaded(pid: int | None) -> bool:
+    """Whether process ``pid`` (our child) runs with libfaketime in its environment."""
+    if pid is None:
+        return False
+    try:
+        environ = Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return False
+    return b"LD_PRELOAD=" in environ and b"libfaketime" in environ and b"FAKETIME=" in environ

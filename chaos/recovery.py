@@ -8,7 +8,8 @@ Two views of one fault:
 - ``recovered_s``: how long the fault held work back past its end, which is 0 on a system that
   had nothing to catch up: the largest delay of a heartbeat's first fire after the end behind
   the time it was due (its last fire before the end plus its interval, or the end itself), and
-  the time until every user message accepted while the fault lasted was answered. ``None``
+  the time until every user message accepted while the fault lasted (or still waiting from
+  before it, unanswered at its end) was answered. ``None``
   while a heartbeat due well before the snapshot never fired again or a message was never
   answered. ``recovery_bounded`` in chaos/checks.py judges this one.
 
@@ -41,6 +42,14 @@ def recovery(ev: Evidence, began: float, ended: float) -> dict[str, Any]:
             firsts.append(after[0] if after else None)
     answered = {r.reply_to: r.created for r in ev.replies}
     during = [m.id for m in ev.messages if began <= m.created <= ended]
+    # Messages still waiting when the fault began (held back by an earlier one) are held back
+    # by this one too: a backlog never answered shows here, not only in the earlier window.
+    backlog = [
+        m.id
+        for m in ev.messages
+        if m.created < began - ev.interrupt_window and answered.get(m.id, ended + 1) > ended
+    ]
+    during += backlog
     messages = _latest([answered.get(mid) for mid in during], ended)
     delayed, cut = heartbeat_delay(ev, ended, fires, until)
     waited = messages
@@ -53,7 +62,8 @@ def recovery(ev: Evidence, began: float, ended: float) -> dict[str, Any]:
     return {
         "heartbeats_recovered_s": _latest(firsts, ended),
         "heartbeats_delayed_s": delayed,
-        "messages_during": len(during),
+        "messages_during": len(during) - len(backlog),
+        "messages_backlog": len(backlog),
         "messages_recovered_s": messages,
         "recovered_s": recovered,
         "cut_by_next": cut,

@@ -360,3 +360,37 @@ def test_recovery_is_measured_up_to_the_next_fault_which_then_answers_for_it() -
     assert len(failures) == 1 and failures[0].startswith("fault 2 (redis_restarts)")
     first = recovery(ev, T + 1, T + 4)
     assert first["cut_by_next"] and first["recovered_s"] == 2.0  # due at T+5, cut at T+7
+
+
+def test_a_run_left_delivering_is_unfinished_unless_its_worker_was_killed() -> None:
+    """``delivering`` (fenced, just before the send) is a turn still going: at the snapshot's
+    settled past it is as unfinished as ``started``, and it reached the agent."""
+    ev = clean()
+    ev.runs[10] = replace(ev.runs[10], state="delivering", finished=None)
+    ev.deliveries = [d for d in ev.deliveries if d.ref != ev.runs[10].fire_id]
+    assert set(failing(ev)) == {"no_unfinished_runs"}
+    started = ev.runs[10].started or 0
+    ev.faults.append(Disruption("worker_kill", "w1", started + 0.1, started + 3))
+    assert failing(ev) == {}
+
+
+def test_a_message_still_waiting_when_the_next_fault_begins_counts_against_that_fault() -> None:
+    """The backlog carries over: a message held back by one fault and still unanswered at the
+    end of the next one makes the next one's recovery long, though the first was cut short."""
+    ev = clean()
+    ev.faults = [
+        Disruption("redis_restarts", None, T + 1, T + 4),
+        Disruption("pg_restart", None, T + 7, T + 10),
+    ]
+    ev.expected_faults = ["redis_restarts", "pg_restart"]
+    ev.messages.append(UserMessage(9, S, "done", T + 2))
+    ev.replies.append(Reply(10, S, 9, T + 30.81))
+    ev.accepted.append(9)
+    ev.deliveries += [
+        Delivery("typing", S, T + 30.5, reply_to="9"),
+        Delivery("send", S, T + 30.8, "reply", reply_to="9"),
+    ]
+    failures = failing(ev)["recovery_bounded"].failures
+    assert len(failures) == 1 and failures[0].startswith("fault 2 (pg_restart)")
+    second = recovery(ev, T + 7, T + 10)
+    assert second["messages_backlog"] == 1 and second["recovered_s"] == 20.81
