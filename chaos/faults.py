@@ -77,7 +77,7 @@ class Faults:
         if self.database.kind != "postgresql":
             self._skip("pg_terminate", "the run is on SQLite")
         if self.pg_server is None or not self.database.private:
-            self._skip("pg_restart", "no private PostgreSQL cluster (initdb not found)")
+            self._skip("pg_restart", "no private PostgreSQL cluster (no initdb, or it failed)")
         if self.skew_env is None:
             self._skip("clock_skew", "libfaketime is not installed")
 
