@@ -21,7 +21,7 @@ from types import FrameType
 
 import redis
 
-from chaos import collect
+from chaos import collect, recheck
 from chaos.checks import run_checks
 from chaos.cluster import Cluster, PinnedRedis
 from chaos.database import Database, provision
@@ -268,6 +268,7 @@ def execute(profile: Profile, *, seed: int, out: Path, keep: bool) -> bool:
         grace = d.settings.lock_lease + d.settings.claim_lease + 3 * d.settings.echo_delay
         _settle(d, profile, d.database.url, grace)
         ev = _evidence(d, profile, faults, grace)
+        recheck.save(ev, d.home / "evidence.json")  # python -m chaos.recheck reads it again
         checks = run_checks(ev)
         d.cluster.stop()
         report = Report(profile, seed, d, faults, ev, checks, began, traffic_ended)

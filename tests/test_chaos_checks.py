@@ -1,15 +1,14 @@
 """The chaos harness's own checks, fed constructed evidence: each defect is flagged, a clean run
 passes, and what the design tolerates (a SIGKILLed turn left started, a send cut off from its
-commit by a kill) is not a failure; a send again is tolerated only when marked repeat. The last
-test drives the harness's own Redis proxy (redis_hang) against a real Redis."""
+commit by a kill) is not a failure; a send again is tolerated only when marked repeat. (The
+harness's own Redis proxy is tested in test_chaos_proxy.py.)"""
 
 from __future__ import annotations
 
-import time
 from dataclasses import replace
+from pathlib import Path
 
-import redis
-
+from chaos import recheck
 from chaos.checks import Check, run_checks
 from chaos.evidence import (
     Delivery,
@@ -21,7 +20,6 @@ from chaos.evidence import (
     Run,
     UserMessage,
 )
-from chaos.proxy import RedisProxy
 from chaos.recovery import recovery
 
 T = 1_000_000.0  # an epoch second; the fake run lasts from T to T + 60
@@ -319,35 +317,6 @@ def test_a_heartbeat_that_never_fires_after_a_fault_never_recovered() -> None:
     assert "never recovered" in failed["recovery_bounded"].failures[0]
 
 
-# -- the harness's own proxy really hangs --------------------------------------------------------
-
-
-def test_the_proxy_hangs_without_closing_then_slows_then_forwards(redis_url: str) -> None:
-    """redis_hang's proxy: a command sent while hung waits the hang out on an open connection
-    (no error, nothing lost), then answers slowly, then at once; the proxy stops when asked."""
-    upstream = redis.Redis.from_url(redis_url)
-    port = int(upstream.connection_pool.connection_kwargs["port"])
-    upstream.close()
-    proxy = RedisProxy(port, lifetime=30)
-    client = redis.Redis.from_url(proxy.start(), socket_timeout=10)
-    try:
-        assert client.ping()
-        proxy.hang(0.6, 0.5, 0.1)
-        began = time.monotonic()
-        assert client.ping()  # held, then forwarded: the connection was never closed
-        assert time.monotonic() - began >= 0.6
-        assert proxy.stats.held_chunks >= 1 and proxy.stats.open_during_hang == 1
-        while time.monotonic() - began < 1.1:
-            client.ping()
-        assert proxy.stats.delayed_chunks >= 1
-        proxy.heal()
-        assert proxy.stats.connections == 1
-    finally:
-        client.close()
-        proxy.stop()
-    assert proxy._thread is not None and not proxy._thread.is_alive()
-
-
 def test_recovery_is_measured_up_to_the_next_fault_which_then_answers_for_it() -> None:
     """Work held back past the next fault's start is blamed on the next fault, not this one."""
     ev = _every_second(clean(), stop=T + 5, resume=T + 40)
@@ -394,3 +363,11 @@ def test_a_message_still_waiting_when_the_next_fault_begins_counts_against_that_
     assert len(failures) == 1 and failures[0].startswith("fault 2 (pg_restart)")
     second = recovery(ev, T + 7, T + 10)
     assert second["messages_backlog"] == 1 and second["recovered_s"] == 20.81
+
+
+def test_saved_evidence_reads_back_the_same_for_a_recheck(tmp_path: Path) -> None:
+    ev = _answered_again(clean(), repeat=True)
+    ev.deliveries.append(replace(ev.deliveries[0], delivery_key="k", fence=1))
+    ev.exits.append(ProcessExit("w2", 4242, 1, T + 10))
+    recheck.save(ev, tmp_path / "evidence.json")
+    assert recheck.load(tmp_path / "evidence.json") == ev
