@@ -4,48 +4,27 @@ Each check accounts for what the design tolerates, so a correct system passes wh
 happen: work younger than ``grace`` at the snapshot may still be in flight; a turn whose worker
 was SIGKILLed may stay ``started`` (it reached the agent and counts once); and a worker killed or
 paused in the instant between a send and its commit may make the platform see that send twice
-(at-least-once delivery), which is reported as tolerated, not as a failure.
+(at-least-once delivery), which is reported as tolerated, not as a failure. A message sent
+again (a user reply or a fire) is tolerated only when the channel record marks it ``repeat``.
 """
 
 from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from itertools import pairwise
-from typing import Any
 
-from chaos.evidence import Delivery, Evidence, Run
+from chaos.evidence import IN_TURN_STATES, REACHED_AGENT, Delivery, Evidence, Run
+from chaos.send_checks import recovery_bounded, send_after_lock_moved, unmarked_repeat
+from chaos.verdict import Check as Check
+from chaos.verdict import sends_in_order
 from sessions.states import LostLockDetail
 
-REACHED_AGENT = {"started", "completed", "failed", "silent"}
 DELIVERING = {"completed", "failed"}
 GIVEN_BACK = {"refunded", "abandoned"}
-UNFINISHED = {"reserved", "started"}
+UNFINISHED = {"reserved", *IN_TURN_STATES}  # started, delivering
 WORKER_FAULTS = {"worker_kill", "worker_pause"}
-EXAMPLES = 10
-
-
-@dataclass
-class Check:
-    name: str
-    failures: list[str] = field(default_factory=list)
-    tolerated: list[str] = field(default_factory=list)
-    figures: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def ok(self) -> bool:
-        return not self.failures
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "ok": self.ok,
-            "failures": len(self.failures),
-            "examples": self.failures[:EXAMPLES],
-            "tolerated": len(self.tolerated),
-            "tolerated_examples": self.tolerated[:EXAMPLES],
-            **self.figures,
-        }
 
 
 def run_checks(ev: Evidence) -> list[Check]:
@@ -62,10 +41,6 @@ def _interrupted_after(ev: Evidence, at: float, worker: str | None = None) -> bo
     )
 
 
-def _sends(ev: Evidence) -> list[Delivery]:
-    return sorted((d for d in ev.deliveries if d.call == "send"), key=lambda d: d.at)
-
-
 def _settled(ev: Evidence, at: float) -> bool:
     return at < ev.snapshot - ev.grace
 
@@ -78,7 +53,8 @@ def duplicate_fires(ev: Evidence) -> Check:
     for fire, n in Counter(r.fire_id for r in ev.runs).items():
         if n > 1:
             check.failures.append(f"fire {fire} has {n} ledger rows")
-    sent = Counter(d.ref for d in _sends(ev) if d.ref)
+    # A marked repeat is the platform told "sent again": no_unmarked_repeat judges the marking.
+    sent = Counter(d.ref for d in sends_in_order(ev) if d.ref and not d.repeat)
     for fire, n in sent.items():
         if n > 1:
             check.failures.append(f"fire {fire} was delivered {n} times")
@@ -136,7 +112,7 @@ def _user_turns(ev: Evidence) -> dict[str, list[Turn]]:
 
 def overlapping_turns(ev: Evidence) -> Check:
     check = Check("no_overlapping_turns")
-    turns = _heartbeat_turns(ev, _sends(ev))
+    turns = _heartbeat_turns(ev, sends_in_order(ev))
     for sid, user in _user_turns(ev).items():
         turns[sid].extend(user)
     for sid, session_turns in turns.items():
@@ -183,7 +159,7 @@ def unfinished_runs(ev: Evidence) -> Check:
     for r in ev.runs:
         if r.state not in UNFINISHED or not _settled(ev, r.reserved):
             continue
-        if r.state == "started" and r.started is not None and _killed_during(ev, r):
+        if r.state in IN_TURN_STATES and r.started is not None and _killed_during(ev, r):
             check.tolerated.append(f"{r.fire_id} started on {r.worker}, which was SIGKILLed")
             continue
         check.failures.append(f"{r.fire_id} still {r.state} (worker {r.worker})")
@@ -248,10 +224,12 @@ def heartbeat_lateness(ev: Evidence) -> Check:
 
 
 def messages_answered_once(ev: Evidence) -> Check:
+    """Exactly one reply row and one send per message; a send again is accepted only when its
+    channel record says ``repeat`` (no window after a kill or pause excuses an unmarked one)."""
     check = Check("messages_answered_once")
     replies = Counter(r.reply_to for r in ev.replies)
     sends: dict[str, list[Delivery]] = defaultdict(list)
-    for d in _sends(ev):
+    for d in sends_in_order(ev):
         if d.reply_to is not None:
             sends[d.reply_to].append(d)
     known = {m.id for m in ev.messages}
@@ -259,14 +237,19 @@ def messages_answered_once(ev: Evidence) -> Check:
     doubled: list[str] = []
     for m in ev.messages:
         sent = sends[str(m.id)]
+        first = [d for d in sent if not d.repeat]
         if m.state != "done" or not replies[m.id] or not sent:
             lost.append(
                 f"message {m.id} of {m.session}: {m.state}, {replies[m.id]} replies, "
                 f"{len(sent)} sends"
             )
-        elif replies[m.id] > 1 or len(sent) > 1:
-            text = f"message {m.id} of {m.session}: {replies[m.id]} replies, {len(sent)} sends"
-            (check.tolerated if _interrupted_after(ev, sent[0].at) else doubled).append(text)
+        elif replies[m.id] > 1 or len(first) > 1:
+            doubled.append(
+                f"message {m.id} of {m.session}: {replies[m.id]} replies, {len(sent)} sends "
+                f"({len(sent) - len(first)} marked repeat)"
+            )
+        elif len(sent) > 1:
+            check.tolerated.append(f"message {m.id}: sent again, marked repeat")
     check.failures = lost + doubled
     check.figures.update(
         messages=len(ev.messages), lost=len(lost), answered_twice=len(doubled),
@@ -283,7 +266,7 @@ def stale_deliveries(ev: Evidence) -> Check:
     runs = {r.fire_id: r for r in ev.runs}
     done = {m.id for m in ev.messages if m.state == "done"}
     answered = {r.reply_to for r in ev.replies}
-    for d in _sends(ev):
+    for d in sends_in_order(ev):
         if not _settled(ev, d.at):
             continue
         problem = _send_problem(d, runs, done, answered)
@@ -294,7 +277,7 @@ def stale_deliveries(ev: Evidence) -> Check:
         (check.tolerated if _interrupted_after(ev, d.at, worker) else check.failures).append(
             f"{d.kind} to {d.session} at {d.at:.2f}: {problem}"
         )
-    sends = _sends(ev)
+    sends = sends_in_order(ev)
     check.failures += _out_of_fence_order(sends, runs)
     sent = {d.ref for d in sends}
     lost = [
@@ -382,5 +365,8 @@ ALL_CHECKS: list[Callable[[Evidence], Check]] = [
     heartbeat_lateness,
     messages_answered_once,
     stale_deliveries,
+    send_after_lock_moved,
+    unmarked_repeat,
+    recovery_bounded,
     processes_stayed_up,
 ]

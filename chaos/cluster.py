@@ -44,6 +44,8 @@ class Role:
     held_down: bool = False
     paused: bool = False
     incarnations: int = 0
+    env: dict[str, str] = field(default_factory=dict)  # on top of the cluster's (its proxy)
+    extra: dict[str, str] = field(default_factory=dict)  # this incarnation only (a skew)
 
 
 @dataclass
@@ -54,15 +56,30 @@ class Cluster:
     exits: list[ProcessExit] = field(default_factory=list)
     ignored_sigterm: list[str] = field(default_factory=list)
 
-    def add(self, name: str, args: list[str]) -> None:
-        self.roles[name] = Role(name, args)
+    def add(self, name: str, args: list[str], env: dict[str, str] | None = None) -> None:
+        self.roles[name] = Role(name, args, env=dict(env or {}))
         self.start(name)
 
     def start(self, name: str) -> None:
         role = self.roles[name]
-        role.proc = spawn_hbgw(role.args, env=self.env, log=self.logs / f"{name}.log")
+        env = {**self.env, **role.env, **role.extra}
+        role.proc = spawn_hbgw(role.args, env=env, log=self.logs / f"{name}.log")
         role.held_down = False
         role.incarnations += 1
+
+    def restart(self, name: str, extra: dict[str, str], timeout: float = 15.0) -> int | None:
+        """Stop a role with SIGTERM (as a deploy would) and start it again with ``extra`` in
+        its environment (``{}``: as it was); the new pid, or None when it was not running."""
+        role = self.roles[name]
+        proc = self._running(role)
+        if proc is None:
+            return None
+        role.held_down = True
+        self.resume(name)
+        stop_all([proc], timeout=timeout)
+        role.extra = dict(extra)
+        self.start(name)
+        return role.proc.pid if role.proc is not None else None
 
     def kill(self, name: str) -> None:
         role = self.roles[name]

@@ -21,6 +21,10 @@ def _ts(value: datetime | None) -> float | None:
     return None if value is None else value.timestamp()
 
 
+def _int_or_none(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
 def read_channel(path: Path) -> list[Delivery]:
     if not path.exists():
         return []
@@ -40,6 +44,9 @@ def read_channel(path: Path) -> list[Delivery]:
                 kind=record.get("kind"),
                 reply_to=record.get("reply_to"),
                 ref=record.get("ref"),
+                delivery_key=record.get("delivery_key"),
+                repeat=record.get("repeat") is True,
+                fence=_int_or_none(record.get("fence")),
             )
         )
     return out

@@ -8,6 +8,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from sessions.states import IN_TURN
+from sessions.states import REACHED_AGENT as _REACHED
+
+# Run states of a fire that reached the agent (counted once, whatever happened after), and of
+# one whose turn is still going or was cut off: ``delivering`` is both.
+REACHED_AGENT = {str(s) for s in _REACHED}
+IN_TURN_STATES = {str(s) for s in IN_TURN}
+
 
 @dataclass(frozen=True)
 class Run:
@@ -40,7 +48,12 @@ class Reply:
 
 @dataclass(frozen=True)
 class Delivery:
-    """One line of the file channel: ``send`` (a message left) or ``typing`` (a turn began)."""
+    """One line of the file channel: ``send`` (a message left) or ``typing`` (a turn began).
+
+    ``delivery_key``, ``repeat`` and ``fence`` are read when the channel writes them (``None``,
+    ``False``, ``None`` otherwise): the same key twice is one message sent again, which must then
+    say so (``repeat``); ``fence`` is the grant the sender held.
+    """
 
     call: str
     session: str
@@ -48,6 +61,9 @@ class Delivery:
     kind: str | None = None
     reply_to: str | None = None
     ref: str | None = None
+    delivery_key: str | None = None
+    repeat: bool = False
+    fence: int | None = None
 
 
 @dataclass(frozen=True)
@@ -93,3 +109,4 @@ class Evidence:
     allowance: float = 7.0  # lateness a heartbeat may have after the last fault ended
     load_factor: float = 1.0  # the machine's load over its cores; the allowance grows with it
     interrupt_window: float = 1.0  # a kill or pause this soon after a send may cut its commit
+    recovery_bound: float = 10.0  # seconds a fault may take to recover, times the load factor

@@ -8,16 +8,27 @@ from the ledger (chaos/recovery.py).
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import redis
 
 from chaos.cluster import Cluster, PinnedRedis
 from chaos.database import Database
-from chaos.profiles import FaultPlan
+from chaos.pgcluster import PrivatePostgres
+from chaos.profiles import (
+    HANG_LATENCY,
+    HANG_SLOW,
+    RESTART_DOWN,
+    RESTART_EVERY,
+    FaultPlan,
+)
+from chaos.proxy import RedisProxy
+from chaos.skew import measured_skew
 
 log = logging.getLogger("chaos.faults")
 HEADROOM = 16 * 1024  # bytes above used_memory: the next few writes hit the limit
@@ -51,14 +62,28 @@ class Faults:
     database: Database
     plans: list[FaultPlan]
     records: list[FaultRecord] = field(default_factory=list)
+    proxies: dict[str, RedisProxy] = field(default_factory=dict)
+    pg_server: PrivatePostgres | None = None
+    skew_env: dict[str, str] | None = None  # None: no libfaketime here
     skipped: list[str] = field(default_factory=list)
+    notes: dict[str, str] = field(default_factory=dict)  # why a kind was skipped
     _active: dict[int, FaultRecord] = field(default_factory=dict)
     _port: int = 0
+    _cycling: threading.Thread | None = None
+    _halt: threading.Event = field(default_factory=threading.Event)
 
     def __post_init__(self) -> None:
         self._port = self.redis_server.port
         if self.database.kind != "postgresql":
-            self.skipped.append("pg_terminate")
+            self._skip("pg_terminate", "the run is on SQLite")
+        if self.pg_server is None or not self.database.private:
+            self._skip("pg_restart", "no private PostgreSQL cluster (no initdb, or it failed)")
+        if self.skew_env is None:
+            self._skip("clock_skew", "libfaketime is not installed")
+
+    def _skip(self, kind: str, why: str) -> None:
+        self.skipped.append(kind)
+        self.notes[kind] = why
 
     def step(self, elapsed: float) -> None:
         """Begin what is due, end what has lasted long enough."""
@@ -72,6 +97,7 @@ class Faults:
 
     def finish(self) -> None:
         """End every fault still on (the run is stopping early)."""
+        self._halt.set()
         for i, plan in enumerate(self.plans):
             record = self._active.get(i)
             if record is not None and record.ended is None:
@@ -111,8 +137,92 @@ class Faults:
             "redis_restart": (lambda r: self.redis_server.stop(), self._redis_back),
             "redis_full": (self._fill, self._unfill),
             "pg_terminate": (self._terminate, self._terminate),
+            "redis_hang": (self._hang(plan), self._heal(role)),
+            "redis_restarts": (self._restarts(plan), self._restarts_done),
+            "pg_restart": (self._pg_down, self._pg_up),
+            "clock_skew": (self._skew(role, on=True), self._skew(role, on=False)),
         }
         return table[plan.kind]
+
+    # -- issue 15: a hung network, many restarts, the database server, a wrong clock --------
+
+    def _hang(self, plan: FaultPlan) -> Callable[[FaultRecord], None]:
+        def hang(record: FaultRecord) -> None:
+            proxy = self.proxies[plan.target or ""]  # KeyError: the role has no proxy
+            record.detail["before"] = vars(proxy.stats).copy()
+            hang_s = max(0.0, plan.duration - HANG_SLOW)
+            proxy.hang(hang_s, HANG_SLOW, HANG_LATENCY)
+            record.detail.update(hang_s=round(hang_s, 1), slow_s=HANG_SLOW)
+            record.detail["open_connections"] = proxy.stats.open_during_hang
+
+        return hang
+
+    def _heal(self, role: str) -> Callable[[FaultRecord], None]:
+        def heal(record: FaultRecord) -> None:
+            proxy = self.proxies[role]
+            proxy.heal()
+            # Proof that the hang bit: what the proxy held back, and for how long.
+            before = record.detail.pop("before", {})
+            now = vars(proxy.stats)
+            for name in ("held_chunks", "delayed_chunks", "connections"):
+                record.detail[name] = now[name] - before.get(name, 0)
+            record.detail["longest_hold_s"] = now["longest_hold_s"]
+
+        return heal
+
+    def _restarts(self, plan: FaultPlan) -> Callable[[FaultRecord], None]:
+        count = max(1, round(plan.duration / RESTART_EVERY))
+
+        def cycle(record: FaultRecord) -> None:
+            run_ids: list[str] = []
+            record.detail["run_ids"] = run_ids
+            started = time.monotonic()
+            for n in range(count):
+                if self._halt.wait(max(0.0, started + n * RESTART_EVERY - time.monotonic())):
+                    break
+                self.redis_server.stop()
+                time.sleep(RESTART_DOWN)
+                self.redis_server.start_on(self._port)
+                run_ids.append(str(self.admin_redis.info("server")["run_id"]))
+
+        def begin(record: FaultRecord) -> None:
+            self._cycling = threading.Thread(
+                target=self._guarded, args=(record, cycle), name="chaos-restarts", daemon=True
+            )
+            self._cycling.start()
+
+        return begin
+
+    def _restarts_done(self, record: FaultRecord) -> None:
+        if self._cycling is not None:
+            self._cycling.join(30)
+        run_ids = record.detail.pop("run_ids", [])
+        # Proof: each restart was a new, empty server (a new run id every time).
+        record.detail.update(restarts=len(run_ids), distinct_servers=len(set(run_ids)))
+
+    def _pg_down(self, record: FaultRecord) -> None:
+        assert self.pg_server is not None
+        record.detail["connections_before"] = self.database.connections()
+        record.detail["postmaster_before"] = self.pg_server.postmaster_pid()
+        self.pg_server.down()
+
+    def _pg_up(self, record: FaultRecord) -> None:
+        assert self.pg_server is not None
+        self.pg_server.up()
+        record.detail["postmaster_after"] = self.pg_server.postmaster_pid()
+
+    def _skew(self, target: str, *, on: bool) -> Callable[[FaultRecord], None]:
+        def skew(record: FaultRecord) -> None:
+            extra = dict(self.skew_env or {}) if on else {}
+            pids = {role: self.cluster.restart(role, extra) for role in target.split("+")}
+            record.detail["skewed_pids" if on else "restored_pids"] = pids
+            if on:
+                # Proof: the roles run with libfaketime preloaded, and a process started with
+                # this environment sees its clock this far off.
+                record.detail["preloaded"] = {r: _preloaded(pid) for r, pid in pids.items()}
+                record.detail["skew_measured_s"] = measured_skew(extra)
+
+        return skew
 
     def _pause(self, role: str) -> Callable[[FaultRecord], None]:
         def pause(record: FaultRecord) -> None:
@@ -150,3 +260,14 @@ class Faults:
     def _terminate(self, record: FaultRecord) -> None:
         terminated = self.database.terminate_connections()
         record.detail["terminated"] = record.detail.get("terminated", 0) + terminated
+
+
+def _preloaded(pid: int | None) -> bool:
+    """Whether process ``pid`` (our child) runs with libfaketime in its environment."""
+    if pid is None:
+        return False
+    try:
+        environ = Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return False
+    return b"LD_PRELOAD=" in environ and b"libfaketime" in environ and b"FAKETIME=" in environ

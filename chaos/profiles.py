@@ -1,4 +1,5 @@
-"""The two runs: quick (every fault once, under five minutes) and long (about thirty minutes).
+"""The two runs: quick (every fault kind once, under five minutes) and long (about thirty
+minutes, every kind repeatedly).
 
 Timings are test settings: a lock lease of a few seconds makes a paused worker lose its lock
 within the run, and a restore pass every two seconds bounds how long Redis loss can hide a
@@ -41,7 +42,7 @@ LONGEST_INTERVAL = max(INTERVALS)
 # sessions move on and every one of them takes a new lock grant, so a turn it was running wakes
 # up behind a newer fence.
 PAUSE = SETTINGS["lock_lease"] + SETTINGS["worker_ttl"] + LONGEST_INTERVAL
-FAULT_KINDS = (
+CLASSIC_FAULTS = (
     "worker_kill",
     "worker_pause",
     "beat_kill",
@@ -49,6 +50,23 @@ FAULT_KINDS = (
     "redis_full",
     "pg_terminate",
 )
+# Issue 15: a hung network to Redis, Redis restarted again and again, the database server
+# restarted, and two roles with a clock that is wrong.
+NEW_FAULTS = ("redis_hang", "redis_restarts", "pg_restart", "clock_skew")
+FAULT_KINDS = CLASSIC_FAULTS + NEW_FAULTS
+# ``--faults`` accepts these names for groups of kinds.
+FAULT_GROUPS = {"all": FAULT_KINDS, "classic": CLASSIC_FAULTS, "new": NEW_FAULTS}
+# Roles whose Redis connection goes through a proxy of the harness (redis_hang's targets).
+PROXIED = ("w3", "b2")
+# redis_hang: forward nothing (longer than the lock lease), then slow, then normal.
+HANG_SLOW = 4.0  # seconds of added latency after the hang
+HANG_LATENCY = 0.2  # seconds added to every chunk while slow
+# redis_restarts: one restart every this many seconds (down for a moment, empty each time).
+RESTART_EVERY = 3.0
+RESTART_DOWN = 0.5
+# clock_skew: one beat and one worker restarted with their clock this far ahead, then back.
+SKEWED = "b2+w1"
+SKEW = "+20s"
 
 
 @dataclass(frozen=True)
@@ -68,34 +86,57 @@ class Profile:
     message_rate: float  # user messages a second, over random sessions
     settle: float  # longest wait for the queued messages after the traffic stopped
     faults: list[FaultPlan] = field(default_factory=list)
+    kinds: tuple[str, ...] = FAULT_KINDS  # the kinds the run must inject (``--faults``)
 
 
 def quick() -> Profile:
     faults = [
         FaultPlan(10, "worker_kill", 4, "w1"),
-        FaultPlan(22, "worker_pause", PAUSE, "w2"),
-        FaultPlan(36, "beat_kill", 3, "b1"),
-        FaultPlan(45, "redis_restart", 3),
-        FaultPlan(58, "redis_full", 5),
-        FaultPlan(72, "pg_terminate", 2),
+        FaultPlan(20, "worker_pause", PAUSE, "w2"),
+        FaultPlan(44, "beat_kill", 3, "b1"),
+        FaultPlan(54, "redis_restart", 3),
+        FaultPlan(64, "redis_full", 5),
+        FaultPlan(76, "pg_terminate", 2),
+        FaultPlan(86, "redis_hang", 10 + HANG_SLOW, "w3"),
+        FaultPlan(108, "redis_restarts", 4 * RESTART_EVERY),
+        FaultPlan(128, "pg_restart", 2),
+        FaultPlan(138, "clock_skew", 15, SKEWED),
     ]
-    return Profile("quick", SESSIONS, INTERVALS, 120, MESSAGE_RATE, 45, faults)
+    return Profile("quick", SESSIONS, INTERVALS, 175, MESSAGE_RATE, 45, faults)
+
+
+def _long_plan(rng: random.Random, kind: str, at: float) -> FaultPlan:
+    target = {
+        "worker_kill": rng.choice(WORKERS),
+        "worker_pause": rng.choice(WORKERS),
+        "beat_kill": rng.choice(BEATS),
+        "redis_hang": rng.choice(PROXIED),
+        "clock_skew": SKEWED,
+    }.get(kind)
+    duration = {
+        "worker_pause": PAUSE,
+        "redis_full": 5,
+        "pg_terminate": 2,
+        "pg_restart": 2,
+        "redis_hang": rng.uniform(8, 20) + HANG_SLOW,
+        "redis_restarts": 10 * RESTART_EVERY,
+        "clock_skew": 20,
+    }.get(kind, 4)
+    return FaultPlan(at, kind, round(duration, 1), target)
 
 
 def long(seed: int) -> Profile:
-    """A fault every 20-40 s, round-robin over the kinds, targets at random; a quiet last
-    two minutes so lateness is measured after recovery."""
+    """Faults round-robin over the kinds, 15-30 s apart after each one ended, targets at random;
+    a quiet last two minutes so lateness is measured after recovery."""
     rng = random.Random(seed)
     traffic = 1740.0
     faults, at, i = [], 20.0, 0
     while at < traffic - 120:
-        kind = FAULT_KINDS[i % len(FAULT_KINDS)]
-        target = {"worker_kill": rng.choice(WORKERS), "worker_pause": rng.choice(WORKERS)}.get(
-            kind, rng.choice(BEATS) if kind == "beat_kill" else None
-        )
-        duration = {"worker_pause": PAUSE, "redis_full": 5, "pg_terminate": 2}.get(kind, 4)
-        faults.append(FaultPlan(at, kind, duration, target))
-        at += rng.uniform(20, 40)
+        plan = _long_plan(rng, FAULT_KINDS[i % len(FAULT_KINDS)], at)
+        if plan.at + plan.duration >= traffic - 120:
+            break
+        faults.append(plan)
+        at += plan.duration + rng.uniform(15, 30)
         i += 1
     # As many sessions and messages as the quick run: 240 sessions and 2 messages/s saturated a
     # 2-core machine (about 14 fires/s delivered, heartbeats up to 128 s late; see

@@ -9,8 +9,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from chaos.checks import GIVEN_BACK, REACHED_AGENT, Check
-from chaos.evidence import Evidence
+from chaos.checks import GIVEN_BACK, Check
+from chaos.evidence import REACHED_AGENT, Evidence
 from chaos.faults import Faults
 from chaos.profiles import Profile
 from chaos.recovery import recovery
@@ -56,6 +56,9 @@ class Report:
             "stale_deliveries": by_name["no_stale_deliveries"]["stale"],
             "heartbeat_replies_lost": by_name["no_stale_deliveries"]["heartbeat_replies_lost"],
             "unfinished_runs": by_name["no_unfinished_runs"]["unfinished"],
+            "sent_after_lock_moved": by_name["no_send_after_lock_moved"]["after_lock_moved"],
+            "unmarked_repeats": by_name["no_unmarked_repeat"]["unmarked_repeats"],
+            "marked_repeats": by_name["no_unmarked_repeat"]["marked_repeats"],
             "max_lateness_s": by_name["heartbeats_on_time"]["max_lateness_s"],
             "lateness_allowance_s": by_name["heartbeats_on_time"]["allowance_s"],
             "load_factor": by_name["heartbeats_on_time"]["load_factor"],
@@ -77,12 +80,14 @@ class Report:
             "sessions": self.profile.sessions,
             "intervals_s": list(self.profile.intervals),
             "message_rate": self.profile.message_rate,
-            "database": d.database.kind,
+            "database": d.database.kind + (" (private cluster)" if d.database.private else ""),
             "settings": {k: v for k, v in d.settings.masked().items() if k != "home"},
             "grace_s": self.evidence.grace,
             "figures": self.figures(),
             "faults": [self._fault(i) for i in range(len(self.faults.records))],
             "skipped_faults": self.faults.skipped,
+            "skip_notes": self.faults.notes,
+            "fault_kinds": list(self.profile.kinds),
             "exits": [vars(e) for e in self.evidence.exits],
             "checks": {c.name: c.to_json() for c in self.checks},
         }
@@ -128,7 +133,8 @@ def summary(report: Report, path: Path) -> str:
         f"messages {f['user_messages_in_sql']} (send errors {sum(f['send_errors'].values())})",
         f"  duplicates {f['duplicates']}, overlaps {f['overlaps']}, lost {f['lost_messages']}, "
         f"answered twice {f['messages_answered_twice']}, stale {f['stale_deliveries']}, "
-        f"unfinished {f['unfinished_runs']}, max lateness {f['max_lateness_s']}s "
+        f"unfinished {f['unfinished_runs']}, after lock moved {f['sent_after_lock_moved']}, "
+        f"unmarked repeats {f['unmarked_repeats']}, max lateness {f['max_lateness_s']}s "
         f"(allowed {f['lateness_allowance_s']}s at load ×{f['load_factor']}), "
         f"exits {f['process_exits']}",
     ]
@@ -142,5 +148,5 @@ def summary(report: Report, path: Path) -> str:
 
 def _fault_line(fault: dict[str, Any]) -> str:
     target = f" {fault['target']}" if fault["target"] else ""
-    rec = fault.get("heartbeats_recovered_s")
+    rec = fault.get("recovered_s")
     return f"{fault['kind']}{target} @{fault['at_s']}s rec {rec if rec is not None else '∞'}s"

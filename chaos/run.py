@@ -10,6 +10,7 @@ import logging
 import os
 import shutil
 import signal
+import subprocess
 import tempfile
 import time
 import uuid
@@ -20,14 +21,17 @@ from types import FrameType
 
 import redis
 
-from chaos import collect
+from chaos import collect, recheck
 from chaos.checks import run_checks
 from chaos.cluster import Cluster, PinnedRedis
 from chaos.database import Database, provision
 from chaos.evidence import Disruption, Evidence
 from chaos.faults import Faults
-from chaos.profiles import BEATS, FAULT_KINDS, SETTINGS, WORKERS, Profile
+from chaos.pgcluster import PrivatePostgres, find_bin
+from chaos.profiles import BEATS, SETTINGS, WORKERS, Profile
+from chaos.proxy import RedisProxy
 from chaos.report import Report, summary, write_report
+from chaos.skew import skew_env
 from chaos.traffic import Traffic
 from core.errors import HbgwError
 from core.settings import Settings
@@ -47,6 +51,9 @@ class Deployment:
     database: Database
     cluster: Cluster
     traffic: Traffic
+    proxies: dict[str, RedisProxy]
+    pg_server: PrivatePostgres | None
+    skew_env: dict[str, str] | None
 
 
 def _terminate_on_signals() -> None:
@@ -63,6 +70,43 @@ def _migrate(env: dict[str, str], logs: Path) -> None:
         raise HbgwError(f"`hbgw migrate` failed; see {logs / 'migrate.log'}.")
 
 
+def _require(profile: Profile, kind: str, available: bool, what: str) -> bool:
+    """Whether ``kind`` can run here; with CI set a selected kind must (no silent skip)."""
+    if not available and kind in profile.kinds and os.environ.get("CI"):
+        raise HbgwError(f"The chaos fault {kind} needs {what} (CI is set), which is missing.")
+    return available
+
+
+def _private_postgres(stack: ExitStack, profile: Profile) -> PrivatePostgres | None:
+    """The run's own cluster when PostgreSQL is installed: both database faults apply to it."""
+    bindir = find_bin()
+    if not _require(profile, "pg_restart", bindir is not None, "PostgreSQL's initdb"):
+        return None
+    assert bindir is not None
+    server = PrivatePostgres(bindir)
+    stack.callback(server.stop)
+    try:
+        server.start()
+    except (HbgwError, OSError, subprocess.SubprocessError) as exc:
+        if os.environ.get("CI"):
+            raise
+        # The shared server (or SQLite) carries the run; pg_restart is skipped with a note.
+        log.warning("the private PostgreSQL did not start, using the shared one: %s", exc)
+        return None
+    return server
+
+
+def _proxies(stack: ExitStack, profile: Profile, upstream: int) -> dict[str, RedisProxy]:
+    """A proxy for each role a redis_hang targets; it stops with the run, or by itself."""
+    lifetime = READY_TIMEOUT + profile.traffic + profile.settle + 600
+    out = {}
+    for role in sorted({f.target for f in profile.faults if f.kind == "redis_hang" and f.target}):
+        out[role] = RedisProxy(upstream, lifetime)
+        stack.callback(out[role].stop)
+        out[role].start()
+    return out
+
+
 def _deploy(stack: ExitStack, profile: Profile, seed: int, keep: bool) -> Deployment:
     home = Path(tempfile.mkdtemp(prefix="chaos-"))
     if not keep:
@@ -72,8 +116,13 @@ def _deploy(stack: ExitStack, profile: Profile, seed: int, keep: bool) -> Deploy
     redis_server = PinnedRedis(home)
     redis_url = redis_server.start()
     stack.callback(redis_server.stop)
+    proxies = _proxies(stack, profile, redis_server.port)
+    pg_server = _private_postgres(stack, profile)
     tag = f"chaos-{uuid.uuid4().hex[:10]}"
-    database = provision(tag, home, require_postgres=bool(os.environ.get("CI")))
+    database = provision(
+        tag, home, require_postgres=bool(os.environ.get("CI")),
+        server_url=pg_server.url if pg_server else None,
+    )  # fmt: skip
     stack.callback(database.drop)
     settings = Settings(
         home=home,
@@ -87,14 +136,19 @@ def _deploy(stack: ExitStack, profile: Profile, seed: int, keep: bool) -> Deploy
     _migrate(env, logs)
     cluster = Cluster(env, logs)
     stack.callback(cluster.stop)
-    for name in BEATS:
-        cluster.add(name, ["beat"])
-    for name in WORKERS:
-        cluster.add(name, ["worker", "--name", name])
+    for name, args in [(b, ["beat"]) for b in BEATS] + [
+        (w, ["worker", "--name", w]) for w in WORKERS
+    ]:
+        via = {"HBGW_REDIS_URL": proxies[name].url} if name in proxies else {}
+        cluster.add(name, args, via)
     traffic = Traffic(settings, redis_url, profile, seed)
     stack.callback(traffic.close)
     stack.callback(traffic.stop)
-    return Deployment(home, settings, redis_server, database, cluster, traffic)
+    skew = skew_env()
+    _require(profile, "clock_skew", skew is not None, "libfaketime")
+    return Deployment(
+        home, settings, redis_server, database, cluster, traffic, proxies, pg_server, skew
+    )
 
 
 def _wait_for_workers(d: Deployment) -> None:
@@ -155,7 +209,7 @@ def _settle(d: Deployment, profile: Profile, engine_url: str, grace: float) -> N
         engine.dispose()
 
 
-def _evidence(d: Deployment, faults: Faults, grace: float) -> Evidence:
+def _evidence(d: Deployment, profile: Profile, faults: Faults, grace: float) -> Evidence:
     deliveries = collect.read_channel(d.settings.channel_file or d.home / "deliveries.jsonl")
     engine = make_engine(d.database.url)
     try:
@@ -175,7 +229,7 @@ def _evidence(d: Deployment, faults: Faults, grace: float) -> Evidence:
         faults=[Disruption(r.kind, r.target, r.began, r.ended or r.began) for r in faults.records],
         exits=list(d.cluster.exits),
         accepted=list(d.traffic.accepted),
-        expected_faults=list(FAULT_KINDS),
+        expected_faults=list(profile.kinds),
         skipped_faults=list(faults.skipped),
         snapshot=snapshot,
         grace=grace,
@@ -205,12 +259,16 @@ def execute(profile: Profile, *, seed: int, out: Path, keep: bool) -> bool:
         d.traffic.setup()
         admin = redis.Redis.from_url(d.redis_server.url, decode_responses=True)
         stack.callback(admin.close)
-        faults = Faults(d.cluster, d.redis_server, admin, d.database, profile.faults)
+        faults = Faults(
+            d.cluster, d.redis_server, admin, d.database, profile.faults,
+            proxies=d.proxies, pg_server=d.pg_server, skew_env=d.skew_env,
+        )  # fmt: skip
         stack.callback(faults.finish)
         traffic_ended = _drive(d, profile, faults)
         grace = d.settings.lock_lease + d.settings.claim_lease + 3 * d.settings.echo_delay
         _settle(d, profile, d.database.url, grace)
-        ev = _evidence(d, faults, grace)
+        ev = _evidence(d, profile, faults, grace)
+        recheck.save(ev, d.home / "evidence.json")  # python -m chaos.recheck reads it again
         checks = run_checks(ev)
         d.cluster.stop()
         report = Report(profile, seed, d, faults, ev, checks, began, traffic_ended)
