@@ -33,7 +33,8 @@ pytestmark = [pytest.mark.e2e, pytest.mark.timeout(420)]
 
 RESTARTS = 10
 SESSIONS = 4
-# The bound is 10 s a restart; this deadline leaves a loaded machine a margin.
+RECOVERY_BOUND = 10.0  # seconds a restart, the bound
+# Waits end here, past the bound, so a slow recovery is measured rather than cut off.
 RECOVERY_DEADLINE = 20.0
 
 
@@ -113,6 +114,13 @@ def test_every_one_of_many_redis_restarts_is_recovered_quickly(
         finally:
             gw.close()
     print("recovery after each restart (s):", [round(t, 1) for t in times])
-    # Not growing: the last restarts recover about as fast as the first ones (loosely: the
-    # machine is shared); before the fix the third restart already took 15 s, then forever.
-    assert max(times[-3:]) <= max(times[:3]) * 3 + 5, times
+    # One reconnect per restart (and the first connect): a consumer that dies right after
+    # "Connected" reconnects again and again — 65 times for 10 restarts with the stale
+    # connections left open, while the recoveries still looked fast at first.
+    connects = (tmp_path / "worker.log").read_text().count("Connected to redis")
+    assert connects <= RESTARTS + 3, connects
+    # The bound, and not growing: the last restarts recover about as fast as the first
+    # ones (loosely: the machine is shared). Before the fix: 1.8 s, 15 s, then never; with the
+    # broken connection closed but the back-off kept growing: 2.3 s ... 11 s.
+    assert max(times) <= RECOVERY_BOUND, times
+    assert max(times[-3:]) <= max(times[:3]) * 2 + 3, times
