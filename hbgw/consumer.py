@@ -22,8 +22,10 @@ from __future__ import annotations
 import logging
 import os
 import time
+import warnings
 from typing import Any
 
+from celery.exceptions import CPendingDeprecationWarning
 from celery.worker.consumer import Consumer
 
 from state.dispatch import context_of
@@ -63,7 +65,12 @@ class ResilientConsumer(Consumer):  # type: ignore[misc]
     def on_connection_error_after_connected(self, exc: BaseException) -> None:
         self._progress.lost()
         # Celery's cleanup: it closes the broken connection and every channel of it.
-        super().on_connection_error_after_connected(exc)
+        with warnings.catch_warnings():
+            # Its multi-line notice that Celery 6 may cancel running tasks on a connection loss,
+            # once per loss. Our tasks only hand work to the turn runner (milliseconds), and the
+            # threads pool cannot cancel one: that setting stays off and the notice is noise.
+            warnings.simplefilter("ignore", CPendingDeprecationWarning)
+            super().on_connection_error_after_connected(exc)
         self._back_off(exc)
 
     def _back_off(self, exc: BaseException) -> None:
