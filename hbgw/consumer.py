@@ -19,6 +19,7 @@ of the live set and beat routes its sessions to others.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import time
@@ -36,6 +37,8 @@ FIRST_DELAY = 0.5
 MAX_DELAY = 10.0
 # A consumer that ran this long without an error starts its back-off over.
 HEALTHY_AFTER = 60.0
+# Longest wait between two connect attempts while the broker refuses connections.
+RECONNECT_MAX = 2.0
 
 
 class ResilientConsumer(Consumer):  # type: ignore[misc]
@@ -54,6 +57,18 @@ class ResilientConsumer(Consumer):  # type: ignore[misc]
             self.hub.on_tick.add(self._loop_passed)  # a set: added once however often
         self._progress.connected(time.monotonic(), ticks=self.hub is not None)
         return connection
+
+    def ensure_connected(self, conn: Any) -> Any:
+        # Celery retries a refused connect after 2, 4, 6 ... up to 30 s: a Redis back after a
+        # long outage waited up to that long for the consumer. A refused connect is cheap;
+        # try every RECONNECT_MAX seconds at most (each attempt is one log line).
+        conn.ensure_connection = functools.partial(
+            conn.ensure_connection,
+            interval_start=FIRST_DELAY,
+            interval_step=FIRST_DELAY,
+            interval_max=RECONNECT_MAX,
+        )
+        return super().ensure_connected(conn)
 
     def _loop_passed(self) -> None:
         self._progress.passed(time.monotonic())

@@ -124,3 +124,33 @@ def test_every_one_of_many_redis_restarts_is_recovered_quickly(
     # broken connection closed but the back-off kept growing: 2.3 s ... 11 s.
     assert max(times) <= RECOVERY_BOUND, times
     assert max(times[-3:]) <= max(times[:3]) * 2 + 3, times
+
+
+# Down this long, Celery's own connect retries (after 2, 4, 6, 8 s: at 0, 2, 6, 12, 20 s) would
+# next try about 7 s after Redis is back.
+LONG_OUTAGE = 13.0
+LONG_OUTAGE_BOUND = 5.0
+
+
+def test_after_a_long_outage_the_worker_consumes_again_within_seconds(
+    tmp_path: Path, redis_ns: str
+) -> None:
+    with running_redis(tmp_path / "redis") as server:
+        gw = Gateway(gateway_settings(tmp_path, server.url, redis_ns, agent="echo"), server.url)
+        sessions = [gw.session(chat=f"C{i}") for i in range(SESSIONS)]
+        for sid in sessions:
+            gw.due_now(sid, seconds=1)
+        try:
+            with deployment(gw, tmp_path):
+                started = utcnow()
+                wait_until(lambda: fired_since(gw, sessions, started), 60, "the first fires")
+                server.stop()
+                time.sleep(LONG_OUTAGE)  # the fault itself: Redis stays away this long
+                server.start()
+                began, since = time.monotonic(), utcnow()
+                wait_until(lambda: fired_since(gw, sessions, since), 30, "fires after the outage")
+                took = time.monotonic() - began
+        finally:
+            gw.close()
+    print(f"recovery after a {LONG_OUTAGE:.0f}s outage: {took:.1f}s")
+    assert took <= LONG_OUTAGE_BOUND, took
