@@ -90,9 +90,13 @@ class ResilientConsumer(Consumer):  # type: ignore[misc]
 
     def _back_off(self, exc: BaseException) -> None:
         now = time.monotonic()
-        if now - self._last_error > HEALTHY_AFTER or self._connected_since_error:
-            # Healthy for a while, or the broker accepted us since the last error (the error
-            # came right after a good connect): restart soon, the outage is not going on.
+        # A connection lost after the broker accepted us since the last error is not the outage
+        # going on (a restart, a leftover connection): restart soon. A Redis error on a good
+        # connection (full: OOM) right after a connect is, and keeps backing off.
+        lost_after_connect = self._connected_since_error and isinstance(
+            exc, tuple(self.connection_errors)
+        )
+        if now - self._last_error > HEALTHY_AFTER or lost_after_connect:
             self._delay = FIRST_DELAY
         self._connected_since_error = False
         log.warning(
