@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -49,7 +50,17 @@ def assembled_worker(settings: Settings, name: str, *, threads: int) -> Iterator
     )
     context_of(app).handler = runner
     refresh_every = max(settings.worker_ttl / 4, 0.2)
-    registry = RegistryHeartbeat(rt.registry, name, rt.now_ms, every=refresh_every)
+    progress = context_of(app).consumer
+    # A loop pass at least every second or two (BRPOP times out each second); two TTLs of
+    # silence is a hung consumer, not a busy machine. A lost connection counts at once.
+    silent_after = 2 * settings.worker_ttl
+    registry = RegistryHeartbeat(
+        rt.registry,
+        name,
+        rt.now_ms,
+        every=refresh_every,
+        consuming=lambda: progress.consuming(time.monotonic(), silent_after),
+    )
     registry.start()
     try:
         yield WorkerParts(app, rt, runner)

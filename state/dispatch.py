@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import threading
 import weakref
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from core.errors import NotWired
 from core.settings import Settings
 from sessions.states import fire_id
+from state.consumer_progress import ConsumerProgress
 from state.keys import Keys
 
 FIRE_TASK = "hbgw.fire_heartbeats"
@@ -39,6 +40,8 @@ class TurnHandler(Protocol):
 class AppContext:
     settings: Settings
     handler: TurnHandler | None = None
+    # A worker's consumer reports here; its registry heartbeat reads it (issue 15).
+    consumer: ConsumerProgress = field(default_factory=ConsumerProgress)
 
     def turn_handler(self) -> TurnHandler:
         if self.handler is None:

@@ -131,12 +131,22 @@ class RegistryHeartbeat:
     """Refreshes a worker's registry entry from a daemon thread until stopped."""
 
     def __init__(
-        self, registry: WorkerRegistry, worker: str, clock_ms: Callable[[], int], every: float
+        self,
+        registry: WorkerRegistry,
+        worker: str,
+        clock_ms: Callable[[], int],
+        every: float,
+        *,
+        consuming: Callable[[], bool] | None = None,
     ) -> None:
+        """``consuming``: whether the worker's consumer reads its queue now; while it says no,
+        the entry is not refreshed and expires after the TTL (issue 15). None: always."""
         self.registry = registry
         self.worker = worker
         self.clock_ms = clock_ms
         self.every = every
+        self.consuming = consuming
+        self._withheld = False
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="hbgw-registry", daemon=True)
 
@@ -163,6 +173,8 @@ class RegistryHeartbeat:
             )
 
     def _refresh(self) -> None:
+        if not self._consumer_reads():
+            return
         try:
             now_ms = self.clock_ms()
             self.registry.refresh(self.worker, now_ms)
@@ -177,6 +189,22 @@ class RegistryHeartbeat:
                 exc,
                 extra={"action": "registry.refresh_failed"},
             )
+
+    def _consumer_reads(self) -> bool:
+        """False while the consumer cannot consume: a live entry would draw fires nobody
+        takes. One line when the refreshes stop and one when they resume."""
+        reads = self.consuming is None or self.consuming()
+        if reads == self._withheld:
+            self._withheld = not reads
+            log.warning(
+                "registry: %s %s",
+                self.worker,
+                "consumes again; refreshing its entry"
+                if reads
+                else "cannot consume; its entry is not refreshed and expires",
+                extra={"action": "registry.consumer_up" if reads else "registry.consumer_down"},
+            )
+        return reads
 
     def _run(self) -> None:
         while not self._stop.wait(self.every):
