@@ -76,11 +76,11 @@ class OffsetClock:
         return datetime.fromtimestamp(self.seconds(), UTC)
 
     def seconds(self) -> float:
-        mono = self._monotonic()
         # One thread samples; the others serve the last sample meanwhile, never wait on Redis.
-        if mono >= self._next_sample and self._sampling.acquire(blocking=False):
+        if self._monotonic() >= self._next_sample and self._sampling.acquire(blocking=False):
             try:
-                self._sample()
+                if self._monotonic() >= self._next_sample:  # not just done by another thread
+                    self._sample()
             finally:
                 self._sampling.release()
         base = self._base

@@ -4,6 +4,7 @@ monotonic clock in between, the last offset kept while Redis is away, skew said 
 from __future__ import annotations
 
 import logging
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import redis
@@ -153,3 +154,12 @@ def test_the_process_clock_reads_redis_time_and_sets_the_gauge(gateway: Gateway)
         assert gateway_metrics().clock_offset._value.get() == offset
     finally:
         rt.close()
+
+
+def test_many_threads_reading_at_once_cause_one_sample() -> None:
+    t = Times()
+    clock = t.clock(every=10)
+    with ThreadPoolExecutor(8) as pool:
+        served = list(pool.map(lambda _: clock.seconds(), range(200)))
+    assert t.reads == 1
+    assert all(abs(s - t.real) < 1e-6 or s == t.wall for s in served)
