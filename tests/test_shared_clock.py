@@ -8,10 +8,12 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import redis
+from prometheus_client import generate_latest
 from support.harness import Gateway
 
 from core.clock import OffsetClock, SkewWarning
 from core.metrics import gateway_metrics
+from gateway.api.app import api_context, create_app
 from state.runtime import Runtime
 from state.shared_clock import redis_seconds
 
@@ -163,3 +165,16 @@ def test_many_threads_reading_at_once_cause_one_sample() -> None:
         served = list(pool.map(lambda _: clock.seconds(), range(200)))
     assert t.reads == 1
     assert all(abs(s - t.real) < 1e-6 or s == t.wall for s in served)
+
+
+def test_the_api_dates_by_redis_time_and_shows_the_offset(gateway: Gateway) -> None:
+    app = create_app(gateway.settings, redis_url=gateway.redis_url)
+    ctx = api_context(app)
+    try:
+        assert isinstance(ctx.clock, OffsetClock)
+        assert ctx.rt is not None and ctx.rt.clock is ctx.clock  # one clock for the API's writes
+        ctx.clock()
+        page = generate_latest(ctx.metrics.registry).decode()
+        assert "hbgw_clock_offset_seconds " in page
+    finally:
+        ctx.close()
