@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import logging
+import threading
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 
 Clock = Callable[[], datetime]
+
+log = logging.getLogger("hbgw.clock")
 
 
 def utcnow() -> datetime:
@@ -25,3 +30,110 @@ def iso(moment: datetime | None) -> str | None:
     if moment is None:
         return None
     return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+ReferenceTime = Callable[[], float]  # seconds since the epoch on the shared clock (Redis TIME)
+OffsetReport = Callable[[float], None]  # called with each new offset, seconds
+
+
+class OffsetClock:
+    """The shared clock, read cheaply: ``reference()`` sampled now and then, served in between.
+
+    Times that different processes write and compare (leases, registries, liveness stamps, due
+    times, anchors in SQL) must come from one clock, or a process whose own clock is 20 s ahead
+    sees every other entry as expired and dates its own in the future. ``reference`` reads that
+    one clock (``TIME`` of the shared Redis, ``state/shared_clock.py``). A sample is corrected
+    for the round trip: the reference time is taken as the midpoint of the request. Between
+    samples, the time served is the last sample plus the local *monotonic* time elapsed since,
+    so a jump of the local wall clock changes nothing until the next sample re-measures it.
+    A sample that fails keeps the last one (before any has succeeded: the local wall clock),
+    and is tried again one ``every`` later, not at every read.
+    """
+
+    def __init__(
+        self,
+        reference: ReferenceTime,
+        *,
+        every: float = 10.0,
+        on_offset: OffsetReport | None = None,
+        wall: Callable[[], float] = time.time,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if every <= 0:
+            raise ValueError(f"every must be > 0 seconds, got {every}")
+        self._reference = reference
+        self._every = every
+        self._on_offset = on_offset
+        self._wall = wall
+        self._monotonic = monotonic
+        self._sampling = threading.Lock()
+        # (monotonic, shared seconds) at the last good sample; None: serve the wall clock.
+        self._base: tuple[float, float] | None = None
+        self._next_sample = float("-inf")  # monotonic time of the next attempt
+        self.offset: float | None = None  # shared - local wall clock, seconds, at the last sample
+
+    def __call__(self) -> datetime:
+        return datetime.fromtimestamp(self.seconds(), UTC)
+
+    def seconds(self) -> float:
+        # One thread samples; the others serve the last sample meanwhile, never wait on Redis.
+        if self._monotonic() >= self._next_sample and self._sampling.acquire(blocking=False):
+            try:
+                if self._monotonic() >= self._next_sample:  # not just done by another thread
+                    self._sample()
+            finally:
+                self._sampling.release()
+        base = self._base
+        if base is None:
+            return self._wall()
+        return base[1] + (self._monotonic() - base[0])
+
+    def _sample(self) -> None:
+        wall_sent, mono_sent = self._wall(), self._monotonic()
+        try:
+            shared = self._reference()
+        except Exception as exc:
+            self._next_sample = mono_sent + self._every
+            log.warning(
+                "clock: cannot read the shared clock (%s); keeping the last offset (%s s)",
+                exc,
+                "none yet" if self.offset is None else f"{self.offset:+.3f}",
+                extra={"action": "clock.sample_failed"},
+            )
+            return
+        wall_received, mono_received = self._wall(), self._monotonic()
+        self._base = ((mono_sent + mono_received) / 2, shared)
+        self._next_sample = mono_received + self._every
+        self.offset = shared - (wall_sent + wall_received) / 2
+        if self._on_offset is not None:
+            self._on_offset(self.offset)
+
+
+class SkewWarning:
+    """Says once, when the local clock differs from the shared one by more than ``bound``
+    seconds, and once more when it is back within it: a skewed host is an operator's to fix."""
+
+    def __init__(self, bound: float, logger: logging.Logger | None = None) -> None:
+        self.bound = bound
+        self.log = logger or log
+        self.warned = False
+
+    def __call__(self, offset: float) -> None:
+        if abs(offset) > self.bound and not self.warned:
+            self.warned = True
+            self.log.warning(
+                "clock: this host's clock is %+.3f s off the shared clock (Redis TIME), more "
+                "than HBGW_CLOCK_SKEW_WARN (%g s); the gateway uses the shared clock, but fix "
+                "the host's time sync (NTP)",
+                -offset,
+                self.bound,
+                extra={"action": "clock.skew", "offset_seconds": round(offset, 3)},
+            )
+        elif abs(offset) <= self.bound and self.warned:
+            self.warned = False
+            self.log.info(
+                "clock: this host's clock is back within %g s of the shared clock (%+.3f s)",
+                self.bound,
+                -offset,
+                extra={"action": "clock.skew_ended", "offset_seconds": round(offset, 3)},
+            )

@@ -72,12 +72,22 @@ class GatewayMetrics:
         self._add_registry_gauges(r)
 
     def _add_registry_gauges(self, r: CollectorRegistry) -> None:
-        """Who is live: the workers' and the beats' registries."""
+        """Who is live: the workers' and the beats' registries, and the clock they are dated by."""
+        self.clock_offset = clock_offset_gauge(r)
         self.live_workers = Gauge("hbgw_live_workers", "Workers registered as live.", registry=r)
         self.live_beats = Gauge("hbgw_live_beats", "Beat replicas registered as live.", registry=r)
         self.owned_shards = Gauge(
             "hbgw_beat_owned_shards", "Due-index shards this beat claims.", registry=r
         )
+
+
+def clock_offset_gauge(r: CollectorRegistry) -> Gauge:
+    """How far this host's clock is off the shared one that every process uses (Redis TIME)."""
+    return Gauge(
+        "hbgw_clock_offset_seconds",
+        "The shared clock (Redis TIME) minus this host's clock at the last sample, seconds.",
+        registry=r,
+    )
 
 
 @lru_cache(maxsize=1)

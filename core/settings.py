@@ -140,6 +140,12 @@ class Settings(BaseSettings):
     alert_webhook: SecretStr | None = Field(
         default=None, description="URL that gets a JSON POST for every newly dead turn."
     )
+    clock_skew_warn: float = Field(
+        default=2.0,
+        gt=0,
+        description="Seconds this host's clock may differ from the shared clock (Redis TIME) "
+        "before the process says so in its log.",
+    )
     log_format: Literal["json", "text", "auto"] = Field(
         default="auto", description="Log lines: json, text, or auto (text on a terminal)."
     )

@@ -28,6 +28,7 @@ from state.failures import log_failure
 from state.keys import Keys
 from state.liveness import Liveness
 from state.ownership import WorkerRegistry
+from state.shared_clock import shared_clock
 from state.turn_gate import TurnGate
 
 log = logging.getLogger("hbgw.runtime")
@@ -68,11 +69,13 @@ class Runtime:
     def from_settings(cls, settings: Settings, *, worker: str = "cli") -> Runtime:
         store = Store.from_url(settings.effective_database_url)
         client = connect(resolve_redis_url(settings), lock_lease=settings.lock_lease)
+        # Redis TIME, not this host's clock: what one process dates, another compares.
         return cls(
             settings=settings,
             store=store,
             client=client,
             worker=worker,
+            clock=shared_clock(client, settings),
         )
 
     def now_ms(self) -> int:

@@ -22,6 +22,7 @@ ALERTS = {
     "HbgwFireLagHigh",
     "HbgwNoLiveWorker",
     "HbgwRefundsSpiking",
+    "HbgwClockSkew",
 }
 
 

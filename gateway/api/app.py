@@ -14,7 +14,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import PlainTextResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from core.clock import Clock, utcnow
+from core.clock import Clock
 from core.settings import Settings
 from gateway.api import errors, events, health, routes_heartbeat, routes_messages, routes_sessions
 from gateway.api.context import ApiContext, build_context, context
@@ -29,10 +29,11 @@ def create_app(
     settings: Settings,
     *,
     celery_app: Any = None,
-    clock: Clock = utcnow,
+    clock: Clock | None = None,
     redis_url: str | None = None,
 ) -> FastAPI:
-    """``redis_url``: unset means HBGW_REDIS_URL, or the embedded server of `hbgw up`."""
+    """``redis_url``: unset means HBGW_REDIS_URL, or the embedded server of `hbgw up`.
+    ``clock``: unset means the shared clock, Redis ``TIME`` (this host's without Redis)."""
     ctx = build_context(settings, celery_app=celery_app, clock=clock, redis_url=redis_url)
 
     @asynccontextmanager

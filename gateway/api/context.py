@@ -10,7 +10,7 @@ from typing import Any
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from core.clock import Clock
+from core.clock import Clock, utcnow
 from core.errors import BadInput, HbgwError, NotFound
 from core.settings import Settings
 from gateway.api.auth import Principal, TokenTable
@@ -24,6 +24,7 @@ from sessions.views import SessionView
 from state.connection import TRANSIENT_REDIS_ERRORS, connect
 from state.dispatch import Dispatcher
 from state.runtime import Runtime, resolve_redis_url
+from state.shared_clock import shared_clock
 
 log = logging.getLogger("hbgw.api")
 
@@ -90,7 +91,7 @@ def open_store(settings: Settings) -> Store:
 
 
 def build_context(
-    settings: Settings, *, celery_app: Any, clock: Clock, redis_url: str | None
+    settings: Settings, *, celery_app: Any, clock: Clock | None, redis_url: str | None
 ) -> ApiContext:
     tokens = TokenTable.from_settings(settings)
     store = open_store(settings)
@@ -102,11 +103,16 @@ def build_context(
             log.warning("no Redis: %s", exc, extra={"action": "api.no_redis"})
     rt = None
     dispatcher = None
+    metrics = ApiMetrics()
     if url is not None:
-        rt = Runtime(settings=settings, store=store, client=connect(url), worker="api", clock=clock)
+        client = connect(url)
+        if clock is None:
+            # The shared clock: anchors and due times the API writes are compared by beat.
+            clock = shared_clock(client, settings, gauge=metrics.clock_offset)
+        rt = Runtime(settings=settings, store=store, client=client, worker="api", clock=clock)
         if celery_app is not None:
             dispatcher = Dispatcher(celery_app, rt.keys)
-    return ApiContext(settings, store, rt, dispatcher, clock, tokens)
+    return ApiContext(settings, store, rt, dispatcher, clock or utcnow, tokens, metrics)
 
 
 def context(request: Request) -> ApiContext:

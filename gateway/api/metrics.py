@@ -11,6 +11,8 @@ import time
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from core.metrics import clock_offset_gauge
+
 
 class ApiMetrics:
     def __init__(self) -> None:
@@ -27,6 +29,7 @@ class ApiMetrics:
             ["route", "method"],
             registry=self.registry,
         )
+        self.clock_offset = clock_offset_gauge(self.registry)
         self.streams = Gauge(
             "hbgw_api_event_streams_open", "Event streams open now.", registry=self.registry
         )

@@ -51,7 +51,22 @@ def limits() -> GrammarLimits:
 
 
 def now() -> datetime:
-    return utcnow()
+    """The shared clock, Redis ``TIME``, when the deployment's Redis answers; else this host's.
+
+    What a command writes (an anchor, a session's times) is compared by beat and the workers,
+    which date everything by Redis; a host whose clock is off says so on stderr.
+    """
+    from hbgw.cli.gateway_ctx import reachable_redis
+    from state.shared_clock import shared_clock
+
+    s = settings()
+    client = reachable_redis(s)
+    if client is None:
+        return utcnow()
+    try:
+        return shared_clock(client, s)()
+    finally:
+        client.close()
 
 
 def out(text: str) -> None:

@@ -41,7 +41,9 @@ def gateway_runtime() -> Iterator[tuple[Store, Runtime | None, Dispatcher | None
         finally:
             store.close()
         return
-    rt = Runtime(settings=s, store=store, client=client)
+    from state.shared_clock import shared_clock
+
+    rt = Runtime(settings=s, store=store, client=client, clock=shared_clock(client, s))
     try:
         yield store, rt, Dispatcher(make_celery(s, resolve_redis_url(s)), rt.keys)
     finally:

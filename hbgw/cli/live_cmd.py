@@ -25,11 +25,14 @@ if TYPE_CHECKING:
 
 
 @contextmanager
-def _redis_liveness() -> Iterator[tuple[Liveness, WorkerRegistry] | None]:
+def _redis_liveness() -> Iterator[tuple[Liveness, WorkerRegistry, int] | None]:
+    """Redis' stamps and registry, and the time now by Redis' clock (ms): stamps are compared
+    with the workers' ones, all dated by Redis TIME (``state/shared_clock.py``)."""
     from hbgw.cli.gateway_ctx import reachable_redis
     from state.keys import Keys
     from state.liveness import Liveness
     from state.ownership import WorkerRegistry
+    from state.shared_clock import redis_seconds
 
     s = settings()
     client = reachable_redis(s)
@@ -39,7 +42,7 @@ def _redis_liveness() -> Iterator[tuple[Liveness, WorkerRegistry] | None]:
     keys = Keys(s.namespace)
     try:
         registry = WorkerRegistry(client, keys, ttl_ms=int(s.worker_ttl * 1000))
-        yield Liveness(client, keys), registry
+        yield Liveness(client, keys), registry, int(redis_seconds(client) * 1000)
     finally:
         client.close()
 
@@ -68,7 +71,7 @@ def stamp(
     if directory is None:
         with _redis_liveness() as found:
             if found is not None:
-                found[0].stamp(name, record.at_ms, record.phase, worker, external=True)
+                found[0].stamp(name, found[2], record.phase, worker, external=True)
                 out(f"Stamped {name}: {record.phase} (Redis namespace {settings().namespace}).")
                 return
     path = LivenessDir(directory or settings().effective_liveness_dir).write(record)
@@ -124,16 +127,17 @@ def _verdicts(limits: Thresholds, directory: Path | None) -> tuple[list[Verdict]
     from state.liveness import judge
     from state.liveness_dir import LivenessDir
 
-    now_ms = to_ms(utcnow())
     if directory is None:
         with _redis_liveness() as found:
             if found is not None:
                 stamps: list[Stamp] = found[0].all()
-                live = found[1].live(now_ms)
+                redis_now_ms = found[2]
+                live = found[1].live(redis_now_ms)
                 where = f"Redis namespace {settings().namespace}"
-                return judge(stamps, now_ms, limits, live), where
+                return judge(stamps, redis_now_ms, limits, live), where
+    # Stamp files are written and read on this host: its own clock.
     path = directory or settings().effective_liveness_dir
-    return judge(LivenessDir(path).all(), now_ms, limits), str(path)
+    return judge(LivenessDir(path).all(), to_ms(utcnow()), limits), str(path)
 
 
 def _table(verdicts: list[Verdict], source: str, *, clear: bool) -> None:

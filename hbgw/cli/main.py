@@ -121,7 +121,7 @@ def send(
             store,
             session_id,
             " ".join(text),
-            now(),
+            rt.clock() if rt is not None else now(),
             limits(),
             rt=rt,
             dispatcher=dispatcher,

@@ -1,0 +1,45 @@
+"""The shared clock of every process: Redis ``TIME``, sampled by ``core.clock.OffsetClock``.
+
+Every time one process writes and another compares — registry entries, beat replicas, claim
+leases, liveness stamps, due times, anchors in SQL — is read here, so a host whose own clock is
+wrong still agrees with the others. The offset is the ``hbgw_clock_offset_seconds`` gauge, and a
+skew beyond ``HBGW_CLOCK_SKEW_WARN`` is said once in the log.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import redis
+from prometheus_client import Gauge
+
+from core.clock import OffsetClock, SkewWarning
+from core.metrics import gateway_metrics
+from core.settings import Settings
+
+log = logging.getLogger("hbgw.clock")
+
+# Seconds between two reads of Redis TIME; in between, the local monotonic clock counts.
+SAMPLE_EVERY = 10.0
+
+
+def redis_seconds(client: redis.Redis) -> float:
+    """Redis ``TIME`` in seconds since the epoch."""
+    seconds, micros = client.time()
+    return int(seconds) + int(micros) / 1_000_000
+
+
+def shared_clock(
+    client: redis.Redis, settings: Settings, *, gauge: Gauge | None = None
+) -> OffsetClock:
+    """This process's clock; ``gauge`` (default: the process's ``hbgw_clock_offset_seconds``)
+    gets each offset measured."""
+    warn = SkewWarning(settings.clock_skew_warn, log)
+    if gauge is None:
+        gauge = gateway_metrics().clock_offset
+
+    def on_offset(offset: float) -> None:
+        gauge.set(offset)
+        warn(offset)
+
+    return OffsetClock(lambda: redis_seconds(client), every=SAMPLE_EVERY, on_offset=on_offset)
