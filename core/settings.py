@@ -25,6 +25,17 @@ class Settings(BaseSettings):
     redis_url: str | None = Field(
         default=None, description="Redis URL; unset means an embedded server started in HBGW_HOME."
     )
+    redis_tls_ca: Path | None = Field(
+        default=None,
+        description="PEM file of the CA that signed Redis's certificate (rediss://); unset "
+        "means the system's CAs. The certificate is always verified.",
+    )
+    redis_tls_cert: Path | None = Field(
+        default=None, description="PEM client certificate for Redis (with HBGW_REDIS_TLS_KEY)."
+    )
+    redis_tls_key: Path | None = Field(
+        default=None, description="PEM private key of HBGW_REDIS_TLS_CERT."
+    )
     namespace: str = Field(default="hbgw", description="Prefix of every Redis key.")
     min_interval: float = Field(default=60.0, gt=0, description="Smallest interval, seconds.")
     default_interval: str = Field(default="5m", description="Interval of /heartbeat <prompt>.")
@@ -144,6 +155,11 @@ class Settings(BaseSettings):
     def _expand_home(cls, value: Path) -> Path:
         return value.expanduser()
 
+    @field_validator("redis_tls_ca", "redis_tls_cert", "redis_tls_key", mode="after")
+    @classmethod
+    def _expand_tls_path(cls, value: Path | None) -> Path | None:
+        return value.expanduser() if value is not None else None
+
     @field_validator("log_level", mode="after")
     @classmethod
     def _known_level(cls, value: str) -> str:
@@ -174,6 +190,15 @@ class Settings(BaseSettings):
             raise ValueError(
                 f"HBGW_BEAT_TTL ({self.beat_ttl:g} s) must be longer than HBGW_BEAT_MAX_SLEEP "
                 f"({self.beat_max_sleep:g} s): a beat refreshes its entry once a tick"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _client_certificate_has_its_key(self) -> Settings:
+        if (self.redis_tls_cert is None) != (self.redis_tls_key is None):
+            raise ValueError(
+                "set HBGW_REDIS_TLS_CERT and HBGW_REDIS_TLS_KEY together (a client certificate "
+                "is useless without its key), or neither"
             )
         return self
 

@@ -9,12 +9,14 @@ from redis.retry import Retry
 
 from core.errors import HbgwError
 from core.settings import Settings, mask_url
+from state.redis_tls import certificate_refused, is_certificate_failure, tls_options, uses_tls
 
 __all__ = [
     "REDIS_URL_FILE",
     "TRANSIENT_REDIS_ERRORS",
     "connect",
     "ping_or_error",
+    "refuse_unverified_redis",
     "resolve_redis_url",
 ]
 
@@ -47,10 +49,16 @@ def _retry() -> Retry:
     )
 
 
-def connect(url: str) -> redis.Redis:
-    """A client for ``url`` returning ``str`` values. Connects lazily, on first command."""
+def connect(url: str, settings: Settings | None = None) -> redis.Redis:
+    """A client for ``url`` returning ``str`` values. Connects lazily, on first command.
+
+    A ``rediss://`` URL always verifies the server's certificate, against HBGW_REDIS_TLS_CA
+    when ``settings`` name one (else the system's CAs).
+    """
+    tls = tls_options(settings, url) if uses_tls(url) else {}
     return redis.Redis.from_url(
         url,
+        **tls,
         decode_responses=True,
         socket_timeout=SOCKET_TIMEOUT,
         socket_connect_timeout=CONNECT_TIMEOUT,
@@ -79,6 +87,23 @@ def ping_or_error(client: redis.Redis, url: str | None = None) -> None:
             f"Cannot reach Redis at {where}: {exc} — start it or unset HBGW_REDIS_URL "
             "to use the embedded server."
         ) from exc
+
+
+def refuse_unverified_redis(settings: Settings, url: str) -> None:
+    """Every role calls this first: a ``rediss://`` server whose certificate does not verify
+    stops the process with a sentence (RedisTlsError) instead of being retried for ever. Any
+    other failure (Redis down, loading) is left to the role, which waits it out.
+    """
+    if not uses_tls(url):
+        return
+    client = connect(url, settings)
+    try:
+        client.ping()
+    except (redis.RedisError, OSError) as exc:
+        if is_certificate_failure(exc):
+            raise certificate_refused(url, settings, exc) from exc
+    finally:
+        client.close()
 
 
 def resolve_redis_url(settings: Settings) -> str:

@@ -67,7 +67,7 @@ class Runtime:
     @classmethod
     def from_settings(cls, settings: Settings, *, worker: str = "cli") -> Runtime:
         store = Store.from_url(settings.effective_database_url)
-        client = connect(resolve_redis_url(settings))
+        client = connect(resolve_redis_url(settings), settings)
         return cls(
             settings=settings,
             store=store,

@@ -103,7 +103,9 @@ def build_context(
     rt = None
     dispatcher = None
     if url is not None:
-        rt = Runtime(settings=settings, store=store, client=connect(url), worker="api", clock=clock)
+        rt = Runtime(
+            settings=settings, store=store, client=connect(url, settings), worker="api", clock=clock
+        )
         if celery_app is not None:
             dispatcher = Dispatcher(celery_app, rt.keys)
     return ApiContext(settings, store, rt, dispatcher, clock, tokens)
