@@ -74,6 +74,11 @@ class Settings(BaseSettings):
     agent: str = Field(default="echo", description="Agent kind: echo, command or openai.")
     agent_command: str | None = Field(default=None, description="Command run by the command agent.")
     agent_timeout: float = Field(default=120.0, gt=0, description="Command agent timeout, seconds.")
+    agent_env_allow: str = Field(
+        default="PATH,HOME,LANG,LC_ALL,TZ,TMPDIR",
+        description="Comma-separated environment variables the command agent's child inherits; "
+        "nothing else reaches it (no HBGW_* setting, no secret).",
+    )
     agent_log: Path | None = Field(
         default=None, description="JSONL file where the echo agent records every turn request."
     )
@@ -159,6 +164,24 @@ class Settings(BaseSettings):
     @classmethod
     def _expand_tls_path(cls, value: Path | None) -> Path | None:
         return value.expanduser() if value is not None else None
+
+    @field_validator("agent_env_allow", mode="after")
+    @classmethod
+    def _no_gateway_setting_for_the_agent(cls, value: str) -> str:
+        # The gateway's settings hold its database URL, Redis password and tokens: a command
+        # that follows its prompt could use them to change any owner's sessions.
+        names = [name.strip() for name in value.split(",") if name.strip()]
+        own = [name for name in names if name.upper().startswith("HBGW_")]
+        if own:
+            raise ValueError(
+                f"{', '.join(own)} cannot be passed to the command agent: the gateway's HBGW_* "
+                "settings carry its database URL, Redis password and tokens"
+            )
+        return ",".join(names)
+
+    @property
+    def agent_env_names(self) -> tuple[str, ...]:
+        return tuple(name for name in self.agent_env_allow.split(",") if name)
 
     @field_validator("log_level", mode="after")
     @classmethod
