@@ -150,6 +150,10 @@ class Settings(BaseSettings):
     alert_webhook: SecretStr | None = Field(
         default=None, description="URL that gets a JSON POST for every newly dead turn."
     )
+    alert_webhook_secret: SecretStr | None = Field(
+        default=None,
+        description="Signs every alert: X-Hbgw-Signature t=<unix>,v1=HMAC-SHA256(<t>.<body>).",
+    )
     log_format: Literal["json", "text", "auto"] = Field(
         default="auto", description="Log lines: json, text, or auto (text on a terminal)."
     )
