@@ -47,21 +47,25 @@ app.kubernetes.io/component: {{ .role }}
 {{- end -}}
 {{- end -}}
 
-{{/* Settings every role reads: the ConfigMap, then the secret keys one by one. */}}
+{{/* Secret keys that may be absent from the Secret (existingSecret included). */}}
+{{- define "hbgw.optionalSecrets" -}}
+HBGW_API_TOKENS HBGW_OPENAI_API_KEY HBGW_ALERT_WEBHOOK HBGW_ALERT_WEBHOOK_SECRET
+{{- end -}}
+
+{{/* The ConfigMap, then the secret keys of one role only: call with
+     (dict "ctx" $ "secrets" (list "HBGW_DATABASE_URL" …)). A role gets no secret it does not
+     use: Flower never sees the database, the API never the model key. */}}
 {{- define "hbgw.env" -}}
+{{- $optional := splitList " " (include "hbgw.optionalSecrets" .ctx) }}
 envFrom:
   - configMapRef:
-      name: {{ include "hbgw.fullname" . }}-config
+      name: {{ include "hbgw.fullname" .ctx }}-config
 env:
-  - name: HBGW_DATABASE_URL
+{{- range .secrets }}
+  - name: {{ . }}
     valueFrom:
-      secretKeyRef: {name: {{ include "hbgw.secretName" . }}, key: HBGW_DATABASE_URL}
-  - name: HBGW_REDIS_URL
-    valueFrom:
-      secretKeyRef: {name: {{ include "hbgw.secretName" . }}, key: HBGW_REDIS_URL}
-  - name: HBGW_OPENAI_API_KEY
-    valueFrom:
-      secretKeyRef: {name: {{ include "hbgw.secretName" . }}, key: HBGW_OPENAI_API_KEY, optional: true}
+      secretKeyRef: {name: {{ include "hbgw.secretName" $.ctx }}, key: {{ . }}{{ if has . $optional }}, optional: true{{ end }}}
+{{- end }}
 {{- end -}}
 
 {{/* Pod-level fields shared by every role. */}}
