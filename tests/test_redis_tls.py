@@ -13,6 +13,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+import redis
 from support.api_fixtures import ADMIN_TOKEN, api_overrides
 from support.harness import Gateway, gateway_settings, wait_until
 from support.tls_redis import PASSWORD, Impostor, Pki, free_port, make_pki, tls_redis_server
@@ -115,7 +116,10 @@ def _hbgw() -> list[str]:
 
 
 def test_worker_beat_and_api_work_end_to_end_over_tls_with_auth(tmp_path: Path, pki: Pki) -> None:
-    with tls_redis_server(tmp_path, pki) as url:
+    with tls_redis_server(tmp_path, pki) as admin_url:
+        # The roles log in as an ACL user limited to the namespace's keys, as operations.md
+        # suggests: the test shows that this is enough for every role.
+        url = _acl_user(admin_url, pki, namespace="tls")
         settings = gateway_settings(
             tmp_path, url, "tls", agent="echo", redis_tls_ca=pki.ca, **api_overrides()
         )
@@ -145,6 +149,16 @@ def test_worker_beat_and_api_work_end_to_end_over_tls_with_auth(tmp_path: Path, 
         finally:
             stop_all(procs)
             gw.close()
+
+
+def _acl_user(admin_url: str, pki: Pki, *, namespace: str) -> str:
+    admin = redis.Redis.from_url(admin_url, ssl_ca_certs=str(pki.ca))
+    try:
+        rule = ["on", ">gw-acl-pass", f"~{namespace}:*", "&*", "+@all"]
+        admin.execute_command("ACL", "SETUSER", "gw", *rule)
+    finally:
+        admin.close()
+    return admin_url.replace(f":{PASSWORD}@", ":gw-acl-pass@").replace("rediss://", "rediss://gw")
 
 
 def _answers(api: httpx.Client) -> bool:
