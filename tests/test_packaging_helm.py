@@ -183,3 +183,21 @@ def test_network_policies_are_on_by_default_and_an_empty_list_denies(tmp_path: P
     assert rule["from"] == [
         {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}
     ]
+
+
+def test_redis_tls_files_reach_only_the_roles_that_use_redis(tmp_path: Path) -> None:
+    by_kind = kinds(render(CHART / "ci" / "production-values.yaml", tmp_path))
+    for workload in [*by_kind["Deployment"], *by_kind["Job"]]:
+        pod = workload["spec"]["template"]["spec"]
+        container = pod["containers"][0]
+        env = {e["name"]: e.get("value") for e in container.get("env", [])}
+        volumes = {v["name"]: v for v in pod["volumes"]}
+        mounts = {m["name"]: m for m in container["volumeMounts"]}
+        if _role(workload) == "migrate":  # SQL only: no Redis certificate, no client key
+            assert "redis-tls" not in volumes and "HBGW_REDIS_TLS_KEY" not in env
+            continue
+        assert volumes["redis-tls"]["secret"]["secretName"] == "hbgw-redis-tls"
+        assert mounts["redis-tls"]["readOnly"] is True
+        assert env["HBGW_REDIS_TLS_CA"] == "/etc/hbgw/redis-tls/ca.crt"
+        assert env["HBGW_REDIS_TLS_CERT"] == "/etc/hbgw/redis-tls/tls.crt"
+        assert env["HBGW_REDIS_TLS_KEY"] == "/etc/hbgw/redis-tls/tls.key"
