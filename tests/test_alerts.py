@@ -14,6 +14,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from fastapi import FastAPI, Request, Response
 from support.broker import take_fires
@@ -123,3 +124,18 @@ def _assert_signed(header: str, body: bytes) -> None:
     expected = hmac.new(SECRET.encode(), f"{timestamp}.".encode() + body, "sha256").hexdigest()
     assert hmac.compare_digest(fields["v1"], expected)
     assert sign(SECRET, timestamp, body) == header
+
+
+def test_the_receiver_code_in_operations_md_verifies_a_signature() -> None:
+    doc = (Path(__file__).parents[1] / "docs" / "operations.md").read_text()
+    section = doc.split("## Alert webhook", 1)[1]
+    code = section.split("```python", 1)[1].split("```", 1)[0]
+    namespace: dict[str, Any] = {}
+    exec(code, namespace)  # the documented snippet, as a receiver would paste it
+    body = b'{"event":"hbgw.turn_stalled"}'
+    header = sign(SECRET, int(time.time()), body)
+    assert namespace["verify"](SECRET.encode(), header, body)
+    assert not namespace["verify"](SECRET.encode(), header, body + b" ")
+    assert not namespace["verify"](
+        SECRET.encode(), sign(SECRET, int(time.time()) - 3600, body), body
+    )

@@ -154,8 +154,14 @@ def test_worker_beat_and_api_work_end_to_end_over_tls_with_auth(tmp_path: Path, 
 def _acl_user(admin_url: str, pki: Pki, *, namespace: str) -> str:
     admin = redis.Redis.from_url(admin_url, ssl_ca_certs=str(pki.ca))
     try:
-        rule = ["on", ">gw-acl-pass", f"~{namespace}:*", "&*", "+@all"]
-        admin.execute_command("ACL", "SETUSER", "gw", *rule)
+        admin.acl_setuser(
+            "gw",
+            enabled=True,
+            passwords=["+gw-acl-pass"],
+            keys=[f"~{namespace}:*"],
+            channels=["&*"],
+            commands=["+@all"],
+        )
     finally:
         admin.close()
     return admin_url.replace(f":{PASSWORD}@", ":gw-acl-pass@").replace("rediss://", "rediss://gw")
