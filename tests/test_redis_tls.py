@@ -115,7 +115,9 @@ def _hbgw() -> list[str]:
     return [sys.executable, "-m", "hbgw"]
 
 
-def test_worker_beat_and_api_work_end_to_end_over_tls_with_auth(tmp_path: Path, pki: Pki) -> None:
+def test_worker_beat_api_and_flower_work_end_to_end_over_tls_with_auth(
+    tmp_path: Path, pki: Pki
+) -> None:
     with tls_redis_server(tmp_path, pki) as admin_url:
         # The roles log in as an ACL user limited to the namespace's keys, as operations.md
         # suggests: the test shows that this is enough for every role.
@@ -126,7 +128,13 @@ def test_worker_beat_and_api_work_end_to_end_over_tls_with_auth(tmp_path: Path, 
         gw = Gateway(settings, url)
         port = free_port()
         env = settings_env(settings, admin_token=ADMIN_TOKEN)  # secrets are not spelled out
-        roles = [["worker", "--name", "w1"], ["beat"], ["api", "--port", str(port)]]
+        flower_port = free_port()
+        roles = [
+            ["worker", "--name", "w1"],
+            ["beat"],
+            ["api", "--port", str(port)],
+            ["flower", "--unauthenticated-loopback", "--port", str(flower_port)],
+        ]
         procs = [
             spawn_hbgw(args, env=env, log=tmp_path / f"role{i}.log") for i, args in enumerate(roles)
         ]
@@ -141,6 +149,7 @@ def test_worker_beat_and_api_work_end_to_end_over_tls_with_auth(tmp_path: Path, 
             ) as api:
                 wait_until(lambda: _answers(api), 60, "the API to listen")
                 _message_is_answered(api)
+            _flower_reads_the_broker(flower_port)
             wait_until(
                 lambda: any(r.state == RunState.COMPLETED for r in gw.runs(heartbeat)),
                 60,
@@ -167,9 +176,18 @@ def _acl_user(admin_url: str, pki: Pki, *, namespace: str) -> str:
     return admin_url.replace(f":{PASSWORD}@", ":gw-acl-pass@").replace("rediss://", "rediss://gw")
 
 
-def _answers(api: httpx.Client) -> bool:
+def _flower_reads_the_broker(port: int) -> None:
+    """Flower's own Redis client (queue lengths) uses the same TLS options as Celery's."""
+    with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10) as flower:
+        wait_until(lambda: _answers(flower, "/healthcheck"), 60, "Flower to listen")
+        answer = flower.get("/api/queues/length")
+        assert answer.status_code == 200, answer.text
+        assert "tls.default" in {q["name"] for q in answer.json()["active_queues"]}
+
+
+def _answers(api: httpx.Client, path: str = "/healthz") -> bool:
     try:
-        return api.get("/healthz").status_code == 200
+        return api.get(path).status_code == 200
     except httpx.HTTPError:
         return False
 
