@@ -1,10 +1,11 @@
 """The liveness reconciler: one pass every HBGW_RECONCILE_INTERVAL seconds, from beat's tick.
 
 It judges every stamp (``state.liveness.judge``), sets the ``hbgw_stalled_sessions`` gauge,
-POSTs one alert per stall to HBGW_ALERT_WEBHOOK, and frees the sessions whose worker is gone:
-their stamp is removed and their queued work is handed to beat's inbox sweeper, which sends it
-to the session's new owner once the dead worker's lock lease has run out. Heartbeat fires such
-a worker had reserved are refunded by the restore pass (``BeatCore.recover_orphans``).
+queues one alert per stall for HBGW_ALERT_WEBHOOK (``beat.alerts`` sends it off the tick), and
+frees the sessions whose worker is gone: their stamp is removed and their queued work is handed
+to beat's inbox sweeper, which sends it to the session's new owner once the dead worker's lock
+lease has run out. Heartbeat fires such a worker had reserved are refunded by the restore pass
+(``BeatCore.recover_orphans``).
 """
 
 from __future__ import annotations
@@ -12,15 +13,13 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
-import httpx
-
+from beat.alerts import AlertSender
 from core.metrics import gateway_metrics
 from state.liveness import DEAD, STALE, Thresholds, Verdict, finished_long_ago, judge
 from state.runtime import Runtime
 
 log = logging.getLogger("hbgw.reconcile")
 
-ALERT_TIMEOUT = 5.0
 # How long a sent alert is remembered: a stall that outlives it is announced once more, a reminder.
 ALERT_MEMORY_S = 24 * 3600
 
@@ -29,6 +28,7 @@ ALERT_MEMORY_S = 24 * 3600
 class ReconcileReport:
     stale: int = 0
     dead: int = 0
+    # Sessions whose alert was queued for the webhook (the sender thread POSTs it).
     alerted: list[str] = field(default_factory=list)
     freed: list[str] = field(default_factory=list)
 
@@ -38,7 +38,16 @@ class Reconciler:
         self.rt = rt
         s = rt.settings
         self.limits = Thresholds(s.stale_after, s.dead_after)
-        self.webhook = s.alert_webhook.get_secret_value() if s.alert_webhook else None
+        webhook = s.alert_webhook.get_secret_value() if s.alert_webhook else None
+        secret = s.alert_webhook_secret.get_secret_value() if s.alert_webhook_secret else None
+        # Alerts leave from the sender's thread, never from the tick (see beat/alerts.py).
+        self.alerts = AlertSender(webhook, secret) if webhook else None
+        if webhook and not secret:
+            log.warning(
+                "liveness: alerts go unsigned; set HBGW_ALERT_WEBHOOK_SECRET so the receiver "
+                "can tell them from forgeries",
+                extra={"action": "reconcile.alerts_unsigned"},
+            )
 
     def run(self, now_ms: int) -> ReconcileReport:
         rt = self.rt
@@ -86,23 +95,9 @@ class Reconciler:
             verdict.stamp.phase,
             extra={"action": "reconcile.dead", "session": sid},
         )
-        if self.webhook is None:
+        if self.alerts is None:
             return False
-        payload = {"event": "hbgw.turn_stalled", **verdict.to_json()}
-        try:
-            response = httpx.post(self.webhook, json=payload, timeout=ALERT_TIMEOUT)
-            response.raise_for_status()
-        except (httpx.HTTPError, httpx.InvalidURL) as exc:
-            # The URL may carry a token (Slack, Teams): only the kind of failure is logged.
-            status = getattr(getattr(exc, "response", None), "status_code", None)
-            log.warning(
-                "liveness: alert webhook failed: %s%s",
-                type(exc).__name__,
-                f" (HTTP {status})" if status else "",
-                extra={"action": "reconcile.alert_failed", "session": sid},
-            )
-            return False
-        return True
+        return self.alerts.submit({"event": "hbgw.turn_stalled", **verdict.to_json()})
 
     @staticmethod
     def _worker_gone(verdict: Verdict, live: list[str]) -> bool:

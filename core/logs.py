@@ -31,6 +31,7 @@ _STANDARD = set(vars(logging.LogRecord("", 0, "", 0, None, None, None))) | {
     "asctime",
     "taskName",
 }
+QUIET_LOGGERS = ("httpx", "httpcore")
 _URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://\S+")
 _BARE = re.compile(r"[^\s\"'=]+")
 
@@ -119,7 +120,19 @@ def configured_secrets(settings: Settings) -> list[str]:
             password = urlsplit(value).password
             if password:
                 secrets.extend({password, unquote(password)})
+    if settings.alert_webhook:
+        secrets.extend(url_secrets(settings.alert_webhook.get_secret_value()))
     return [s for s in secrets if s]
+
+
+def url_secrets(url: str) -> list[str]:
+    """The parts of a URL that carry a token, as a client may print them after normalising it
+    (a lower-cased host, a default port dropped): its path, its query, its password."""
+    parts = urlsplit(url.strip())
+    found = [url.strip(), parts.query, unquote(parts.query), parts.password or ""]
+    if len(parts.path) > 1:  # "/" alone carries nothing and is in every URL
+        found.extend({parts.path, unquote(parts.path)})
+    return [s for s in found if s]
 
 
 def choose_mode(setting: str, stream: TextIO) -> Mode:
@@ -142,4 +155,8 @@ def configure_logging(
         )
     )
     logging.basicConfig(level=settings.log_level, handlers=[handler], force=True)
+    # The HTTP clients log every request with its full URL at INFO; a webhook's or a model
+    # endpoint's URL may carry a token. Their warnings still come through.
+    for name in QUIET_LOGGERS:
+        logging.getLogger(name).setLevel(logging.WARNING)
     return handler

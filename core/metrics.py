@@ -63,13 +63,23 @@ class GatewayMetrics:
             ["shard"],
             registry=r,
         )
+        self._add_liveness_metrics(r)
+        self._add_registry_gauges(r)
+
+    def _add_liveness_metrics(self, r: CollectorRegistry) -> None:
+        """Beat's reconciler: stalled turns, and the alerts it sent about them."""
         self.stalled = Gauge(
             "hbgw_stalled_sessions",
             "Sessions whose running turn has not stamped for long, by verdict (stale, dead).",
             ["verdict"],
             registry=r,
         )
-        self._add_registry_gauges(r)
+        self.alerts = Counter(
+            "hbgw_alerts",
+            "Stall alerts for HBGW_ALERT_WEBHOOK, by outcome (sent, failed, dropped: queue full).",
+            ["outcome"],
+            registry=r,
+        )
 
     def _add_registry_gauges(self, r: CollectorRegistry) -> None:
         """Who is live: the workers' and the beats' registries, and the clock they are dated by."""

@@ -25,6 +25,17 @@ class Settings(BaseSettings):
     redis_url: str | None = Field(
         default=None, description="Redis URL; unset means an embedded server started in HBGW_HOME."
     )
+    redis_tls_ca: Path | None = Field(
+        default=None,
+        description="PEM file of the CA that signed Redis's certificate (rediss://); unset "
+        "means the system's CAs. The certificate is always verified.",
+    )
+    redis_tls_cert: Path | None = Field(
+        default=None, description="PEM client certificate for Redis (with HBGW_REDIS_TLS_KEY)."
+    )
+    redis_tls_key: Path | None = Field(
+        default=None, description="PEM private key of HBGW_REDIS_TLS_CERT."
+    )
     namespace: str = Field(default="hbgw", description="Prefix of every Redis key.")
     min_interval: float = Field(default=60.0, gt=0, description="Smallest interval, seconds.")
     default_interval: str = Field(default="5m", description="Interval of /heartbeat <prompt>.")
@@ -69,6 +80,11 @@ class Settings(BaseSettings):
     agent: str = Field(default="echo", description="Agent kind: echo, command or openai.")
     agent_command: str | None = Field(default=None, description="Command run by the command agent.")
     agent_timeout: float = Field(default=120.0, gt=0, description="Command agent timeout, seconds.")
+    agent_env_allow: str = Field(
+        default="PATH,HOME,LANG,LC_ALL,TZ,TMPDIR",
+        description="Comma-separated environment variables the command agent's child inherits; "
+        "nothing else reaches it (no HBGW_* setting, no secret).",
+    )
     agent_log: Path | None = Field(
         default=None, description="JSONL file where the echo agent records every turn request."
     )
@@ -146,6 +162,10 @@ class Settings(BaseSettings):
         description="Seconds this host's clock may differ from the shared clock (Redis TIME) "
         "before the process says so in its log.",
     )
+    alert_webhook_secret: SecretStr | None = Field(
+        default=None,
+        description="Signs every alert: X-Hbgw-Signature t=<unix>,v1=HMAC-SHA256(<t>.<body>).",
+    )
     log_format: Literal["json", "text", "auto"] = Field(
         default="auto", description="Log lines: json, text, or auto (text on a terminal)."
     )
@@ -155,6 +175,29 @@ class Settings(BaseSettings):
     @classmethod
     def _expand_home(cls, value: Path) -> Path:
         return value.expanduser()
+
+    @field_validator("redis_tls_ca", "redis_tls_cert", "redis_tls_key", mode="after")
+    @classmethod
+    def _expand_tls_path(cls, value: Path | None) -> Path | None:
+        return value.expanduser() if value is not None else None
+
+    @field_validator("agent_env_allow", mode="after")
+    @classmethod
+    def _no_gateway_setting_for_the_agent(cls, value: str) -> str:
+        # The gateway's settings hold its database URL, Redis password and tokens: a command
+        # that follows its prompt could use them to change any owner's sessions.
+        names = [name.strip() for name in value.split(",") if name.strip()]
+        own = [name for name in names if name.upper().startswith("HBGW_")]
+        if own:
+            raise ValueError(
+                f"{', '.join(own)} cannot be passed to the command agent: the gateway's HBGW_* "
+                "settings carry its database URL, Redis password and tokens"
+            )
+        return ",".join(names)
+
+    @property
+    def agent_env_names(self) -> tuple[str, ...]:
+        return tuple(name for name in self.agent_env_allow.split(",") if name)
 
     @field_validator("log_level", mode="after")
     @classmethod
@@ -186,6 +229,15 @@ class Settings(BaseSettings):
             raise ValueError(
                 f"HBGW_BEAT_TTL ({self.beat_ttl:g} s) must be longer than HBGW_BEAT_MAX_SLEEP "
                 f"({self.beat_max_sleep:g} s): a beat refreshes its entry once a tick"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _client_certificate_has_its_key(self) -> Settings:
+        if (self.redis_tls_cert is None) != (self.redis_tls_key is None):
+            raise ValueError(
+                "set HBGW_REDIS_TLS_CERT and HBGW_REDIS_TLS_KEY together (a client certificate "
+                "is useless without its key), or neither"
             )
         return self
 

@@ -9,6 +9,7 @@ from celery.signals import setup_logging
 
 from core.settings import Settings
 from state.dispatch import AppContext, attach_context
+from state.redis_tls import tls_options, uses_tls
 
 
 @setup_logging.connect  # type: ignore[untyped-decorator]
@@ -52,5 +53,10 @@ def make_celery(settings: Settings, broker_url: str) -> Celery:
         beat_max_loop_interval=settings.beat_max_sleep,
         timezone="UTC",
     )
+    if uses_tls(broker_url):
+        # kombu turns a bare rediss:// into "no certificate check" and would send AUTH to any
+        # server; the same options as the gateway's own client make it verify (Flower reads
+        # them too, for its queue lengths).
+        app.conf.broker_use_ssl = tls_options(settings, broker_url)
     attach_context(app, AppContext(settings))
     return app

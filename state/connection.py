@@ -9,12 +9,14 @@ from redis.retry import Retry
 
 from core.errors import HbgwError
 from core.settings import Settings, mask_url
+from state.redis_tls import certificate_refused, is_certificate_failure, tls_options, uses_tls
 
 __all__ = [
     "REDIS_URL_FILE",
     "TRANSIENT_REDIS_ERRORS",
     "connect",
     "ping_or_error",
+    "refuse_unverified_redis",
     "resolve_redis_url",
 ]
 
@@ -63,14 +65,20 @@ def timeouts(lock_lease: float | None) -> tuple[float, float]:
     return min(SOCKET_TIMEOUT, share), min(CONNECT_TIMEOUT, share)
 
 
-def connect(url: str, *, lock_lease: float | None = None) -> redis.Redis:
+def connect(
+    url: str, settings: Settings | None = None, *, lock_lease: float | None = None
+) -> redis.Redis:
     """A client for ``url`` returning ``str`` values. Connects lazily, on first command.
 
-    ``lock_lease``: the session lock lease of a process that holds locks; its timeouts are
-    sized against it (``timeouts``)."""
+    A ``rediss://`` URL always verifies the server's certificate, against HBGW_REDIS_TLS_CA
+    when ``settings`` name one (else the system's CAs). ``lock_lease``: the session lock lease
+    of a process that holds locks; its timeouts are sized against it (``timeouts``).
+    """
+    tls = tls_options(settings, url) if uses_tls(url) else {}
     socket_timeout, connect_timeout = timeouts(lock_lease)
     return redis.Redis.from_url(
         url,
+        **tls,
         decode_responses=True,
         socket_timeout=socket_timeout,
         socket_connect_timeout=connect_timeout,
@@ -99,6 +107,23 @@ def ping_or_error(client: redis.Redis, url: str | None = None) -> None:
             f"Cannot reach Redis at {where}: {exc} — start it or unset HBGW_REDIS_URL "
             "to use the embedded server."
         ) from exc
+
+
+def refuse_unverified_redis(settings: Settings, url: str) -> None:
+    """Every role calls this first: a ``rediss://`` server whose certificate does not verify
+    stops the process with a sentence (RedisTlsError) instead of being retried for ever. Any
+    other failure (Redis down, loading) is left to the role, which waits it out.
+    """
+    if not uses_tls(url):
+        return
+    client = connect(url, settings)
+    try:
+        client.ping()
+    except (redis.RedisError, OSError) as exc:
+        if is_certificate_failure(exc):
+            raise certificate_refused(url, settings, exc) from exc
+    finally:
+        client.close()
 
 
 def resolve_redis_url(settings: Settings) -> str:

@@ -68,7 +68,7 @@ class Runtime:
     @classmethod
     def from_settings(cls, settings: Settings, *, worker: str = "cli") -> Runtime:
         store = Store.from_url(settings.effective_database_url)
-        client = connect(resolve_redis_url(settings), lock_lease=settings.lock_lease)
+        client = connect(resolve_redis_url(settings), settings, lock_lease=settings.lock_lease)
         # Redis TIME, not this host's clock: what one process dates, another compares.
         return cls(
             settings=settings,

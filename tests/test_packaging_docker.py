@@ -10,11 +10,13 @@ import json
 import os
 import re
 from pathlib import Path
+from typing import Any
 
 from support.packaging_tools import DATA, ROOT, compose_binary, run, tool
 
 SECRETS = {
     "POSTGRES_PASSWORD": "ci-password",
+    "REDIS_PASSWORD": "ci-redis-password",
     "HBGW_ADMIN_TOKEN": "ci-admin-token",
     "HBGW_FLOWER_PASSWORD": "ci-flower-password",
 }
@@ -78,7 +80,7 @@ def test_compose_file_passes_the_compose_binary_config(tmp_path: Path) -> None:
     assert set(services) == {
         "redis", "postgres", "migrate", "api", "beat", "worker-1", "worker-2", "worker-3", "flower",
     }  # fmt: skip
-    assert "noeviction" in services["redis"]["command"]
+    assert "--maxmemory-policy noeviction" in " ".join(services["redis"]["command"])
     assert services["beat"]["deploy"]["replicas"] == 2
     for role in ("beat", "worker-1"):
         # /metrics (their health check) must answer from outside the container.
@@ -108,3 +110,57 @@ def test_compose_binary_rejects_a_broken_file(tmp_path: Path) -> None:
     done = run([compose_binary(), *env_file, "-f", broken, "config", "--quiet"], env=env)
     assert done.returncode != 0
     assert done.stderr.strip()
+
+
+def _services(tmp_path: Path, **extra: str) -> dict[str, Any]:
+    env, env_file = compose_env(tmp_path, **SECRETS, **extra)
+    cmd: list[str | Path] = [compose_binary(), *env_file, "-f", ROOT / "docker-compose.yml"]
+    done = run([*cmd, "config", "--format", "json"], env=env)
+    assert done.returncode == 0, done.stderr
+    services: dict[str, Any] = json.loads(done.stdout)["services"]
+    return services
+
+
+SECRET_NAMES = {
+    "HBGW_DATABASE_URL", "HBGW_REDIS_URL", "HBGW_ADMIN_TOKEN", "HBGW_API_TOKENS",
+    "HBGW_OPENAI_API_KEY", "HBGW_FLOWER_PASSWORD", "HBGW_ALERT_WEBHOOK",
+    "HBGW_ALERT_WEBHOOK_SECRET",
+}  # fmt: skip
+ROLE_SECRETS = {
+    "migrate": {"HBGW_DATABASE_URL"},
+    "api": {"HBGW_DATABASE_URL", "HBGW_REDIS_URL", "HBGW_ADMIN_TOKEN", "HBGW_API_TOKENS"},
+    "beat": {
+        "HBGW_DATABASE_URL", "HBGW_REDIS_URL", "HBGW_ALERT_WEBHOOK", "HBGW_ALERT_WEBHOOK_SECRET",
+    },
+    "worker-1": {"HBGW_DATABASE_URL", "HBGW_REDIS_URL", "HBGW_OPENAI_API_KEY"},
+    "flower": {"HBGW_REDIS_URL", "HBGW_FLOWER_PASSWORD"},
+}  # fmt: skip
+
+
+def test_each_role_gets_only_the_secrets_it_uses(tmp_path: Path) -> None:
+    # Issue 15: every role, Flower included, got the database URL and the model key.
+    services = _services(tmp_path, HBGW_ALERT_WEBHOOK="https://hooks.example/T/x")
+    got = {role: set(services[role]["environment"]) & SECRET_NAMES for role in ROLE_SECRETS}
+    assert got == ROLE_SECRETS
+    assert services["beat"]["environment"]["HBGW_ALERT_WEBHOOK"] == "https://hooks.example/T/x"
+
+
+def test_redis_wants_a_password_that_every_role_uses(tmp_path: Path) -> None:
+    # Issue 15: compose's Redis had no AUTH: any container on the network could rewrite it.
+    services = _services(tmp_path)
+    redis = services["redis"]
+    command = " ".join(redis["command"])
+    assert '--requirepass "$$REDIS_PASSWORD"' in command and "ci-redis-password" not in command
+    assert redis["environment"]["REDIS_PASSWORD"] == "ci-redis-password"
+    assert "PONG" in " ".join(redis["healthcheck"]["test"])  # NOAUTH must not count as healthy
+    for role in ("api", "beat", "worker-1", "flower"):
+        url = services[role]["environment"]["HBGW_REDIS_URL"]
+        assert url == "redis://:ci-redis-password@redis:6379/0", role
+    env, env_file = compose_env(
+        tmp_path, **{k: v for k, v in SECRETS.items() if k != "REDIS_PASSWORD"}
+    )
+    done = run(
+        [compose_binary(), *env_file, "-f", ROOT / "docker-compose.yml", "config", "--quiet"],
+        env=env,
+    )
+    assert done.returncode != 0 and "set REDIS_PASSWORD" in done.stderr

@@ -115,3 +115,89 @@ def test_default_workloads_are_hardened_and_probed(tmp_path: Path) -> None:
     config = next(c for c in by_kind["ConfigMap"] if c["metadata"]["name"].endswith("-config"))
     assert config["data"]["HBGW_METRICS_HOST"] == "0.0.0.0"
     assert config["data"]["HBGW_HOME"] == "/var/lib/hbgw"
+
+
+ROLE_SECRETS = {
+    "migrate": {"HBGW_DATABASE_URL"},
+    "api": {"HBGW_DATABASE_URL", "HBGW_REDIS_URL", "HBGW_ADMIN_TOKEN", "HBGW_API_TOKENS"},
+    "beat": {
+        "HBGW_DATABASE_URL", "HBGW_REDIS_URL", "HBGW_ALERT_WEBHOOK", "HBGW_ALERT_WEBHOOK_SECRET",
+    },
+    "worker": {"HBGW_DATABASE_URL", "HBGW_REDIS_URL", "HBGW_OPENAI_API_KEY"},
+    "flower": {"HBGW_REDIS_URL", "HBGW_FLOWER_PASSWORD"},
+}  # fmt: skip
+
+
+def _role(workload: dict[str, Any]) -> str:
+    return str(workload["spec"]["template"]["metadata"]["labels"]["app.kubernetes.io/component"])
+
+
+def _secret_keys(workload: dict[str, Any]) -> set[str]:
+    container = workload["spec"]["template"]["spec"]["containers"][0]
+    sources = [e.get("valueFrom", {}) for e in container.get("env", [])]
+    return {source["secretKeyRef"]["key"] for source in sources if "secretKeyRef" in source}
+
+
+def test_each_role_gets_only_the_secrets_it_uses(tmp_path: Path) -> None:
+    # Issue 15: every role, Flower included, used to get the database URL and the model key.
+    by_kind = kinds(render(CHART / "ci" / "default-values.yaml", tmp_path))
+    workloads = [*by_kind["Deployment"], *by_kind["Job"]]
+    assert {_role(w): _secret_keys(w) for w in workloads} == ROLE_SECRETS
+    for workload in workloads:
+        container = workload["spec"]["template"]["spec"]["containers"][0]
+        assert all("secretRef" not in source for source in container.get("envFrom", []))
+
+
+def test_the_alert_webhook_and_its_signing_secret_are_secret_keys(tmp_path: Path) -> None:
+    values = tmp_path / "values.yaml"
+    values.write_text(
+        (CHART / "ci" / "default-values.yaml").read_text()
+        + "secrets: {adminToken: a, flowerPassword: f, alertWebhook: 'https://hooks.example/T/x',"
+        " alertWebhookSecret: whsec}\n"
+    )
+    by_kind = kinds(render(values, tmp_path / "out"))
+    (secret,) = by_kind["Secret"]
+    assert secret["stringData"]["HBGW_ALERT_WEBHOOK"] == "https://hooks.example/T/x"
+    assert secret["stringData"]["HBGW_ALERT_WEBHOOK_SECRET"] == "whsec"
+    config = next(c for c in by_kind["ConfigMap"] if c["metadata"]["name"].endswith("-config"))
+    assert not [k for k in config["data"] if k.startswith("HBGW_ALERT")]
+
+
+def _policies(values: Path, tmp_path: Path) -> dict[str, dict[str, Any]]:
+    by_kind = kinds(render(values, tmp_path))
+    return {p["metadata"]["name"].rsplit("-", 1)[1]: p["spec"] for p in by_kind["NetworkPolicy"]}
+
+
+def test_network_policies_are_on_by_default_and_an_empty_list_denies(tmp_path: Path) -> None:
+    # Issue 15: off by default, and on with monitoringFrom empty it rendered `from: []`, which
+    # Kubernetes reads as "from anywhere": Flower and /metrics were open to every pod.
+    policies = _policies(CHART / "ci" / "default-values.yaml", tmp_path / "default")
+    assert set(policies) == {"api", "internal"}
+    assert policies["internal"]["policyTypes"] == ["Ingress"]
+    assert policies["internal"]["ingress"] == []  # no rule: nothing may connect
+    for spec in policies.values():
+        for rule in spec["ingress"]:
+            assert rule.get("from", [None]) != [], rule
+    production = _policies(CHART / "ci" / "production-values.yaml", tmp_path / "production")
+    (rule,) = production["internal"]["ingress"]
+    assert rule["from"] == [
+        {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}
+    ]
+
+
+def test_redis_tls_files_reach_only_the_roles_that_use_redis(tmp_path: Path) -> None:
+    by_kind = kinds(render(CHART / "ci" / "production-values.yaml", tmp_path))
+    for workload in [*by_kind["Deployment"], *by_kind["Job"]]:
+        pod = workload["spec"]["template"]["spec"]
+        container = pod["containers"][0]
+        env = {e["name"]: e.get("value") for e in container.get("env", [])}
+        volumes = {v["name"]: v for v in pod["volumes"]}
+        mounts = {m["name"]: m for m in container["volumeMounts"]}
+        if _role(workload) == "migrate":  # SQL only: no Redis certificate, no client key
+            assert "redis-tls" not in volumes and "HBGW_REDIS_TLS_KEY" not in env
+            continue
+        assert volumes["redis-tls"]["secret"]["secretName"] == "hbgw-redis-tls"
+        assert mounts["redis-tls"]["readOnly"] is True
+        assert env["HBGW_REDIS_TLS_CA"] == "/etc/hbgw/redis-tls/ca.crt"
+        assert env["HBGW_REDIS_TLS_CERT"] == "/etc/hbgw/redis-tls/tls.crt"
+        assert env["HBGW_REDIS_TLS_KEY"] == "/etc/hbgw/redis-tls/tls.key"

@@ -64,6 +64,7 @@ def test_a_dead_turn_is_counted_and_alerted_once_per_stall(
         gw.rt.liveness.stamp("s-fine", now - 1000, "thinking", "w1")
         reconciler = Reconciler(gw.rt)
         report = reconciler.run(now)
+        assert reconciler.alerts is not None and reconciler.alerts.flush(20)
         assert (report.stale, report.dead, report.alerted) == (1, 1, ["s-stuck"])
         assert (_stalled("stale"), _stalled("dead")) == (1, 1)
         (alert,) = received
@@ -80,6 +81,7 @@ def test_a_dead_turn_is_counted_and_alerted_once_per_stall(
         # It stamped again, then stalled again: a new stall, a new alert.
         gw.rt.liveness.stamp("s-stuck", now - 15 * MINUTE, "delivering", "w1")
         assert reconciler.run(now).alerted == ["s-stuck"]
+        assert reconciler.alerts.flush(20)
         assert [a["phase"] for a in received] == ["tool:web_fetch", "delivering"]
         gw.rt.liveness.stamp("s-stuck", now, "idle", "w1")
         gw.rt.liveness.stamp("s-slow", now, "thinking", "w1")
@@ -125,8 +127,10 @@ def test_a_failing_webhook_is_one_log_line_without_its_url(
         gw.rt.registry.refresh("w1", now)
         gw.rt.liveness.stamp("s-stuck", now - 20 * MINUTE, "thinking", "w1")
         with caplog.at_level(logging.WARNING, logger="hbgw.reconcile"):
-            report = Reconciler(gw.rt).run(now)
-        assert report.dead == 1 and report.alerted == [] and len(received) == 1
+            reconciler = Reconciler(gw.rt)
+            report = reconciler.run(now)
+            assert reconciler.alerts is not None and reconciler.alerts.flush(20)
+        assert report.dead == 1 and report.alerted == ["s-stuck"] and len(received) == 1
         failed = [r for r in caplog.records if getattr(r, "action", "") == "reconcile.alert_failed"]
         assert len(failed) == 1 and "HTTP 503" in failed[0].getMessage()
         assert "s3cr3t" not in caplog.text
@@ -140,5 +144,6 @@ def test_beat_ticks_run_the_reconciler(tmp_path: Path, redis_url: str, redis_ns:
         now = gw.rt.now_ms()
         gw.rt.liveness.stamp("s-stuck", now - 20 * MINUTE, "tool:Bash", "w1")
         gw.tick()
+        assert gw.beat.reconciler.alerts is not None and gw.beat.reconciler.alerts.flush(20)
         assert [a["session"] for a in received] == ["s-stuck"]
         assert gw.beat.next_reconcile_ms > now

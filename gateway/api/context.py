@@ -105,7 +105,7 @@ def build_context(
     dispatcher = None
     metrics = ApiMetrics()
     if url is not None:
-        client = connect(url)
+        client = connect(url, settings)
         if clock is None:
             # The shared clock: anchors and due times the API writes are compared by beat.
             clock = shared_clock(client, settings, gauge=metrics.clock_offset)

@@ -65,6 +65,7 @@ def _serve(s: Settings, sock: socket.socket, host: str) -> None:
     from gateway.api.app import create_app
     from gateway.api.server import api_server
     from hbgw.celery_app import make_celery
+    from state.connection import refuse_unverified_redis
     from state.runtime import resolve_redis_url
 
     log = logging.getLogger("hbgw.api")
@@ -73,6 +74,8 @@ def _serve(s: Settings, sock: socket.socket, host: str) -> None:
     except HbgwError as exc:
         redis_url = None
         log.warning("no Redis: %s", exc, extra={"action": "api.no_redis"})
+    if redis_url:
+        refuse_unverified_redis(s, redis_url)
     celery = make_celery(s, redis_url) if redis_url else None
     app = create_app(s, celery_app=celery, redis_url=redis_url)
     bound = sock.getsockname()[1]

@@ -56,7 +56,7 @@ def reachable_redis(s: Settings) -> redis.Redis | None:
     from state.connection import connect, resolve_redis_url
 
     try:
-        client = connect(resolve_redis_url(s))
+        client = connect(resolve_redis_url(s), s)
     except HbgwError:
         return None
     try:

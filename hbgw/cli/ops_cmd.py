@@ -26,10 +26,12 @@ def worker(
     from core.logs import configure_logging
     from core.metrics import serve_metrics
     from hbgw.wiring import assembled_worker
+    from state.connection import refuse_unverified_redis, resolve_redis_url
 
     name = name or socket.gethostname()
     s = settings()
     configure_logging(s, worker=name)
+    refuse_unverified_redis(s, resolve_redis_url(s))
     serve_metrics(s.metrics_host, s.metrics_port, "worker")
     with assembled_worker(settings(), name, threads=concurrency) as parts:
         celery_worker = parts.app.Worker(
@@ -58,12 +60,15 @@ def beat() -> None:
     from core.logs import configure_logging
     from core.metrics import serve_metrics
     from hbgw.celery_app import make_celery
+    from state.connection import refuse_unverified_redis
     from state.runtime import resolve_redis_url
 
     s = settings()
     configure_logging(s)
+    url = resolve_redis_url(s)
+    refuse_unverified_redis(s, url)
     serve_metrics(s.metrics_host, s.metrics_port, "beat")
-    app = make_celery(s, resolve_redis_url(s))
+    app = make_celery(s, url)
     service = Service(app, max_interval=s.beat_max_sleep, scheduler_cls=HeartbeatScheduler)
     # Built here, not lazily inside the signal handler.
     scheduler: HeartbeatScheduler = service.scheduler
@@ -101,6 +106,7 @@ def flower(
     from core.logs import configure_logging
     from hbgw.celery_app import make_celery
     from hbgw.flower import flower_plan
+    from state.connection import refuse_unverified_redis
     from state.runtime import resolve_redis_url
 
     s = settings()
@@ -114,7 +120,9 @@ def flower(
     configure_logging(s)
     # In this process's environment, where Flower reads it, and never in argv (`ps` shows it).
     os.environ.update(plan.env)
-    app = make_celery(s, resolve_redis_url(s))
+    url = resolve_redis_url(s)
+    refuse_unverified_redis(s, url)
+    app = make_celery(s, url)
     app.start(argv=plan.argv)
 
 

@@ -78,7 +78,7 @@ class Gateway:
         self.settings = settings
         self.redis_url = redis_url
         self.store = Store.from_url(settings.effective_database_url)
-        self.rt = Runtime(settings=settings, store=self.store, client=connect(redis_url))
+        self.rt = Runtime(settings=settings, store=self.store, client=connect(redis_url, settings))
         self.app = make_celery(settings, redis_url)
         self.dispatcher = Dispatcher(self.app, self.rt.keys)
         self.beat = BeatCore(self.rt, self.dispatcher)

@@ -27,7 +27,9 @@ def make_agent(settings: Settings) -> Agent:
         command = (settings.agent_command or "").strip()
         if not command:
             raise BadInput(f"HBGW_AGENT=command: {BLANK_COMMAND}")
-        return CommandAgent(command, timeout=settings.agent_timeout)
+        return CommandAgent(
+            command, timeout=settings.agent_timeout, env_allow=settings.agent_env_names
+        )
     if settings.agent == "openai":
         return openai_agent(settings)
     raise BadInput(f"Unknown agent {settings.agent!r}: HBGW_AGENT is echo, command or openai.")

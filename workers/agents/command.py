@@ -1,4 +1,10 @@
-"""An agent that runs a configured command per turn: prompt on stdin, reply on stdout."""
+"""An agent that runs a configured command per turn: prompt on stdin, reply on stdout.
+
+The child gets a minimal environment: the variables named in HBGW_AGENT_ENV_ALLOW (PATH, HOME,
+locale, TZ, TMPDIR by default) and the turn's own data (HBGW_TURN_KIND, HBGW_TURN_SESSION).
+The worker's environment holds the database URL, the Redis password and API tokens; a command
+that did what its prompt said once used them to change another owner's heartbeat.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +15,8 @@ import subprocess
 from core.errors import AgentError, BadInput
 from workers.agents.base import AgentReply, StepCallback, TurnRequest
 
+DEFAULT_ENV_ALLOW = ("PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR")
+
 BLANK_COMMAND = (
     "HBGW_AGENT_COMMAND is empty; set it to the command to run per turn "
     "(it reads the prompt on stdin and prints the reply)."
@@ -18,19 +26,25 @@ BLANK_COMMAND = (
 class CommandAgent:
     name = "command"
 
-    def __init__(self, command: str, *, timeout: float) -> None:
+    def __init__(
+        self, command: str, *, timeout: float, env_allow: tuple[str, ...] = DEFAULT_ENV_ALLOW
+    ) -> None:
         self.argv = shlex.split(command)
         if not self.argv:
             raise BadInput(BLANK_COMMAND)
         self.timeout = timeout
+        self.env_allow = env_allow
+
+    def child_env(self, request: TurnRequest) -> dict[str, str]:
+        """The allowed variables of this process, then the turn's data; nothing else."""
+        env = {name: os.environ[name] for name in self.env_allow if name in os.environ}
+        env["HBGW_TURN_KIND"] = request.kind
+        env["HBGW_TURN_SESSION"] = request.session_id
+        return env
 
     def run(self, request: TurnRequest, on_step: StepCallback) -> AgentReply:
         on_step(f"tool:{os.path.basename(self.argv[0])}")
-        env = {
-            **os.environ,
-            "HBGW_TURN_KIND": request.kind,
-            "HBGW_TURN_SESSION": request.session_id,
-        }
+        env = self.child_env(request)
         try:
             done = subprocess.run(
                 self.argv,

@@ -47,42 +47,51 @@ app.kubernetes.io/component: {{ .role }}
 {{- end -}}
 {{- end -}}
 
-{{/* Settings every role reads: the ConfigMap, then the secret keys one by one. */}}
-{{- define "hbgw.env" -}}
-envFrom:
-  - configMapRef:
-      name: {{ include "hbgw.fullname" . }}-config
-env:
-  - name: HBGW_DATABASE_URL
-    valueFrom:
-      secretKeyRef: {name: {{ include "hbgw.secretName" . }}, key: HBGW_DATABASE_URL}
-  - name: HBGW_REDIS_URL
-    valueFrom:
-      secretKeyRef: {name: {{ include "hbgw.secretName" . }}, key: HBGW_REDIS_URL}
-  - name: HBGW_OPENAI_API_KEY
-    valueFrom:
-      secretKeyRef: {name: {{ include "hbgw.secretName" . }}, key: HBGW_OPENAI_API_KEY, optional: true}
+{{/* Secret keys that may be absent from the Secret (existingSecret included). */}}
+{{- define "hbgw.optionalSecrets" -}}
+HBGW_API_TOKENS HBGW_OPENAI_API_KEY HBGW_ALERT_WEBHOOK HBGW_ALERT_WEBHOOK_SECRET
 {{- end -}}
 
-{{/* Pod-level fields shared by every role. */}}
+{{/* The ConfigMap, then the secret keys of one role only: call with
+     (dict "ctx" $ "secrets" (list "HBGW_DATABASE_URL" …)). A role gets no secret it does not
+     use: Flower never sees the database, the API never the model key. */}}
+{{- define "hbgw.env" -}}
+{{- $optional := splitList " " (include "hbgw.optionalSecrets" .ctx) }}
+envFrom:
+  - configMapRef:
+      name: {{ include "hbgw.fullname" .ctx }}-config
+env:
+{{- range .secrets }}
+  - name: {{ . }}
+    valueFrom:
+      secretKeyRef: {name: {{ include "hbgw.secretName" $.ctx }}, key: {{ . }}{{ if has . $optional }}, optional: true{{ end }}}
+{{- end }}
+{{- if has "HBGW_REDIS_URL" .secrets }}
+{{- include "hbgw.redisTlsEnv" .ctx | nindent 2 }}
+{{- end }}
+{{- end -}}
+
+{{/* Pod-level fields shared by every role: call with (dict "ctx" $ "redis" true|false);
+     "redis": the role talks to Redis, so it mounts redis.tls.existingSecret when one is set. */}}
 {{- define "hbgw.podSpec" -}}
-serviceAccountName: {{ include "hbgw.serviceAccountName" . }}
+{{- $v := .ctx.Values -}}
+serviceAccountName: {{ include "hbgw.serviceAccountName" .ctx }}
 automountServiceAccountToken: false
 securityContext:
-  {{- toYaml .Values.podSecurityContext | nindent 2 }}
-{{- with .Values.imagePullSecrets }}
+  {{- toYaml $v.podSecurityContext | nindent 2 }}
+{{- with $v.imagePullSecrets }}
 imagePullSecrets:
   {{- toYaml . | nindent 2 }}
 {{- end }}
-{{- with .Values.nodeSelector }}
+{{- with $v.nodeSelector }}
 nodeSelector:
   {{- toYaml . | nindent 2 }}
 {{- end }}
-{{- with .Values.tolerations }}
+{{- with $v.tolerations }}
 tolerations:
   {{- toYaml . | nindent 2 }}
 {{- end }}
-{{- with .Values.affinity }}
+{{- with $v.affinity }}
 affinity:
   {{- toYaml . | nindent 2 }}
 {{- end }}
@@ -92,17 +101,39 @@ volumes:
     emptyDir: {sizeLimit: 256Mi}
   - name: tmp
     emptyDir: {sizeLimit: 64Mi}
+{{- if and .redis $v.redis.tls.existingSecret }}
+  # ca.crt (and tls.crt, tls.key for a client certificate): HBGW_REDIS_TLS_* point here.
+  - name: redis-tls
+    secret: {secretName: {{ $v.redis.tls.existingSecret | quote }}, defaultMode: 0440}
+{{- end }}
 {{- end -}}
 
-{{/* Container-level fields shared by every role. */}}
+{{/* Container-level fields shared by every role: call with (dict "ctx" $ "redis" true|false). */}}
 {{- define "hbgw.container" -}}
-image: {{ include "hbgw.image" . }}
-imagePullPolicy: {{ .Values.image.pullPolicy }}
+{{- $v := .ctx.Values -}}
+image: {{ include "hbgw.image" .ctx }}
+imagePullPolicy: {{ $v.image.pullPolicy }}
 securityContext:
-  {{- toYaml .Values.securityContext | nindent 2 }}
+  {{- toYaml $v.securityContext | nindent 2 }}
 volumeMounts:
   - {name: home, mountPath: /var/lib/hbgw}
   - {name: tmp, mountPath: /tmp}
+{{- if and .redis $v.redis.tls.existingSecret }}
+  - {name: redis-tls, mountPath: /etc/hbgw/redis-tls, readOnly: true}
+{{- end }}
+{{- end -}}
+
+{{/* HBGW_REDIS_TLS_* for a role that mounts redis.tls.existingSecret. */}}
+{{- define "hbgw.redisTlsEnv" -}}
+{{- with .Values.redis.tls }}
+{{- if .existingSecret }}
+- {name: HBGW_REDIS_TLS_CA, value: /etc/hbgw/redis-tls/ca.crt}
+{{- if .clientCertificate }}
+- {name: HBGW_REDIS_TLS_CERT, value: /etc/hbgw/redis-tls/tls.crt}
+- {name: HBGW_REDIS_TLS_KEY, value: /etc/hbgw/redis-tls/tls.key}
+{{- end }}
+{{- end }}
+{{- end }}
 {{- end -}}
 
 {{/* A probe on the /metrics endpoint of beat and workers (they serve no other HTTP). */}}
