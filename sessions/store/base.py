@@ -201,8 +201,11 @@ def fenced_session_row(db: Session, session_id: str, fence: int) -> SessionRow:
     return row
 
 
-def heartbeat_row(db: Session, session_id: str) -> HeartbeatRow | None:
-    return db.scalars(select(HeartbeatRow).where(HeartbeatRow.session_id == session_id)).first()
+def heartbeat_row(db: Session, session_id: str, *, for_update: bool = False) -> HeartbeatRow | None:
+    query = select(HeartbeatRow).where(HeartbeatRow.session_id == session_id)
+    if for_update:
+        query = query.with_for_update()
+    return db.scalars(query).first()
 
 
 def run_row(db: Session, run_id: int) -> RunRow:

@@ -159,7 +159,9 @@ def settle_lost_run(db: Session, run: RunRow, now: datetime) -> None:
 
 
 def refund_run(db: Session, run: RunRow, reason: RefundReason, now: datetime) -> None:
-    row = db.get(HeartbeatRow, run.heartbeat_id)
+    # Locked: a refund checks the generation and anchor, then rewrites the row; a concurrent
+    # pause or clear (which locks it too) must come wholly before or after.
+    row = db.get(HeartbeatRow, run.heartbeat_id, with_for_update=True)
     unchanged = (
         row is not None and row.generation == run.generation and row.anchor_at == run.reserved_at
     )
