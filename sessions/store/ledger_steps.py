@@ -145,13 +145,21 @@ def _settle_older_turns(db: Session, session_id: str, fence: int, now: datetime)
     db.flush()
 
 
-def settle_lost_run(db: Session, run: RunRow, now: datetime) -> None:
+def settle_lost_run(db: Session, run: RunRow, now: datetime, *, cut_off: bool = False) -> None:
+    """End a run its turn will never finish ``failed``; ``cut_off``: settled by beat after a
+    bound, not by a newer grant or the turn itself."""
     delivering = run.state == RunState.DELIVERING
     run.state = RunState.FAILED
     run.finished_at = now
-    run.detail = (
-        LostLockDetail.DURING_DELIVERY if delivering else LostLockDetail.BEFORE_DELIVERY
-    ).value
+    if cut_off:
+        detail = (
+            LostLockDetail.CUT_OFF_DURING_DELIVERY
+            if delivering
+            else LostLockDetail.CUT_OFF_BEFORE_DELIVERY
+        )
+    else:
+        detail = LostLockDetail.DURING_DELIVERY if delivering else LostLockDetail.BEFORE_DELIVERY
+    run.detail = detail.value
     row = db.get(HeartbeatRow, run.heartbeat_id)
     if row is not None and row.generation == run.generation:
         row.last_outcome = RunState.FAILED.value
