@@ -110,10 +110,14 @@ def send(
 
     /heartbeat commands are answered at once; other text runs a turn on the owning worker.
     Once stored the message is answered, even when Redis is down: that is exit 0 too.
+
+    Exit codes: 0 the reply (or queued, with --no-wait); 1 the send failed; 2 bad input;
+    3 queued, an emergency stop holds it; 4 queued, no reply within --timeout (it will be
+    answered: see `hbgw chat SESSION`); 5 the turn failed (its notice is printed).
     """
     from gateway.inbound import Answered, receive
     from hbgw.cli.gateway_ctx import gateway_runtime
-    from hbgw.cli.send_out import queued_sentence, reply_or_hold
+    from hbgw.cli.send_out import print_reply, queued_sentence, reply_or_hold
     from sessions.validation import message_limits_from_settings
 
     with gateway_runtime() as (store, rt, dispatcher):
@@ -134,12 +138,12 @@ def send(
         if result.duplicate:
             reply = store.reply_for(result.message_id)
             if reply is not None and not no_wait:
-                out(reply.text)
+                print_reply(reply)
                 return
         if rt is None or not result.handed_off or (result.duplicate and no_wait):
             out(queued_sentence(result, redis_reachable=rt is not None))
             return
-        out(reply_or_hold(store, rt, result, None if no_wait else timeout))
+        reply_or_hold(store, rt, result, None if no_wait else timeout)
 
 
 def runs(
