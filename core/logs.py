@@ -2,8 +2,9 @@
 
 Every record carries the same keys (ts, level, logger, message, action, session, fire_id,
 worker), then any other ``extra=`` keys of the call site, then the exception text. Nothing
-secret is written: values that are URLs with a password lose it, ``SecretStr`` values are
-starred, and every configured secret is starred wherever it shows up in a record.
+secret is written: URLs lose their passwords and secret query values, ``SecretStr`` values are
+starred, and every configured secret (those inside URLs and the agent command included,
+``core.masking``) is starred wherever it shows up in a record.
 """
 
 from __future__ import annotations
@@ -15,11 +16,11 @@ import sys
 from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any, Literal, TextIO
-from urllib.parse import unquote, urlsplit
 
 from pydantic import SecretStr
 
-from core.settings import Settings, mask_url
+from core.masking import command_secrets, mask_url, url_secrets
+from core.settings import Settings
 
 Mode = Literal["json", "text"]
 
@@ -115,10 +116,10 @@ def configured_secrets(settings: Settings) -> list[str]:
                 # Each token alone is a secret too: a line may carry one without the others.
                 pairs = value.get_secret_value().split(",")
                 secrets.extend(pair.partition(":")[2].strip() for pair in pairs)
+        elif name == "agent_command" and isinstance(value, str):
+            secrets.extend(command_secrets(value))
         elif isinstance(value, str) and "://" in value:
-            password = urlsplit(value).password
-            if password:
-                secrets.extend({password, unquote(password)})
+            secrets.extend(url_secrets(value))
     return [s for s in secrets if s]
 
 
