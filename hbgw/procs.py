@@ -12,6 +12,7 @@ from pathlib import Path
 
 from pydantic import SecretStr
 
+from core.private import open_private
 from core.settings import Settings
 
 PR_SET_PDEATHSIG = 1
@@ -67,7 +68,8 @@ def spawn_module(
     module: str, args: list[str], *, env: dict[str, str], log: Path | None = None
 ) -> subprocess.Popen[bytes]:
     """Start `python -m MODULE ARGS` with this interpreter, dying with its parent."""
-    out = open(log, "ab") if log else None  # noqa: SIM115 - the child owns it from here
+    # 0600: a worker's log holds replies. The child owns the file from here.
+    out = os.fdopen(open_private(log, os.O_WRONLY | os.O_APPEND), "ab") if log else None
     try:
         return subprocess.Popen(
             [sys.executable, "-m", module, *args],

@@ -21,6 +21,7 @@ from types import FrameType
 
 from core.embedded import EmbeddedRedis
 from core.errors import BadInput
+from core.private import open_private, private_dir
 from core.settings import Settings
 from hbgw import local_api
 from hbgw.local_api import LocalApi
@@ -87,8 +88,8 @@ def _terminate_on_signals() -> None:
 @contextmanager
 def home_lock(home: Path) -> Iterator[None]:
     """Hold ``home/up.lock`` (with our pid in it), or refuse: another `up` runs on this home."""
-    home.mkdir(parents=True, exist_ok=True)
-    fd = os.open(home / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)  # not inherited by children
+    private_dir(home)
+    fd = open_private(home / LOCK_FILE, os.O_RDWR)  # not inherited by children
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -132,7 +133,7 @@ def _stack(
 ) -> Iterator[Stack]:
     home = settings.home
     logs = home / "logs"
-    logs.mkdir(exist_ok=True)
+    private_dir(logs)
     engine = make_engine(settings.effective_database_url)
     ensure_schema(engine)
     engine.dispose()

@@ -1,4 +1,4 @@
-"""Issue 15, hole 6: `hbgw up` hands its children the secrets they use, and prints none.
+"""Issue 15, holes 6 and 8: `hbgw up` hands its children the secrets they use, and prints none.
 
 A real `hbgw up` with the OpenAI-compatible agent against a fake endpoint on loopback: the
 endpoint receives the configured key (it received ``Bearer unused``); beat, which sends the
@@ -80,3 +80,9 @@ def test_up_passes_the_agent_key_and_the_webhook_and_prints_no_secret(tmp_path: 
     assert "HBGW_ALERT_WEBHOOK" not in children["w1"] | children["api"]
     printed = (tmp_path / "up.out").read_text()
     assert KEY not in printed and "whsec-2718" not in printed
+    # Hole 8: the embedded Redis has a password, which up hands its children but never prints.
+    password = (tmp_path / "redis" / "password").read_text().strip()
+    assert password and password not in printed
+    assert children["w1"]["HBGW_REDIS_URL"].startswith(f"redis://:{password}@127.0.0.1:")
+    for private in [tmp_path / "hbgw.sqlite3", *(tmp_path / "logs").glob("*.log")]:
+        assert private.stat().st_mode & 0o777 == 0o600, private
