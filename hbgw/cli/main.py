@@ -110,10 +110,6 @@ def send(
 
     /heartbeat commands are answered at once; other text runs a turn on the owning worker.
     Once stored the message is answered, even when Redis is down: that is exit 0 too.
-
-    Exit codes: 0 the reply (or queued, with --no-wait); 1 the send failed; 2 bad input;
-    3 queued, an emergency stop holds it; 4 queued, no reply within --timeout (it will be
-    answered: see `hbgw chat SESSION`); 5 the turn failed (its notice is printed).
     """
     from gateway.inbound import Answered, receive
     from hbgw.cli.gateway_ctx import gateway_runtime
@@ -179,6 +175,13 @@ def runs(
 # would, look at what happened, and operator switches.
 app.add_typer(session_cmd.app, name="session", rich_help_panel=TALK)
 app.add_typer(heartbeat_cmd.app, name="heartbeat", rich_help_panel=TALK)
+EPILOGS: dict[object, str] = {
+    send: (
+        "Exit codes: 0 the reply (or queued, with --no-wait); 1 the send failed; 2 bad input; "
+        "3 queued, an emergency stop holds it; 4 queued, no reply within --timeout (it will be "
+        "answered: see `hbgw chat SESSION`); 5 the turn failed (its notice is printed)."
+    ),
+}
 for _command, _panel in (
     (ops_cmd.up, RUN),
     (ops_cmd.demo, RUN),
@@ -195,7 +198,7 @@ for _command, _panel in (
     (ops_cmd.estop, OPERATE),
     (live_cmd.stamp, OPERATE),
 ):
-    app.command(cls=Command, rich_help_panel=_panel)(_command)
+    app.command(cls=Command, rich_help_panel=_panel, epilog=EPILOGS.get(_command))(_command)
 
 
 def main(argv: list[str] | None = None) -> None:
