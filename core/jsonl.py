@@ -7,10 +7,12 @@ import os
 from pathlib import Path
 from typing import Any
 
+from core.private import open_private
+
 
 def append_line(path: Path, record: dict[str, Any]) -> None:
     """One write per line with O_APPEND, so lines from several worker processes stay whole."""
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    fd = open_private(path, os.O_WRONLY | os.O_APPEND)  # replies and agent records: 0600
     try:
         os.write(fd, (json.dumps(record) + "\n").encode())
     finally:

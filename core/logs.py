@@ -2,8 +2,9 @@
 
 Every record carries the same keys (ts, level, logger, message, action, session, fire_id,
 worker), then any other ``extra=`` keys of the call site, then the exception text. Nothing
-secret is written: values that are URLs with a password lose it, ``SecretStr`` values are
-starred, and every configured secret is starred wherever it shows up in a record.
+secret is written: URLs lose their passwords and secret query values, ``SecretStr`` values are
+starred, and every configured secret (those inside URLs and the agent command included,
+``core.masking``) is starred wherever it shows up in a record.
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ from urllib.parse import unquote, urlsplit
 
 from pydantic import SecretStr
 
-from core.settings import Settings, mask_url
+from core.masking import command_secrets, mask_url, url_secrets
+from core.settings import Settings
 
 Mode = Literal["json", "text"]
 
@@ -116,18 +118,18 @@ def configured_secrets(settings: Settings) -> list[str]:
                 # Each token alone is a secret too: a line may carry one without the others.
                 pairs = value.get_secret_value().split(",")
                 secrets.extend(pair.partition(":")[2].strip() for pair in pairs)
+        elif name == "agent_command" and isinstance(value, str):
+            secrets.extend(command_secrets(value))
         elif isinstance(value, str) and "://" in value:
-            password = urlsplit(value).password
-            if password:
-                secrets.extend({password, unquote(password)})
+            secrets.extend(url_secrets(value))
     if settings.alert_webhook:
-        secrets.extend(url_secrets(settings.alert_webhook.get_secret_value()))
+        secrets.extend(webhook_secrets(settings.alert_webhook.get_secret_value()))
     return [s for s in secrets if s]
 
 
-def url_secrets(url: str) -> list[str]:
-    """The parts of a URL that carry a token, as a client may print them after normalising it
-    (a lower-cased host, a default port dropped): its path, its query, its password."""
+def webhook_secrets(url: str) -> list[str]:
+    """The parts of a webhook URL that carry a token, as a client may print them after
+    normalising it (a lower-cased host, a default port dropped): its path, query, password."""
     parts = urlsplit(url.strip())
     found = [url.strip(), parts.query, unquote(parts.query), parts.password or ""]
     if len(parts.path) > 1:  # "/" alone carries nothing and is in every URL

@@ -10,6 +10,10 @@ from typing import Any, Literal
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from core.masking import mask_command, mask_url
+
+__all__ = ["Settings", "get_settings", "mask_url"]  # mask_url: imported from here by callers
+
 # SQLite (built in) and PostgreSQL through psycopg 3, the driver the project ships.
 DATABASE_SCHEMES = ("sqlite", "sqlite+pysqlite", "postgresql", "postgresql+psycopg")
 DATABASE_URLS = "use sqlite:///PATH or postgresql://USER:PASSWORD@HOST:PORT/DATABASE"
@@ -252,31 +256,22 @@ class Settings(BaseSettings):
         return self.liveness_dir or self.home / "liveness"
 
     def masked(self) -> dict[str, Any]:
-        """Effective settings for display: URLs lose their passwords, secrets are starred."""
+        """Effective settings for display: secrets are starred, and so is every secret inside
+        a URL or the agent command (``core.masking``)."""
         out: dict[str, Any] = {}
         for name in type(self).model_fields:
             value = getattr(self, name)
             if isinstance(value, SecretStr):
                 value = "********" if value.get_secret_value() else ""
-            elif name.endswith("_url") and isinstance(value, str):
+            elif name == "agent_command" and isinstance(value, str):
+                value = mask_command(value)
+            elif isinstance(value, str) and "://" in value:
                 value = mask_url(value)
             elif isinstance(value, Path):
                 value = str(value)
             out[name] = value
         out["database_url"] = mask_url(self.effective_database_url)
         return out
-
-
-def mask_url(url: str) -> str:
-    """Hide the password part of ``scheme://user:password@host``."""
-    scheme, sep, rest = url.partition("://")
-    if not sep or "@" not in rest:
-        return url
-    creds, _, host = rest.rpartition("@")
-    if ":" in creds:
-        user = creds.split(":", 1)[0]
-        return f"{scheme}://{user}:********@{host}"
-    return url
 
 
 @lru_cache(maxsize=1)

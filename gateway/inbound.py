@@ -95,7 +95,9 @@ def receive(
     message = accepted.message
     handed_off = False
     if rt is not None and message.state == MessageState.QUEUED:
-        handed_off = _hand_off(rt, dispatcher, sid, message.id, now)
+        # A retry may find its first attempt in the session this one continues (compressed
+        # since): that message is answered where it was queued.
+        handed_off = _hand_off(rt, dispatcher, message.session_id, message.id, now)
     return Queued(sid, message.id, key, handed_off=handed_off, duplicate=accepted.duplicate)
 
 

@@ -12,19 +12,39 @@ from pathlib import Path
 
 from pydantic import SecretStr
 
+from core.private import open_private
 from core.settings import Settings
 
 PR_SET_PDEATHSIG = 1
 
 
+# The secrets each role of a deployment needs, and only those: a child gets every other
+# setting, but a secret only where it is used (the API's tokens: ``LocalApi.env``).
+ROLE_SECRETS: dict[str, tuple[str, ...]] = {
+    "worker": ("openai_api_key",),  # the OpenAI-compatible agent's bearer token
+    "beat": ("alert_webhook",),  # the reconciler's stall alerts
+}
+
+
 def settings_env(settings: Settings, **overrides: str) -> dict[str, str]:
-    """This process's environment with ``settings`` spelled out as HBGW_* for a child."""
+    """This process's environment with ``settings`` spelled out as HBGW_* for a child (its
+    secrets left out: ``secrets_env`` adds those a role needs)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("HBGW_")}
     for name, value in settings.model_dump().items():
         if value is not None and not isinstance(value, SecretStr):
             env[f"HBGW_{name.upper()}"] = str(value)
     env["HBGW_DATABASE_URL"] = settings.effective_database_url
     env.update({f"HBGW_{k.upper()}": v for k, v in overrides.items()})
+    return env
+
+
+def secrets_env(settings: Settings, role: str) -> dict[str, str]:
+    """The HBGW_* secrets a child of ``role`` (``worker``, ``beat``) needs, as configured."""
+    env = {}
+    for name in ROLE_SECRETS.get(role, ()):
+        value = getattr(settings, name)
+        if isinstance(value, SecretStr) and value.get_secret_value():
+            env[f"HBGW_{name.upper()}"] = value.get_secret_value()
     return env
 
 
@@ -48,7 +68,8 @@ def spawn_module(
     module: str, args: list[str], *, env: dict[str, str], log: Path | None = None
 ) -> subprocess.Popen[bytes]:
     """Start `python -m MODULE ARGS` with this interpreter, dying with its parent."""
-    out = open(log, "ab") if log else None  # noqa: SIM115 - the child owns it from here
+    # 0600: a worker's log holds replies. The child owns the file from here.
+    out = os.fdopen(open_private(log, os.O_WRONLY | os.O_APPEND), "ab") if log else None
     try:
         return subprocess.Popen(
             [sys.executable, "-m", module, *args],

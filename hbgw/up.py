@@ -21,10 +21,11 @@ from types import FrameType
 
 from core.embedded import EmbeddedRedis
 from core.errors import BadInput
+from core.private import open_private, private_dir
 from core.settings import Settings
 from hbgw import local_api
 from hbgw.local_api import LocalApi
-from hbgw.procs import settings_env, spawn_hbgw, stop_all
+from hbgw.procs import secrets_env, settings_env, spawn_hbgw, stop_all
 from sessions.db import ensure_schema, make_engine
 from state.runtime import write_redis_url
 
@@ -42,8 +43,10 @@ class Stack:
     """The pid of an embedded server left running by an earlier `up` and reused."""
     api: LocalApi | None = None
 
-    def start(self, role: str, args: list[str]) -> Popen[bytes]:
-        env = self.env
+    def start(self, role: str, args: list[str], *, kind: str | None = None) -> Popen[bytes]:
+        """Start `hbgw ARGS` as ``role``; ``kind`` (``worker``, ``beat``; the role by default)
+        chooses the secrets it is given."""
+        env = {**self.env, **secrets_env(self.settings, kind or role)}
         if self.settings.metrics_port:
             # One /metrics port each (beat: the port, worker i: port + i): on a shared port
             # every role after the first would fail at start.
@@ -54,7 +57,7 @@ class Stack:
         return proc
 
     def start_worker(self, name: str) -> Popen[bytes]:
-        return self.start(name, ["worker", "--name", name])
+        return self.start(name, ["worker", "--name", name], kind="worker")
 
     def start_api(self) -> LocalApi:
         """`hbgw api` on loopback, with its token in its environment only; answers /healthz."""
@@ -85,8 +88,8 @@ def _terminate_on_signals() -> None:
 @contextmanager
 def home_lock(home: Path) -> Iterator[None]:
     """Hold ``home/up.lock`` (with our pid in it), or refuse: another `up` runs on this home."""
-    home.mkdir(parents=True, exist_ok=True)
-    fd = os.open(home / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)  # not inherited by children
+    private_dir(home)
+    fd = open_private(home / LOCK_FILE, os.O_RDWR)  # not inherited by children
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -130,7 +133,7 @@ def _stack(
 ) -> Iterator[Stack]:
     home = settings.home
     logs = home / "logs"
-    logs.mkdir(exist_ok=True)
+    private_dir(logs)
     engine = make_engine(settings.effective_database_url)
     ensure_schema(engine)
     engine.dispose()

@@ -14,6 +14,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.pool import NullPool
 
 from core.errors import SchemaBehind, StoreError
+from core.private import private_dir, touch_private
 from core.settings import mask_url
 
 MIGRATIONS = Path(__file__).with_name("migrations")
@@ -35,7 +36,9 @@ def make_engine(url: str) -> Engine:
 def _sqlite_engine(url: str) -> Engine:
     path = url.split("///", 1)[-1]
     if path and path != ":memory:":
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        # Private from the first byte: it holds every message and reply (its -wal and -shm
+        # files take its mode).
+        touch_private(private_dir(Path(path).parent) / Path(path).name)
     in_memory = not path or path == ":memory:"
     engine = create_engine(
         url,

@@ -63,6 +63,10 @@ class LostLockDetail(StrEnum):
 
     BEFORE_DELIVERY = "lock lost before delivery"  # nothing was sent
     DURING_DELIVERY = "lock lost during delivery"  # the reply may have been sent
+    # Settled by beat (``BeatCore.settle_cut_off``): no turn ended the run and no grant of its
+    # session came for HBGW_DEAD_AFTER, its lock free all along.
+    CUT_OFF_BEFORE_DELIVERY = "cut off before delivery"  # nothing was sent
+    CUT_OFF_DURING_DELIVERY = "cut off during delivery"  # the reply may have been sent
 
 
 class RefundReason(StrEnum):

@@ -14,6 +14,7 @@ import tempfile
 from pathlib import Path
 
 from core.errors import BadInput
+from core.private import private_dir
 from state.liveness import Stamp
 
 _SESSION_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:@+=-]{0,127}")
@@ -44,7 +45,7 @@ class LivenessDir:
 
     def write(self, stamp: Stamp) -> Path:
         check_session_name(stamp.session)
-        self.path.mkdir(parents=True, exist_ok=True)
+        private_dir(self.path)
         target = self.path / f"{stamp.session}.json"
         data = json.dumps({"session": stamp.session, **stamp.to_json()}).encode()
         fd, tmp = tempfile.mkstemp(dir=self.path, prefix=".stamp.", suffix=".tmp")

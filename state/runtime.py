@@ -14,6 +14,7 @@ import redis
 
 from core.clock import Clock, to_ms, utcnow
 from core.errors import NotFound
+from core.private import private_dir, write_private
 from core.settings import Settings
 from sessions.states import SessionStatus
 from sessions.store import Store
@@ -39,8 +40,7 @@ def write_redis_url(home: Path, url: str | None) -> None:
     if url is None:
         path.unlink(missing_ok=True)
     else:
-        home.mkdir(parents=True, exist_ok=True)
-        path.write_text(url + "\n")
+        write_private(private_dir(home) / REDIS_URL_FILE, url + "\n")  # it may hold a password
 
 
 @dataclass

@@ -7,7 +7,9 @@ import socket
 from pathlib import Path
 
 import pytest
+from fastapi import FastAPI, Request
 from support.cli_fixtures import Hbgw
+from support.http_server import serving
 
 
 def closed_port() -> int:
@@ -64,6 +66,7 @@ def test_flags_win_over_the_environment_and_the_file(
     stale = f"http://127.0.0.1:{closed_port()}"
     (tmp_path / "api.json").write_text(json.dumps({"url": "http://file.invalid", "token": "t"}))
     monkeypatch.setenv("HBGW_API_URL", "http://env.invalid")
+    monkeypatch.setenv("HBGW_API_TOKEN", "env-token")
     result = hbgw("chat", "s1", "--url", stale)
     assert f"Cannot reach the API at {stale} " in result.err
 
@@ -73,3 +76,25 @@ def test_chat_is_listed_with_its_options(hbgw: Hbgw) -> None:
     assert "Usage: hbgw chat [OPTIONS] [SESSION]" in text
     for option in ("--url URL", "--token TOKEN", "Ctrl-D"):
         assert option in text
+
+
+def test_the_token_of_hbgw_up_goes_only_to_its_own_api(hbgw: Hbgw, tmp_path: Path) -> None:
+    """Issue 15, hole 9: `hbgw chat --url X` never sends api.json's token to X."""
+    seen: list[str | None] = []
+    other = FastAPI()
+
+    @other.api_route("/{path:path}", methods=["GET", "POST"])
+    async def anything(request: Request) -> dict[str, str]:
+        seen.append(request.headers.get("authorization"))
+        return {}
+
+    own = f"http://127.0.0.1:{closed_port()}"
+    (tmp_path / "api.json").write_text(json.dumps({"url": own, "token": "up-tok-5", "owner": "o"}))
+    with serving(other) as url:
+        result = hbgw("chat", "s1", "--url", url)
+        same = hbgw("chat", "s1", "--url", own + "/")  # its own API: the token goes there
+    assert result.code == 2, result
+    assert "needs its own token: pass --token" in result.err
+    assert f"only for its own API at {own}." in result.err
+    assert seen == []
+    assert same.code == 1 and "Cannot reach the API at" in same.err

@@ -23,8 +23,8 @@ def port_is_closed(port: int) -> bool:
         return True
 
 
-def pings(port: int) -> bool:
-    with redis.Redis(port=port, socket_timeout=1) as client:
+def pings(server: EmbeddedRedis) -> bool:
+    with redis.Redis(port=server.port, password=server.password, socket_timeout=1) as client:
         return bool(client.ping())
 
 
@@ -40,7 +40,7 @@ def test_start_ping_stop(tmp_path: Path) -> None:
     server = EmbeddedRedis(tmp_path)
     url = server.start()
     port = server.port
-    assert url == f"redis://127.0.0.1:{port}/0"
+    assert url == f"redis://:{server.password}@127.0.0.1:{port}/0"
     assert (tmp_path / "redis").is_dir()
     client = connect(url)
     try:
@@ -62,10 +62,10 @@ def test_start_ping_stop(tmp_path: Path) -> None:
 def test_context_manager_and_restart(tmp_path: Path) -> None:
     with EmbeddedRedis(tmp_path) as server:
         first = server.port
-        assert pings(first)
+        assert pings(server)
     assert port_is_closed(first)
     with EmbeddedRedis(tmp_path) as again:  # same home, fresh server
-        assert pings(again.port)
+        assert pings(again)
 
 
 def test_two_servers_get_different_ports(tmp_path: Path) -> None:
@@ -84,3 +84,25 @@ def test_dropped_server_is_stopped(tmp_path: Path) -> None:
     assert process.poll() is not None
     assert not process_exists(process.pid)
     assert port_is_closed(port)
+
+
+def test_the_server_asks_for_the_homes_private_password(tmp_path: Path) -> None:
+    """Issue 15, hole 8: another local user reaching the loopback port gets nothing without
+    the password, which is 0600 in the home and on no command line."""
+    home = tmp_path / "home"
+    with EmbeddedRedis(home) as server:
+        stranger = redis.Redis(port=server.port, socket_timeout=1)
+        with stranger, pytest.raises(redis.AuthenticationError):
+            stranger.get("k")
+        assert pings(server)
+        password_file = home / "redis" / "password"
+        assert password_file.read_text().strip() == server.password
+        for private in (password_file, home / "redis" / "valkey.conf", server.log_path):
+            assert private.stat().st_mode & 0o777 == 0o600, private
+        assert (home / "redis").stat().st_mode & 0o777 == 0o700
+        process = server._process
+        assert process is not None
+        assert server.password not in Path(f"/proc/{process.pid}/cmdline").read_text()
+        first = server.password
+    with EmbeddedRedis(home) as again:  # the home keeps its password
+        assert again.password == first and pings(again)

@@ -7,6 +7,8 @@ import re
 SILENCE_MARKERS = ("[SILENT]", "NO_REPLY")
 MAX_MARKER_REPLY = 64
 EMPTY_REPLY_NOTICE = "The agent returned no reply — please try sending your message again."
+# The start of a failed user turn's notice: `hbgw send` exits non-zero on it (stored as a notice).
+FAILED_TURN_NOTICE = "⚠ The turn failed: "
 
 ANSWER_BRIEFLY = (
     "If nothing meaningful changed since the last check, answer briefly or reply with exactly "

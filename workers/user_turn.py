@@ -9,7 +9,7 @@ from core.metrics import gateway_metrics
 from sessions.states import MessageState
 from workers.agents.base import TurnRequest
 from workers.heartbeat_tools import SessionHeartbeatTools
-from workers.injection import EMPTY_REPLY_NOTICE, is_silent
+from workers.injection import EMPTY_REPLY_NOTICE, FAILED_TURN_NOTICE, is_silent
 from workers.locks import Lease
 from workers.ports import Address
 from workers.turn_io import Delivery, TurnIO, as_sent
@@ -38,7 +38,7 @@ class UserTurn:
         answer = io.ask(lease, request, address)
         reply, kind = answer.text, "reply"
         if answer.failure is not None:
-            reply, kind = f"⚠ The turn failed: {answer.failure}", "failure"
+            reply, kind = f"{FAILED_TURN_NOTICE}{answer.failure}", "failure"
         elif is_silent(reply):
             # Rule 7: a human gets a visible notice, never silence.
             reply, kind = EMPTY_REPLY_NOTICE, "notice"

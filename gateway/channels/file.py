@@ -8,6 +8,7 @@ from typing import Any
 
 from core.clock import Clock, utcnow
 from core.jsonl import append_line
+from core.private import private_dir
 from workers.ports import Address
 
 
@@ -17,7 +18,7 @@ class FileChannel:
     def __init__(self, path: Path, *, clock: Clock = utcnow) -> None:
         self.path = path
         self.clock = clock
-        path.parent.mkdir(parents=True, exist_ok=True)
+        private_dir(path.parent)
 
     def send(
         self,

@@ -41,11 +41,23 @@ def api_address(url: str | None, token: str | None) -> tuple[str, str, bool]:
     from_file = url is None and token is None
     if url is None or token is None:
         written = _from_file(settings().home)
+        foreign = url is not None and not _same_api(url, written.get("url"))
+        if token is None and foreign and written.get("token"):
+            # api.json's token belongs to its own API: never sent to another address.
+            raise BadInput(
+                f"--url {url} needs its own token: pass --token (or set HBGW_API_TOKEN); the "
+                "token `hbgw up` wrote is only for its own API"
+                + (f" at {written['url']}." if written.get("url") else ".")
+            )
         url = url or written.get("url")
         token = token or written.get("token")
     if not url or not token:
         raise BadInput(NO_ADDRESS)
     return url, token, from_file
+
+
+def _same_api(url: str, written: str | None) -> bool:
+    return written is not None and url.rstrip("/") == written.rstrip("/")
 
 
 def _rediscover(home: Path) -> Callable[[], tuple[str, str] | None]:

@@ -113,7 +113,7 @@ def send(
     """
     from gateway.inbound import Answered, receive
     from hbgw.cli.gateway_ctx import gateway_runtime
-    from hbgw.cli.send_out import queued_sentence, reply_or_hold
+    from hbgw.cli.send_out import print_reply, queued_sentence, reply_or_hold
     from sessions.validation import message_limits_from_settings
 
     with gateway_runtime() as (store, rt, dispatcher):
@@ -134,12 +134,12 @@ def send(
         if result.duplicate:
             reply = store.reply_for(result.message_id)
             if reply is not None and not no_wait:
-                out(reply.text)
+                print_reply(reply)
                 return
         if rt is None or not result.handed_off or (result.duplicate and no_wait):
             out(queued_sentence(result, redis_reachable=rt is not None))
             return
-        out(reply_or_hold(store, rt, result, None if no_wait else timeout))
+        reply_or_hold(store, rt, result, None if no_wait else timeout)
 
 
 def runs(
@@ -175,6 +175,13 @@ def runs(
 # would, look at what happened, and operator switches.
 app.add_typer(session_cmd.app, name="session", rich_help_panel=TALK)
 app.add_typer(heartbeat_cmd.app, name="heartbeat", rich_help_panel=TALK)
+EPILOGS: dict[object, str] = {
+    send: (
+        "Exit codes: 0 the reply (or queued, with --no-wait); 1 the send failed; 2 bad input; "
+        "3 queued, an emergency stop holds it; 4 queued, no reply within --timeout (it will be "
+        "answered: see `hbgw chat SESSION`); 5 the turn failed (its notice is printed)."
+    ),
+}
 for _command, _panel in (
     (ops_cmd.up, RUN),
     (ops_cmd.demo, RUN),
@@ -191,7 +198,7 @@ for _command, _panel in (
     (ops_cmd.estop, OPERATE),
     (live_cmd.stamp, OPERATE),
 ):
-    app.command(cls=Command, rich_help_panel=_panel)(_command)
+    app.command(cls=Command, rich_help_panel=_panel, epilog=EPILOGS.get(_command))(_command)
 
 
 def main(argv: list[str] | None = None) -> None:

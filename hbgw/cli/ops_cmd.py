@@ -155,13 +155,14 @@ def up(
 
     s = settings()
     with local_stack(s, workers=workers, api=True) as stack:
+        redis = mask_url(stack.redis_url)  # never a password on the screen or in a log
         if s.redis_url:
-            out(f"redis    {stack.redis_url}")
+            out(f"redis    {redis}")
         elif stack.redis_reused is not None:
             pid = stack.redis_reused
-            out(f"redis    {stack.redis_url} (embedded, reused: pid {pid}, left by an earlier up)")
+            out(f"redis    {redis} (embedded, reused: pid {pid}, left by an earlier up)")
         else:
-            out(f"redis    {stack.redis_url} (embedded)")
+            out(f"redis    {redis} (embedded)")
         out(f"database {mask_url(s.effective_database_url)}")
         for role, proc in stack.procs.items():
             out(f"{role:<8} pid {proc.pid}, log {stack.logs / (role + '.log')}")

@@ -2,7 +2,9 @@
 
 An emergency stop holds queued messages (they run once it is lifted): `send` says so at once,
 with the command that lifts it, and exits ``HELD_EXIT`` instead of waiting for a reply that
-cannot come.
+cannot come. A reply that is late exits ``LATE_EXIT`` (queued, it will be answered) and a failed
+turn's notice ``FAILED_TURN_EXIT``: a script tells the three apart from a send that failed (1)
+or was refused (2).
 """
 
 from __future__ import annotations
@@ -11,21 +13,34 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from core.errors import HbgwError
 from hbgw.cli.common import out
 from hbgw.cli.gateway_ctx import estop_lift, held_sentence, wait_for_reply
+from workers.injection import FAILED_TURN_NOTICE
 
 if TYPE_CHECKING:
     from gateway.inbound import Queued
     from sessions.store import Store
+    from sessions.views import MessageView
     from state.runtime import Runtime
 
 HELD_EXIT = 3
 """`hbgw send` waited for a reply, but an emergency stop holds the (queued) message."""
+LATE_EXIT = 4
+"""`hbgw send` waited ``--timeout`` seconds without a reply; the message stays queued and will
+be answered (not a failure of the send: nothing is to be sent again)."""
+FAILED_TURN_EXIT = 5
+"""The reply is the notice of a turn that failed (``⚠ The turn failed: …``)."""
 
 
-def reply_or_hold(store: Store, rt: Runtime, queued: Queued, timeout: float | None) -> str:
-    """The reply text; ``timeout`` None returns at once (``--no-wait``)."""
+def print_reply(reply: MessageView) -> None:
+    """The reply on stdout; a failed turn's notice exits ``FAILED_TURN_EXIT``."""
+    out(reply.text)
+    if reply.kind == "notice" and reply.text.startswith(FAILED_TURN_NOTICE):
+        raise typer.Exit(FAILED_TURN_EXIT)
+
+
+def reply_or_hold(store: Store, rt: Runtime, queued: Queued, timeout: float | None) -> None:
+    """Print the reply; ``timeout`` None returns at once (``--no-wait``)."""
     mid, sid = queued.message_id, queued.session_id
 
     def held() -> bool:
@@ -34,19 +49,26 @@ def reply_or_hold(store: Store, rt: Runtime, queued: Queued, timeout: float | No
     if timeout is not None and not held():
         reply = wait_for_reply(store, mid, timeout, held=held)
         if reply is not None:
-            return reply.text
+            print_reply(reply)
+            return
     lift = estop_lift(rt, sid)
     if lift is None and timeout is None:
-        return f"Message {mid} queued for session {sid}."
+        out(f"Message {mid} queued for session {sid}.")
+        return
     if lift is None:
-        raise HbgwError(
-            f"No reply within {timeout:g}s; message {mid} stays queued — "
-            "is a worker running (`hbgw up` or `hbgw worker`)?"
-        )
-    if timeout is None:
-        return held_sentence(mid, sid, lift)
+        out(late_sentence(mid, sid, timeout or 0.0))
+        raise typer.Exit(LATE_EXIT)
     out(held_sentence(mid, sid, lift))
-    raise typer.Exit(HELD_EXIT)
+    if timeout is not None:
+        raise typer.Exit(HELD_EXIT)
+
+
+def late_sentence(message_id: int, session_id: str, timeout: float) -> str:
+    return (
+        f"Message {message_id} is queued; the reply did not come within {timeout:g} s; it will "
+        f"be answered — see `hbgw chat {session_id}` or its history (is a worker running: "
+        "`hbgw up` or `hbgw worker`?)."
+    )
 
 
 def queued_sentence(result: Queued, *, redis_reachable: bool) -> str:

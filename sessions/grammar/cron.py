@@ -12,15 +12,18 @@ minute or hour field starts with ``*`` — such "every N minutes/hours" schedule
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta, tzinfo
+from datetime import UTC, date, datetime, timedelta, tzinfo
 from functools import cache, lru_cache
+from itertools import pairwise
 from zoneinfo import ZoneInfo, available_timezones
 
 from croniter import CroniterError, croniter
 
 from core.errors import CronError
+from sessions.grammar.intervals import format_interval
 from sessions.grammar.text import quote
 
 ALIASES: dict[str, str] = {
@@ -44,6 +47,9 @@ _DAYS_IN_MONTH = (31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
 # A safety bound: the search normally stops after a few candidates (about 60 when an
 # every-minute schedule looks back over a one-hour fall-back overlap).
 _MAX_CANDIDATES = 2000
+# Weekdays and leap years repeat every 28 years (within a century): every pattern of firing
+# days shows in that span.
+_CALENDAR_CYCLE_DAYS = 28 * 365 + 7
 
 
 @dataclass(frozen=True)
@@ -102,8 +108,25 @@ def _zone_names() -> dict[str, str]:
     return {name.lower(): name for name in available_timezones()}
 
 
-def parse_cron(text: str, *, tz: str | None = None) -> CronSchedule:
-    """Five fields or an @alias, optionally prefixed ``TZ=Area/City``; ``tz`` is the default."""
+def parse_cron(text: str, *, tz: str | None = None, minimum: float = 0) -> CronSchedule:
+    """Five fields or an @alias, optionally prefixed ``TZ=Area/City``; ``tz`` is the default.
+
+    ``minimum`` (HBGW_MIN_INTERVAL) binds cron as it binds intervals: a schedule whose two
+    closest fires are nearer than that is an error naming both.
+    """
+    schedule = _parse_cron(text, tz)
+    gap = smallest_gap(schedule.expr)
+    if gap < minimum:
+        floor = max(1, math.ceil(minimum))
+        raise CronError(
+            f"The schedule {quote(schedule.expr)} fires as often as every "
+            f"{format_interval(gap)}, below the minimum interval of {format_interval(floor)} "
+            "(HBGW_MIN_INTERVAL) — choose fewer minutes or hours, or a step of at least that."
+        )
+    return schedule
+
+
+def _parse_cron(text: str, tz: str | None) -> CronSchedule:
     body = text.strip()
     prefix = _TZ_PREFIX.match(body)
     timezone = parse_timezone(tz) if tz is not None else "UTC"
@@ -131,6 +154,56 @@ def parse_cron(text: str, *, tz: str | None = None) -> CronSchedule:
     if not croniter.is_valid(expr):
         raise CronError(f"The cron expression {quote(expr)} is not valid — it needs {SHAPE}.")
     return CronSchedule(expr=expr, timezone=timezone)
+
+
+@lru_cache(maxsize=512)
+def smallest_gap(expr: str) -> int:
+    """Seconds between the two closest fires of ``expr``, on the wall clock (a DST change may
+    shorten one gap on its day; that is not counted).
+
+    Fires are (day, hour, minute) triples: the closest two are in one hour (the smallest step
+    between chosen minutes), in neighbouring chosen hours of a day, or across the night
+    between the closest two firing days.
+    """
+    fields = ALIASES.get(expr, expr).split()
+    minutes, hours, days, months, weekdays = (
+        sorted(_values(spec, text)) for spec, text in zip(FIELDS, fields, strict=True)
+    )
+    gaps = [b - a for a, b in pairwise(minutes)]
+    span = minutes[-1] - minutes[0]
+    gaps += [(b - a) * 60 - span for a, b in pairwise(hours)]
+    day_gap = _smallest_day_gap(fields, set(days), set(months), set(weekdays))
+    last, first = hours[-1] * 60 + minutes[-1], hours[0] * 60 + minutes[0]
+    gaps.append(day_gap * 1440 - last + first)
+    return 60 * min(gaps)
+
+
+def _smallest_day_gap(
+    fields: list[str], days: set[int], months: set[int], weekdays: set[int]
+) -> int:
+    """The fewest days between two firing days: every day when no day field restricts it,
+    else counted over a 28-year calendar cycle (leap days included)."""
+    if fields[2] == fields[4] == "*" and len(months) == 12:
+        return 1
+    start = date(2001, 1, 1)
+    firing = [
+        n
+        for n in range(_CALENDAR_CYCLE_DAYS)
+        if _fires_on(start + timedelta(days=n), fields, days, months, weekdays)
+    ]
+    gaps = [b - a for a, b in pairwise(firing)]
+    return min(gaps) if gaps else _CALENDAR_CYCLE_DAYS
+
+
+def _fires_on(
+    day: date, fields: list[str], days: set[int], months: set[int], weekdays: set[int]
+) -> bool:
+    if day.month not in months:
+        return False
+    by_date, by_weekday = day.day in days, (day.isoweekday() % 7) in weekdays
+    if fields[2] != "*" and fields[4] != "*":
+        return by_date or by_weekday  # both restricted: cron fires on either
+    return by_date and by_weekday
 
 
 def _alias(token: str) -> str:

@@ -195,12 +195,14 @@ def option_schedule(
     if every is not None and cron is not None:
         raise CommandError("Give one schedule — --every or --cron, not both.")
     interval = None if every is None else parse_interval(every, minimum=limits.min_interval)
-    return _schedule(interval, cron, tz)
+    return _schedule(interval, cron, tz, limits)
 
 
-def _schedule(interval: int | None, cron: str | None, tz: str | None) -> Schedule | None:
+def _schedule(
+    interval: int | None, cron: str | None, tz: str | None, limits: GrammarLimits
+) -> Schedule | None:
     if cron is not None:
-        return parse_cron(cron, tz=tz)
+        return parse_cron(cron, tz=tz, minimum=limits.min_interval)
     if tz is not None:
         raise CommandError(
             '--tz only applies to cron schedules (cron …, @daily, TZ=…, --cron "…"); '
@@ -223,7 +225,7 @@ class _Head:
     def parse(self) -> tuple[Schedule | None, int]:
         while (token := self._peek()) is not None and self._step(token):
             pass
-        return _schedule(self.interval, self.cron, self.tz), self.pos
+        return _schedule(self.interval, self.cron, self.tz, self.limits), self.pos
 
     def _step(self, token: str) -> bool:
         """Consume one schedule element at ``pos``; False when the prompt starts here."""

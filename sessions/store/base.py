@@ -4,8 +4,10 @@ Every public method of a concern is one transaction and is repeated, as a whole,
 database connection dropped before COMMIT: the server rolled the transaction back, so running
 it again is safe. A drop *during* COMMIT is ambiguous (it may have been saved): only methods
 marked ``@repeatable`` (their second run recognises the first) are repeated after one; any
-other raises ``OutcomeUnknown``. Raw SQLAlchemy errors never leave the store: they become
-``StoreError`` with one sentence.
+other raises ``OutcomeUnknown``. SQLite's "database is locked" (another connection held the
+write lock for longer than the busy timeout) is transient the same way: nothing was written,
+so the whole transaction is repeated, the same bounded number of times. Raw SQLAlchemy errors
+never leave the store: they become ``StoreError`` with one sentence.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from contextlib import contextmanager
 from typing import Any, TypeVar
 
 from sqlalchemy import Engine, event, select
-from sqlalchemy.exc import DBAPIError, SQLAlchemyError
+from sqlalchemy.exc import DBAPIError, OperationalError, SQLAlchemyError
 from sqlalchemy.orm import ORMExecuteState, Session, sessionmaker
 
 from core.errors import InvalidState, NotFound, OutcomeUnknown, StaleFence, StoreError
@@ -50,6 +52,18 @@ class _CommitCut(Exception):
 
 def _dropped(exc: BaseException) -> bool:
     return isinstance(exc, DBAPIError) and bool(exc.connection_invalidated)
+
+
+def _locked(exc: BaseException) -> bool:
+    """SQLite's busy answer: the write lock stayed taken past the busy timeout."""
+    if not isinstance(exc, OperationalError):
+        return False
+    text = str(exc.orig or exc).lower()
+    return "database is locked" in text or "database is busy" in text
+
+
+def _transient(exc: BaseException) -> bool:
+    return _dropped(exc) or _locked(exc)
 
 
 def _cause(exc: BaseException) -> str:
@@ -117,12 +131,13 @@ def _retrying(method: Callable[..., Any]) -> Callable[..., Any]:
                     ) from exc.cause
                 failure: Exception = exc
             except SQLAlchemyError as exc:
-                if not _dropped(exc) or attempt == ATTEMPTS:
+                if not _transient(exc) or attempt == ATTEMPTS:
                     raise _store_error(what, exc, attempt) from exc
                 failure = exc
             log.warning(
-                "store: %s lost its database connection, attempt %d of %d: %s",
+                "store: %s %s, attempt %d of %d: %s",
                 what,
+                "found the database locked" if _locked(failure) else "lost its database connection",
                 attempt,
                 ATTEMPTS,
                 _cause(failure),
@@ -136,6 +151,12 @@ def _retrying(method: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _store_error(what: str, exc: SQLAlchemyError, attempts: int) -> StoreError:
+    if _locked(exc):
+        return StoreError(
+            f"The database stayed locked by another writer during {what}, {attempts} times "
+            f"in a row ({_cause(exc)}) — check for a process holding a long write "
+            "transaction on the SQLite file, or move to PostgreSQL for this load."
+        )
     if _dropped(exc):
         return StoreError(
             f"The database connection dropped during {what} {attempts} times in a row "
@@ -180,8 +201,11 @@ def fenced_session_row(db: Session, session_id: str, fence: int) -> SessionRow:
     return row
 
 
-def heartbeat_row(db: Session, session_id: str) -> HeartbeatRow | None:
-    return db.scalars(select(HeartbeatRow).where(HeartbeatRow.session_id == session_id)).first()
+def heartbeat_row(db: Session, session_id: str, *, for_update: bool = False) -> HeartbeatRow | None:
+    query = select(HeartbeatRow).where(HeartbeatRow.session_id == session_id)
+    if for_update:
+        query = query.with_for_update()
+    return db.scalars(query).first()
 
 
 def run_row(db: Session, run_id: int) -> RunRow:

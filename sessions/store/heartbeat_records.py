@@ -164,8 +164,11 @@ class HeartbeatRecords(Transactions):
         transition: hb.Transition,
     ) -> hb.HeartbeatState:
         with self._transaction() as db:
-            session_row(db, session_id)
-            row = heartbeat_row(db, session_id)
+            # Locked like every writer of the heartbeat row (a reservation locks the session
+            # first, a refund the row): a pause read before a concurrent reservation committed
+            # would otherwise be written over by it, or write over it (PostgreSQL).
+            session_row(db, session_id, for_update=True)
+            row = heartbeat_row(db, session_id, for_update=True)
             state = transition(heartbeat_state(row) if row else None, now)
             assert row is not None  # the transition raised InvalidState otherwise
             apply_state(row, state, now)

@@ -180,6 +180,29 @@ class FireLedger(Transactions):
             refund_run(db, run, RefundReason.ORPHANED, now)
             return run_view(run)
 
+    def settle_cut_off(self, run_id: int, now: datetime) -> RunView | None:
+        """End ``failed`` a run whose turn was cut off and whose session got no grant since;
+        None if it moved on (finished, or a newer grant settled it)."""
+        with self._transaction() as db:
+            run = run_row(db, run_id)
+            session = session_row(db, run.session_id, for_update=True)
+            if run.state not in IN_TURN or run.fence != session.fence:
+                return None
+            settle_lost_run(db, run, now, cut_off=True)
+            return run_view(run)
+
+    def stale_turns(self, before: datetime, limit: int | None = None) -> list[RunView]:
+        """Runs still in their turn (started or delivering) since before ``before``, oldest
+        first: candidates for ``settle_cut_off``; at most ``limit``."""
+        with self._transaction() as db:
+            rows = db.scalars(
+                select(RunRow)
+                .where(RunRow.state.in_(IN_TURN), RunRow.started_at < before)
+                .order_by(RunRow.started_at, RunRow.id)
+                .limit(limit)
+            )
+            return [run_view(r) for r in rows]
+
     def stale_reservations(self, before: datetime, limit: int | None = None) -> list[RunView]:
         """Runs still ``reserved`` since before ``before``, oldest first: candidates for
         ``refund_orphan``; at most ``limit`` (the rest on a later pass)."""

@@ -145,13 +145,23 @@ def _settle_older_turns(db: Session, session_id: str, fence: int, now: datetime)
     db.flush()
 
 
-def settle_lost_run(db: Session, run: RunRow, now: datetime, *, nothing_sent: bool = False) -> None:
+def settle_lost_run(
+    db: Session, run: RunRow, now: datetime, *, nothing_sent: bool = False, cut_off: bool = False
+) -> None:
+    """End a run its turn will never finish ``failed``; ``nothing_sent``: its own turn stopped
+    before sending; ``cut_off``: settled by beat after a bound, not by a newer grant or the turn."""
     delivering = run.state == RunState.DELIVERING and not nothing_sent
     run.state = RunState.FAILED
     run.finished_at = now
-    run.detail = (
-        LostLockDetail.DURING_DELIVERY if delivering else LostLockDetail.BEFORE_DELIVERY
-    ).value
+    if cut_off:
+        detail = (
+            LostLockDetail.CUT_OFF_DURING_DELIVERY
+            if delivering
+            else LostLockDetail.CUT_OFF_BEFORE_DELIVERY
+        )
+    else:
+        detail = LostLockDetail.DURING_DELIVERY if delivering else LostLockDetail.BEFORE_DELIVERY
+    run.detail = detail.value
     row = db.get(HeartbeatRow, run.heartbeat_id)
     if row is not None and row.generation == run.generation:
         row.last_outcome = RunState.FAILED.value
@@ -159,7 +169,9 @@ def settle_lost_run(db: Session, run: RunRow, now: datetime, *, nothing_sent: bo
 
 
 def refund_run(db: Session, run: RunRow, reason: RefundReason, now: datetime) -> None:
-    row = db.get(HeartbeatRow, run.heartbeat_id)
+    # Locked: a refund checks the generation and anchor, then rewrites the row; a concurrent
+    # pause or clear (which locks it too) must come wholly before or after.
+    row = db.get(HeartbeatRow, run.heartbeat_id, with_for_update=True)
     unchanged = (
         row is not None and row.generation == run.generation and row.anchor_at == run.reserved_at
     )

@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session
 from core.clock import iso
 from core.errors import NotFound
 from core.usage import TokenUsage, usage_of
-from sessions.models import MODEL_CHARS, MessageRow
+from sessions.models import MODEL_CHARS, MessageRow, SessionRow
 from sessions.states import MessageState
 from sessions.store.base import Transactions, fenced_session_row, session_row
 from sessions.validation import check_idempotency_key, check_user_text
@@ -150,12 +150,7 @@ class MessageRecords(Transactions):
             # The row lock queues concurrent accepts of one session, so a retry racing the
             # first attempt finds its row; the UNIQUE constraint is the backstop.
             session = session_row(db, session_id, for_update=True)
-            existing = db.scalars(
-                select(MessageRow).where(
-                    MessageRow.session_id == session_id,
-                    MessageRow.idempotency_key == idempotency_key,
-                )
-            ).first()
+            existing = _keyed_in_conversation(db, session, idempotency_key)
             if existing is not None:
                 return Accepted(message_view(existing), duplicate=True)
             row = MessageRow(
@@ -216,6 +211,29 @@ class MessageRecords(Transactions):
                 .limit(limit)
             )
             return [message_view(r) for r in rows]
+
+
+def _keyed_in_conversation(db: Session, session: SessionRow, key: str) -> MessageRow | None:
+    """The message accepted under ``key`` by this session or any it continues.
+
+    Compression continues a conversation under a child session: a retry whose first attempt
+    was accepted before a compression reaches the child, and must still find that attempt. The
+    chain of parents is followed in the same query (a recursive CTE); the UNIQUE index on
+    (session, key) answers each step.
+    """
+    scope: Any = [session.id]
+    if session.parent_id is not None:
+        start = select(SessionRow.id, SessionRow.parent_id).where(SessionRow.id == session.id)
+        chain = start.cte("chain", recursive=True)
+        parents = select(SessionRow.id, SessionRow.parent_id).join(
+            chain, SessionRow.id == chain.c.parent_id
+        )
+        scope = select(chain.union_all(parents).c.id)
+    return db.scalars(
+        select(MessageRow)
+        .where(MessageRow.session_id.in_(scope), MessageRow.idempotency_key == key)
+        .order_by(MessageRow.id)
+    ).first()
 
 
 def _mark_done(db: Session, message_id: int) -> None:

@@ -65,6 +65,7 @@ Step = Text | ToolCall | Fail | Delay
 class FakeOpenAI:
     script: deque[Step] = field(default_factory=deque)
     bodies: list[dict[str, Any]] = field(default_factory=list)
+    authorizations: list[str | None] = field(default_factory=list)  # each request's header
     _ids: itertools.count[int] = field(default_factory=itertools.count)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -88,6 +89,8 @@ class FakeOpenAI:
         @app.post("/v1/chat/completions")
         async def completions(request: Request) -> JSONResponse:
             body = await request.json()
+            with self._lock:
+                self.authorizations.append(request.headers.get("authorization"))
             step = self.take(body)
             if isinstance(step, Delay):
                 await asyncio.sleep(step.seconds)
