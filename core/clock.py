@@ -17,6 +17,13 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
+def pause(seconds: float) -> None:
+    """Wait ``seconds`` without ``time.sleep``: on an event, which a signal handler still
+    interrupts. Under a skewed wall clock (libfaketime, as the clock tests and the chaos harness
+    run a role) ``time.sleep`` fails with EINVAL; a wait on a monotonic deadline does not."""
+    threading.Event().wait(max(seconds, 0.0))
+
+
 def to_ms(moment: datetime) -> int:
     return int(moment.timestamp() * 1000)
 

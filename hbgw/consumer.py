@@ -29,6 +29,7 @@ from typing import Any
 from celery.exceptions import CPendingDeprecationWarning
 from celery.worker.consumer import Consumer
 
+from core.clock import pause
 from state.dispatch import context_of
 
 log = logging.getLogger("hbgw.worker")
@@ -108,6 +109,6 @@ class ResilientConsumer(Consumer):  # type: ignore[misc]
             exc_info=exc if os.environ.get("HBGW_DEBUG") else None,
         )
         # Interruptible: Celery's SIGTERM handler raises in the main thread, ending the wait.
-        time.sleep(self._delay)
+        pause(self._delay)
         self._last_error = time.monotonic()
         self._delay = min(self._delay * 2, MAX_DELAY)

@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 
 import redis
 
+from core.clock import pause
 from core.errors import BadInput
 from core.metrics import gateway_metrics
 from state.connection import TRANSIENT_REDIS_ERRORS
@@ -103,7 +104,7 @@ def claim_name(registry: WorkerRegistry, worker: str, clock_ms: Callable[[], int
                 "give this one another name with --name."
             )
         seen = last
-        time.sleep(0.05)
+        pause(0.05)
 
 
 def _claim_when_redis_answers(
@@ -123,7 +124,7 @@ def _claim_when_redis_answers(
                     exc,
                     extra={"action": "registry.claim_retry"},
                 )
-            time.sleep(delay)
+            pause(delay)
             delay = min(delay * 2, CLAIM_RETRY_MAX)
 
 

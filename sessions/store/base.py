@@ -15,7 +15,6 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
@@ -24,6 +23,7 @@ from sqlalchemy import Engine, event, select
 from sqlalchemy.exc import DBAPIError, OperationalError, SQLAlchemyError
 from sqlalchemy.orm import ORMExecuteState, Session, sessionmaker
 
+from core.clock import pause
 from core.errors import InvalidState, NotFound, OutcomeUnknown, StaleFence, StoreError
 from sessions.models import HeartbeatRow, RunRow, SessionRow
 from sessions.states import SessionStatus
@@ -143,7 +143,7 @@ def _retrying(method: Callable[..., Any]) -> Callable[..., Any]:
                 _cause(failure),
                 extra={"action": "store.retry"},
             )
-            time.sleep(BACKOFF * 2 ** (attempt - 1))
+            pause(BACKOFF * 2 ** (attempt - 1))
         raise AssertionError("unreachable: the last attempt returns or raises")
 
     run._hbgw_retrying = True  # type: ignore[attr-defined]

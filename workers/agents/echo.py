@@ -6,9 +6,9 @@ It answers ``echo: <first line>``; a heartbeat turn is answered with the silence
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
+from core.clock import pause
 from core.jsonl import append_line
 from workers.agents.base import AgentReply, StepCallback, TurnRequest
 
@@ -29,9 +29,9 @@ class EchoAgent:
         on_step("thinking")
         if self.delay:
             # Two steps so liveness stamps move during a long turn.
-            time.sleep(self.delay / 2)
+            pause(self.delay / 2)
             on_step("tool:echo")
-            time.sleep(self.delay / 2)
+            pause(self.delay / 2)
         self._record(request)
         if request.kind == "heartbeat" and (self.silent_heartbeats or QUIET_TAG in request.text):
             return AgentReply("[SILENT]")
