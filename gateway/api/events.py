@@ -20,7 +20,7 @@ from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
-from core.errors import HbgwError
+from core.errors import BadInput, HbgwError
 from gateway.api.context import ApiContext
 from gateway.api.routes_messages import MAX_ID
 from gateway.api.routes_sessions import Ctx, Who
@@ -71,12 +71,27 @@ def events(
 
 
 def _start(ctx: ApiContext, sid: str, after: int | None, last_event_id: str | None) -> int:
-    if last_event_id is not None and last_event_id.strip().isdigit():
-        return min(int(last_event_id.strip()), MAX_ID)
+    resume = _last_event_id(last_event_id)
+    if resume is not None:
+        return resume
     if after is not None:
         return after
     newest = ctx.store.list_messages(sid, limit=1)
     return newest[-1].id if newest else 0
+
+
+def _last_event_id(header: str | None) -> int | None:
+    """The id of ``Last-Event-ID``; ASCII digits only (``str.isdigit`` takes '²', which
+    ``int`` refuses), blank means absent."""
+    text = (header or "").strip()
+    if not text:
+        return None
+    if not (text.isascii() and text.isdigit()):
+        raise BadInput(
+            "The Last-Event-ID header is not a message id; send the id of the last event "
+            "received (digits), or leave the header out."
+        )
+    return min(int(text), MAX_ID)
 
 
 async def _stream(ctx: ApiContext, request: Request, sid: str, last: int) -> AsyncIterator[str]:

@@ -1,0 +1,49 @@
+"""Security findings of the HTTP API (issue 15), each through a real uvicorn on loopback."""
+
+from __future__ import annotations
+
+import random
+import string
+
+import httpx
+import pytest
+from support.api_fixtures import ALICE, Api
+
+
+def _series(anyone: httpx.Client) -> set[str]:
+    text = anyone.get("/metrics").text
+    return {line.rsplit(" ", 1)[0] for line in text.splitlines() if line.startswith("hbgw_api_")}
+
+
+def _random_requests(anyone: httpx.Client, count: int, rng: random.Random) -> None:
+    for _ in range(count):
+        method = "".join(rng.choices(string.ascii_uppercase, k=rng.randint(3, 40)))
+        path = "/" + "".join(rng.choices(string.ascii_lowercase, k=rng.randint(1, 30)))
+        anyone.request(method, path)
+        anyone.request(rng.choice(["GET", "DELETE", "PATCH"]), path)
+        anyone.request(method, "/v1/sessions")
+
+
+def test_metrics_series_stay_bounded_whatever_the_requests(api: Api) -> None:
+    rng = random.Random(15)
+    with api.client(None) as anyone:
+        _random_requests(anyone, 10, rng)
+        _series(anyone)  # the scrape's own series
+        before = _series(anyone)
+        _random_requests(anyone, 20, rng)
+        after = _series(anyone)
+    assert after == before, sorted(after - before)[:5]
+    assert any('method="other"' in s and 'route="unmatched"' in s for s in after)
+
+
+def test_a_last_event_id_of_unicode_digits_is_a_clear_422(
+    api: Api, caplog: pytest.LogCaptureFixture
+) -> None:
+    with api.owner(ALICE) as alice:
+        sid = api.new_session(alice)
+        # b"\xb2" is '²' in latin-1, how the server reads header bytes: isdigit(), not int().
+        answer = alice.get(f"/v1/sessions/{sid}/events", headers={b"Last-Event-ID": b"\xb2"})
+    assert answer.status_code == 422, answer.text
+    assert answer.json()["error"]["code"] == "invalid_input"
+    assert "Last-Event-ID" in answer.json()["error"]["message"]
+    assert not [r for r in caplog.records if r.levelname == "ERROR"]
