@@ -47,3 +47,26 @@ def test_a_last_event_id_of_unicode_digits_is_a_clear_422(
     assert answer.json()["error"]["code"] == "invalid_input"
     assert "Last-Event-ID" in answer.json()["error"]["message"]
     assert not [r for r in caplog.records if r.levelname == "ERROR"]
+
+
+# A cron schedule that parses but is longer than its column (255 characters).
+LONG_CRON = "cron {} {} {} * *".format(
+    ",".join(map(str, range(60))), ",".join(map(str, range(24))), ",".join(map(str, range(1, 29)))
+)
+
+
+def test_a_schedule_longer_than_its_column_is_refused_before_sql(api: Api) -> None:
+    assert len(LONG_CRON) > 255
+    with api.owner(ALICE) as alice:
+        sid = api.new_session(alice)
+        put = alice.put(
+            f"/v1/sessions/{sid}/heartbeat", json={"schedule": LONG_CRON, "prompt": "check"}
+        )
+        assert put.status_code == 422, put.text
+        assert "at most 255" in put.json()["error"]["message"]
+        command = alice.post(
+            f"/v1/sessions/{sid}/messages", json={"text": f"/heartbeat {LONG_CRON} check"}
+        )
+        assert command.status_code == 200 and command.json()["ok"] is False, command.text
+        assert "at most 255" in command.json()["reply"]
+        assert alice.get(f"/v1/sessions/{sid}/heartbeat").status_code == 404

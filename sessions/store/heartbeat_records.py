@@ -14,7 +14,7 @@ from sessions.grammar import CronSchedule, IntervalSchedule, Schedule
 from sessions.models import HeartbeatRow
 from sessions.states import HeartbeatStatus
 from sessions.store.base import Transactions, active_session_row, heartbeat_row, session_row
-from sessions.validation import check_storable
+from sessions.validation import check_schedule_text, check_storable
 
 # What status shows for a session without a live heartbeat; never stored.
 NO_HEARTBEAT = "none"
@@ -128,6 +128,7 @@ class HeartbeatRecords(Transactions):
     ) -> hb.HeartbeatState:
         """Set or replace the session's heartbeat; replies go where it was set."""
         check_storable(prompt, "prompt")
+        check_schedule_text(schedule_text, hb.schedule_columns(schedule)[1])
         with self._transaction() as db:
             session = active_session_row(db, session_id, "set a heartbeat in")
             row = heartbeat_row(db, session_id)
