@@ -130,7 +130,9 @@ def test_runs_route(api: Api) -> None:
 def test_health_ready_metrics(api: Api) -> None:
     with api.client(None) as anyone, api.owner(ALICE) as alice:
         assert anyone.get("/healthz").json() == {"status": "ok"}
-        ready = anyone.get("/readyz")
+        assert anyone.get("/readyz").json() == {"status": "ready"}
+        with api.admin() as admin:
+            ready = admin.get("/readyz")
         assert ready.status_code == 200
         assert ready.json() == {
             "status": "ready",

@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import random
 import string
+from pathlib import Path
 
 import httpx
 import pytest
-from support.api_fixtures import ALICE, Api
+from support.api_fixtures import ALICE, Api, api_overrides
+from support.harness import gateway_settings
+from support.http_server import serving
+
+from gateway.api.app import create_app
 
 
 def _series(anyone: httpx.Client) -> set[str]:
@@ -70,3 +75,21 @@ def test_a_schedule_longer_than_its_column_is_refused_before_sql(api: Api) -> No
         assert command.status_code == 200 and command.json()["ok"] is False, command.text
         assert "at most 255" in command.json()["reply"]
         assert alice.get(f"/v1/sessions/{sid}/heartbeat").status_code == 404
+
+
+def test_readyz_tells_the_database_details_only_to_the_admin(
+    tmp_path: Path, redis_url: str, redis_ns: str
+) -> None:
+    # Nothing listens on port 1: the database check fails with the server's own words.
+    overrides = {**api_overrides(), "database_url": "postgresql://dbuser:pw@127.0.0.1:1/dbname"}
+    settings = gateway_settings(tmp_path, redis_url, redis_ns, **overrides)
+    with serving(create_app(settings, redis_url=redis_url)) as url:
+        api = Api(url, None)  # type: ignore[arg-type]
+        with api.client(None) as anyone, api.owner(ALICE) as alice, api.admin() as admin:
+            for who in (anyone, alice):
+                answer = who.get("/readyz")
+                assert answer.status_code == 503
+                assert answer.json() == {"status": "not_ready"}
+            detailed = admin.get("/readyz")
+    assert detailed.status_code == 503
+    assert detailed.json()["checks"]["database"] != "ok"

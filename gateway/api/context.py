@@ -115,11 +115,11 @@ def context(request: Request) -> ApiContext:
     return ctx
 
 
-_bearer = HTTPBearer(auto_error=False, description="A token of HBGW_API_TOKENS, or the admin's.")
+bearer = HTTPBearer(auto_error=False, description="A token of HBGW_API_TOKENS, or the admin's.")
 
 
 def principal(
-    request: Request, credentials: HTTPAuthorizationCredentials | None = Depends(_bearer)
+    request: Request, credentials: HTTPAuthorizationCredentials | None = Depends(bearer)
 ) -> Principal:
     if credentials is None:
         raise ApiError(401, "unauthorized", "Send a token: Authorization: Bearer <token>.")

@@ -149,7 +149,8 @@ class Health(Response):
 
 class Readiness(Response):
     status: str
-    checks: dict[str, str]
+    checks: dict[str, str] | None = None
+    """The admin token's answer only: each check's sentence."""
 
 
 def errors(*statuses: int) -> dict[int | str, dict[str, Any]]:

@@ -20,7 +20,7 @@ from support.harness import Gateway, gateway_settings, wait_until
 from support.http_server import serving
 
 ALICE, BOB = "alice", "bob"
-TOKENS = {ALICE: "tok-alice-7f3a9c", BOB: "tok-bob-52e1d0"}
+TOKENS = {ALICE: "tok-alice-7f3a9c", BOB: "tok-bob-52e1d0a4b8"}
 ADMIN_TOKEN = "tok-admin-c0ffee"
 
 
