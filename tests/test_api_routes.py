@@ -118,7 +118,7 @@ def test_lifecycle_routes(api: Api) -> None:
 def test_runs_route(api: Api) -> None:
     with api.gw.worker("w1"), api.owner(ALICE) as alice:
         sid = api.new_session(alice)
-        assert alice.get(f"/v1/sessions/{sid}/runs").json() == {"runs": []}
+        assert alice.get(f"/v1/sessions/{sid}/runs").json()["runs"] == []
         wait_until(lambda: api.gw.rt.registry.live(api.gw.rt.now_ms()) == ["w1"], 30, "w1")
         api.gw.due_now(sid)
         api.gw.tick()

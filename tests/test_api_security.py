@@ -4,15 +4,21 @@ from __future__ import annotations
 
 import random
 import string
+from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
 import pytest
-from support.api_fixtures import ALICE, Api, api_overrides
-from support.harness import gateway_settings
+from sqlalchemy import event, select
+from sqlalchemy.orm import Session
+from support.api_fixtures import ALICE, BOB, Api, EventReader, api_overrides
+from support.harness import Gateway, gateway_settings, wait_until
 from support.http_server import serving
 
 from gateway.api.app import create_app
+from sessions.models import HeartbeatRow, RunRow
+from sessions.states import RunState
 
 
 def _series(anyone: httpx.Client) -> set[str]:
@@ -93,3 +99,149 @@ def test_readyz_tells_the_database_details_only_to_the_admin(
             detailed = admin.get("/readyz")
     assert detailed.status_code == 503
     assert detailed.json()["checks"]["database"] != "ok"
+
+
+TIGHT = {
+    "api_max_sessions_per_owner": 3,
+    "api_max_heartbeats_per_owner": 2,
+    "api_max_streams_per_owner": 2,
+    "api_messages_per_minute": 3,
+}
+
+
+@pytest.fixture
+def tight(tmp_path: Path, redis_url: str, redis_ns: str) -> Iterator[Api]:
+    """The API with small quotas and message rate."""
+    settings = gateway_settings(tmp_path, redis_url, redis_ns, **api_overrides(), **TIGHT)
+    gw = Gateway(settings, redis_url)
+    try:
+        with serving(create_app(settings, celery_app=gw.app, redis_url=redis_url)) as url:
+            yield Api(url, gw)
+    finally:
+        gw.close()
+
+
+def _refused(answer: httpx.Response, code: str) -> None:
+    assert answer.status_code == 429, answer.text
+    assert answer.json()["error"]["code"] == code
+
+
+def test_an_owner_holds_at_most_its_quota_of_sessions(tight: Api) -> None:
+    with tight.owner(ALICE) as alice, tight.owner(BOB) as bob, tight.admin() as admin:
+        first = [tight.new_session(alice, chat=f"C{i}") for i in range(3)]
+        _refused(
+            alice.post("/v1/sessions", json={"platform": "slack", "chat": "C4"}), "quota_exceeded"
+        )
+        assert (
+            "HBGW_API_MAX_SESSIONS_PER_OWNER"
+            in alice.post("/v1/sessions", json={"platform": "slack", "chat": "C4"}).json()["error"][
+                "message"
+            ]
+        )
+        tight.new_session(bob)  # another owner's quota is its own
+        assert alice.post(f"/v1/sessions/{first[0]}/suspend").status_code == 200
+        _refused(
+            alice.post("/v1/sessions", json={"platform": "slack", "chat": "C4"}), "quota_exceeded"
+        )
+        # A closed session (a reset keeps it open; a compression closes the parent) frees a slot.
+        assert alice.post(f"/v1/sessions/{first[1]}/compress").status_code == 200
+        _refused(
+            alice.post("/v1/sessions", json={"platform": "slack", "chat": "C4"}), "quota_exceeded"
+        )
+        new = admin.post("/v1/sessions", json={"platform": "slack", "chat": "C5", "owner": ALICE})
+        assert new.status_code == 201  # the operator is not held to owners' quotas
+
+
+def test_an_owner_holds_at_most_its_quota_of_heartbeats(tight: Api) -> None:
+    spec = {"schedule": "every 5m", "prompt": "check"}
+    with tight.owner(ALICE) as alice:
+        sids = [tight.new_session(alice, chat=f"C{i}") for i in range(3)]
+        assert alice.put(f"/v1/sessions/{sids[0]}/heartbeat", json=spec).status_code == 200
+        sent = alice.post(f"/v1/sessions/{sids[1]}/messages", json={"text": "/heartbeat 5m go"})
+        assert sent.json()["ok"] is True
+        _refused(alice.put(f"/v1/sessions/{sids[2]}/heartbeat", json=spec), "quota_exceeded")
+        command = alice.post(f"/v1/sessions/{sids[2]}/messages", json={"text": "/heartbeat 5m x"})
+        _refused(command, "quota_exceeded")
+        # Replacing a session's own heartbeat adds none; clearing one frees a slot.
+        assert alice.put(f"/v1/sessions/{sids[0]}/heartbeat", json=spec).status_code == 200
+        assert alice.delete(f"/v1/sessions/{sids[1]}/heartbeat").status_code == 200
+        assert alice.put(f"/v1/sessions/{sids[2]}/heartbeat", json=spec).status_code == 200
+
+
+def test_a_session_takes_at_most_its_rate_of_messages(tight: Api) -> None:
+    with tight.owner(ALICE) as alice:
+        sid, other = tight.new_session(alice), tight.new_session(alice, chat="C2")
+        for i in range(3):
+            sent = alice.post(f"/v1/sessions/{sid}/messages", json={"text": f"m{i}"})
+            assert sent.status_code == 202, sent.text
+        over = alice.post(f"/v1/sessions/{sid}/messages", json={"text": "one too many"})
+        _refused(over, "rate_limited")
+        assert 1 <= int(over.headers["Retry-After"]) <= 60
+        assert alice.post(f"/v1/sessions/{other}/messages", json={"text": "hi"}).status_code == 202
+        # The window lives in Redis with its own expiry: every replica shares it, and it ends.
+        key = tight.gw.rt.keys.message_rate(sid)
+        assert 0 < tight.gw.rt.client.pttl(key) <= 60_000
+        tight.gw.rt.client.pexpire(key, 1)
+        wait_until(lambda: not tight.gw.rt.client.exists(key), 5, "the window to end")
+        assert alice.post(f"/v1/sessions/{sid}/messages", json={"text": "again"}).status_code == 202
+
+
+def test_an_owner_keeps_at_most_its_quota_of_streams_open(tight: Api) -> None:
+    with tight.owner(ALICE) as alice, tight.owner(BOB) as bob:
+        sid, bobs = tight.new_session(alice), tight.new_session(bob)
+        path = f"/v1/sessions/{sid}/events"
+        with EventReader(alice, path), EventReader(alice, path):
+            _refused(alice.get(path), "quota_exceeded")
+            with EventReader(bob, f"/v1/sessions/{bobs}/events") as bobs_stream:
+                assert bobs_stream.status == 200
+        # Closed streams give their slots back.
+        with EventReader(alice, path) as again:
+            assert again.status == 200
+
+
+def test_runs_page_in_sql_newest_first_with_a_keyset(api: Api) -> None:
+    with api.owner(ALICE) as alice:
+        sid = api.new_session(alice)
+        alice.put(f"/v1/sessions/{sid}/heartbeat", json={"schedule": "5m", "prompt": "check"})
+        ids = _insert_runs(api, sid, 12)
+        page = alice.get(f"/v1/sessions/{sid}/runs", params={"limit": 5}).json()
+        assert [r["id"] for r in page["runs"]] == ids[-5:]
+        older = {"limit": 5, "before": page["next_before"]}
+        page = alice.get(f"/v1/sessions/{sid}/runs", params=older).json()
+        assert [r["id"] for r in page["runs"]] == ids[-10:-5]
+        oldest = {"limit": 5, "before": page["next_before"]}
+        page = alice.get(f"/v1/sessions/{sid}/runs", params=oldest).json()
+        assert [r["id"] for r in page["runs"]] == ids[:2] and page["next_before"] is None
+    statements: list[str] = []
+    engine = api.gw.store.engine
+    listen = lambda *args: statements.append(args[2])  # noqa: E731
+    event.listen(engine, "before_cursor_execute", listen)
+    try:
+        assert len(api.gw.store.runs_page(sid, limit=3)) == 3
+    finally:
+        event.remove(engine, "before_cursor_execute", listen)
+    assert any("FROM heartbeat_runs" in s and "LIMIT" in s for s in statements), statements
+
+
+def _insert_runs(api: Api, sid: str, count: int) -> list[int]:
+    now = datetime.now(UTC)
+    with Session(api.gw.store.engine) as db, db.begin():
+        heartbeat_id = db.scalars(
+            select(HeartbeatRow.id).where(HeartbeatRow.session_id == sid)
+        ).one()
+        rows = [
+            RunRow(
+                fire_id=f"{sid}:{i}",
+                heartbeat_id=heartbeat_id,
+                session_id=sid,
+                generation=1,
+                fence=i,
+                state=RunState.COMPLETED,
+                reserved_at=now,
+                prev_anchor_at=now,
+            )
+            for i in range(count)
+        ]
+        db.add_all(rows)
+        db.flush()
+        return [r.id for r in rows]

@@ -16,6 +16,7 @@ from core.settings import Settings
 from gateway.api.auth import Principal, TokenTable
 from gateway.api.errors import ApiError, not_found
 from gateway.api.metrics import ApiMetrics
+from gateway.api.quotas import StreamSlots
 from sessions.db import make_engine
 from sessions.grammar import GrammarLimits, limits_from_settings
 from sessions.store import Store
@@ -37,6 +38,7 @@ class ApiContext:
     clock: Clock
     tokens: TokenTable
     metrics: ApiMetrics = field(default_factory=ApiMetrics)
+    streams: StreamSlots = field(default_factory=StreamSlots)
     stopping: threading.Event = field(default_factory=threading.Event)
     """Set when the server shuts down: open event streams end at their next poll."""
 

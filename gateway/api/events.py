@@ -13,17 +13,17 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Annotated
 
 from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import StreamingResponse
+from starlette.background import BackgroundTask
 from starlette.concurrency import run_in_threadpool
 
 from core.errors import BadInput, HbgwError
 from gateway.api.context import ApiContext
-from gateway.api.routes_messages import MAX_ID
-from gateway.api.routes_sessions import Ctx, Who
+from gateway.api.routes_sessions import MAX_ID, Ctx, Who
 from gateway.api.schemas import errors
 from gateway.api.serial import is_silent_answer, message_json
 from sessions.states import ClosedReason, SessionStatus
@@ -50,7 +50,7 @@ def message_event(message: MessageView) -> str:
 @router.get(
     "/{session_id}/events",
     response_class=StreamingResponse,
-    responses={**STREAM, **errors(404)},  # type: ignore[dict-item]
+    responses={**STREAM, **errors(404, 429)},  # type: ignore[dict-item]
 )
 def events(
     session_id: str,
@@ -65,9 +65,13 @@ def events(
     session through compression (``event: session`` with ``moved_to``)."""
     ctx.session_for(who, session_id)
     start = _start(ctx, session_id, after, last_event_id)
-    stream = _stream(ctx, request, session_id, start)
+    release = ctx.streams.take(who, ctx.settings.api_max_streams_per_owner)
+    stream = _stream(ctx, request, session_id, start, release)
     headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
-    return StreamingResponse(stream, media_type="text/event-stream", headers=headers)
+    # The slot goes back when the stream ends, or when the response does if it never began.
+    return StreamingResponse(
+        stream, media_type="text/event-stream", headers=headers, background=BackgroundTask(release)
+    )
 
 
 def _start(ctx: ApiContext, sid: str, after: int | None, last_event_id: str | None) -> int:
@@ -94,7 +98,9 @@ def _last_event_id(header: str | None) -> int | None:
     return min(int(text), MAX_ID)
 
 
-async def _stream(ctx: ApiContext, request: Request, sid: str, last: int) -> AsyncIterator[str]:
+async def _stream(
+    ctx: ApiContext, request: Request, sid: str, last: int, release: Callable[[], None]
+) -> AsyncIterator[str]:
     ctx.metrics.streams.inc()
     quiet_since = time.monotonic()
     try:
@@ -125,6 +131,7 @@ async def _stream(ctx: ApiContext, request: Request, sid: str, last: int) -> Asy
                 await asyncio.sleep(ctx.settings.api_events_poll)
     finally:
         ctx.metrics.streams.dec()
+        release()
 
 
 def _poll(ctx: ApiContext, sid: str, last: int) -> tuple[list[MessageView], str | None]:

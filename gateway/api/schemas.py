@@ -141,6 +141,7 @@ class Run(Response):
 
 class RunList(Response):
     runs: list[Run]
+    next_before: int | None = None
 
 
 class Health(Response):
@@ -161,6 +162,7 @@ def errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
         409: "The session's state does not allow it.",
         413: "The request body is too large.",
         422: "Invalid input.",
+        429: "A quota or the message rate is exceeded (Retry-After says when to try again).",
         503: "The database or Redis is not reachable.",
     }
     wanted = sorted({401, 413, 422, 503, *statuses})
