@@ -125,8 +125,8 @@ class Settings(BaseSettings):
         ge=0,
         description="Most messages one session accepts a minute (in Redis); 0: any.",
     )
-    api_keep_alive: float = Field(
-        default=5.0, gt=0, le=300, description="Seconds an idle keep-alive connection stays open."
+    api_keep_alive: int = Field(
+        default=5, ge=1, le=300, description="Seconds an idle keep-alive connection stays open."
     )
     api_read_timeout: float = Field(
         default=10.0,

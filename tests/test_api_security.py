@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import random
+import socket
 import string
+import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -17,6 +19,7 @@ from support.harness import Gateway, gateway_settings, wait_until
 from support.http_server import serving
 
 from gateway.api.app import create_app
+from gateway.api.server import api_server
 from sessions.models import HeartbeatRow, RunRow
 from sessions.states import RunState
 
@@ -245,3 +248,52 @@ def _insert_runs(api: Api, sid: str, count: int) -> list[int]:
         db.add_all(rows)
         db.flush()
         return [r.id for r in rows]
+
+
+@pytest.fixture
+def strict_server(tmp_path: Path, redis_url: str, redis_ns: str) -> Iterator[tuple[str, int]]:
+    """The API under its own server (``api_server``, as `hbgw api` runs it), 0.5 s deadlines."""
+    overrides = {**api_overrides(), "api_read_timeout": 0.5, "api_keep_alive": 1}
+    settings = gateway_settings(tmp_path, redis_url, redis_ns, **overrides)
+    app = create_app(settings, redis_url=redis_url)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    server = api_server(app, "127.0.0.1", sock.getsockname()[1], log_level="warning")
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        wait_until(lambda: server.started or not thread.is_alive(), 30, "the server")
+        yield "127.0.0.1", sock.getsockname()[1]
+    finally:
+        server.should_exit = True
+        thread.join(30)
+        sock.close()
+
+
+def _answer_then_close(address: tuple[str, int], sent: bytes) -> bytes:
+    """What the server answers to ``sent`` before it closes the connection (10 s at most)."""
+    with socket.create_connection(address, timeout=10) as conn:
+        conn.sendall(sent)
+        received = b""
+        while chunk := conn.recv(4096):  # a socket.timeout here: the server never closed it
+            received += chunk
+        return received
+
+
+def test_a_client_too_slow_with_its_headers_is_cut_off(strict_server: tuple[str, int]) -> None:
+    # A connection that sends nothing is closed; one that began a request is told why.
+    assert _answer_then_close(strict_server, b"") == b""
+    answer = _answer_then_close(strict_server, b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
+    assert answer.startswith(b"HTTP/1.1 408 "), answer
+
+
+def test_a_client_too_slow_with_its_body_is_cut_off(strict_server: tuple[str, int]) -> None:
+    head = b"POST /v1/sessions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n"
+    answer = _answer_then_close(strict_server, head + b"content-type: application/json\r\n\r\n{")
+    assert answer.startswith(b"HTTP/1.1 408 "), answer
+    assert b'"request_timeout"' in answer
+
+
+def test_a_prompt_client_is_served_and_an_idle_one_let_go(strict_server: tuple[str, int]) -> None:
+    answer = _answer_then_close(strict_server, b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert answer.startswith(b"HTTP/1.1 200 ") and answer.endswith(b'{"status":"ok"}'), answer
