@@ -107,6 +107,10 @@ class Settings(BaseSettings):
     api_events_poll: float = Field(
         default=0.5, gt=0, le=60, description="Seconds between the event streams' SQL polls."
     )
+    api_id_key: SecretStr | None = Field(
+        default=None,
+        description="Key of the API's public message and run ids; unset: from the database URL.",
+    )
     api_max_sessions_per_owner: int = Field(
         default=500,
         ge=0,

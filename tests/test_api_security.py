@@ -206,7 +206,7 @@ def test_runs_page_in_sql_newest_first_with_a_keyset(api: Api) -> None:
     with api.owner(ALICE) as alice:
         sid = api.new_session(alice)
         alice.put(f"/v1/sessions/{sid}/heartbeat", json={"schedule": "5m", "prompt": "check"})
-        ids = _insert_runs(api, sid, 12)
+        ids = [api.public_id(i) for i in _insert_runs(api, sid, 12)]
         page = alice.get(f"/v1/sessions/{sid}/runs", params={"limit": 5}).json()
         assert [r["id"] for r in page["runs"]] == ids[-5:]
         older = {"limit": 5, "before": page["next_before"]}
@@ -297,3 +297,29 @@ def test_a_client_too_slow_with_its_body_is_cut_off(strict_server: tuple[str, in
 def test_a_prompt_client_is_served_and_an_idle_one_let_go(strict_server: tuple[str, int]) -> None:
     answer = _answer_then_close(strict_server, b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
     assert answer.startswith(b"HTTP/1.1 200 ") and answer.endswith(b'{"status":"ok"}'), answer
+
+
+def test_message_ids_tell_nothing_of_other_tenants_traffic(api: Api) -> None:
+    with api.owner(ALICE) as alice, api.owner(BOB) as bob:
+        mine, theirs = api.new_session(alice), api.new_session(bob)
+
+        def post(who: httpx.Client, sid: str, text: str) -> int:
+            answer = who.post(f"/v1/sessions/{sid}/messages", json={"text": text})
+            assert answer.status_code == 202, answer.text
+            shown: int = answer.json()["message_id"]
+            return shown
+
+        first = post(alice, mine, "one")
+        for i in range(3):
+            post(bob, theirs, f"b{i}")
+        second = post(alice, mine, "two")
+        stored = [m.id for m in api.gw.store.list_messages(mine)]
+        # SQL's sequence advanced by 4 between alice's two; the API's ids do not show it.
+        assert stored[1] - stored[0] == 4
+        assert {first, second}.isdisjoint(stored) and abs(second - first) > 1000
+        page = alice.get(f"/v1/sessions/{mine}/messages", params={"limit": 1}).json()
+        assert [m["id"] for m in page["messages"]] == [first] and page["next_after"] == first
+        rest = alice.get(f"/v1/sessions/{mine}/messages", params={"after": first}).json()
+        assert [m["id"] for m in rest["messages"]] == [second]
+        stranger = alice.get(f"/v1/sessions/{mine}/messages", params={"after": 2**62 + 5})
+        assert stranger.status_code == 422

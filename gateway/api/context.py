@@ -16,6 +16,7 @@ from core.settings import Settings
 from gateway.api.auth import Principal, TokenTable
 from gateway.api.errors import ApiError, not_found
 from gateway.api.metrics import ApiMetrics
+from gateway.api.public_ids import PublicIds, id_key
 from gateway.api.quotas import StreamSlots
 from sessions.db import make_engine
 from sessions.grammar import GrammarLimits, limits_from_settings
@@ -39,6 +40,7 @@ class ApiContext:
     tokens: TokenTable
     metrics: ApiMetrics = field(default_factory=ApiMetrics)
     streams: StreamSlots = field(default_factory=StreamSlots)
+    ids: PublicIds = field(default_factory=lambda: PublicIds(b""))
     stopping: threading.Event = field(default_factory=threading.Event)
     """Set when the server shuts down: open event streams end at their next poll."""
 
@@ -108,7 +110,9 @@ def build_context(
         rt = Runtime(settings=settings, store=store, client=connect(url), worker="api", clock=clock)
         if celery_app is not None:
             dispatcher = Dispatcher(celery_app, rt.keys)
-    return ApiContext(settings, store, rt, dispatcher, clock, tokens)
+    secret = settings.api_id_key.get_secret_value() if settings.api_id_key else None
+    ids = PublicIds(id_key(secret, settings.effective_database_url))
+    return ApiContext(settings, store, rt, dispatcher, clock, tokens, ids=ids)
 
 
 def context(request: Request) -> ApiContext:

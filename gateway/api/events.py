@@ -23,6 +23,7 @@ from starlette.concurrency import run_in_threadpool
 
 from core.errors import BadInput, HbgwError
 from gateway.api.context import ApiContext
+from gateway.api.public_ids import PublicIds
 from gateway.api.routes_sessions import MAX_ID, Ctx, Who
 from gateway.api.schemas import errors
 from gateway.api.serial import is_silent_answer, message_json
@@ -42,9 +43,9 @@ def delivered(message: MessageView) -> bool:
     return message.role == "assistant" and not is_silent_answer(message)
 
 
-def message_event(message: MessageView) -> str:
-    data = json.dumps(message_json(message), ensure_ascii=False)
-    return f"id: {message.id}\nevent: message\ndata: {data}\n\n"
+def message_event(message: MessageView, ids: PublicIds) -> str:
+    data = json.dumps(message_json(message, ids), ensure_ascii=False)
+    return f"id: {ids.show(message.id)}\nevent: message\ndata: {data}\n\n"
 
 
 @router.get(
@@ -77,9 +78,9 @@ def events(
 def _start(ctx: ApiContext, sid: str, after: int | None, last_event_id: str | None) -> int:
     resume = _last_event_id(last_event_id)
     if resume is not None:
-        return resume
+        return ctx.ids.read(resume, "Last-Event-ID")
     if after is not None:
-        return after
+        return ctx.ids.read(after, "message id")
     newest = ctx.store.list_messages(sid, limit=1)
     return newest[-1].id if newest else 0
 
@@ -119,7 +120,7 @@ async def _stream(
                 last = message.id
                 if delivered(message):
                     quiet_since = time.monotonic()
-                    yield message_event(message)
+                    yield message_event(message, ctx.ids)
             if moved is not None and len(batch) < BATCH:
                 sid = moved
                 yield f"event: session\ndata: {json.dumps({'moved_to': moved})}\n\n"

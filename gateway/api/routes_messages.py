@@ -74,7 +74,7 @@ def post_message(
     accepted = {
         "kind": "message",
         "session_id": result.session_id,
-        "message_id": result.message_id,
+        "message_id": ctx.ids.show(result.message_id),
         "duplicate": result.duplicate,
         "handed_off": result.handed_off,
     }
@@ -124,6 +124,7 @@ def list_messages(
     """This session's messages with an id above ``after``, oldest first (no compression
     followed); ``next_after`` is where the next page starts, null on the last page."""
     ctx.session_for(who, session_id)
-    messages = ctx.store.messages_after(session_id, after, limit=limit)
-    next_after = messages[-1].id if len(messages) == limit else None
-    return {"messages": [message_json(m) for m in messages], "next_after": next_after}
+    start = ctx.ids.read(after, "message id")
+    messages = ctx.store.messages_after(session_id, start, limit=limit)
+    next_after = ctx.ids.show(messages[-1].id) if len(messages) == limit else None
+    return {"messages": [message_json(m, ctx.ids) for m in messages], "next_after": next_after}

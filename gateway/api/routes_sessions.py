@@ -20,7 +20,7 @@ from gateway.api.schemas import (
     SessionList,
     errors,
 )
-from gateway.api.serial import session_json, view_json
+from gateway.api.serial import run_json, session_json
 from sessions.validation import check_storable
 
 router = APIRouter(prefix="/v1/sessions", tags=["sessions"])
@@ -121,6 +121,7 @@ def runs(
     """The fire ledger of this session, oldest first: its newest ``limit`` runs (below the
     run id ``before``); ``next_before`` pages back to older runs, null on the oldest page."""
     ctx.session_for(who, session_id)
-    page = ctx.store.runs_page(session_id, limit=limit, before=before)
-    next_before = page[0].id if len(page) == limit else None
-    return {"runs": [view_json(r) for r in page], "next_before": next_before}
+    below = None if before is None else ctx.ids.read(before, "run id")
+    page = ctx.store.runs_page(session_id, limit=limit, before=below)
+    next_before = ctx.ids.show(page[0].id) if len(page) == limit else None
+    return {"runs": [run_json(r, ctx.ids) for r in page], "next_before": next_before}
