@@ -323,3 +323,17 @@ def test_message_ids_tell_nothing_of_other_tenants_traffic(api: Api) -> None:
         assert [m["id"] for m in rest["messages"]] == [second]
         stranger = alice.get(f"/v1/sessions/{mine}/messages", params={"after": 2**62 + 5})
         assert stranger.status_code == 422
+
+
+def test_the_message_rate_holds_across_api_replicas(tight: Api) -> None:
+    second = create_app(tight.gw.settings, celery_app=tight.gw.app, redis_url=tight.gw.redis_url)
+    with serving(second) as url, tight.owner(ALICE) as alice:
+        other = Api(url, tight.gw)
+        sid = tight.new_session(alice)
+        with other.owner(ALICE) as alice_there:
+            for who in (alice, alice_there, alice):
+                sent = who.post(f"/v1/sessions/{sid}/messages", json={"text": "hi"})
+                assert sent.status_code == 202, sent.text
+            _refused(
+                alice_there.post(f"/v1/sessions/{sid}/messages", json={"text": "x"}), "rate_limited"
+            )
