@@ -133,6 +133,37 @@ class Settings(BaseSettings):
     api_events_poll: float = Field(
         default=0.5, gt=0, le=60, description="Seconds between the event streams' SQL polls."
     )
+    api_id_key: SecretStr | None = Field(
+        default=None,
+        description="Key of the API's public message and run ids; unset: from the database URL.",
+    )
+    api_max_sessions_per_owner: int = Field(
+        default=500,
+        ge=0,
+        description="Most sessions (not closed) one owner token may hold; 0: any.",
+    )
+    api_max_heartbeats_per_owner: int = Field(
+        default=100, ge=0, description="Most heartbeats (not cleared) of one owner; 0: any."
+    )
+    api_max_streams_per_owner: int = Field(
+        default=20,
+        ge=0,
+        description="Most event streams one owner keeps open per API replica; 0: any.",
+    )
+    api_messages_per_minute: int = Field(
+        default=60,
+        ge=0,
+        description="Most messages one session accepts a minute (in Redis); 0: any.",
+    )
+    api_keep_alive: int = Field(
+        default=5, ge=1, le=300, description="Seconds an idle keep-alive connection stays open."
+    )
+    api_read_timeout: float = Field(
+        default=10.0,
+        gt=0,
+        le=300,
+        description="Seconds a client has to send a request's headers, and its body; then 408.",
+    )
     metrics_port: int = Field(
         default=0, ge=0, le=65535, description="Port of /metrics of beat or a worker; 0 is off."
     )

@@ -26,7 +26,9 @@ from sessions.validation import (
     IDEMPOTENCY_KEY_CHARS,
     OWNER_CHARS,
     PLATFORM_CHARS,
+    SCHEDULE_CHARS,
     THREAD_CHARS,
+    TIMEZONE_CHARS,
 )
 
 # A model name as an endpoint reports it.
@@ -145,10 +147,10 @@ class HeartbeatRow(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     session_id: Mapped[str] = mapped_column(ForeignKey("sessions.id"), unique=True)
     prompt: Mapped[str] = mapped_column(Text)
-    schedule_text: Mapped[str] = mapped_column(String(255), default="")
+    schedule_text: Mapped[str] = mapped_column(String(SCHEDULE_CHARS), default="")
     interval_seconds: Mapped[int | None] = mapped_column(Integer)
-    cron: Mapped[str | None] = mapped_column(String(255))
-    timezone: Mapped[str | None] = mapped_column(String(64))
+    cron: Mapped[str | None] = mapped_column(String(SCHEDULE_CHARS))
+    timezone: Mapped[str | None] = mapped_column(String(TIMEZONE_CHARS))
     status: Mapped[HeartbeatStatus] = mapped_column(StateText(HeartbeatStatus, 16))
     anchor_at: Mapped[datetime] = mapped_column(UTCDateTime())
     # When it was last set: the fire count counts runs reserved since then.
@@ -156,8 +158,8 @@ class HeartbeatRow(Base):
     next_due_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     fire_count: Mapped[int] = mapped_column(Integer, default=0)
     generation: Mapped[int] = mapped_column(Integer, default=1)
-    origin_chat: Mapped[str] = mapped_column(String(255))
-    origin_thread: Mapped[str | None] = mapped_column(String(255))
+    origin_chat: Mapped[str] = mapped_column(String(CHAT_CHARS))
+    origin_thread: Mapped[str | None] = mapped_column(String(THREAD_CHARS))
     last_fired_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     last_outcome: Mapped[str | None] = mapped_column(String(255))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime())

@@ -22,6 +22,8 @@ CHAT_CHARS = 255
 THREAD_CHARS = 255
 OWNER_CHARS = 255
 IDEMPOTENCY_KEY_CHARS = 255
+SCHEDULE_CHARS = 255
+TIMEZONE_CHARS = 64
 DEFAULT_MAX_MESSAGE_CHARS = 16_000
 
 
@@ -88,3 +90,15 @@ def check_message(text: str, limits: MessageLimits) -> None:
 
 def check_idempotency_key(key: str) -> None:
     check_name(key, "idempotency key", IDEMPOTENCY_KEY_CHARS)
+
+
+def check_schedule_text(schedule_text: str, cron_expr: str | None) -> None:
+    """A heartbeat's schedule as written (and its cron expression) fits its column: a long
+    cron field list parses fine, but PostgreSQL refuses it and SQLite silently keeps it."""
+    check_storable(schedule_text, "schedule")
+    for text in (schedule_text, cron_expr or ""):
+        if len(text) > SCHEDULE_CHARS:
+            raise BadInput(
+                f"The schedule is {len(text)} characters long; at most {SCHEDULE_CHARS} are "
+                "accepted — use a shorter cron expression (ranges like 1-5, steps like */5)."
+            )

@@ -9,6 +9,7 @@ Layout (``ns`` is ``Settings.namespace``, ``hbgw`` by default; ``sid`` a session
     ns:{s:sid}:pending   STRING  the one fire id waiting for the session to go idle
     ns:{s:sid}:estop     STRING  emergency stop for this session (present = on)
     ns:{s:sid}:stall     STRING  stamp time (ms) of the stall last alerted, with a TTL
+    ns:{s:sid}:rate      STRING  messages the API accepted this minute (INCR, PEXPIRE 60 s)
     ns:{due:i}           ZSET    due-index shard i: member sid, score due time in ms
     ns:workers           ZSET    worker name -> last seen, ms
     ns:beats             ZSET    beat replica name -> last seen, ms (who claims which due shard)
@@ -80,6 +81,9 @@ class Keys:
 
     def pending(self, session_id: str) -> str:
         return self._session(session_id, "pending")
+
+    def message_rate(self, session_id: str) -> str:
+        return self._session(session_id, "rate")
 
     def stall_alerted(self, session_id: str) -> str:
         return self._session(session_id, "stall")

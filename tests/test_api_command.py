@@ -43,12 +43,36 @@ def test_a_malformed_token_pair_is_one_sentence(
 
 
 def test_token_pairs_parse() -> None:
-    assert parse_tokens(" a:x , b : y") == [("a", "x"), ("b", "y")]
-    for bad in ("a", "a:", ":x", "a:x,,b:y"):
+    x, y = "x" * 16, "y" * 16
+    assert parse_tokens(f" a:{x} , b : {y}") == [("a", x), ("b", y)]
+    for bad in ("a", "a:", f":{x}", f"a:{x},,b:{y}"):
         with pytest.raises(Exception, match="not owner:token"):
             parse_tokens(bad)
     with pytest.raises(Exception, match="repeats the token"):
-        parse_tokens("a:x,b:x")
+        parse_tokens(f"a:{x},b:{x}")
+
+
+@pytest.mark.parametrize(
+    ("tokens", "admin", "sentence"),
+    [
+        # The admin token equal to an owner's would make that owner an admin.
+        (f"alice:{TOKEN}", TOKEN, "HBGW_ADMIN_TOKEN is the token of HBGW_API_TOKENS pair 1"),
+        ("alice:k", ADMIN, "The token of HBGW_API_TOKENS pair 1 has 1 characters"),
+        (f"alice:{TOKEN}", "k", "The token of HBGW_ADMIN_TOKEN has 1 characters"),
+        # A comma meant inside alice's token splits it into a short token and a new owner.
+        ("alice:sEcReT-a,bob:lice-93f0b7-x1y2z3", ADMIN, "pair 1 has 8 characters"),
+        (f"alice:{TOKEN}:x", ADMIN, "pair 1 has a character a bearer token cannot carry"),
+    ],
+)
+def test_weak_or_confusable_tokens_are_refused_at_start(
+    hbgw: Hbgw, monkeypatch: pytest.MonkeyPatch, tokens: str, admin: str, sentence: str
+) -> None:
+    monkeypatch.setenv("HBGW_API_TOKENS", tokens)
+    monkeypatch.setenv("HBGW_ADMIN_TOKEN", admin)
+    result = hbgw("api", "--port", "0")
+    assert result.code == 2, result.err
+    assert sentence in result.err
+    assert TOKEN not in result.err and ADMIN not in result.err
 
 
 def test_config_never_shows_tokens(hbgw: Hbgw, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -67,7 +67,7 @@ def test_resume_from_last_event_id_or_after(api: Api) -> None:
             "two replies",
         )
         first_reply = next(m for m in api.gw.store.list_messages(sid) if m.role == "assistant")
-        headers = {"Last-Event-ID": str(first_reply.id)}
+        headers = {"Last-Event-ID": str(api.public_id(first_reply.id))}
         with EventReader(alice, f"/v1/sessions/{sid}/events", headers) as resumed:
             wait_until(lambda: resumed.of("message"), 20, "the missed reply")
             assert [e["data"]["text"] for e in resumed.of("message")] == [messages[0].text]

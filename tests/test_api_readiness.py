@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import httpx
 from support.api_fixtures import ALICE, Api, api_overrides
 from support.harness import Gateway, gateway_settings
 from support.http_server import serving
@@ -23,7 +22,7 @@ def test_readyz_fails_while_redis_is_down_and_messages_are_still_accepted(
     try:
         with serving(create_app(settings, celery_app=gw.app, redis_url=private_redis.url)) as url:
             api = Api(url, gw)
-            with api.client(None) as anyone, api.owner(ALICE) as alice:
+            with api.admin() as anyone, api.owner(ALICE) as alice:
                 assert anyone.get("/readyz").status_code == 200
                 sid = api.new_session(alice)
                 private_redis.stop()
@@ -54,7 +53,7 @@ def test_readyz_names_a_schema_behind(tmp_path: Path, redis_url: str, redis_ns: 
     engine = make_engine(settings.effective_database_url)
     downgrade(engine, "0001")
     engine.dispose()
-    with serving(app) as url, httpx.Client(base_url=url) as anyone:
-        answer = anyone.get("/readyz")
+    with serving(app) as url, Api(url, None).admin() as admin:  # type: ignore[arg-type]
+        answer = admin.get("/readyz")
     assert answer.status_code == 503
     assert "hbgw migrate" in answer.json()["checks"]["schema"]

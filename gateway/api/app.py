@@ -53,7 +53,9 @@ def create_app(
         "/metrics", _metrics, methods=["GET"], tags=["health"], response_class=PlainTextResponse
     )
     # Outermost last: metrics see every answer, the 413s of the body limit included.
-    app.add_middleware(BodyLimit, max_bytes=settings.api_max_body_bytes)
+    app.add_middleware(
+        BodyLimit, max_bytes=settings.api_max_body_bytes, read_timeout=settings.api_read_timeout
+    )
     app.add_middleware(MetricsMiddleware, metrics=ctx.metrics)
     return app
 

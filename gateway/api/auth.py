@@ -2,11 +2,18 @@
 
 ``HBGW_API_TOKENS`` is ``owner:token,owner2:token2``; ``HBGW_ADMIN_TOKEN`` reaches every
 session. A token is compared with every configured one in constant time, and never logged.
+
+Refused at start, each with a sentence that names the pair by position (never the token): a
+token shorter than ``MIN_TOKEN_CHARS``, a character a bearer token cannot carry (RFC 6750:
+letters, digits, ``-._~+/``, trailing ``=``), a token used twice, and an admin token equal to
+an owner's (that owner would be the admin). The length rule also catches most tokens split
+by a comma meant to be part of them: the pieces are short.
 """
 
 from __future__ import annotations
 
 import hmac
+import string
 from dataclasses import dataclass
 
 from core.errors import BadInput
@@ -14,6 +21,9 @@ from core.settings import Settings
 from sessions.validation import check_name
 
 OWNER_CHARS = 255
+MIN_TOKEN_CHARS = 16
+# RFC 6750's b64token: what a client can send after "Bearer " (and "=" as trailing padding).
+_TOKEN_CHARS = frozenset(string.ascii_letters + string.digits + "-._~+/")
 
 
 @dataclass(frozen=True)
@@ -38,6 +48,7 @@ def parse_tokens(text: str) -> list[tuple[str, str]]:
                 "owner:token pairs, like alice:TOKEN1,bob:TOKEN2."
             )
         check_name(owner, f"owner of HBGW_API_TOKENS pair {position}", OWNER_CHARS)
+        check_token(token, f"HBGW_API_TOKENS pair {position}")
         if any(token == seen for _owner, seen in pairs):
             raise BadInput(
                 f"HBGW_API_TOKENS pair {position} repeats the token of an earlier pair; "
@@ -45,6 +56,32 @@ def parse_tokens(text: str) -> list[tuple[str, str]]:
             )
         pairs.append((owner, token))
     return pairs
+
+
+def check_token(token: str, what: str) -> None:
+    """Long enough to resist guessing, and sendable as ``Authorization: Bearer <token>``."""
+    if len(token) < MIN_TOKEN_CHARS:
+        raise BadInput(
+            f"The token of {what} has {len(token)} characters; use at least {MIN_TOKEN_CHARS}, "
+            "for example from: python -c 'import secrets; print(secrets.token_urlsafe(24))'."
+        )
+    for position, char in enumerate(token, start=1):
+        padding = char == "=" and not token[position:].strip("=")
+        if char not in _TOKEN_CHARS and not padding:
+            raise BadInput(
+                f"The token of {what} has a character a bearer token cannot carry (at "
+                f"{position}); use letters, digits and - . _ ~ + / (a comma separates pairs)."
+            )
+
+
+def check_admin_token(admin: str, owners: list[tuple[str, str]]) -> None:
+    check_token(admin, "HBGW_ADMIN_TOKEN")
+    for position, (_owner, token) in enumerate(owners, start=1):
+        if hmac.compare_digest(admin.encode(), token.encode()):
+            raise BadInput(
+                f"HBGW_ADMIN_TOKEN is the token of HBGW_API_TOKENS pair {position}, which "
+                "would make that owner an admin; give the admin a token of its own."
+            )
 
 
 class TokenTable:
@@ -58,6 +95,8 @@ class TokenTable:
         tokens = settings.api_tokens.get_secret_value() if settings.api_tokens else ""
         admin = settings.admin_token.get_secret_value() if settings.admin_token else ""
         owners = parse_tokens(tokens) if tokens.strip() else []
+        if admin.strip():
+            check_admin_token(admin.strip(), owners)
         return cls(owners, admin.strip() or None)
 
     @property

@@ -16,6 +16,8 @@ from core.settings import Settings
 from gateway.api.auth import Principal, TokenTable
 from gateway.api.errors import ApiError, not_found
 from gateway.api.metrics import ApiMetrics
+from gateway.api.public_ids import PublicIds, id_key
+from gateway.api.quotas import StreamSlots
 from sessions.db import make_engine
 from sessions.grammar import GrammarLimits, limits_from_settings
 from sessions.store import Store
@@ -38,6 +40,8 @@ class ApiContext:
     clock: Clock
     tokens: TokenTable
     metrics: ApiMetrics = field(default_factory=ApiMetrics)
+    streams: StreamSlots = field(default_factory=StreamSlots)
+    ids: PublicIds = field(default_factory=lambda: PublicIds(b""))
     stopping: threading.Event = field(default_factory=threading.Event)
     """Set when the server shuts down: open event streams end at their next poll."""
 
@@ -112,7 +116,11 @@ def build_context(
         rt = Runtime(settings=settings, store=store, client=client, worker="api", clock=clock)
         if celery_app is not None:
             dispatcher = Dispatcher(celery_app, rt.keys)
-    return ApiContext(settings, store, rt, dispatcher, clock or utcnow, tokens, metrics)
+    secret = settings.api_id_key.get_secret_value() if settings.api_id_key else None
+    ids = PublicIds(id_key(secret, settings.effective_database_url))
+    return ApiContext(
+        settings, store, rt, dispatcher, clock or utcnow, tokens, metrics=metrics, ids=ids
+    )
 
 
 def context(request: Request) -> ApiContext:
@@ -121,11 +129,11 @@ def context(request: Request) -> ApiContext:
     return ctx
 
 
-_bearer = HTTPBearer(auto_error=False, description="A token of HBGW_API_TOKENS, or the admin's.")
+bearer = HTTPBearer(auto_error=False, description="A token of HBGW_API_TOKENS, or the admin's.")
 
 
 def principal(
-    request: Request, credentials: HTTPAuthorizationCredentials | None = Depends(_bearer)
+    request: Request, credentials: HTTPAuthorizationCredentials | None = Depends(bearer)
 ) -> Principal:
     if credentials is None:
         raise ApiError(401, "unauthorized", "Send a token: Authorization: Bearer <token>.")

@@ -1,7 +1,8 @@
 """Every error the API answers is ``{"error": {"code", "message"}}``: a stable code, one sentence.
 
 Codes: ``unauthorized`` (401), ``not_found`` and ``no_heartbeat`` (404), ``method_not_allowed``
-(405), ``invalid_state`` (409), ``payload_too_large`` (413), ``invalid_input`` (422),
+(405), ``request_timeout`` (408), ``invalid_state`` (409), ``payload_too_large`` (413),
+``invalid_input`` (422), ``quota_exceeded`` and ``rate_limited`` (429, with ``Retry-After``),
 ``unavailable`` (503: the database or Redis is away), ``internal`` (500, never expected).
 """
 
@@ -24,19 +25,24 @@ log = logging.getLogger("hbgw.api")
 
 
 class ApiError(Exception):
-    def __init__(self, status: int, code: str, message: str) -> None:
+    def __init__(
+        self, status: int, code: str, message: str, headers: dict[str, str] | None = None
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.code = code
         self.message = message
+        self.headers = headers
 
 
 def error_body(code: str, message: str) -> dict[str, Any]:
     return {"error": {"code": code, "message": message}}
 
 
-def error_response(status: int, code: str, message: str) -> JSONResponse:
-    return JSONResponse(error_body(code, message), status_code=status)
+def error_response(
+    status: int, code: str, message: str, headers: dict[str, str] | None = None
+) -> JSONResponse:
+    return JSONResponse(error_body(code, message), status_code=status, headers=headers)
 
 
 def not_found(session_id: str) -> ApiError:
@@ -82,7 +88,7 @@ def install(app: FastAPI) -> None:
 
     async def api_error(_request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, ApiError)
-        return error_response(exc.status, exc.code, exc.message)
+        return error_response(exc.status, exc.code, exc.message, exc.headers)
 
     async def own_error(_request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, HbgwError)

@@ -13,17 +13,18 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Annotated
 
 from fastapi import APIRouter, Header, Query, Request
 from fastapi.responses import StreamingResponse
+from starlette.background import BackgroundTask
 from starlette.concurrency import run_in_threadpool
 
-from core.errors import HbgwError
+from core.errors import BadInput, HbgwError
 from gateway.api.context import ApiContext
-from gateway.api.routes_messages import MAX_ID
-from gateway.api.routes_sessions import Ctx, Who
+from gateway.api.public_ids import PublicIds
+from gateway.api.routes_sessions import MAX_ID, Ctx, Who
 from gateway.api.schemas import errors
 from gateway.api.serial import is_silent_answer, message_json
 from sessions.states import ClosedReason, SessionStatus
@@ -42,15 +43,15 @@ def delivered(message: MessageView) -> bool:
     return message.role == "assistant" and not is_silent_answer(message)
 
 
-def message_event(message: MessageView) -> str:
-    data = json.dumps(message_json(message), ensure_ascii=False)
-    return f"id: {message.id}\nevent: message\ndata: {data}\n\n"
+def message_event(message: MessageView, ids: PublicIds) -> str:
+    data = json.dumps(message_json(message, ids), ensure_ascii=False)
+    return f"id: {ids.show(message.id)}\nevent: message\ndata: {data}\n\n"
 
 
 @router.get(
     "/{session_id}/events",
     response_class=StreamingResponse,
-    responses={**STREAM, **errors(404)},  # type: ignore[dict-item]
+    responses={**STREAM, **errors(404, 429)},  # type: ignore[dict-item]
 )
 def events(
     session_id: str,
@@ -65,21 +66,42 @@ def events(
     session through compression (``event: session`` with ``moved_to``)."""
     ctx.session_for(who, session_id)
     start = _start(ctx, session_id, after, last_event_id)
-    stream = _stream(ctx, request, session_id, start)
+    release = ctx.streams.take(who, ctx.settings.api_max_streams_per_owner)
+    stream = _stream(ctx, request, session_id, start, release)
     headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
-    return StreamingResponse(stream, media_type="text/event-stream", headers=headers)
+    # The slot goes back when the stream ends, or when the response does if it never began.
+    return StreamingResponse(
+        stream, media_type="text/event-stream", headers=headers, background=BackgroundTask(release)
+    )
 
 
 def _start(ctx: ApiContext, sid: str, after: int | None, last_event_id: str | None) -> int:
-    if last_event_id is not None and last_event_id.strip().isdigit():
-        return min(int(last_event_id.strip()), MAX_ID)
+    resume = _last_event_id(last_event_id)
+    if resume is not None:
+        return ctx.ids.read(resume, "Last-Event-ID")
     if after is not None:
-        return after
+        return ctx.ids.read(after, "message id")
     newest = ctx.store.list_messages(sid, limit=1)
     return newest[-1].id if newest else 0
 
 
-async def _stream(ctx: ApiContext, request: Request, sid: str, last: int) -> AsyncIterator[str]:
+def _last_event_id(header: str | None) -> int | None:
+    """The id of ``Last-Event-ID``; ASCII digits only (``str.isdigit`` takes '²', which
+    ``int`` refuses), blank means absent."""
+    text = (header or "").strip()
+    if not text:
+        return None
+    if not (text.isascii() and text.isdigit()):
+        raise BadInput(
+            "The Last-Event-ID header is not a message id; send the id of the last event "
+            "received (digits), or leave the header out."
+        )
+    return min(int(text), MAX_ID)
+
+
+async def _stream(
+    ctx: ApiContext, request: Request, sid: str, last: int, release: Callable[[], None]
+) -> AsyncIterator[str]:
     ctx.metrics.streams.inc()
     quiet_since = time.monotonic()
     try:
@@ -98,7 +120,7 @@ async def _stream(ctx: ApiContext, request: Request, sid: str, last: int) -> Asy
                 last = message.id
                 if delivered(message):
                     quiet_since = time.monotonic()
-                    yield message_event(message)
+                    yield message_event(message, ctx.ids)
             if moved is not None and len(batch) < BATCH:
                 sid = moved
                 yield f"event: session\ndata: {json.dumps({'moved_to': moved})}\n\n"
@@ -110,6 +132,7 @@ async def _stream(ctx: ApiContext, request: Request, sid: str, last: int) -> Asy
                 await asyncio.sleep(ctx.settings.api_events_poll)
     finally:
         ctx.metrics.streams.dec()
+        release()
 
 
 def _poll(ctx: ApiContext, sid: str, last: int) -> tuple[list[MessageView], str | None]:

@@ -1,17 +1,20 @@
 """``/healthz`` (the process answers) and ``/readyz`` (database, Redis and schema are ready).
 
-Neither needs a token: a load balancer or Kubernetes probe asks them.
+Neither needs a token: a load balancer or Kubernetes probe asks them. Without the admin
+token ``/readyz`` answers a bare status: the checks' sentences name the database's user, host,
+port and name and quote the server's errors, which are for operators only.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
+from fastapi.security import HTTPAuthorizationCredentials
 
 from core.errors import HbgwError
-from gateway.api.context import context
+from gateway.api.context import ApiContext, bearer, context
 from gateway.api.schemas import Health, Readiness
 from sessions.db import current_revision, head_revision
 from state.connection import TRANSIENT_REDIS_ERRORS
@@ -30,9 +33,28 @@ def healthz() -> dict[str, str]:
 
 
 @router.get("/readyz", response_model=Readiness, responses=NOT_READY)
-def readyz(request: Request) -> JSONResponse:
-    """The database answers, its schema is this version's, and Redis answers."""
+def readyz(
+    request: Request, credentials: HTTPAuthorizationCredentials | None = Depends(bearer)
+) -> JSONResponse:
+    """The database answers, its schema is this version's, and Redis answers; each check's
+    sentence only for the admin token."""
     ctx = context(request)
+    checks = _checks(ctx)
+    ready = all(v == "ok" for v in checks.values())
+    body: dict[str, Any] = {"status": "ready" if ready else "not_ready"}
+    if _is_admin(ctx, credentials):
+        body["checks"] = checks
+    return JSONResponse(body, status_code=200 if ready else 503)
+
+
+def _is_admin(ctx: ApiContext, credentials: HTTPAuthorizationCredentials | None) -> bool:
+    if credentials is None:
+        return False
+    found = ctx.tokens.lookup(credentials.credentials)
+    return found is not None and found.admin
+
+
+def _checks(ctx: ApiContext) -> dict[str, str]:
     checks = {"database": "ok", "schema": "ok", "redis": "ok"}
     try:
         current = current_revision(ctx.store.engine)
@@ -46,12 +68,10 @@ def readyz(request: Request) -> JSONResponse:
         checks["database"] = str(exc)
         checks["schema"] = "Unknown: the database did not answer."
     checks["redis"] = _redis_check(ctx)
-    ready = all(v == "ok" for v in checks.values())
-    body = {"status": "ready" if ready else "not_ready", "checks": checks}
-    return JSONResponse(body, status_code=200 if ready else 503)
+    return checks
 
 
-def _redis_check(ctx: Any) -> str:
+def _redis_check(ctx: ApiContext) -> str:
     if ctx.rt is None:
         return "No Redis is configured; set HBGW_REDIS_URL."
     try:

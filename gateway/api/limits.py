@@ -1,12 +1,17 @@
-"""The request body size limit (HBGW_API_MAX_BODY_BYTES), as plain ASGI middleware.
+"""The request body size limit (HBGW_API_MAX_BODY_BYTES) and read deadline
+(HBGW_API_READ_TIMEOUT), as plain ASGI middleware.
 
 The body is read here, up to the limit, before any route sees it: a declared length over the
-limit is refused at once, and a chunked body is refused as soon as it passes the limit.
+limit is refused at once, and a chunked body is refused as soon as it passes the limit. The
+whole body must arrive within the deadline (408 after it): a client sending a byte now and
+then would otherwise hold a connection and a worker thread's request for good.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
+import time
 from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -15,9 +20,10 @@ from gateway.api.errors import error_body
 
 
 class BodyLimit:
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+    def __init__(self, app: ASGIApp, max_bytes: int, read_timeout: float = 10.0) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.read_timeout = read_timeout
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "OPTIONS"):
@@ -30,8 +36,13 @@ class BodyLimit:
         chunks: list[bytes] = []
         size = 0
         more = True
+        deadline = time.monotonic() + self.read_timeout
         while more:
-            message = await receive()
+            try:
+                message = await asyncio.wait_for(receive(), deadline - time.monotonic())
+            except TimeoutError:
+                await _send_error(send, 408, "request_timeout", self._too_slow())
+                return
             if message["type"] != "http.request":
                 return  # the client went away before sending the whole body
             chunk = message.get("body", b"")
@@ -44,19 +55,25 @@ class BodyLimit:
         await self.app(scope, _replay(b"".join(chunks), receive), send)
 
     async def _refuse(self, send: Send) -> None:
-        body = json.dumps(
-            error_body(
-                "payload_too_large",
-                f"The request body is larger than {self.max_bytes} bytes; send less.",
-            )
-        ).encode()
-        headers = [
-            (b"content-type", b"application/json"),
-            (b"content-length", str(len(body)).encode()),
-            (b"connection", b"close"),
-        ]
-        await send({"type": "http.response.start", "status": 413, "headers": headers})
-        await send({"type": "http.response.body", "body": body})
+        sentence = f"The request body is larger than {self.max_bytes} bytes; send less."
+        await _send_error(send, 413, "payload_too_large", sentence)
+
+    def _too_slow(self) -> str:
+        return (
+            f"The request body did not arrive within {self.read_timeout:g} s "
+            "(HBGW_API_READ_TIMEOUT); send it at once."
+        )
+
+
+async def _send_error(send: Send, status: int, code: str, sentence: str) -> None:
+    body = json.dumps(error_body(code, sentence)).encode()
+    headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(body)).encode()),
+        (b"connection", b"close"),
+    ]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
 
 
 def _content_length(scope: Scope) -> int | None:

@@ -2,6 +2,10 @@
 in tests; the global registry would make them collide).
 
 ``/metrics`` needs no token: it carries counts by route template, never a session id or text.
+Every label comes from a closed set (a known method else ``other``, a route template of the
+app else ``unmatched``, a status number), so no client can mint series: each series costs
+memory for the life of the process, and a label taken from the request would let anyone
+grow it without bound.
 """
 
 from __future__ import annotations
@@ -12,6 +16,10 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from core.metrics import clock_offset_gauge
+
+METHODS = frozenset(
+    {"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "TRACE", "CONNECT"}
+)
 
 
 class ApiMetrics:
@@ -57,29 +65,41 @@ class MetricsMiddleware:
             return
         started = time.monotonic()
         status = 500
+        method = _method(scope)
 
         async def watch(message: Message) -> None:
             nonlocal status
             if message["type"] == "http.response.start":
                 status = message["status"]
                 route = _route(scope, status)
-                self.metrics.latency.labels(route, scope["method"]).observe(
-                    time.monotonic() - started
-                )
+                self.metrics.latency.labels(route, method).observe(time.monotonic() - started)
             await send(message)
 
         try:
             await self.app(scope, receive, watch)
         finally:
             route = _route(scope, status)
-            self.metrics.requests.labels(route, scope["method"], str(status)).inc()
+            self.metrics.requests.labels(route, method, str(status)).inc()
+
+
+def _method(scope: Scope) -> str:
+    method = str(scope.get("method", ""))
+    return method if method in METHODS else "other"
 
 
 def _route(scope: Scope, status: int) -> str:
-    """The route's template; FastAPI's own pages (/openapi.json, /docs) leave none in the
-    scope, and only a success names its path, so no client can mint labels at will."""
+    """The template of the route that answered. FastAPI's own pages (/openapi.json, /docs)
+    leave none in the scope: their path names them, and they are a closed set of the app's."""
     route = scope.get("route")
     path = getattr(route, "path", None)
     if isinstance(path, str):
         return path
-    return str(scope["path"]) if status < 400 else "unmatched"
+    app = scope.get("app")
+    if status < 400 and app is not None and scope["path"] in _page_paths(app):
+        return str(scope["path"])
+    return "unmatched"
+
+
+def _page_paths(app: object) -> frozenset[str]:
+    routes = getattr(app, "routes", ())
+    return frozenset(p for p in (getattr(r, "path", None) for r in routes) if isinstance(p, str))

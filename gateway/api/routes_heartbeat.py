@@ -14,6 +14,7 @@ from core.errors import CommandError
 from gateway.api.auth import Principal
 from gateway.api.context import ApiContext
 from gateway.api.errors import ApiError
+from gateway.api.quotas import check_heartbeats
 from gateway.api.routes_sessions import Ctx, Who
 from gateway.api.schemas import HeartbeatChange, HeartbeatSpec, HeartbeatStatus, Reply, errors
 from sessions.grammar import Clear, Command, Pause, Resume, SetHeartbeat, parse_command
@@ -68,12 +69,17 @@ def show(session_id: str, ctx: Ctx, who: Who) -> dict[str, Any]:
     return status
 
 
-@router.put("", response_model=HeartbeatChange, responses=errors(404, 409))
+@router.put("", response_model=HeartbeatChange, responses=errors(404, 409, 429))
 def put(session_id: str, body: HeartbeatSpec, ctx: Ctx, who: Who) -> dict[str, Any]:
     """Set (or replace) the heartbeat; ``schedule`` is what follows /heartbeat before the
     prompt, and is read by the same grammar, with the same error sentences."""
     session = _active(ctx, who, session_id)
-    return _apply(ctx, session, _set_command(ctx, body))
+    command = _set_command(ctx, body)
+    limit = ctx.settings.api_max_heartbeats_per_owner
+    if limit and not who.admin and who.owner is not None:
+        count = ctx.store.count_live_heartbeats(who.owner, besides=session.id)
+        check_heartbeats(count, limit, who)
+    return _apply(ctx, session, command)
 
 
 def _set_command(ctx: ApiContext, body: HeartbeatSpec) -> SetHeartbeat:

@@ -7,23 +7,24 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Header, Query
 from fastapi.responses import JSONResponse
 
-from core.errors import BadInput, InvalidState, NotFound
+from core.errors import BadInput, GrammarError, InvalidState, NotFound
+from gateway.api.auth import Principal
 from gateway.api.context import ApiContext
 from gateway.api.errors import not_found
-from gateway.api.routes_sessions import PAGE_MAX, Ctx, Who
+from gateway.api.quotas import check_heartbeats, check_message_rate
+from gateway.api.routes_sessions import MAX_ID, PAGE_MAX, Ctx, Who
 from gateway.api.schemas import CommandAnswer, MessageAccepted, MessageList, NewMessage, errors
 from gateway.api.serial import message_json
 from gateway.inbound import Answered, receive
-from sessions.grammar import is_heartbeat_command
+from sessions.grammar import SetHeartbeat, is_heartbeat_command, parse_command
 from sessions.validation import IDEMPOTENCY_KEY_CHARS
 
 router = APIRouter(prefix="/v1/sessions", tags=["messages"])
-MAX_ID = 2**63 - 1  # the largest id SQL stores
 
 POST_ANSWERS: dict[int | str, dict[str, Any]] = {
     200: {"model": CommandAnswer, "description": "A /heartbeat command, answered."},
     202: {"model": MessageAccepted, "description": "A message accepted for a turn."},
-    **errors(404, 409),
+    **errors(404, 409, 429),
 }
 
 
@@ -42,7 +43,10 @@ def post_message(
     With an ``Idempotency-Key``, a retry returns the first message instead of a second one.
     """
     session = ctx.session_for(who, session_id)
+    check_message_rate(ctx.rt, session.id, ctx.settings.api_messages_per_minute)
     command = is_heartbeat_command(body.text)
+    if command:
+        _heartbeat_quota(ctx, who, session.id, body.text)
     try:
         result = receive(
             ctx.store,
@@ -70,11 +74,26 @@ def post_message(
     accepted = {
         "kind": "message",
         "session_id": result.session_id,
-        "message_id": result.message_id,
+        "message_id": ctx.ids.show(result.message_id),
         "duplicate": result.duplicate,
         "handed_off": result.handed_off,
     }
     return JSONResponse(accepted, status_code=202)
+
+
+def _heartbeat_quota(ctx: ApiContext, who: Principal, session_id: str, text: str) -> None:
+    """A /heartbeat that sets one counts against the owner's heartbeat quota (a replacement
+    of the session's own heartbeat does not add one)."""
+    limit = ctx.settings.api_max_heartbeats_per_owner
+    if not limit or who.admin or who.owner is None:
+        return
+    try:
+        sets = isinstance(parse_command(text, ctx.limits), SetHeartbeat)
+    except GrammarError:
+        return  # the command's own answer says what is wrong with it
+    if sets:
+        active = ctx.store.resolve_active(session_id).id
+        check_heartbeats(ctx.store.count_live_heartbeats(who.owner, besides=active), limit, who)
 
 
 def _command_failed(ctx: ApiContext, session_id: str, exc: BadInput) -> JSONResponse:
@@ -105,6 +124,7 @@ def list_messages(
     """This session's messages with an id above ``after``, oldest first (no compression
     followed); ``next_after`` is where the next page starts, null on the last page."""
     ctx.session_for(who, session_id)
-    messages = ctx.store.messages_after(session_id, after, limit=limit)
-    next_after = messages[-1].id if len(messages) == limit else None
-    return {"messages": [message_json(m) for m in messages], "next_after": next_after}
+    start = ctx.ids.read(after, "message id")
+    messages = ctx.store.messages_after(session_id, start, limit=limit)
+    next_after = ctx.ids.show(messages[-1].id) if len(messages) == limit else None
+    return {"messages": [message_json(m, ctx.ids) for m in messages], "next_after": next_after}

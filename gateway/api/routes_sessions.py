@@ -10,6 +10,7 @@ from fastapi.responses import JSONResponse
 from gateway.api.auth import Principal
 from gateway.api.context import ApiContext, context, principal
 from gateway.api.errors import ApiError
+from gateway.api.quotas import check_sessions
 from gateway.api.schemas import (
     NewSession,
     RunList,
@@ -19,7 +20,7 @@ from gateway.api.schemas import (
     SessionList,
     errors,
 )
-from gateway.api.serial import session_json, view_json
+from gateway.api.serial import run_json, session_json
 from sessions.validation import check_storable
 
 router = APIRouter(prefix="/v1/sessions", tags=["sessions"])
@@ -27,9 +28,10 @@ router = APIRouter(prefix="/v1/sessions", tags=["sessions"])
 Ctx = Annotated[ApiContext, Depends(context)]
 Who = Annotated[Principal, Depends(principal)]
 PAGE_MAX = 200
+MAX_ID = 2**63 - 1  # the largest id SQL stores
 
 
-@router.post("", status_code=201, response_model=Session, responses=errors())
+@router.post("", status_code=201, response_model=Session, responses=errors(429))
 def create_session(body: NewSession, ctx: Ctx, who: Who) -> JSONResponse:
     """Create a session owned by the token's owner (an admin token may name the owner)."""
     if body.owner is not None and not who.admin:
@@ -37,6 +39,9 @@ def create_session(body: NewSession, ctx: Ctx, who: Who) -> JSONResponse:
             422, "invalid_input", "Only the admin token may name an owner; leave 'owner' out."
         )
     owner = body.owner if who.admin else who.owner
+    if owner is not None and not who.admin:
+        limit = ctx.settings.api_max_sessions_per_owner
+        check_sessions(ctx.store.count_open_sessions(owner) if limit else 0, limit, who)
     session = ctx.store.create_session(
         platform=body.platform, chat=body.chat, thread=body.thread, owner=owner, now=ctx.clock()
     )
@@ -111,7 +116,12 @@ def runs(
     ctx: Ctx,
     who: Who,
     limit: Annotated[int, Query(ge=1, le=PAGE_MAX)] = 50,
+    before: Annotated[int | None, Query(ge=1, le=MAX_ID)] = None,
 ) -> dict[str, Any]:
-    """The fire ledger of this session, oldest first: its newest ``limit`` runs."""
+    """The fire ledger of this session, oldest first: its newest ``limit`` runs (below the
+    run id ``before``); ``next_before`` pages back to older runs, null on the oldest page."""
     ctx.session_for(who, session_id)
-    return {"runs": [view_json(r) for r in ctx.store.runs(session_id)[-limit:]]}
+    below = None if before is None else ctx.ids.read(before, "run id")
+    page = ctx.store.runs_page(session_id, limit=limit, before=below)
+    next_before = ctx.ids.show(page[0].id) if len(page) == limit else None
+    return {"runs": [run_json(r, ctx.ids) for r in page], "next_before": next_before}

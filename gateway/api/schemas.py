@@ -141,6 +141,7 @@ class Run(Response):
 
 class RunList(Response):
     runs: list[Run]
+    next_before: int | None = None
 
 
 class Health(Response):
@@ -149,7 +150,8 @@ class Health(Response):
 
 class Readiness(Response):
     status: str
-    checks: dict[str, str]
+    checks: dict[str, str] | None = None
+    """The admin token's answer only: each check's sentence."""
 
 
 def errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
@@ -160,6 +162,7 @@ def errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
         409: "The session's state does not allow it.",
         413: "The request body is too large.",
         422: "Invalid input.",
+        429: "A quota or the message rate is exceeded (Retry-After says when to try again).",
         503: "The database or Redis is not reachable.",
     }
     wanted = sorted({401, 413, 422, 503, *statuses})

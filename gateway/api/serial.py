@@ -9,6 +9,7 @@ from enum import Enum
 from typing import Any
 
 from core.clock import iso
+from gateway.api.public_ids import PublicIds
 from sessions.views import MessageView, SessionView
 from workers.injection import is_silent
 
@@ -44,9 +45,17 @@ def is_silent_answer(message: MessageView) -> bool:
     return message.role == "assistant" and bool(message.fire_id) and is_silent(message.text)
 
 
-def message_json(message: MessageView) -> dict[str, Any]:
+def message_json(message: MessageView, ids: PublicIds) -> dict[str, Any]:
+    """The message with its public ids (``public_ids``), never SQL's sequential ones."""
     return {
         **view_json(message),
+        "id": ids.show(message.id),
+        "reply_to": ids.show(message.reply_to),
         "heartbeat": is_heartbeat(message),
         "silent": is_silent_answer(message),
     }
+
+
+def run_json(run: Any, ids: PublicIds) -> dict[str, Any]:
+    data = view_json(run)
+    return {**data, "id": ids.show(run.id), "heartbeat_id": ids.show(data.get("heartbeat_id"))}

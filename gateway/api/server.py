@@ -9,6 +9,7 @@ import uvicorn
 from fastapi import FastAPI
 
 from gateway.api.app import api_context
+from gateway.api.slow_clients import slow_client_protocol
 
 # Seconds uvicorn waits for requests still running at shutdown before it cancels them.
 GRACE = 5
@@ -28,11 +29,16 @@ class ApiServer(uvicorn.Server):
 
 
 def api_server(app: FastAPI, host: str, port: int, **options: Any) -> ApiServer:
+    """Slow clients are cut off: HBGW_API_READ_TIMEOUT for headers (``slow_clients``) and for
+    the body (``limits.BodyLimit``), HBGW_API_KEEP_ALIVE for an idle connection."""
+    settings = api_context(app).settings
     config = uvicorn.Config(
         app,
         host=host,
         port=port,
         lifespan="on",
+        http=slow_client_protocol(settings.api_read_timeout),
+        timeout_keep_alive=settings.api_keep_alive,
         timeout_graceful_shutdown=GRACE,
         log_config=None,  # our logging (core/logs.py) formats uvicorn's lines too
         **options,

@@ -6,15 +6,16 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from core.clock import iso
 from sessions import heartbeat as hb
 from sessions.grammar import CronSchedule, IntervalSchedule, Schedule
-from sessions.models import HeartbeatRow
+from sessions.models import HeartbeatRow, SessionRow
 from sessions.states import HeartbeatStatus
 from sessions.store.base import Transactions, active_session_row, heartbeat_row, session_row
-from sessions.validation import check_storable
+from sessions.validation import check_schedule_text, check_storable
 
 # What status shows for a session without a live heartbeat; never stored.
 NO_HEARTBEAT = "none"
@@ -128,6 +129,7 @@ class HeartbeatRecords(Transactions):
     ) -> hb.HeartbeatState:
         """Set or replace the session's heartbeat; replies go where it was set."""
         check_storable(prompt, "prompt")
+        check_schedule_text(schedule_text, hb.schedule_columns(schedule)[1])
         with self._transaction() as db:
             session = active_session_row(db, session_id, "set a heartbeat in")
             row = heartbeat_row(db, session_id)
@@ -147,6 +149,19 @@ class HeartbeatRecords(Transactions):
             row.set_at = now
             row.last_outcome = None
             return state
+
+    def count_live_heartbeats(self, owner: str, *, besides: str | None = None) -> int:
+        """The owner's heartbeats not cleared (active or paused), ``besides`` that session's."""
+        query = (
+            select(func.count())
+            .select_from(HeartbeatRow)
+            .join(SessionRow, SessionRow.id == HeartbeatRow.session_id)
+            .where(SessionRow.owner == owner, HeartbeatRow.status != HeartbeatStatus.CLEARED)
+        )
+        if besides is not None:
+            query = query.where(HeartbeatRow.session_id != besides)
+        with self._transaction() as db:
+            return int(db.scalar(query) or 0)
 
     def pause_heartbeat(self, session_id: str, now: datetime) -> hb.HeartbeatState:
         return self._change(session_id, now, hb.pause)

@@ -261,6 +261,16 @@ class FireLedger(Transactions):
                 query = query.where(RunRow.session_id == session_id)
             return [run_view(r) for r in db.scalars(query)]
 
+    def runs_page(self, session_id: str, *, limit: int, before: int | None = None) -> list[RunView]:
+        """The session's newest ``limit`` runs with an id below ``before``, oldest first: one
+        LIMITed query (an index on session_id), never the whole ledger."""
+        query = select(RunRow).where(RunRow.session_id == session_id)
+        if before is not None:
+            query = query.where(RunRow.id < before)
+        with self._transaction() as db:
+            rows = list(db.scalars(query.order_by(RunRow.id.desc()).limit(limit)))
+            return [run_view(r) for r in reversed(rows)]
+
     def audit_snapshot(self) -> LedgerSnapshot:
         """Everything the invariant check compares, read from one snapshot of the database."""
         with self._transaction() as db:

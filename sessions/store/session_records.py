@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from core.clock import iso
@@ -97,6 +97,14 @@ class SessionRecords(Transactions):
             if after is not None:
                 query = query.where(SessionRow.id > after)
             return [session_view(r) for r in db.scalars(query)]
+
+    def count_open_sessions(self, owner: str) -> int:
+        """The owner's sessions not closed (active or suspended): what a quota counts."""
+        with self._transaction() as db:
+            query = select(func.count()).where(
+                SessionRow.owner == owner, SessionRow.status != SessionStatus.CLOSED
+            )
+            return int(db.scalar(query) or 0)
 
     def resolve_active(self, session_id: str) -> SessionView:
         """Follow compression to the session that now continues this conversation."""

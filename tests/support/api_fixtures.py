@@ -16,11 +16,12 @@ import httpx
 import pytest
 
 from gateway.api.app import create_app
+from gateway.api.public_ids import PublicIds, id_key
 from support.harness import Gateway, gateway_settings, wait_until
 from support.http_server import serving
 
 ALICE, BOB = "alice", "bob"
-TOKENS = {ALICE: "tok-alice-7f3a9c", BOB: "tok-bob-52e1d0"}
+TOKENS = {ALICE: "tok-alice-7f3a9c", BOB: "tok-bob-52e1d0a4b8"}
 ADMIN_TOKEN = "tok-admin-c0ffee"
 
 
@@ -43,6 +44,14 @@ class Api:
 
     def admin(self) -> httpx.Client:
         return self.client(ADMIN_TOKEN)
+
+    def public_id(self, internal: int) -> int:
+        """The id the API shows for a message or run the test read from SQL."""
+        settings = self.gw.settings
+        secret = settings.api_id_key.get_secret_value() if settings.api_id_key else None
+        shown = PublicIds(id_key(secret, settings.effective_database_url)).show(internal)
+        assert shown is not None
+        return shown
 
     def new_session(self, who: httpx.Client, chat: str = "C1") -> str:
         answer = who.post("/v1/sessions", json={"platform": "slack", "chat": chat, "thread": "T1"})

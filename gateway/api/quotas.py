@@ -1,0 +1,114 @@
+"""Per-owner quotas and the per-session message rate (HBGW_API_MAX_*_PER_OWNER,
+HBGW_API_MESSAGES_PER_MINUTE), each refused with 429 and a sentence naming its setting.
+
+Quotas bind owner tokens; the admin token is the operator's and is not held to them. Sessions
+and heartbeats are counted in SQL at the request (two requests racing on the last slot may
+both pass: a quota bounds growth, it is not an exact ledger). Open event streams are counted
+in this process (per API replica): a replica that dies takes its streams and their count with
+it. The message rate is a fixed one-minute window in Redis, INCR then PEXPIRE on the first
+message, so every replica shares one count and Redis' own clock ends the window; when Redis
+is away, messages are not rate limited (SQL still takes them, as without Redis at all).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+from collections.abc import Callable
+
+from gateway.api.auth import Principal
+from gateway.api.errors import ApiError
+from state.connection import TRANSIENT_REDIS_ERRORS
+from state.runtime import Runtime
+
+log = logging.getLogger("hbgw.api")
+
+WINDOW_MS = 60_000
+
+
+def quota_exceeded(what: str, limit: int, setting: str) -> ApiError:
+    return ApiError(
+        429,
+        "quota_exceeded",
+        f"This owner already has {limit} {what}, the most allowed ({setting}); "
+        "close some first, or ask the operator for more.",
+    )
+
+
+def check_sessions(count: int, limit: int, who: Principal) -> None:
+    if limit and not who.admin and count >= limit:
+        raise quota_exceeded("sessions", limit, "HBGW_API_MAX_SESSIONS_PER_OWNER")
+
+
+def check_heartbeats(count: int, limit: int, who: Principal) -> None:
+    if limit and not who.admin and count >= limit:
+        raise quota_exceeded("heartbeats", limit, "HBGW_API_MAX_HEARTBEATS_PER_OWNER")
+
+
+def check_message_rate(rt: Runtime | None, session_id: str, per_minute: int) -> None:
+    """Count one message of the session; over the rate, 429 with the seconds left."""
+    if not per_minute or rt is None:
+        return
+    key = rt.keys.message_rate(session_id)
+    try:
+        # One transaction: the window starts (with its expiry) if none is open, then counts.
+        pipe = rt.client.pipeline(transaction=True)
+        pipe.set(key, 0, px=WINDOW_MS, nx=True)
+        pipe.incr(key)
+        pipe.pttl(key)
+        _started, count, ttl = pipe.execute()
+    except TRANSIENT_REDIS_ERRORS as exc:
+        log.warning("message rate not checked: %s", exc, extra={"action": "api.rate_unchecked"})
+        return
+    if int(count) > per_minute:
+        retry = max(1, math.ceil(int(ttl) / 1000))
+        raise ApiError(
+            429,
+            "rate_limited",
+            f"This session takes at most {per_minute} messages a minute "
+            f"(HBGW_API_MESSAGES_PER_MINUTE); try again in {retry} s.",
+            headers={"Retry-After": str(retry)},
+        )
+
+
+class StreamSlots:
+    """Open event streams by owner, in this process."""
+
+    def __init__(self) -> None:
+        self._open: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def take(self, who: Principal, limit: int) -> Callable[[], None]:
+        """A slot for one stream, and its release (idempotent: the stream's end and the
+        response's end both call it, whichever comes); 429 when the owner is at ``limit``."""
+        owner = who.owner
+        if who.admin or owner is None:
+            return lambda: None
+        with self._lock:
+            count = self._open.get(owner, 0)
+            if limit and count >= limit:
+                raise ApiError(
+                    429,
+                    "quota_exceeded",
+                    f"This owner already has {limit} event streams open, the most allowed "
+                    "(HBGW_API_MAX_STREAMS_PER_OWNER); close one first.",
+                    headers={"Retry-After": "5"},
+                )
+            self._open[owner] = count + 1
+        released = threading.Event()
+
+        def release() -> None:
+            with self._lock:
+                if released.is_set():
+                    return
+                released.set()
+                self._open[owner] -= 1
+                if not self._open[owner]:
+                    del self._open[owner]
+
+        return release
+
+    def open_for(self, owner: str) -> int:
+        with self._lock:
+            return self._open.get(owner, 0)
