@@ -77,24 +77,24 @@ def _delivery_identity(d: Delivery) -> tuple[str, ...] | None:
 
 
 def unmarked_repeat(ev: Evidence) -> Check:
-    """The same message or fire sent twice: every send after the first says ``repeat``."""
+    """The same message or fire sent twice: every copy but one says ``repeat``, in any order —
+    the older grant's copy, unmarked, may arrive after the newer grant's marked one (a process
+    paused between its last check and its send)."""
     check = Check("no_unmarked_repeat")
-    seen: dict[tuple[str, ...], Delivery] = {}
-    marked = 0
+    copies: dict[tuple[str, ...], list[Delivery]] = {}
     for d in sends_in_order(ev):
         identity = _delivery_identity(d)
-        if identity is None:
-            continue
-        first = seen.setdefault(identity, d)
-        if first is d:
-            continue
-        if d.repeat:
-            marked += 1
-            continue
-        check.failures.append(
-            f"{d.kind} to {d.session} ({' '.join(identity[1:])}) sent again "
-            f"{d.at - first.at:.2f}s after the first, not marked repeat"
-        )
+        if identity is not None:
+            copies.setdefault(identity, []).append(d)
+    marked = 0
+    for identity, sent in copies.items():
+        marked += sum(1 for d in sent if d.repeat)
+        unmarked = [d for d in sent if not d.repeat]
+        for d in unmarked[1:]:
+            check.failures.append(
+                f"{d.kind} to {d.session} ({' '.join(identity[1:])}) sent again "
+                f"{d.at - sent[0].at:.2f}s after the first, neither copy marked repeat"
+            )
     check.figures.update(unmarked_repeats=len(check.failures), marked_repeats=marked)
     return check
 

@@ -22,7 +22,7 @@ PR_SET_PDEATHSIG = 1
 # setting, but a secret only where it is used (the API's tokens: ``LocalApi.env``).
 ROLE_SECRETS: dict[str, tuple[str, ...]] = {
     "worker": ("openai_api_key",),  # the OpenAI-compatible agent's bearer token
-    "beat": ("alert_webhook",),  # the reconciler's stall alerts
+    "beat": ("alert_webhook", "alert_webhook_secret"),  # stall alerts and their signature
 }
 
 

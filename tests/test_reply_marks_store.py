@@ -48,6 +48,28 @@ def test_an_unmarked_message_is_no_repeat(store: Store) -> None:
     assert start is not None and not start.possible_repeat
 
 
+def test_a_grant_that_sent_nothing_takes_its_mark_back(store: Store) -> None:
+    """A turn stopped before its send (the lock not confirmed in time): the next grant's reply
+    is no false repeat, while an older grant's unknown outcome still is."""
+    sid = make_session_with_heartbeat(store)
+    message = store.accept_message(sid, "hello", now=T0, idempotency_key="k1").message
+    store.claim_fence(sid, 1, T0)
+    first = store.begin_reply(sid, message.id, 1)
+    assert first is not None
+    store.drop_reply_mark(message.id, 1, first.earlier)
+    store.claim_fence(sid, 2, T0)
+    second = store.begin_reply(sid, message.id, 2)
+    assert second is not None and not second.possible_repeat  # grant 1 sent nothing
+    store.claim_fence(sid, 3, T0)  # grant 2 vanished with its mark: its outcome is unknown
+    third = store.begin_reply(sid, message.id, 3)
+    assert third is not None and third.possible_repeat and third.earlier == 2
+    store.drop_reply_mark(message.id, 3, third.earlier)  # grant 3 sent nothing: 2's mark back
+    store.drop_reply_mark(message.id, 1, None)  # a stale grant's take-back: not its mark
+    store.claim_fence(sid, 4, T0)
+    fourth = store.begin_reply(sid, message.id, 4)
+    assert fourth is not None and fourth.possible_repeat and fourth.earlier == 2
+
+
 @pytest.mark.parametrize(
     ("nothing_sent", "detail"),
     [(True, LostLockDetail.BEFORE_DELIVERY), (False, LostLockDetail.DURING_DELIVERY)],

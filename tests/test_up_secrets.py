@@ -20,6 +20,7 @@ pytestmark = pytest.mark.e2e
 
 KEY = "sk-up-secret-3141"
 WEBHOOK = "http://127.0.0.1:9/hooks/stalls?token=whsec-2718"
+SIGNING_SECRET = "sign-alerts-5a9f3c"
 
 
 def _children_env(home: Path) -> dict[str, dict[str, str]]:
@@ -50,6 +51,7 @@ def test_up_passes_the_agent_key_and_the_webhook_and_prints_no_secret(tmp_path: 
             "HBGW_OPENAI_MODEL": "main-model",
             "HBGW_OPENAI_API_KEY": KEY,
             "HBGW_ALERT_WEBHOOK": WEBHOOK,
+            "HBGW_ALERT_WEBHOOK_SECRET": SIGNING_SECRET,
             "HBGW_API_PORT": "0",
         }
         with hbgw_up(tmp_path, **settings):
@@ -75,11 +77,13 @@ def test_up_passes_the_agent_key_and_the_webhook_and_prints_no_secret(tmp_path: 
     assert endpoint.authorizations == [f"Bearer {KEY}"]
     assert {"beat", "w1", "w2", "api"} <= set(children)
     assert children["beat"].get("HBGW_ALERT_WEBHOOK") == WEBHOOK
+    assert children["beat"].get("HBGW_ALERT_WEBHOOK_SECRET") == SIGNING_SECRET
     assert children["w1"].get("HBGW_OPENAI_API_KEY") == KEY
     assert "HBGW_OPENAI_API_KEY" not in children["beat"] | children["api"]
     assert "HBGW_ALERT_WEBHOOK" not in children["w1"] | children["api"]
+    assert "HBGW_ALERT_WEBHOOK_SECRET" not in children["w1"] | children["api"]
     printed = (tmp_path / "up.out").read_text()
-    assert KEY not in printed and "whsec-2718" not in printed
+    assert KEY not in printed and "whsec-2718" not in printed and SIGNING_SECRET not in printed
     # Hole 8: the embedded Redis has a password, which up hands its children but never prints.
     password = (tmp_path / "redis" / "password").read_text().strip()
     assert password and password not in printed

@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
+import logging
 import time
 
-from core.errors import NotFound
+from core.errors import NotFound, TurnAborted
 from core.metrics import gateway_metrics
 from sessions.states import MessageState
+from sessions.views import ReplyStart
 from workers.agents.base import TurnRequest
 from workers.heartbeat_tools import SessionHeartbeatTools
 from workers.injection import EMPTY_REPLY_NOTICE, FAILED_TURN_NOTICE, is_silent
 from workers.locks import Lease
+from workers.logfields import fields
 from workers.ports import Address
 from workers.turn_io import Delivery, TurnIO, as_sent
+
+log = logging.getLogger("hbgw.runner")
 
 
 class UserTurn:
@@ -50,16 +55,12 @@ class UserTurn:
         start = rt.store.begin_reply(sid, message_id, fence)
         if start is None:
             return
-        repeat = start.possible_repeat
-        self._announce(lease, address, tools, message_id, repeat)
-        reply = as_sent(reply, repeat)
-        what = Delivery(kind, reply_key(message_id), repeat)
-        undelivered = io.deliver(lease, address, reply, what)
+        undelivered = self._send(lease, address, tools, message_id, start, reply, kind)
         rt.store.add_message(
             sid,
             role="assistant",
             kind="assistant" if kind == "reply" and not undelivered else "notice",
-            text=reply,
+            text=as_sent(reply, start.possible_repeat),
             reply_to=message_id,
             now=rt.clock(),
             fence=fence,
@@ -71,6 +72,40 @@ class UserTurn:
         metrics.user_turns.labels(kind).inc()
         io.stamp(sid, "idle")
 
+    def _send(
+        self,
+        lease: Lease,
+        address: Address,
+        tools: SessionHeartbeatTools,
+        message_id: int,
+        start: ReplyStart,
+        reply: str,
+        kind: str,
+    ) -> str | None:
+        """The notices, then the reply; None when delivered, else why not. A turn stopped
+        before anything left takes its durable mark back (best effort: a mark left behind only
+        makes the next grant's reply a false "possible repeat")."""
+        repeat, sent = start.possible_repeat, [0]
+        try:
+            self._announce(lease, address, tools, message_id, repeat, sent)
+            what = Delivery(kind, reply_key(message_id), repeat)
+            return self.io.deliver(lease, address, as_sent(reply, repeat), what)
+        except TurnAborted:
+            if not sent[0]:
+                self._unmark(lease, message_id, start.earlier)
+            raise
+
+    def _unmark(self, lease: Lease, message_id: int, earlier: int | None) -> None:
+        try:
+            self.rt.store.drop_reply_mark(message_id, lease.fence, earlier)
+        except Exception as exc:
+            log.warning(
+                "could not take back the reply mark of message %s: %s",
+                message_id,
+                exc,
+                extra=fields("turn.unmark_failed", lease.session_id),
+            )
+
     def _announce(
         self,
         lease: Lease,
@@ -78,6 +113,7 @@ class UserTurn:
         tools: SessionHeartbeatTools,
         message_id: int,
         repeat: bool,
+        sent: list[int],
     ) -> None:
         """A heartbeat the agent changed is said in the chat, before the reply, and kept in SQL
         (even when the turn failed afterwards: the change was made)."""
@@ -86,6 +122,7 @@ class UserTurn:
             text = as_sent(notice, repeat)
             key = f"{reply_key(message_id)}:notice:{n}"
             self.io.deliver(lease, address, text, Delivery("notice", key, repeat))
+            sent[0] += 1
             rt.store.add_message(
                 sid, role="assistant", kind="notice", text=text, now=rt.clock(), fence=lease.fence
             )

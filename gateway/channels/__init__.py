@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from core.clock import Clock, utcnow
 from core.errors import BadInput
 from core.settings import Settings
 from gateway.channels.console import ConsoleChannel
@@ -11,10 +12,11 @@ from workers.ports import Address, Channel
 __all__ = ["Address", "Channel", "make_channel"]
 
 
-def make_channel(settings: Settings) -> Channel:
+def make_channel(settings: Settings, *, clock: Clock = utcnow) -> Channel:
+    """``clock``: the process's shared clock, so a delivery's time compares with the ledger's."""
     if settings.channel == "console":
         return ConsoleChannel()
     if settings.channel == "file":
         path = settings.channel_file or settings.home / "deliveries.jsonl"
-        return FileChannel(path)
+        return FileChannel(path, clock=clock)
     raise BadInput(f"Unknown channel {settings.channel!r}: HBGW_CHANNEL is console or file.")

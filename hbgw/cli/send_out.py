@@ -16,6 +16,7 @@ import typer
 from hbgw.cli.common import out
 from hbgw.cli.gateway_ctx import estop_lift, held_sentence, wait_for_reply
 from workers.injection import FAILED_TURN_NOTICE
+from workers.turn_io import REPEAT_MARK
 
 if TYPE_CHECKING:
     from gateway.inbound import Queued
@@ -35,7 +36,10 @@ FAILED_TURN_EXIT = 5
 def print_reply(reply: MessageView) -> None:
     """The reply on stdout; a failed turn's notice exits ``FAILED_TURN_EXIT``."""
     out(reply.text)
-    if reply.kind == "notice" and reply.text.startswith(FAILED_TURN_NOTICE):
+    # A repeat's text carries its mark first: it is the same failed turn's notice.
+    if reply.kind == "notice" and reply.text.removeprefix(REPEAT_MARK).startswith(
+        FAILED_TURN_NOTICE
+    ):
         raise typer.Exit(FAILED_TURN_EXIT)
 
 

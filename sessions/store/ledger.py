@@ -157,7 +157,22 @@ class FireLedger(Transactions):
             earlier = message.delivering_fence
             message.delivering_fence = fence
             # The same fence again is this grant's own repeat after a lost COMMIT.
-            return ReplyStart(possible_repeat=earlier is not None and earlier != fence)
+            return ReplyStart(
+                possible_repeat=earlier is not None and earlier != fence, earlier=earlier
+            )
+
+    def drop_reply_mark(self, message_id: int, fence: int, earlier: int | None) -> None:
+        """Take back ``begin_reply``'s mark when the grant ``fence`` stopped before anything
+        left (its lock not confirmed in time): the next grant's reply is then no false
+        "possible repeat". Only while the mark is still this grant's and the message unanswered;
+        ``earlier`` (an older grant's mark, whose outcome is still unknown) is put back."""
+        with self._transaction() as db:
+            query = select(MessageRow).where(MessageRow.id == message_id).with_for_update()
+            message = db.scalars(query).one_or_none()
+            if message is None or message.state != MessageState.QUEUED:
+                return
+            if message.delivering_fence == fence:
+                message.delivering_fence = earlier
 
     def refund(self, run_id: int, reason: RefundReason, now: datetime) -> RunView:
         """Give back a reservation that never reached the agent.

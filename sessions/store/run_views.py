@@ -97,6 +97,8 @@ class ReplyStart:
     was about to send one too and recorded no outcome, so it may have."""
 
     possible_repeat: bool
+    earlier: int | None = None
+    """The mark this grant replaced (an older grant's fence), put back by ``drop_reply_mark``."""
 
 
 def run_view(row: RunRow) -> RunView:
