@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+import pytest
 from support.packaging_tools import DATA, ROOT, compose_binary, run, tool
 
 SECRETS = {
@@ -94,14 +95,26 @@ def test_compose_file_passes_the_compose_binary_config(tmp_path: Path) -> None:
     assert services["flower"]["environment"]["HBGW_FLOWER_PASSWORD"] == "ci-flower-password"
 
 
-def test_compose_refuses_to_start_without_its_secrets(tmp_path: Path) -> None:
-    env, env_file = compose_env(tmp_path)
+REQUIRED_SECRETS = (
+    "POSTGRES_PASSWORD",
+    "REDIS_PASSWORD",
+    "HBGW_ADMIN_TOKEN",
+    "HBGW_FLOWER_PASSWORD",
+)
+
+
+@pytest.mark.parametrize("missing", REQUIRED_SECRETS)
+def test_compose_refuses_to_start_without_its_secrets(tmp_path: Path, missing: str) -> None:
+    # Each one missing alone: with several missing, compose names whichever it meets first,
+    # and that order is not fixed.
+    given = {name: "a-secret-of-the-test" for name in REQUIRED_SECRETS if name != missing}
+    env, env_file = compose_env(tmp_path, **given)
     done = run(
         [compose_binary(), *env_file, "-f", ROOT / "docker-compose.yml", "config", "--quiet"],
         env=env,
     )
     assert done.returncode != 0
-    assert "set POSTGRES_PASSWORD" in done.stderr
+    assert f"set {missing}" in done.stderr
 
 
 def test_compose_binary_rejects_a_broken_file(tmp_path: Path) -> None:
