@@ -104,7 +104,7 @@ def test_reply_marks_its_message_done_in_the_same_fenced_transaction(store: Stor
         sid, role="assistant", kind="assistant", text="hi", now=T0, reply_to=message.id, fence=2
     )
     assert store.get_message(message.id).state == MessageState.DONE
-    assert store.queued_messages() == {}
+    assert store.queued_page(0, 100).by_session == {}
 
 
 @pytest.mark.parametrize(

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support import fires
 from support.private_redis import PrivateRedis, running_redis
 
 from bench import claim, memory, plots, redbeat_setup, tick
@@ -78,7 +79,7 @@ def test_tick_runs_with_and_without_restore_over_a_sql_fleet(rig: BeatRig) -> No
 
 def test_the_fleet_in_sql_is_what_the_store_restores(rig: BeatRig) -> None:
     fleet = build_fleet(rig, SIZE, 10, datetime.now(UTC))
-    restorable = {e.session_id: to_ms(e.next_due_at) for e in rig.rt.store.list_restorable()}
+    restorable = {e.session_id: to_ms(e.next_due_at) for e in fires.restorable(rig.rt.store)}
     assert restorable == rig.rt.index.due_many(session_ids(SIZE))
     assert all(restorable[sid] <= fleet.due_ms for sid in fleet.due_ids)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 import pytest
+from support.fires import start
 from support.harness import Gateway, wait_until
 from support.scenarios import assert_invariants
 
@@ -30,10 +31,9 @@ def _vanished_turn(gw: Gateway, started_at: datetime, *, delivering: bool = Fals
     assert due is not None
     begun = gw.rt.gate.try_begin_fire(sid, fire_id(sid, due), "vanished-worker", LEASE_MS)
     assert isinstance(begun, Began)
-    gw.store.claim_fence(sid, begun.fence, started_at)
-    reserved = gw.store.reserve_fire(sid, fire_id(sid, due), due, begun.fence, started_at)
-    assert isinstance(reserved, Reserved)
-    run = gw.store.mark_started(reserved.run.id, begun.fence, started_at)
+    claimed = gw.store.claim_fire(sid, begun.fence, fire_id(sid, due), due, started_at)
+    assert isinstance(claimed.outcome, Reserved)
+    run = start(gw.store, claimed.outcome.run, begun.fence, started_at)
     if delivering:
         run = gw.store.mark_delivering(run.id, begun.fence, started_at)
     return run

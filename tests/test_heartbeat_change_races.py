@@ -94,7 +94,6 @@ def test_a_change_is_never_overwritten_by_a_concurrent_reservation(
 ) -> None:
     reserver, changer, changer_app = stores
     sid = make_session_with_heartbeat(reserver)
-    reserver.claim_fence(sid, 1, T0)
     due = to_ms(DUE)
     reached, go = _stop_after_heartbeat_read(reserver.engine)
     outcome: list[Any] = []
@@ -102,7 +101,7 @@ def test_a_change_is_never_overwritten_by_a_concurrent_reservation(
     reserved, changed = threading.Event(), threading.Event()
 
     def reserve() -> None:
-        outcome.append(reserver.reserve_fire(sid, states.fire_id(sid, due), due, 1, DUE))
+        outcome.append(reserver.claim_fire(sid, 1, states.fire_id(sid, due), due, DUE).outcome)
 
     method = getattr(changer, f"{change}_heartbeat")
     threading.Thread(target=_run, args=(reserve, reserved, errors)).start()

@@ -13,27 +13,18 @@ from typing import Any
 
 import pytest
 from sqlalchemy import text
+from support.fires import finish, reserve, start
 from support.harness import Gateway, wait_until
 from support.scenarios import send
 from support.seed import T0, make_session_with_heartbeat
 
-from core.clock import to_ms, utcnow
+from core.clock import utcnow
 from core.errors import StaleFence
 from hbgw.invariants import InvariantReport, audit, check
-from sessions.states import LostLockDetail, RefundReason, RunState, fire_id
+from sessions.states import LostLockDetail, RefundReason, RunState
 from sessions.store import Store
-from sessions.views import Reserved, RunView
 
 MINUTE = timedelta(minutes=1)
-
-
-def reserve(store: Store, sid: str, fence: int, now: datetime) -> RunView:
-    due = store.heartbeat_status(sid, now).next_due
-    assert due is not None
-    store.claim_fence(sid, fence, now)
-    outcome = store.reserve_fire(sid, fire_id(sid, to_ms(due)), to_ms(due), fence, now)
-    assert isinstance(outcome, Reserved), outcome
-    return outcome.run
 
 
 def sql(store: Store, statement: str, **params: Any) -> None:
@@ -53,7 +44,8 @@ def test_a_reservation_in_flight_and_an_abandoned_one_are_counted(store: Store) 
     assert report(store, now).ok, report(store, now).to_json()
     store.pause_heartbeat(sid, now)
     store.resume_heartbeat(sid, now)
-    assert store.refund(run.id, RefundReason.HEARTBEAT_CHANGED, now).state == "abandoned"
+    refunded = store.refund_fire(run.id, RefundReason.HEARTBEAT_CHANGED, now)
+    assert refunded.run.state == "abandoned"
     assert report(store, now).ok, report(store, now).to_json()
     sql(store, "UPDATE heartbeats SET fire_count = fire_count + 1")
     assert report(store, now).violations["I3"] == [f"heartbeat of {sid}: count 2, runs 1"]
@@ -65,7 +57,7 @@ def test_the_next_grant_settles_a_cut_off_turn_and_the_stale_turn_cannot_deliver
     sid = make_session_with_heartbeat(store, seconds=600)
     t1 = T0 + timedelta(minutes=11)
     run = reserve(store, sid, 1, t1)
-    store.mark_started(run.id, 1, t1)
+    start(store, run, 1, t1)
     store.claim_fence(sid, 2, t1 + MINUTE)  # the lock moved on while the turn was cut off
     [settled] = store.runs(sid)
     assert (settled.state, settled.detail) == (RunState.FAILED, LostLockDetail.BEFORE_DELIVERY)
@@ -81,7 +73,7 @@ def test_a_delivering_turn_cut_off_is_settled_as_such(store: Store) -> None:
     sid = make_session_with_heartbeat(store, seconds=600)
     t1 = T0 + timedelta(minutes=11)
     run = reserve(store, sid, 1, t1)
-    store.mark_started(run.id, 1, t1)
+    start(store, run, 1, t1)
     assert store.mark_delivering(run.id, 1, t1).state == RunState.DELIVERING
     store.claim_fence(sid, 2, t1 + MINUTE)
     [settled] = store.runs(sid)
@@ -97,11 +89,11 @@ def test_a_run_stuck_in_its_turn_beside_a_later_turn_is_an_overlap(
     sid = make_session_with_heartbeat(store, seconds=600)
     t1 = T0 + timedelta(minutes=11)
     first = reserve(store, sid, 1, t1)
-    store.mark_started(first.id, 1, t1)
+    start(store, first, 1, t1)
     t2 = t1 + timedelta(minutes=11)
     second = reserve(store, sid, 2, t2)
-    store.mark_started(second.id, 2, t2)
-    store.finish(second.id, RunState.COMPLETED, 2, t2 + MINUTE)
+    start(store, second, 2, t2)
+    finish(store, second.id, RunState.COMPLETED, 2, t2 + MINUTE)
     sql(
         store,
         "UPDATE heartbeat_runs SET state = :state, finished_at = NULL, detail = NULL "
@@ -122,11 +114,11 @@ def test_overlapping_finished_turns_are_caught(store: Store) -> None:
     sid = make_session_with_heartbeat(store, seconds=600)
     t1 = T0 + timedelta(minutes=11)
     first = reserve(store, sid, 1, t1)
-    store.mark_started(first.id, 1, t1)
-    store.finish(first.id, RunState.COMPLETED, 1, t1 + MINUTE)
+    start(store, first, 1, t1)
+    finish(store, first.id, RunState.COMPLETED, 1, t1 + MINUTE)
     t2 = t1 + timedelta(minutes=11)
     second = reserve(store, sid, 2, t2)
-    store.mark_started(second.id, 2, t2)
+    start(store, second, 2, t2)
     # The first turn's end, as a stale turn would have written it: after the second began.
     sql(
         store,

@@ -191,9 +191,8 @@ def test_reservation_of_a_dead_worker_is_refunded_and_fired_again(gateway: Gatew
     begun = gw.rt.gate.try_begin_fire(sid, fire_id(sid, due), "dead-worker", 100)
     assert isinstance(begun, Began)
     reserved_at = utcnow() - timedelta(seconds=10)
-    gw.store.claim_fence(sid, begun.fence, reserved_at)
-    reserved = gw.store.reserve_fire(sid, fire_id(sid, due), due, begun.fence, reserved_at)
-    assert isinstance(reserved, Reserved)
+    claimed = gw.store.claim_fire(sid, begun.fence, fire_id(sid, due), due, reserved_at)
+    assert isinstance(claimed.outcome, Reserved)
     wait_until(lambda: gw.rt.gate.lock_holder(sid) is None, what="the dead lock's lease")
     with gw.worker("w1"):
         assert gw.beat.recover_orphans(utcnow()) == 1

@@ -77,7 +77,7 @@ def test_typed_error_in_heartbeat_turn_frees_the_session_at_once(
 ) -> None:
     """Defect: any HbgwError was taken for a lost lock: no release, no drain, so the queued
     message waited a whole lease and a sweep. Here the reservation is refunded meanwhile (as
-    beat's orphan recovery may do), so mark_started raises InvalidState."""
+    beat's orphan recovery may do), so starting it (start_fire) raises InvalidState."""
     gw = gateway
     caplog.set_level(logging.WARNING, logger="hbgw.runner")
     queued: list[Queued] = []

@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from sqlalchemy import Engine, text
+from support import fires
 from support.seed import T0, make_session_with_heartbeat
 
-from core.clock import to_ms
 from sessions.states import (
     ClosedReason,
     HeartbeatStatus,
@@ -22,7 +22,7 @@ from sessions.states import (
     parse_fire_id,
 )
 from sessions.store import Store
-from sessions.views import Reserved
+from sessions.views import RunView
 
 
 @given(session_id=st.text(min_size=1, max_size=40), due_ms=st.integers(0, 2**53))
@@ -48,28 +48,22 @@ def _stored(engine: Engine, sql: str) -> set[str]:
         return {row[0] for row in conn.execute(text(sql)) if row[0] is not None}
 
 
-def _reserve(store: Store, sid: str, fence: int, minutes: int) -> int:
-    now = T0 + timedelta(minutes=minutes)
-    due = store.heartbeat_status(sid, now).next_due
-    assert due is not None
-    store.claim_fence(sid, fence, now)
-    outcome = store.reserve_fire(sid, fire_id(sid, to_ms(due)), to_ms(due), fence, now)
-    assert isinstance(outcome, Reserved), outcome
-    return outcome.run.id
+def _reserve(store: Store, sid: str, fence: int, minutes: int) -> RunView:
+    return fires.reserve(store, sid, fence, T0 + timedelta(minutes=minutes))
 
 
 def test_stored_states_are_exactly_the_enum_values(store: Store, migrated_engine: Engine) -> None:
     """Every state column holds the plain enum text, whatever path wrote it."""
     finished, refunded, abandoned = (make_session_with_heartbeat(store) for _ in range(3))
     run = _reserve(store, finished, 1, 10)
-    store.mark_started(run, 1, T0)
-    store.finish(run, RunState.SILENT, 1, T0)
-    store.refund(_reserve(store, refunded, 1, 10), RefundReason.OWNER_CHANGED, T0)
+    fires.start(store, run, 1, T0)
+    fires.finish(store, run.id, RunState.SILENT, 1, T0)
+    store.refund_fire(_reserve(store, refunded, 1, 10).id, RefundReason.OWNER_CHANGED, T0)
     store.pause_heartbeat(abandoned, T0)
     store.resume_heartbeat(abandoned, T0)
     gone = _reserve(store, abandoned, 1, 10)
     store.pause_heartbeat(abandoned, T0 + timedelta(minutes=10))
-    store.refund(gone, RefundReason.HEARTBEAT_CHANGED, T0)
+    store.refund_fire(gone.id, RefundReason.HEARTBEAT_CHANGED, T0)
     store.clear_heartbeat(refunded, T0)
     store.compress(finished, T0)
     store.switch(refunded, T0)
@@ -128,7 +122,7 @@ def test_unknown_refund_reason_and_outcome_are_rejected(store: Store) -> None:
     sid = make_session_with_heartbeat(store)
     run = _reserve(store, sid, 1, 10)
     with pytest.raises(ValueError, match="refund reason must be one of"):
-        store.refund(run, "too late", T0)  # type: ignore[arg-type]  # an untyped caller
-    store.mark_started(run, 1, T0)
+        store.refund_fire(run.id, "too late", T0)  # type: ignore[arg-type]  # an untyped caller
+    fires.start(store, run, 1, T0)
     with pytest.raises(ValueError, match="outcome must be one of"):
-        store.finish(run, RunState.REFUNDED, 1, T0)
+        fires.finish(store, run.id, RunState.REFUNDED, 1, T0)

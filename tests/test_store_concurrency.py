@@ -1,4 +1,5 @@
-"""Two reservers of one fire id: exactly one ledger row and one count, whatever the timing."""
+"""Two grants claiming one fire id at once: exactly one ledger row, counted at most once (and
+only while it is reserved), whatever the timing."""
 
 from __future__ import annotations
 
@@ -10,37 +11,50 @@ import pytest
 from support.seed import T0, make_session_with_heartbeat
 
 from core.clock import to_ms
+from core.errors import StaleFence
 from sessions import states
 from sessions.db import make_engine
+from sessions.states import RefundReason, RunState
 from sessions.store import Store
 
 ROUNDS = 10
+NOW = T0 + timedelta(minutes=10)
 
 
-def _reserve(url: str, sid: str, fire_id: str, due_ms: int, fence: int) -> str:
+def _claim(store: Store, sid: str, fire_id: str, due_ms: int, fence: int) -> str:
+    """What one grant's ``claim_fire`` got back, by type name (``StaleFence``: it came second
+    to a newer grant, whose fence it could no longer claim)."""
+    try:
+        return type(store.claim_fire(sid, fence, fire_id, due_ms, NOW).outcome).__name__
+    except StaleFence:
+        return "StaleFence"
+
+
+def _claim_apart(url: str, sid: str, fire_id: str, due_ms: int, fence: int) -> str:
     store = Store(make_engine(url))
     try:
-        outcome = store.reserve_fire(sid, fire_id, due_ms, fence, T0 + timedelta(minutes=10))
-        return type(outcome).__name__
+        return _claim(store, sid, fire_id, due_ms, fence)
     finally:
         store.close()
 
 
 def _check_one_reservation(store: Store, sid: str, outcomes: list[str]) -> None:
-    """``outcomes`` are the type names of what each reserver got back."""
+    """``outcomes`` are the type names of what each grant got back."""
     assert outcomes.count("Reserved") == 1, outcomes
-    assert set(outcomes) <= {"Reserved", "Duplicate", "Refused"}, outcomes
-    assert len(store.runs(sid)) == 1
-    assert store.heartbeat_status(sid, T0).to_json()["fire_count"] == 1
+    assert set(outcomes) <= {"Reserved", "Duplicate", "StaleFence"}, outcomes
+    [run] = store.runs(sid)
+    count = store.heartbeat_status(sid, T0).to_json()["fire_count"]
+    if "Duplicate" in outcomes:  # the newer grant came second: the older one's turn is over
+        assert (run.state, run.detail, count) == (RunState.REFUNDED, RefundReason.ORPHANED, 0)
+    else:
+        assert (run.state, count) == (RunState.RESERVED, 1)
 
 
-def test_two_threads_reserve_same_fire_id(store: Store) -> None:
+def test_two_threads_claim_same_fire_id(store: Store) -> None:
     for _ in range(ROUNDS):
         sid = make_session_with_heartbeat(store)
-        due = to_ms(T0 + timedelta(minutes=10))
+        due = to_ms(NOW)
         fire_id = states.fire_id(sid, due)
-        # Both carry the claimed fence, so only the UNIQUE fire id can decide between them.
-        store.claim_fence(sid, 1, T0)
         barrier = threading.Barrier(2)
         outcomes: list[str] = []
 
@@ -53,10 +67,9 @@ def test_two_threads_reserve_same_fire_id(store: Store) -> None:
             outcomes: list[str] = outcomes,
         ) -> None:
             barrier.wait()
-            now = T0 + timedelta(minutes=10)
-            outcomes.append(type(store.reserve_fire(sid, fire_id, due, fence, now)).__name__)
+            outcomes.append(_claim(store, sid, fire_id, due, fence))
 
-        threads = [threading.Thread(target=go, args=(f,)) for f in (1, 1)]
+        threads = [threading.Thread(target=go, args=(f,)) for f in (1, 2)]
         for t in threads:
             t.start()
         for t in threads:
@@ -65,7 +78,7 @@ def test_two_threads_reserve_same_fire_id(store: Store) -> None:
 
 
 @pytest.mark.postgres
-def test_two_processes_reserve_same_fire_id(pg_schema_url: str) -> None:
+def test_two_processes_claim_same_fire_id(pg_schema_url: str) -> None:
     from sessions.db import upgrade
 
     engine = make_engine(pg_schema_url)
@@ -75,9 +88,8 @@ def test_two_processes_reserve_same_fire_id(pg_schema_url: str) -> None:
     with ctx.Pool(2) as pool:
         for _ in range(ROUNDS // 2):
             sid = make_session_with_heartbeat(store)
-            due = to_ms(T0 + timedelta(minutes=10))
-            store.claim_fence(sid, 1, T0)
-            args = [(pg_schema_url, sid, states.fire_id(sid, due), due, fence) for fence in (1, 1)]
-            outcomes = pool.starmap(_reserve, args)
+            due = to_ms(NOW)
+            args = [(pg_schema_url, sid, states.fire_id(sid, due), due, fence) for fence in (1, 2)]
+            outcomes = pool.starmap(_claim_apart, args)
             _check_one_reservation(store, sid, outcomes)
     store.close()

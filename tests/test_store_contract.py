@@ -1,24 +1,19 @@
-"""The store contract: one suite, run unchanged on SQLite and PostgreSQL."""
+"""The store contract: one suite, run unchanged on SQLite and PostgreSQL, through the API the
+production code calls (the ledger's states made with a worker's steps, ``support.fires``)."""
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta
 
 import pytest
+from support.fires import due_fire, finish, reserve, restorable, start
 from support.seed import T0, make_session_with_heartbeat
 
-from core.clock import to_ms
 from core.errors import InvalidState, NotFound, StaleFence
 from sessions.grammar import CronSchedule, IntervalSchedule
-from sessions.states import (
-    HeartbeatStatus,
-    RefundReason,
-    RunState,
-    SessionStatus,
-    fire_id,
-)
+from sessions.states import HeartbeatStatus, RefundReason, RunState, SessionStatus
 from sessions.store import Store
-from sessions.views import Duplicate, RefusalReason, Refused, Reserved
+from sessions.views import Duplicate, RefusalReason, Refused, RunView
 
 TEN_MIN = IntervalSchedule(seconds=600)
 
@@ -27,13 +22,9 @@ def make(store: Store) -> str:
     return make_session_with_heartbeat(store)
 
 
-def fire(store: Store, sid: str, now: datetime, fence: int) -> Reserved:
-    due = store.heartbeat_status(sid, now).next_due
-    assert due is not None
-    store.claim_fence(sid, fence, now)  # as a worker does at the lock grant
-    outcome = store.reserve_fire(sid, fire_id(sid, to_ms(due)), to_ms(due), fence, now)
-    assert isinstance(outcome, Reserved), outcome
-    return outcome
+def fire(store: Store, sid: str, now: datetime, fence: int) -> RunView:
+    """The grant ``fence`` claims the session and reserves its due fire, as a worker does."""
+    return reserve(store, sid, fence, now)
 
 
 def test_set_and_replace(store: Store) -> None:
@@ -93,79 +84,86 @@ def test_clear_is_never_current_again(store: Store) -> None:
     assert store.heartbeat_status(sid, T0).status == "none"
     with pytest.raises(InvalidState):
         store.resume_heartbeat(sid, T0)
-    assert store.list_restorable() == []
+    assert restorable(store) == []
 
 
 def test_reserve_counts_and_reanchors(store: Store) -> None:
     sid = make(store)
     late = T0 + timedelta(minutes=55)  # five due times passed
     reserved = fire(store, sid, late, fence=1)
-    assert reserved.run.missed == 4
+    assert reserved.missed == 4
     status = store.heartbeat_status(sid, late)
     assert status.to_json()["fire_count"] == 1
     assert status.next_due == late + timedelta(minutes=10)
 
 
 def test_reserve_duplicate_fire_id_is_noop(store: Store) -> None:
+    """A fire delivered again after its turn ran: one ledger row, counted once."""
     sid = make(store)
     now = T0 + timedelta(minutes=10)
     first = fire(store, sid, now, fence=1)
-    again = store.reserve_fire(sid, first.run.fire_id, 0, 2, now)
+    start(store, first, 1, now)
+    finish(store, first.id, RunState.COMPLETED, 1, now)
+    again = store.claim_fire(sid, 2, first.fire_id, 0, now).outcome
     assert isinstance(again, Duplicate)
-    assert again.run.id == first.run.id
+    assert again.run.id == first.id and again.run.state == RunState.COMPLETED
+    assert len(store.runs(sid)) == 1
     assert store.heartbeat_status(sid, now).to_json()["fire_count"] == 1
 
 
-def test_reserve_rejects_stale_fence_and_not_due(store: Store) -> None:
+def test_claim_rejects_stale_fence_and_reserves_only_when_due(store: Store) -> None:
     sid = make(store)
     now = T0 + timedelta(minutes=10)
-    store.mark_started(fire(store, sid, now, fence=5).run.id, 5, now)
+    start(store, fire(store, sid, now, fence=5), 5, now)
     later = now + timedelta(minutes=10)
-    # Only the fence claimed at the lock grant may reserve: an older one, or one never claimed.
-    for fence in (4, 6):
-        stale = store.reserve_fire(sid, fire_id(sid, fence), 0, fence, later)
-        assert stale == Refused(RefusalReason.STALE_FENCE)
-    with pytest.raises(StaleFence):
-        store.claim_fence(sid, 5, later)  # a second claim of the same fence
-    store.claim_fence(sid, 6, later)
-    early = store.reserve_fire(sid, fire_id(sid, 2), 0, 6, now + timedelta(minutes=1))
+    fid, due_ms = due_fire(store, sid, later)
+    # Only a grant newer than the session's fence may claim (and so reserve): an older one, or
+    # a second claim of the same fence, raises and reserves nothing.
+    for fence in (4, 5):
+        with pytest.raises(StaleFence):
+            store.claim_fire(sid, fence, fid, due_ms, later)
+    assert len(store.runs(sid)) == 1
+    assert store.heartbeat_status(sid, later).to_json()["fire_count"] == 1
+    early = store.claim_fire(sid, 6, fid, due_ms, now + timedelta(minutes=1)).outcome
     assert isinstance(early, Refused) and early.reason == RefusalReason.NOT_DUE
     store.pause_heartbeat(sid, later)
-    assert store.reserve_fire(sid, fire_id(sid, 3), 0, 6, later) == Refused(RefusalReason.INACTIVE)
+    paused = store.claim_fire(sid, 7, fid, due_ms, later).outcome
+    assert paused == Refused(RefusalReason.INACTIVE)
+    assert len(store.runs(sid)) == 1
 
 
-def test_mark_started_and_finish_are_fenced(store: Store) -> None:
+def test_start_and_finish_are_fenced(store: Store) -> None:
     sid = make(store)
     now = T0 + timedelta(minutes=10)
-    run = fire(store, sid, now, fence=1).run
+    run = fire(store, sid, now, fence=1)
     with pytest.raises(StaleFence):
-        store.mark_started(run.id, 0, now)
-    started = store.mark_started(run.id, 1, now)
+        start(store, run, 0, now)
+    started = start(store, run, 1, now)
     assert started.state == RunState.STARTED and started.started_at == now
     with pytest.raises(InvalidState):
-        store.refund(run.id, RefundReason.LOCK_LOST, now)
+        store.refund_fire(run.id, RefundReason.LOCK_LOST, now)
     store.claim_fence(sid, 2, now)  # another turn took over
     with pytest.raises(StaleFence):
-        store.finish(run.id, RunState.COMPLETED, 1, now)
+        finish(store, run.id, RunState.COMPLETED, 1, now)
 
 
 def test_finish_records_outcome(store: Store) -> None:
     sid = make(store)
     now = T0 + timedelta(minutes=10)
-    run = fire(store, sid, now, fence=1).run
-    store.mark_started(run.id, 1, now)
-    done = store.finish(run.id, RunState.SILENT, 1, now + timedelta(seconds=3))
+    run = fire(store, sid, now, fence=1)
+    start(store, run, 1, now)
+    done = finish(store, run.id, RunState.SILENT, 1, now + timedelta(seconds=3))
     assert done.state == RunState.SILENT
     assert store.heartbeat_status(sid, now).to_json()["last_outcome"] == RunState.SILENT
     with pytest.raises(ValueError):
-        store.finish(run.id, "exploded", 1, now)  # type: ignore[arg-type]  # an untyped caller
+        finish(store, run.id, "exploded", 1, now)  # type: ignore[arg-type]  # an untyped caller
 
 
 def test_refund_with_unchanged_generation_restores(store: Store) -> None:
     sid = make(store)
     now = T0 + timedelta(minutes=12)
-    run = fire(store, sid, now, fence=1).run
-    refunded = store.refund(run.id, RefundReason.OWNER_CHANGED, now)
+    run = fire(store, sid, now, fence=1)
+    refunded = store.refund_fire(run.id, RefundReason.OWNER_CHANGED, now).run
     assert refunded.state == RunState.REFUNDED
     status = store.heartbeat_status(sid, now)
     assert status.to_json()["fire_count"] == 0
@@ -176,9 +174,9 @@ def test_refund_with_unchanged_generation_restores(store: Store) -> None:
 def test_refund_with_changed_generation_is_abandoned(store: Store) -> None:
     sid = make(store)
     now = T0 + timedelta(minutes=10)
-    run = fire(store, sid, now, fence=1).run
+    run = fire(store, sid, now, fence=1)
     store.pause_heartbeat(sid, now)
-    abandoned = store.refund(run.id, RefundReason.SESSION_RESET, now)
+    abandoned = store.refund_fire(run.id, RefundReason.SESSION_RESET, now).run
     assert abandoned.state == RunState.ABANDONED
     status = store.heartbeat_status(sid, now).to_json()
     assert status["fire_count"] == 1
@@ -197,7 +195,7 @@ def test_compress_moves_heartbeat_to_child(store: Store) -> None:
     assert moved["fire_count"] == 1
     assert moved["next_due_at"] == "2026-11-29T12:20:00Z"
     assert store.resolve_active(sid).id == child.id
-    assert [e.session_id for e in store.list_restorable()] == [child.id]
+    assert [e.session_id for e in restorable(store)] == [child.id]
 
 
 @pytest.mark.parametrize("departure", ["reset", "switch", "suspend"])
@@ -205,7 +203,7 @@ def test_departing_conversation_loses_heartbeat(store: Store, departure: str) ->
     sid = make(store)
     getattr(store, departure)(sid, T0)
     assert store.heartbeat_status(sid, T0).status == "none"
-    assert store.list_restorable() == []
+    assert restorable(store) == []
     if departure == "suspend":
         store.resume_session(sid, T0)
         assert store.heartbeat_status(sid, T0).status == "none"
@@ -217,12 +215,12 @@ def test_reset_keeps_session_but_bumps_conversation(store: Store) -> None:
     assert after.status == SessionStatus.ACTIVE and after.conversation == 2
 
 
-def test_list_restorable_skips_paused_cleared_suspended(store: Store) -> None:
+def test_restore_skips_paused_cleared_suspended(store: Store) -> None:
     active, paused, cleared, suspended = (make(store) for _ in range(4))
     store.pause_heartbeat(paused, T0)
     store.clear_heartbeat(cleared, T0)
     store.suspend(suspended, T0)
-    entries = store.list_restorable()
+    entries = restorable(store)
     assert [e.session_id for e in entries] == [active]
     assert entries[0].next_due_at == T0 + timedelta(minutes=10)
 
@@ -242,7 +240,7 @@ def test_closed_session_cannot_take_a_heartbeat(store: Store) -> None:
 def test_newer_fence_gives_back_an_orphaned_reservation(store: Store) -> None:
     sid = make(store)
     first = T0 + timedelta(minutes=10)
-    orphan = fire(store, sid, first, fence=1).run  # its worker died before the agent started
+    orphan = fire(store, sid, first, fence=1)  # its worker died before the agent started
     later = first + timedelta(minutes=10)
     fire(store, sid, later, fence=2)
     runs = {r.id: r for r in store.runs(sid)}
@@ -254,8 +252,8 @@ def test_newer_fence_gives_back_an_orphaned_reservation(store: Store) -> None:
 def test_stale_reservations_oldest_first_at_most_limit(store: Store) -> None:
     """Orphan recovery reads a bounded page of the ledger, through an index (issue 10)."""
     now = T0 + timedelta(minutes=10)
-    older = fire(store, make(store), now, fence=1).run
-    newer = fire(store, make(store), now + timedelta(seconds=1), fence=1).run
+    older = fire(store, make(store), now, fence=1)
+    newer = fire(store, make(store), now + timedelta(seconds=1), fence=1)
     later = now + timedelta(minutes=1)
     assert [r.id for r in store.stale_reservations(later)] == [older.id, newer.id]
     assert [r.id for r in store.stale_reservations(later, limit=1)] == [older.id]
@@ -276,7 +274,7 @@ def test_restore_pages_follow_the_key_and_skip_what_is_not_restorable(store: Sto
 def test_refund_orphan_only_while_reserved(store: Store) -> None:
     sid = make(store)
     now = T0 + timedelta(minutes=10)
-    run = fire(store, sid, now, fence=1).run
+    run = fire(store, sid, now, fence=1)
     assert [r.id for r in store.stale_reservations(now + timedelta(seconds=1))] == [run.id]
     assert store.stale_reservations(now) == []
     refunded = store.refund_orphan(run.id, now)

@@ -2,8 +2,8 @@
 (the PostgreSQL tests; the last test runs on every backend).
 
 A transaction that failed before COMMIT was rolled back by the server and is repeated; a
-failure during COMMIT is ambiguous, so only operations that are safe to repeat (``finish``,
-``mark_started``) are repeated after one; every other raw error leaves the store as a
+failure during COMMIT is ambiguous, so only operations that are safe to repeat (``finish_fire``,
+``start_fire``) are repeated after one; every other raw error leaves the store as a
 ``StoreError`` with one sentence.
 """
 
@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from sqlalchemy import Engine, create_engine, event, text
+from support.fires import finish, reserve, start
 from support.seed import T0
 from support.sql_fixtures import PG_URL
 
@@ -87,11 +88,13 @@ def started_run(store: Store) -> tuple[int, int]:
         sid, schedule=IntervalSchedule(60), schedule_text="every 60s", prompt="p", now=T0
     )
     now = T0 + timedelta(seconds=61)
-    store.claim_fence(sid, 1, now)
-    outcome = store.reserve_fire(sid, f"{sid}:1", 1, 1, now)
-    assert isinstance(outcome, Reserved)
-    store.mark_started(outcome.run.id, 1, now)
-    return outcome.run.id, 1
+    run = start(store, reserve(store, sid, 1, now), 1, now)
+    return run.id, 1
+
+
+def final_state(store: Store) -> RunState:
+    [run] = store.runs()
+    return run.state
 
 
 @pytest.mark.postgres
@@ -100,7 +103,7 @@ def test_idle_connections_terminated_between_calls_are_replaced(
 ) -> None:
     run_id, fence = started_run(pg_store)
     assert terminate(admin, app_name=app_name) >= 1
-    run = pg_store.finish(run_id, RunState.COMPLETED, fence, T0 + timedelta(seconds=70))
+    run = finish(pg_store, run_id, RunState.COMPLETED, fence, T0 + timedelta(seconds=70))
     assert run.state == RunState.COMPLETED
 
 
@@ -108,10 +111,10 @@ def test_idle_connections_terminated_between_calls_are_replaced(
 def test_a_transaction_cut_before_commit_is_repeated(pg_store: Store, admin: Engine) -> None:
     run_id, fence = started_run(pg_store)
     killed = kill_own_backend(pg_store.engine, admin, "before_cursor_execute", times=1)
-    run = pg_store.finish(run_id, RunState.COMPLETED, fence, T0 + timedelta(seconds=70))
+    run = finish(pg_store, run_id, RunState.COMPLETED, fence, T0 + timedelta(seconds=70))
     assert killed() == 1
     assert run.state == RunState.COMPLETED
-    assert pg_store.get_run(run.fire_id).state == RunState.COMPLETED  # type: ignore[union-attr]
+    assert final_state(pg_store) == RunState.COMPLETED
 
 
 @pytest.mark.postgres
@@ -119,9 +122,9 @@ def test_finish_is_repeated_after_a_commit_cut_off(pg_store: Store, admin: Engin
     """The outcome of a run is known: it reaches its final state even if COMMIT was cut."""
     run_id, fence = started_run(pg_store)
     killed = kill_own_backend(pg_store.engine, admin, "commit", times=1)
-    run = pg_store.finish(run_id, RunState.COMPLETED, fence, T0 + timedelta(seconds=70))
+    finish(pg_store, run_id, RunState.COMPLETED, fence, T0 + timedelta(seconds=70))
     assert killed() == 1
-    assert pg_store.get_run(run.fire_id).state == RunState.COMPLETED  # type: ignore[union-attr]
+    assert final_state(pg_store) == RunState.COMPLETED
 
 
 @pytest.mark.postgres
@@ -147,11 +150,13 @@ def test_a_database_that_keeps_dropping_is_a_store_error(pg_store: Store, admin:
 def test_finish_and_start_repeated_after_a_saved_commit_change_nothing(store: Store) -> None:
     """What a repeat after a COMMIT whose answer was lost meets: the first run already saved."""
     run_id, fence = started_run(store)
-    again = store.mark_started(run_id, fence, T0 + timedelta(seconds=62))
-    assert again.state == RunState.STARTED
-    first = store.finish(run_id, RunState.COMPLETED, fence, T0 + timedelta(seconds=70))
-    second = store.finish(run_id, RunState.COMPLETED, fence, T0 + timedelta(seconds=71))
+    [run] = store.runs()
+    again = start(store, run, fence, T0 + timedelta(seconds=62))
+    assert again.state == RunState.STARTED and again.started_at == run.started_at
+    first = finish(store, run_id, RunState.COMPLETED, fence, T0 + timedelta(seconds=70))
+    second = finish(store, run_id, RunState.COMPLETED, fence, T0 + timedelta(seconds=71))
     assert second == first
+    assert [m.role for m in store.list_messages(run.session_id)] == ["user", "assistant"]
 
 
 @pytest.mark.postgres

@@ -9,14 +9,18 @@ Real Redis, SQL and Celery workers; the failures are real exceptions of a real R
 from __future__ import annotations
 
 import logging
+import threading
+from pathlib import Path
 from typing import Any
 
 import pytest
 import redis
 from celery.signals import task_postrun
+from support.fire_path import fire_path_gateway
 from support.harness import Gateway, wait_until
 from support.scenarios import send
 
+from core.clock import utcnow
 from core.errors import StoreError
 from gateway.channels import make_channel
 from sessions.states import fire_id
@@ -134,3 +138,26 @@ def test_emergency_stop_is_logged_once_per_stop_and_session(
         task_postrun.disconnect(count_held)
     said = [r.getMessage() for r in caplog.records if r.name.startswith("celery")]
     assert [m for m in said if "estop" in m] == []
+
+
+def test_a_fire_the_claim_refuses_is_logged_and_leaves_no_run(
+    tmp_path: Path, redis_url: str, redis_ns: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 16: the refused fire's line sat after a ``return`` (``mypy --warn-unreachable``
+    found it), so a fire admitted and then refused at the claim left no trace in the log.
+    Here the heartbeat is paused between admission and the turn's claim."""
+    caplog.set_level(logging.INFO, logger="hbgw.runner")
+    with fire_path_gateway(tmp_path, redis_url, redis_ns) as (gw, path):
+        sid = gw.session()
+        gw.due_now(sid)
+        due = path.due_ms(sid)
+        hold = threading.Event()
+        path.runner.executor.submit(hold.wait, 30)  # the only turn thread waits
+        assert path.runner.accept_fire(sid, due) == "accepted"
+        gw.store.pause_heartbeat(sid, utcnow())
+        hold.set()
+        path.wait_idle()
+        assert gw.runs(sid) == []
+    [line] = runner_records(caplog, "fire.refused")
+    assert (line.session, line.fire_id) == (sid, fire_id(sid, due))  # type: ignore[attr-defined]
+    assert "inactive" in line.getMessage()

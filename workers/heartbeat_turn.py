@@ -29,7 +29,6 @@ from sessions.views import (
     Duplicate,
     FireClaim,
     NotStarted,
-    RefusalReason,
     Reserved,
     RunView,
     SessionView,
@@ -131,14 +130,12 @@ class HeartbeatTurn:
         if isinstance(outcome, Duplicate):
             settle_duplicate(rt, sid, outcome.run, claim.next_due)
             return None
-            log.info(
-                "fire %s refused: %s",
-                fire.fire_id,
-                outcome.reason,
-                extra=fields("fire.refused", sid, fire.fire_id),
-            )
-            if outcome.reason == RefusalReason.STALE_FENCE:
-                raise StaleFence(f"Session {sid} is fenced past this grant; the fire stops here.")
+        log.info(
+            "fire %s refused: %s",
+            fire.fire_id,
+            outcome.reason,
+            extra=fields("fire.refused", sid, fire.fire_id),
+        )
         rt.apply_due(sid, claim.next_due)  # what SQL said in that transaction: no new read
         return None
 

@@ -12,8 +12,8 @@ the next step needs, so no step reads again what the one before read:
 4. ``mark_delivering`` (``ledger.py``), then ``finish_fire``: the outcome, the stored reply and
    the next due time for the index.
 
-Every write is fenced as in ``ledger.py`` (``claim_fire`` claims the fence itself), and each
-step does exactly what the single-purpose methods it stands for do, in the same order.
+Every write is fenced as in ``ledger.py`` (``claim_fire`` claims the fence itself); the steps
+themselves are the functions of ``ledger_steps.py``, each run inside the caller's transaction.
 """
 
 from __future__ import annotations
@@ -127,8 +127,9 @@ class FireTurns(Transactions):
         worker: str | None = None,
         deferred: bool = False,
     ) -> FireClaim:
-        """``claim_fence`` then ``reserve_fire``, in one transaction: the claim holds whatever
-        the reservation answers (a refused one included), and StaleFence reserves nothing."""
+        """Claim the grant's fence (as ``claim_fence``) and reserve the fire, in one transaction:
+        the claim holds whatever the reservation answers (a refused one included), and
+        StaleFence (a fence not newer than the session's) reserves nothing."""
         try:
             return self._claim_fire(session_id, fence, fire_id, due_ms, now, worker, deferred)
         except IntegrityError:
@@ -190,7 +191,12 @@ class FireTurns(Transactions):
             return Started(run_view(run), state, message, _before(db, message, history))
 
     def refund_fire(self, run_id: int, reason: RefundReason, now: datetime) -> NotStarted:
-        """``refund``, answering the session's heartbeat after it (for the index) as well."""
+        """Give back a reservation that never reached the agent, answering the session's heartbeat
+        after it (for the index) as well.
+
+        Only when nothing newer happened: same generation and the anchor still the one this
+        reservation set. Otherwise the run is ``abandoned`` and the newer state wins.
+        """
         why = refund_reason(reason)
         with self._transaction() as db:
             run = run_row(db, run_id)
@@ -211,8 +217,10 @@ class FireTurns(Transactions):
         detail: str | None = None,
         usage: TokenUsage | None = None,
     ) -> Finished:
-        """``finish`` and the turn's reply as an assistant message, fenced, in one transaction;
-        with the due time the index should hold now."""
+        """Record how a started run ended (``outcome``: one of ``states.FINISHED``) and the turn's
+        reply as a message, fenced, in one transaction; with the due time the index should hold
+        now. ``usage``: the tokens the turn spent, failed turns included — in the same fenced
+        transaction, so a stale turn records nothing."""
         final = finished_outcome(outcome)
         with self._transaction() as db:
             run = run_row(db, run_id)

@@ -1,6 +1,12 @@
 """The fire ledger: one row per accepted fire id, reserved → started [→ delivering] → finished,
 or given back.
 
+The fire path's own steps (claim + reserve, re-check + start, finish + reply) are folded into one
+transaction each in ``fire_turns.py``; this module holds the ledger's other production steps:
+the fence claim of a user turn, the fenced marks before a send, the settlement of runs whose
+turn was lost or cut off, orphan recovery, and the reads of the CLI, API and audit. Every public
+method here has a caller outside the tests (``tests/test_store_surface.py`` checks).
+
 A reservation counts the fire and moves the anchor in the same transaction; a refund puts both
 back only while nothing newer happened. Writes of a running turn carry its fence, and nothing
 leaves for a platform before a fenced write says so (``mark_delivering``, ``begin_reply``). A
@@ -13,16 +19,13 @@ from __future__ import annotations
 from datetime import datetime
 
 from sqlalchemy import func, select
-from sqlalchemy.exc import IntegrityError
 
 from core.errors import InvalidState
-from core.usage import TokenUsage
 from sessions.models import MessageRow, RunRow
 from sessions.states import IN_TURN, MessageState, RefundReason, RunState
 from sessions.store.base import (
     Transactions,
     fenced_session_row,
-    heartbeat_row,
     repeatable,
     run_row,
     session_row,
@@ -30,15 +33,8 @@ from sessions.store.base import (
 from sessions.store.ledger_audit import HeartbeatSnapshot, LedgerSnapshot, read_snapshot
 from sessions.store.ledger_steps import (
     claim_in,
-    finish_in,
-    finished_outcome,
-    refund_in,
-    refund_reason,
     refund_run,
-    reserve_in,
-    run_by_fire_id,
     settle_lost_run,
-    start_in,
 )
 from sessions.store.run_views import (
     Duplicate,
@@ -67,43 +63,6 @@ __all__ = [
 
 
 class FireLedger(Transactions):
-    def reserve_fire(
-        self,
-        session_id: str,
-        fire_id: str,
-        due_ms: int,
-        fence: int,
-        now: datetime,
-        *,
-        worker: str | None = None,
-        deferred: bool = False,
-    ) -> ReserveOutcome:
-        """Reserve one fire: count +1, anchor = now, one ledger row, all or nothing."""
-        try:
-            with self._transaction() as db:
-                session = session_row(db, session_id, for_update=True)
-                row = heartbeat_row(db, session_id)
-                return reserve_in(db, session, fire_id, due_ms, fence, now, worker, deferred, row)
-        except IntegrityError:
-            # A concurrent reserve of the same fire id won the UNIQUE race.
-            return self._concurrent_winner(fire_id)
-
-    def _concurrent_winner(self, fire_id: str) -> Duplicate:
-        with self._transaction() as db:
-            winner = run_by_fire_id(db, fire_id)
-            assert winner is not None  # the UNIQUE violation means it is committed
-            return Duplicate(run_view(winner))
-
-    @repeatable
-    def mark_started(self, run_id: int, fence: int, now: datetime) -> RunView:
-        with self._transaction() as db:
-            run = run_row(db, run_id)
-            fenced_session_row(db, run.session_id, fence)
-            if run.state == RunState.STARTED and run.fence == fence:
-                return run_view(run)  # a repeat after a COMMIT whose answer was lost
-            start_in(run, now)
-            return run_view(run)
-
     @repeatable
     def mark_delivering(self, run_id: int, fence: int, now: datetime) -> RunView:
         """The fenced step just before a reply leaves: a turn that lost its lock sends nothing.
@@ -174,18 +133,6 @@ class FireLedger(Transactions):
             if message.delivering_fence == fence:
                 message.delivering_fence = earlier
 
-    def refund(self, run_id: int, reason: RefundReason, now: datetime) -> RunView:
-        """Give back a reservation that never reached the agent.
-
-        Only when nothing newer happened: same generation and the anchor still the one this
-        reservation set. Otherwise the run is ``abandoned`` and the newer state wins.
-        """
-        why = refund_reason(reason)
-        with self._transaction() as db:
-            run = run_row(db, run_id)
-            refund_in(db, run, why, now)
-            return run_view(run)
-
     def refund_orphan(self, run_id: int, now: datetime) -> RunView | None:
         """Refund a reservation whose worker died before the agent started; None if it moved on."""
         with self._transaction() as db:
@@ -230,30 +177,6 @@ class FireLedger(Transactions):
             )
             return [run_view(r) for r in rows]
 
-    @repeatable
-    def finish(
-        self,
-        run_id: int,
-        outcome: RunState,
-        fence: int,
-        now: datetime,
-        detail: str | None = None,
-        usage: TokenUsage | None = None,
-    ) -> RunView:
-        """Record how a started run ended: ``outcome`` is one of ``states.FINISHED``.
-
-        ``usage``: the tokens the turn spent, failed turns included — written in the same
-        fenced transaction, so a stale turn records nothing.
-        """
-        final = finished_outcome(outcome)
-        with self._transaction() as db:
-            run = run_row(db, run_id)
-            fenced_session_row(db, run.session_id, fence)
-            if run.state == final:
-                return run_view(run)  # a repeat after a COMMIT whose answer was lost
-            finish_in(db, run, final, now, detail, usage)
-            return run_view(run)
-
     def claim_fence(self, session_id: str, fence: int, now: datetime) -> None:
         """A lock was granted: record its fence, so every write of older turns is rejected.
 
@@ -263,11 +186,6 @@ class FireLedger(Transactions):
         """
         with self._transaction() as db:
             claim_in(db, session_id, fence, now)
-
-    def check_fence(self, session_id: str, fence: int) -> None:
-        """Raise StaleFence unless ``fence`` is still the session's newest (before a delivery)."""
-        with self._transaction() as db:
-            fenced_session_row(db, session_id, fence)
 
     def runs(self, session_id: str | None = None) -> list[RunView]:
         with self._transaction() as db:
@@ -290,11 +208,6 @@ class FireLedger(Transactions):
         """Everything the invariant check compares, read from one snapshot of the database."""
         with self._transaction() as db:
             return read_snapshot(db)
-
-    def get_run(self, fire_id: str) -> RunView | None:
-        with self._transaction() as db:
-            run = run_by_fire_id(db, fire_id)
-            return run_view(run) if run else None
 
     def max_fence(self, session_id: str) -> int:
         """The highest fence SQL knows for the session: what Redis reseeds from."""

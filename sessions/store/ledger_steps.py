@@ -1,5 +1,5 @@
-"""The ledger's steps, each inside a caller's transaction: the store methods of ``ledger.py``
-run one each, and the fire path's methods (``fire_turns.py``) run several in one transaction.
+"""The ledger's steps, each inside a caller's transaction: the fire path's methods
+(``fire_turns.py``) run several in one transaction, the other methods of ``ledger.py`` one.
 """
 
 from __future__ import annotations
@@ -59,14 +59,14 @@ def reserve_in(
     deferred: bool,
     row: HeartbeatRow | None,
 ) -> ReserveOutcome:
-    """``reserve_fire``'s work inside a caller's transaction, the session row locked; ``row``:
-    the session's heartbeat row (read by the caller, which may want it afterwards)."""
+    """Reserve one fire inside a caller's transaction: count +1, anchor = now, one ledger row.
+
+    The session row is locked and ``fence`` was claimed in this same transaction (``claim_in``),
+    so no other turn can reserve beside it. ``row``: the session's heartbeat row (read by the
+    caller, which may want it afterwards)."""
     existing = run_by_fire_id(db, fire_id)
     if existing is not None:
         return Duplicate(run_view(existing))
-    if fence != session.fence:
-        # Claimed at the lock grant (claim_fence); any other fence is another turn's.
-        return Refused(RefusalReason.STALE_FENCE)
     admitted = _admit(session, row, now)
     if isinstance(admitted, Refused):
         return admitted
@@ -94,7 +94,8 @@ def reserve_in(
 
 
 def refund_in(db: Session, run: RunRow, reason: RefundReason, now: datetime) -> None:
-    """``refund``'s work inside a caller's transaction, the run row locked."""
+    """Give back a reservation inside a caller's transaction, the run row locked: only a run
+    that never started."""
     if run.state != RunState.RESERVED:
         raise InvalidState(
             f"Run {run.fire_id} is {run.state}; only a run that never started is refunded."
@@ -214,8 +215,8 @@ def finish_in(
     detail: str | None,
     usage: TokenUsage | None,
 ) -> HeartbeatRow | None:
-    """``finish``'s work inside a caller's transaction, the run row locked and fenced; the
-    run's heartbeat row, if any, for the caller to read on."""
+    """Record how a started run ended, inside a caller's transaction, the run row locked and
+    fenced; the run's heartbeat row, if any, for the caller to read on."""
     if run.state not in IN_TURN:
         raise InvalidState(f"Run {run.fire_id} is {run.state}; only a started run finishes.")
     run.state = final
@@ -233,7 +234,7 @@ def finish_in(
 
 
 def start_in(run: RunRow, now: datetime) -> None:
-    """``mark_started``'s work: only a reserved run starts."""
+    """Mark a run started: only a reserved run starts."""
     if run.state != RunState.RESERVED:
         raise InvalidState(f"Run {run.fire_id} is {run.state}; only a reserved run starts.")
     run.state = RunState.STARTED

@@ -20,9 +20,6 @@ from sessions.models import HeartbeatRow, MessageRow, SessionRow
 from sessions.states import ClosedReason, HeartbeatStatus, MessageState, SessionStatus
 from sessions.store.base import Transactions
 
-# Enough for every row: the whole-table reads below are for tests and small tools only.
-_ALL_PAGE = 10_000
-
 
 @dataclass(frozen=True)
 class RestoreEntry:
@@ -85,15 +82,6 @@ class RestoreReads(Transactions):
         ]
         return RestorablePage(entries, len(rows), rows[-1][0] if rows else "")
 
-    def list_restorable(self) -> list[RestoreEntry]:
-        """Every restorable heartbeat (all pages): for tests and small deployments' tools."""
-        out: list[RestoreEntry] = []
-        page = RestorablePage([], _ALL_PAGE, "")
-        while page.rows == _ALL_PAGE:
-            page = self.restorable_page(page.last_session, _ALL_PAGE)
-            out.extend(page.entries)
-        return out
-
     def queued_page(self, after_id: int, limit: int) -> QueuedPage:
         """Queued user messages with an id above ``after_id`` of the sessions that answer them.
 
@@ -122,13 +110,3 @@ class RestoreReads(Transactions):
             if answered:
                 by_session.setdefault(session_id, []).append(message_id)
         return QueuedPage(by_session, len(rows), rows[-1][0] if rows else 0)
-
-    def queued_messages(self) -> dict[str, list[int]]:
-        """Every queued message id by session (all pages), oldest first."""
-        out: dict[str, list[int]] = {}
-        page = QueuedPage(rows=_ALL_PAGE)
-        while page.rows == _ALL_PAGE:
-            page = self.queued_page(page.last_id, _ALL_PAGE)
-            for session_id, ids in page.by_session.items():
-                out.setdefault(session_id, []).extend(ids)
-        return out

@@ -62,9 +62,8 @@ class RunView:
 
 
 class RefusalReason(StrEnum):
-    """Why ``reserve_fire`` made no reservation."""
+    """Why ``claim_fire`` made no reservation (a stale fence raises ``StaleFence`` instead)."""
 
-    STALE_FENCE = "stale_fence"  # a newer turn holds the session
     NO_HEARTBEAT = "no_heartbeat"
     INACTIVE = "inactive"  # the heartbeat is paused or the session is not active
     NOT_DUE = "not_due"
