@@ -11,8 +11,8 @@ over several ticks.
   are spread over about one interval (as many as the last sweep took); a sweep that runs late
   takes one step every tick. They only correct what is missing or late.
 * When the epoch is missing, Redis lost its data: the sweep is a rebuild, run at once, one step
-  per tick with beat ticking again without a pause, and it also seeds every session's fence and
-  idle flag.
+  per tick with beat ticking again without a pause, and it also seeds every session's fence
+  counter (idle is not stored: a free lock with nothing queued or in flight).
 
 Only adds or corrects entries, never removes one: a failing store read is logged, the step is
 given up, and it is tried again one interval later.
@@ -205,7 +205,7 @@ class Restorer:
         truth (or now, for an overdue heartbeat) by more than the slack: a claim lease or a
         refund back-off legitimately pushes an entry later.
 
-        Fences and idle flags are seeded for every session in a rebuild; otherwise only where
+        Fence counters are seeded for every session in a rebuild; otherwise only where
         the index entry was wrong, the sign that this session's keys may have been lost.
         """
         present = self.index.due_many([e.session_id for e in entries])
