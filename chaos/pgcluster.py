@@ -38,6 +38,16 @@ def find_bin() -> Path | None:
     return None
 
 
+def _runuser() -> str:
+    """``runuser`` lives in sbin, which a scrubbed PATH may leave out."""
+    found = shutil.which("runuser") or next(
+        (p for p in ("/usr/sbin/runuser", "/sbin/runuser") if os.access(p, os.X_OK)), None
+    )
+    if found is None:
+        raise HbgwError("The chaos PostgreSQL needs `runuser` (util-linux) to run initdb as root.")
+    return found
+
+
 def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((HOST, 0))
@@ -56,7 +66,7 @@ class PrivatePostgres:
         return f"postgresql+psycopg://postgres@{HOST}:{self.port}/postgres"
 
     def _as_owner(self, *args: str) -> list[str]:
-        return ["runuser", "-u", "nobody", "--", *args] if os.geteuid() == 0 else list(args)
+        return [_runuser(), "-u", "nobody", "--", *args] if os.geteuid() == 0 else list(args)
 
     def _run(self, *args: str, timeout: float = TIMEOUT) -> None:
         done = subprocess.run(
@@ -106,7 +116,7 @@ class PrivatePostgres:
         if self.data is None:
             return
         # Not running is fine: it failed to start, or was already stopped.
-        with contextlib.suppress(HbgwError, subprocess.TimeoutExpired):
+        with contextlib.suppress(HbgwError, OSError, subprocess.TimeoutExpired):
             self._pg_ctl("stop", "-m", "immediate")
         shutil.rmtree(self.data, ignore_errors=True)
         self.data = None
