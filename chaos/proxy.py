@@ -18,6 +18,7 @@ import contextlib
 import threading
 import time
 from dataclasses import dataclass, field
+from urllib.parse import urlsplit, urlunsplit
 
 from core.errors import HbgwError
 
@@ -50,6 +51,13 @@ class RedisProxy:
     @property
     def url(self) -> str:
         return f"redis://{HOST}:{self.port}/0"
+
+    def url_for(self, upstream_url: str) -> str:
+        """``upstream_url`` through this proxy: its password and database kept."""
+        parts = urlsplit(upstream_url)
+        auth = parts.netloc.rpartition("@")[0]
+        netloc = f"{auth}@{HOST}:{self.port}" if auth else f"{HOST}:{self.port}"
+        return urlunsplit(parts._replace(netloc=netloc))
 
     def start(self, timeout: float = 10.0) -> str:
         ready = threading.Event()

@@ -139,7 +139,7 @@ def _deploy(stack: ExitStack, profile: Profile, seed: int, keep: bool) -> Deploy
     for name, args in [(b, ["beat"]) for b in BEATS] + [
         (w, ["worker", "--name", w]) for w in WORKERS
     ]:
-        via = {"HBGW_REDIS_URL": proxies[name].url} if name in proxies else {}
+        via = {"HBGW_REDIS_URL": proxies[name].url_for(redis_url)} if name in proxies else {}
         cluster.add(name, args, via)
     traffic = Traffic(settings, redis_url, profile, seed)
     stack.callback(traffic.close)
