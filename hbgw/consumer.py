@@ -86,7 +86,20 @@ class ResilientConsumer(Consumer):  # type: ignore[misc]
             # once per loss. Our tasks only hand work to the turn runner (milliseconds), and the
             # threads pool cannot cancel one: that setting stays off and the notice is noise.
             warnings.simplefilter("ignore", CPendingDeprecationWarning)
-            super().on_connection_error_after_connected(exc)
+            try:
+                super().on_connection_error_after_connected(exc)
+            except AttributeError as cleanup:
+                # kombu, closing the default channel after Celery's collect() let go of its
+                # transport, tries to give back unacked messages with no connection info left
+                # (``'NoneType' object has no attribute 'hostname'``). The sockets are released
+                # already; the unacked messages come back by the visibility timeout. Celery
+                # would call that unrecoverable and stop the worker.
+                log.info(
+                    "broker cleanup after a lost connection ended early: %s",
+                    cleanup,
+                    extra={"action": "worker.broker_cleanup"},
+                )
+                self.connection = None
         self._back_off(exc)
 
     def _back_off(self, exc: BaseException) -> None:

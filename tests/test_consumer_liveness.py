@@ -14,9 +14,13 @@ from pathlib import Path
 
 import pytest
 import redis
+from celery.worker.consumer import Consumer
 from support.harness import Gateway, gateway_settings, wait_until
 from support.private_redis import running_redis
 
+from core.settings import Settings
+from hbgw.celery_app import make_celery
+from hbgw.consumer import ResilientConsumer
 from state.consumer_progress import STARTUP_GRACE, ConsumerProgress
 from state.keys import Keys
 from state.ownership import RegistryHeartbeat, WorkerRegistry
@@ -102,3 +106,26 @@ def test_a_starting_worker_counts_as_consuming_for_a_bounded_time() -> None:
     assert not progress.consuming(100.0 + STARTUP_GRACE + 0.1, 6.0)
     progress.connected(200.0, ticks=False)  # a consumer without an event loop: connected is all
     assert progress.consuming(10_000.0, 6.0)
+
+
+def test_a_cleanup_that_kombu_cannot_finish_does_not_stop_the_worker(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Seen in a chaos run (``redis_hang`` then a restart): Celery's cleanup after a lost
+    connection reached kombu's channel close with no connection info left and raised
+    ``AttributeError: 'NoneType' object has no attribute 'hostname'``, which Celery calls
+    unrecoverable: the worker exited. The consumer now logs it and restarts as for any loss."""
+
+    def kombu_gives_up(self: object, exc: BaseException) -> None:
+        raise AttributeError("'NoneType' object has no attribute 'hostname'")
+
+    monkeypatch.setattr(Consumer, "on_connection_error_after_connected", kombu_gives_up)
+    monkeypatch.setattr("hbgw.consumer.FIRST_DELAY", 0.0)
+    consumer = ResilientConsumer.__new__(ResilientConsumer)
+    consumer.app = make_celery(Settings(), "redis://127.0.0.1:1/0")
+    consumer.connection = object()  # type: ignore[assignment]  # any broken connection
+    consumer.connection_errors = (ConnectionError,)
+    consumer._delay, consumer._last_error, consumer._connected_since_error = 0.0, 0.0, True
+    consumer._progress = ConsumerProgress(born=time.monotonic())
+    consumer.on_connection_error_after_connected(ConnectionError("Connection closed by server."))
+    assert consumer.connection is None
