@@ -130,8 +130,11 @@ class Settings(BaseSettings):
     api_max_body_bytes: int = Field(
         default=65_536, ge=1024, description="Largest HTTP request body accepted, in bytes."
     )
-    api_events_poll: float = Field(
-        default=0.5, gt=0, le=60, description="Seconds between the event streams' SQL polls."
+    api_stream_poll: float = Field(
+        default=5.0,
+        gt=0,
+        le=60,
+        description="Seconds between an idle event stream's SQL polls (Redis wakes it sooner).",
     )
     api_id_key: SecretStr | None = Field(
         default=None,

@@ -38,10 +38,11 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        ctx.waker.start()  # the process's one pub/sub subscriber, for the event streams
         try:
             yield
         finally:
-            ctx.stopping.set()
+            ctx.stop_streams()
             ctx.close()
 
     app = FastAPI(title=TITLE, version=VERSION, lifespan=lifespan)

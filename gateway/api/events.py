@@ -1,15 +1,18 @@
 """``GET /v1/sessions/{id}/events``: what the session delivers, as server-sent events.
 
-SQL is the truth: every reply, notice and heartbeat answer is stored as it is delivered, so the
-stream polls SQL for messages above the last id sent (HBGW_API_EVENTS_POLL seconds apart). Only
-assistant messages are sent: the user's own messages came from the client, and a heartbeat
-turn's prompt is not a delivery. A silent heartbeat answer sent nothing to the chat, and sends
-nothing here. A failing read (the database away for a moment) is logged and tried again.
+SQL is the truth: every reply, notice and heartbeat answer is stored as it is delivered, and the
+stream reads SQL for messages above the last id sent. It reads when woken: the writer of a
+delivered message publishes a wake-up on the session's Redis channel after its commit, and the
+API process's one subscriber (``state.stream_wake``) wakes the streams of that session. Without
+a wake-up a stream still reads every HBGW_API_STREAM_POLL seconds, which catches a wake-up lost
+to a Redis outage (and a compression made outside the API). Only assistant messages are sent:
+the user's own messages came from the client, and a heartbeat turn's prompt is not a delivery.
+A silent heartbeat answer sent nothing to the chat, and sends nothing here. A failing read (the
+database away for a moment) is logged and tried again.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import time
@@ -103,19 +106,13 @@ async def _stream(
     ctx: ApiContext, request: Request, sid: str, last: int, release: Callable[[], None]
 ) -> AsyncIterator[str]:
     ctx.metrics.streams.inc()
+    watch = ctx.waker.watch(sid)
     quiet_since = time.monotonic()
     try:
         yield ": connected\n\n"
         while not ctx.stopping.is_set() and not await request.is_disconnected():
-            try:
-                batch, moved = await run_in_threadpool(_poll, ctx, sid, last)
-            except HbgwError as exc:
-                log.warning(
-                    "event stream read failed; trying again: %s",
-                    exc,
-                    extra={"action": "api.events_retry", "session": sid},
-                )
-                batch, moved = [], None
+            watch.clear()  # a wake-up during the read is kept for the wait below
+            batch, moved = await _read(ctx, sid, last)
             for message in batch:
                 last = message.id
                 if delivered(message):
@@ -123,16 +120,31 @@ async def _stream(
                     yield message_event(message, ctx.ids)
             if moved is not None and len(batch) < BATCH:
                 sid = moved
+                watch.move(moved)
                 yield f"event: session\ndata: {json.dumps({'moved_to': moved})}\n\n"
                 continue
             if time.monotonic() - quiet_since >= KEEP_ALIVE:
                 quiet_since = time.monotonic()
                 yield ": keep-alive\n\n"
             if len(batch) < BATCH:
-                await asyncio.sleep(ctx.settings.api_events_poll)
+                keep_alive_due = KEEP_ALIVE - (time.monotonic() - quiet_since)
+                await watch.wait(min(ctx.settings.api_stream_poll, keep_alive_due))
     finally:
+        watch.close()
         ctx.metrics.streams.dec()
         release()
+
+
+async def _read(ctx: ApiContext, sid: str, last: int) -> tuple[list[MessageView], str | None]:
+    try:
+        return await run_in_threadpool(_poll, ctx, sid, last)
+    except HbgwError as exc:
+        log.warning(
+            "event stream read failed; trying again: %s",
+            exc,
+            extra={"action": "api.events_retry", "session": sid},
+        )
+        return [], None
 
 
 def _poll(ctx: ApiContext, sid: str, last: int) -> tuple[list[MessageView], str | None]:
