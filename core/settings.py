@@ -134,7 +134,13 @@ class Settings(BaseSettings):
         default=5.0,
         gt=0,
         le=60,
-        description="Seconds between an idle event stream's SQL polls (Redis wakes it sooner).",
+        description="Seconds between an API process's sweeps for event-stream wake-ups lost.",
+    )
+    api_stream_recheck: float = Field(
+        default=120.0,
+        gt=0,
+        le=3600,
+        description="Seconds between an idle event stream's own reads of its session.",
     )
     api_id_key: SecretStr | None = Field(
         default=None,

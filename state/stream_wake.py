@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import logging
 import threading
+from collections.abc import Iterable
 from typing import Any
 
 import redis
@@ -136,6 +137,16 @@ class StreamWaker:
                 watches.discard(watch)
                 if not watches:
                     del self._watches[channel]
+
+    def watching(self) -> bool:
+        """Whether any stream is open in this process."""
+        with self._lock:
+            return bool(self._watches)
+
+    def wake_sessions(self, session_ids: Iterable[str]) -> None:
+        """Wake the streams of these sessions here (the API's slow sweep found news)."""
+        for sid in session_ids:
+            self._wake(self._keys.events(sid))
 
     def wake_all(self) -> None:
         for watch in self._all():

@@ -13,6 +13,7 @@ database away for a moment) is logged and tried again.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import time
@@ -107,28 +108,31 @@ async def _stream(
 ) -> AsyncIterator[str]:
     ctx.metrics.streams.inc()
     watch = ctx.waker.watch(sid)
-    quiet_since = time.monotonic()
+    quiet_since = read_by = time.monotonic()
+    woken = True  # the first read
     try:
         yield ": connected\n\n"
         while not ctx.stopping.is_set() and not await request.is_disconnected():
-            watch.clear()  # a wake-up during the read is kept for the wait below
-            batch, moved = await _read(ctx, sid, last)
-            for message in batch:
-                last = message.id
-                if delivered(message):
-                    quiet_since = time.monotonic()
-                    yield message_event(message, ctx.ids)
-            if moved is not None and len(batch) < BATCH:
-                sid = moved
-                watch.move(moved)
-                yield f"event: session\ndata: {json.dumps({'moved_to': moved})}\n\n"
-                continue
+            if woken or time.monotonic() >= read_by:
+                watch.clear()  # a wake-up during the read is kept for the wait below
+                read_by = time.monotonic() + ctx.settings.api_stream_recheck
+                batch, moved = await _read(ctx, sid, last)
+                for message in batch:
+                    last = message.id
+                    if delivered(message):
+                        quiet_since = time.monotonic()
+                        yield message_event(message, ctx.ids)
+                if moved is not None and len(batch) < BATCH:
+                    sid = moved
+                    watch.move(moved)
+                    yield f"event: session\ndata: {json.dumps({'moved_to': moved})}\n\n"
+                if moved is not None or len(batch) == BATCH:
+                    continue  # more to read now
             if time.monotonic() - quiet_since >= KEEP_ALIVE:
                 quiet_since = time.monotonic()
                 yield ": keep-alive\n\n"
-            if len(batch) < BATCH:
-                keep_alive_due = KEEP_ALIVE - (time.monotonic() - quiet_since)
-                await watch.wait(min(ctx.settings.api_stream_poll, keep_alive_due))
+            now = time.monotonic()
+            woken = await watch.wait(min(read_by - now, KEEP_ALIVE - (now - quiet_since)))
     finally:
         watch.close()
         ctx.metrics.streams.dec()
@@ -145,6 +149,36 @@ async def _read(ctx: ApiContext, sid: str, last: int) -> tuple[list[MessageView]
             extra={"action": "api.events_retry", "session": sid},
         )
         return [], None
+
+
+async def sweep(ctx: ApiContext) -> None:
+    """The process's slow poll, for wake-ups lost (Redis away, a writer that could not publish):
+    every HBGW_API_STREAM_POLL seconds ONE query finds the sessions with newer messages, and
+    their open streams are woken. It reads from the newest id of the sweep before last, as a
+    message may commit after one with a higher id (PostgreSQL hands ids out at INSERT)."""
+    marks: tuple[int, int] | None = None
+    while not ctx.stopping.is_set():
+        await asyncio.sleep(ctx.settings.api_stream_poll)
+        if not ctx.waker.watching():
+            continue  # no stream open here: nothing to wake, nothing to read
+        try:
+            marks = await run_in_threadpool(_sweep_once, ctx, marks)
+        except HbgwError as exc:
+            log.warning(
+                "event stream sweep failed; trying again: %s",
+                exc,
+                extra={"action": "api.events_sweep_retry"},
+            )
+
+
+def _sweep_once(ctx: ApiContext, marks: tuple[int, int] | None) -> tuple[int, int]:
+    if marks is None:
+        newest = ctx.store.newest_message_id()
+        return newest, newest
+    older, newer = marks
+    found = ctx.store.sessions_with_messages_after(older)
+    ctx.waker.wake_sessions(found)
+    return newer, max(newer, *found.values()) if found else newer
 
 
 def _poll(ctx: ApiContext, sid: str, last: int) -> tuple[list[MessageView], str | None]:
