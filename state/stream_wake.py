@@ -138,11 +138,6 @@ class StreamWaker:
                 if not watches:
                     del self._watches[channel]
 
-    def watching(self) -> bool:
-        """Whether any stream is open in this process."""
-        with self._lock:
-            return bool(self._watches)
-
     def wake_sessions(self, session_ids: Iterable[str]) -> None:
         """Wake the streams of these sessions here (the API's slow sweep found news)."""
         for sid in session_ids:

@@ -40,7 +40,7 @@ def create_app(
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         ctx.waker.start()  # the process's one pub/sub subscriber, for the event streams
-        swept = asyncio.create_task(events.sweep(ctx))
+        swept = asyncio.create_task(events.sweep(ctx, events.sweep_start(ctx)))
         try:
             yield
         finally:

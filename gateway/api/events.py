@@ -151,16 +151,23 @@ async def _read(ctx: ApiContext, sid: str, last: int) -> tuple[list[MessageView]
         return [], None
 
 
-async def sweep(ctx: ApiContext) -> None:
+def sweep_start(ctx: ApiContext) -> tuple[int, int] | None:
+    """Where the sweep starts, read before the API serves: the newest message id now (None
+    when the database is away: the first sweep reads it then)."""
+    try:
+        return _newest(ctx)
+    except HbgwError:
+        return None
+
+
+async def sweep(ctx: ApiContext, marks: tuple[int, int] | None) -> None:
     """The process's slow poll, for wake-ups lost (Redis away, a writer that could not publish):
     every HBGW_API_STREAM_POLL seconds ONE query finds the sessions with newer messages, and
     their open streams are woken. It reads from the newest id of the sweep before last, as a
-    message may commit after one with a higher id (PostgreSQL hands ids out at INSERT)."""
-    marks: tuple[int, int] | None = None
+    message may commit after one with a higher id (PostgreSQL hands ids out at INSERT). It runs
+    with no stream open too, so that its marks stay near the newest message."""
     while not ctx.stopping.is_set():
         await asyncio.sleep(ctx.settings.api_stream_poll)
-        if not ctx.waker.watching():
-            continue  # no stream open here: nothing to wake, nothing to read
         try:
             marks = await run_in_threadpool(_sweep_once, ctx, marks)
         except HbgwError as exc:
@@ -173,12 +180,16 @@ async def sweep(ctx: ApiContext) -> None:
 
 def _sweep_once(ctx: ApiContext, marks: tuple[int, int] | None) -> tuple[int, int]:
     if marks is None:
-        newest = ctx.store.newest_message_id()
-        return newest, newest
+        return _newest(ctx)
     older, newer = marks
     found = ctx.store.sessions_with_messages_after(older)
     ctx.waker.wake_sessions(found)
     return newer, max(newer, *found.values()) if found else newer
+
+
+def _newest(ctx: ApiContext) -> tuple[int, int]:
+    newest = ctx.store.newest_message_id()
+    return newest, newest
 
 
 def _poll(ctx: ApiContext, sid: str, last: int) -> tuple[list[MessageView], str | None]:
