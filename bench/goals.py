@@ -122,13 +122,15 @@ def e2e_rows(doc: Doc) -> list[Row]:
 
 
 def streams_rows(doc: Doc) -> list[Row]:
-    n, per_s = doc["streams"], doc["idle_sql_per_s"]
+    n, measured = doc["streams"], doc["idle_sql_per_s"]
+    expected = doc.get("expected_sql_per_s", measured)
+    per_s = max(measured, expected)  # a window may miss part of the rechecks: the larger
     p99 = doc["get_with_streams_s"]["p99"]
     scaled = "" if n == 1_000 else f" (measured at {n:,} streams; the goal is at 1,000)"
     return [
         Row(
             "1,000 idle event streams cost ≤ 20 SQL queries/s",
-            f"{per_s:.1f}/s with {n:,} open{scaled}",
+            f"{measured:.1f}/s measured, {expected:.1f}/s steady, with {n:,} open{scaled}",
             per_s <= 20 if n >= 1_000 else None,
         ),
         Row(

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import random
 import time
 from collections.abc import AsyncIterator, Callable
 from typing import Annotated
@@ -115,7 +116,7 @@ async def _stream(
         while not ctx.stopping.is_set() and not await request.is_disconnected():
             if woken or time.monotonic() >= read_by:
                 watch.clear()  # a wake-up during the read is kept for the wait below
-                read_by = time.monotonic() + ctx.settings.api_stream_recheck
+                read_by = time.monotonic() + _recheck(ctx)
                 batch, moved = await _read(ctx, sid, last)
                 for message in batch:
                     last = message.id
@@ -137,6 +138,12 @@ async def _stream(
         watch.close()
         ctx.metrics.streams.dec()
         release()
+
+
+def _recheck(ctx: ApiContext) -> float:
+    """Seconds to the stream's next own read: HBGW_API_STREAM_RECHECK, give or take a quarter,
+    so that streams opened together (a replica's clients reconnecting) do not read together."""
+    return ctx.settings.api_stream_recheck * random.uniform(0.75, 1.25)
 
 
 async def _read(ctx: ApiContext, sid: str, last: int) -> tuple[list[MessageView], str | None]:
