@@ -38,7 +38,7 @@ SIZES = {"quick": 100, "full": 1_000}
 # Full: longer than one HBGW_API_STREAM_RECHECK (120 s, ± 25 %), so every stream's own read
 # falls in it; quick: the sweep alone (the rechecks come after), see ``expected_sql_per_s``.
 IDLE_WINDOW_S = {"quick": 12.0, "full": 160.0}
-GETS = {"quick": 300, "full": 1_000}
+GETS = {"quick": 300, "full": 500}
 SETTLE_S = 1.0
 
 
