@@ -116,8 +116,11 @@ async def _stream(
         while not ctx.stopping.is_set() and not await request.is_disconnected():
             if woken or time.monotonic() >= read_by:
                 watch.clear()  # a wake-up during the read is kept for the wait below
-                read_by = time.monotonic() + _recheck(ctx)
-                batch, moved = await _read(ctx, sid, last)
+                read = await _read(ctx, sid, last)
+                # A failed read is tried again after a sweep period, not a whole recheck.
+                wait = _recheck(ctx) if read is not None else ctx.settings.api_stream_poll
+                read_by = time.monotonic() + wait
+                batch, moved = read or ([], None)
                 for message in batch:
                     last = message.id
                     if delivered(message):
@@ -146,7 +149,10 @@ def _recheck(ctx: ApiContext) -> float:
     return ctx.settings.api_stream_recheck * random.uniform(0.75, 1.25)
 
 
-async def _read(ctx: ApiContext, sid: str, last: int) -> tuple[list[MessageView], str | None]:
+async def _read(
+    ctx: ApiContext, sid: str, last: int
+) -> tuple[list[MessageView], str | None] | None:
+    """The next messages (``_poll``), or None when the read failed (logged)."""
     try:
         return await run_in_threadpool(_poll, ctx, sid, last)
     except HbgwError as exc:
@@ -155,7 +161,7 @@ async def _read(ctx: ApiContext, sid: str, last: int) -> tuple[list[MessageView]
             exc,
             extra={"action": "api.events_retry", "session": sid},
         )
-        return [], None
+        return None
 
 
 def sweep_start(ctx: ApiContext) -> tuple[int, int] | None:
