@@ -148,3 +148,29 @@ def test_the_subscriber_comes_back_after_redis_and_wakes_every_stream(
     finally:
         waker.stop()
         publisher.close()
+
+
+def test_with_redis_gone_the_streams_fall_back_to_the_sweep(
+    tmp_path: Path, redis_ns: str, private_redis: PrivateRedis
+) -> None:
+    private_redis.start()
+    fast_sweep = {"api_stream_poll": 0.2, "api_stream_recheck": 60.0}
+    with (
+        api_with(tmp_path, private_redis.url, redis_ns, **fast_sweep) as (api, app),
+        api.owner(ALICE) as alice,
+    ):
+        sid = api.new_session(alice)
+        with EventReader(alice, f"/v1/sessions/{sid}/events") as reader:
+            private_redis.stop()
+            api.gw.store.add_message(
+                sid, role="assistant", kind="assistant", text="while Redis was away", now=utcnow()
+            )
+            wait_until(lambda: reader.of("message"), 20, "the message, by the sweep")
+            private_redis.start()
+            waker = api_context(app).waker
+            wait_until(lambda: waker.reconnects >= 1, 30, "the subscriber back")
+            api.gw.store.add_message(
+                sid, role="assistant", kind="assistant", text="Redis is back", now=utcnow()
+            )
+            api.gw.rt.wake_streams(sid)
+            wait_until(lambda: len(reader.of("message")) == 2, 20, "the next message")
