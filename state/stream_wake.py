@@ -164,13 +164,16 @@ class StreamWaker:
             pubsub = self._client.pubsub()  # type: ignore[no-untyped-call]
             try:
                 self._serve(pubsub)
-            except (redis.RedisError, OSError) as exc:
+            except Exception as exc:
+                # Redis away (or, a defect, anything else): the thread must outlive it, since
+                # until it is back every stream waits for the slow sweep.
                 if not self._lost:
                     delay = BACKOFF_FIRST
                     log.warning(
                         "event stream wake-ups lost Redis; streams poll SQL slowly until it is "
                         "back: %s",
                         exc,
+                        exc_info=not isinstance(exc, (redis.RedisError, OSError)),
                         extra={"action": "events.waker_lost"},
                     )
                 self._lost = True
