@@ -146,7 +146,7 @@ class Ours(Deployment):
         return rows_to_fires((r[1], r[2]) for r in rows if r[0] in self.sessions)
 
 
-def _postgres_schema(stack: ExitStack, pg_url: str) -> str:
+def postgres_schema(stack: ExitStack, pg_url: str) -> str:
     """A fresh schema for this run, dropped on the way out; the URL that uses it."""
     schema = f"bench_e2e_{uuid.uuid4().hex[:10]}"
     admin = sa.create_engine(pg_url)
@@ -173,7 +173,7 @@ def ours(ctx: BenchContext, kind: str) -> Iterator[Ours]:
         if kind == "postgresql":
             if ctx.pg_url is None:
                 raise HbgwError("PostgreSQL does not answer.")
-            db_url = _postgres_schema(stack, ctx.pg_url)
+            db_url = postgres_schema(stack, ctx.pg_url)
         else:
             db_url = f"sqlite:///{home / 'bench.sqlite3'}"
         redis_url = redis_db_url(ctx.redis_url, OURS_DB[kind])

@@ -130,8 +130,17 @@ class Settings(BaseSettings):
     api_max_body_bytes: int = Field(
         default=65_536, ge=1024, description="Largest HTTP request body accepted, in bytes."
     )
-    api_events_poll: float = Field(
-        default=0.5, gt=0, le=60, description="Seconds between the event streams' SQL polls."
+    api_stream_poll: float = Field(
+        default=5.0,
+        gt=0,
+        le=60,
+        description="Seconds between an API process's sweeps for event-stream wake-ups lost.",
+    )
+    api_stream_recheck: float = Field(
+        default=120.0,
+        gt=0,
+        le=3600,
+        description="Seconds between an idle event stream's own reads of its session.",
     )
     api_id_key: SecretStr | None = Field(
         default=None,

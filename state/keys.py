@@ -10,6 +10,7 @@ Layout (``ns`` is ``Settings.namespace``, ``hbgw`` by default; ``sid`` a session
     ns:{s:sid}:estop     STRING  emergency stop for this session (present = on)
     ns:{s:sid}:stall     STRING  stamp time (ms) of the stall last alerted, with a TTL
     ns:{s:sid}:rate      STRING  messages the API accepted this minute (INCR, PEXPIRE 60 s)
+    ns:{s:sid}:events    CHANNEL pub/sub: "read SQL now" to the session's open event streams
     ns:{due:i}           ZSET    due-index shard i: member sid, score due time in ms
     ns:workers           ZSET    worker name -> last seen, ms
     ns:beats             ZSET    beat replica name -> last seen, ms (who claims which due shard)
@@ -84,6 +85,10 @@ class Keys:
 
     def message_rate(self, session_id: str) -> str:
         return self._session(session_id, "rate")
+
+    def events(self, session_id: str) -> str:
+        """Pub/sub channel waking the session's event streams (not a stored key)."""
+        return self._session(session_id, "events")
 
     def stall_alerted(self, session_id: str) -> str:
         return self._session(session_id, "stall")

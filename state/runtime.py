@@ -30,6 +30,7 @@ from state.keys import Keys
 from state.liveness import Liveness
 from state.ownership import WorkerRegistry
 from state.shared_clock import shared_clock
+from state.stream_wake import wake_streams
 from state.turn_gate import TurnGate
 
 log = logging.getLogger("hbgw.runtime")
@@ -109,6 +110,11 @@ class Runtime:
             return None
         self.index.schedule(session_id, to_ms(due))
         return to_ms(due)
+
+    def wake_streams(self, session_id: str) -> None:
+        """After a delivered message is committed: the API's open event streams of the session
+        read it now. Best effort; a lost wake-up waits for the streams' slow poll."""
+        wake_streams(self.client, self.keys, session_id)
 
     def close(self) -> None:
         self.store.close()

@@ -148,7 +148,8 @@ def test_the_stream_rides_out_a_failing_database(
             try:
                 wait_until(
                     lambda: any(
-                        getattr(r, "action", None) == "api.events_retry" for r in caplog.records
+                        getattr(r, "action", None) in ("api.events_retry", "api.events_sweep_retry")
+                        for r in caplog.records
                     ),
                     20,
                     "a logged failed read",

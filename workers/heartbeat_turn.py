@@ -249,6 +249,8 @@ class HeartbeatTurn:
             detail=detail,
             usage=outcome.usage,
         )
+        if outcome.result is not RunState.SILENT:
+            rt.wake_streams(sid)  # the answer reaches the API's event streams now
         gateway_metrics().fires.labels(RunState(result).value).inc()
         log.info("fire %s %s", fire.fire_id, result, extra=fields("fire.done", sid, fire.fire_id))
         rt.apply_due(sid, finished.next_due)

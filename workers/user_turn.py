@@ -66,6 +66,7 @@ class UserTurn:
             fence=fence,
             usage=answer.usage,  # what the turn spent, a failed one included
         )
+        rt.wake_streams(sid)  # the reply (and its notices) reach the API's streams now
         rt.store.mark_message_done(message_id, fence=fence)
         metrics = gateway_metrics()
         metrics.turn_duration.labels("user").observe(time.monotonic() - started)

@@ -6,6 +6,7 @@ accepted messages wait in their inbox until beat's sweeper hands them to a worke
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -38,10 +39,13 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        ctx.waker.start()  # the process's one pub/sub subscriber, for the event streams
+        swept = asyncio.create_task(events.sweep(ctx, events.sweep_start(ctx)))
         try:
             yield
         finally:
-            ctx.stopping.set()
+            ctx.stop_streams()
+            swept.cancel()
             ctx.close()
 
     app = FastAPI(title=TITLE, version=VERSION, lifespan=lifespan)

@@ -25,8 +25,10 @@ from sessions.validation import MessageLimits, check_storable, message_limits_fr
 from sessions.views import SessionView
 from state.connection import TRANSIENT_REDIS_ERRORS, connect
 from state.dispatch import Dispatcher
+from state.keys import Keys
 from state.runtime import Runtime, resolve_redis_url
 from state.shared_clock import shared_clock
+from state.stream_wake import StreamWaker
 
 log = logging.getLogger("hbgw.api")
 
@@ -43,7 +45,9 @@ class ApiContext:
     streams: StreamSlots = field(default_factory=StreamSlots)
     ids: PublicIds = field(default_factory=lambda: PublicIds(b""))
     stopping: threading.Event = field(default_factory=threading.Event)
-    """Set when the server shuts down: open event streams end at their next poll."""
+    """Set when the server shuts down: open event streams end (``stop_streams`` wakes them)."""
+    waker: StreamWaker = field(default_factory=lambda: StreamWaker(None, Keys("hbgw")))
+    """The process's one pub/sub subscriber, waking the open event streams."""
 
     @property
     def limits(self) -> GrammarLimits:
@@ -78,7 +82,18 @@ class ApiContext:
                     extra={"action": "api.settle_failed", "session": sid},
                 )
 
+    def wake_streams(self, session_id: str) -> None:
+        """The session's open event streams (in every API replica) read SQL now; best effort."""
+        if self.rt is not None:
+            self.rt.wake_streams(session_id)
+
+    def stop_streams(self) -> None:
+        """The server is shutting down: every open event stream ends now, not at its next poll."""
+        self.stopping.set()
+        self.waker.wake_all()
+
     def close(self) -> None:
+        self.waker.stop()
         if self.rt is not None:
             self.rt.close()
         else:
@@ -108,6 +123,8 @@ def build_context(
     rt = None
     dispatcher = None
     metrics = ApiMetrics()
+    # Its own connection (pub/sub holds one for good); none without Redis: streams poll slowly.
+    waker = StreamWaker(connect(url, settings) if url else None, Keys(settings.namespace))
     if url is not None:
         client = connect(url, settings)
         if clock is None:
@@ -119,7 +136,15 @@ def build_context(
     secret = settings.api_id_key.get_secret_value() if settings.api_id_key else None
     ids = PublicIds(id_key(secret, settings.effective_database_url))
     return ApiContext(
-        settings, store, rt, dispatcher, clock or utcnow, tokens, metrics=metrics, ids=ids
+        settings,
+        store,
+        rt,
+        dispatcher,
+        clock or utcnow,
+        tokens,
+        metrics=metrics,
+        ids=ids,
+        waker=waker,
     )
 
 

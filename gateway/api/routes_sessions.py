@@ -78,6 +78,7 @@ def compress(session_id: str, ctx: Ctx, who: Who) -> dict[str, Any]:
     ctx.session_for(who, session_id)
     child = ctx.store.compress(session_id, ctx.clock())
     ctx.settle(session_id, child.id)
+    ctx.wake_streams(session_id)  # its open event streams move to the child now
     reply = f"Session {session_id} continues as {child.id}; its heartbeat, if any, moved along."
     return {"session": session_json(child), "reply": reply}
 

@@ -24,7 +24,7 @@ class ApiServer(uvicorn.Server):
         self.api = app
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
-        api_context(self.api).stopping.set()
+        api_context(self.api).stop_streams()
         await super().shutdown(sockets)
 
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from core.clock import iso
@@ -211,6 +211,22 @@ class MessageRecords(Transactions):
                 .limit(limit)
             )
             return [message_view(r) for r in rows]
+
+    def newest_message_id(self) -> int:
+        """The highest message id there is (0 without messages): where a sweep starts."""
+        with self._transaction() as db:
+            return int(db.scalar(select(func.max(MessageRow.id))) or 0)
+
+    def sessions_with_messages_after(self, after: int) -> dict[str, int]:
+        """Each session's newest message id above ``after``: the event streams' sweep for a
+        wake-up lost, one indexed range read of the primary key for a whole API process."""
+        with self._transaction() as db:
+            rows = db.execute(
+                select(MessageRow.session_id, func.max(MessageRow.id))
+                .where(MessageRow.id > after)
+                .group_by(MessageRow.session_id)
+            )
+            return {str(sid): int(top) for sid, top in rows}
 
 
 def _keyed_in_conversation(db: Session, session: SessionRow, key: str) -> MessageRow | None:

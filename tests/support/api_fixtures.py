@@ -27,7 +27,7 @@ ADMIN_TOKEN = "tok-admin-c0ffee"
 
 def api_overrides() -> dict[str, object]:
     pairs = ",".join(f"{owner}:{token}" for owner, token in TOKENS.items())
-    return {"api_tokens": pairs, "admin_token": ADMIN_TOKEN, "api_events_poll": 0.05}
+    return {"api_tokens": pairs, "admin_token": ADMIN_TOKEN, "api_stream_poll": 0.05}
 
 
 @dataclass
