@@ -102,6 +102,9 @@ class SessionRow(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime())
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime())
 
+    # The API's per-owner quota counts an owner's sessions that are not closed.
+    __table_args__ = (Index("ix_sessions_owner_status", "owner", "status"),)
+
 
 class MessageRow(Base):
     __tablename__ = "messages"

@@ -173,3 +173,18 @@ def test_0005_delivering_fence_up_and_down_keeps_messages(db_url: str) -> None:
     with engine.connect() as conn:
         assert conn.execute(text("SELECT count(*) FROM messages")).scalar() == 1
     engine.dispose()
+
+
+def test_0006_owner_index_up_and_down_keeps_sessions(db_url: str) -> None:
+    """Issue 15: the per-owner session quota counts by (owner, status), not by a table scan."""
+    engine = make_engine(db_url)
+    upgrade(engine, "0005")
+    with engine.begin() as conn:
+        _insert_session(conn)
+    upgrade(engine, "0006")
+    assert "ix_sessions_owner_status" in _indexes(engine, "sessions")
+    downgrade(engine, "0005")
+    assert "ix_sessions_owner_status" not in _indexes(engine, "sessions")
+    with engine.connect() as conn:
+        assert conn.execute(text("SELECT count(*) FROM sessions")).scalar() == 1
+    engine.dispose()
