@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from subprocess import Popen
@@ -95,9 +96,18 @@ def _sent(gw: Gateway, sid: str) -> Queued | None:
     return result
 
 
-def test_every_one_of_many_redis_restarts_is_recovered_quickly(
-    tmp_path: Path, redis_ns: str
-) -> None:
+@dataclass
+class Fleet:
+    server: PrivateRedis
+    gw: Gateway
+    sessions: list[str]
+    procs: list[Popen[bytes]]
+
+
+@contextmanager
+def firing(tmp_path: Path, redis_ns: str) -> Iterator[Fleet]:
+    """A private Redis, SESSIONS heartbeats due every second, a worker and a beat: inside,
+    every heartbeat has fired once."""
     with running_redis(tmp_path / "redis") as server:
         gw = Gateway(gateway_settings(tmp_path, server.url, redis_ns, agent="echo"), server.url)
         sessions = [gw.session(chat=f"C{i}") for i in range(SESSIONS)]
@@ -107,12 +117,19 @@ def test_every_one_of_many_redis_restarts_is_recovered_quickly(
             with deployment(gw, tmp_path) as procs:
                 started = utcnow()
                 wait_until(lambda: fired_since(gw, sessions, started), 60, "the first fires")
-                times: list[float] = []
-                for _ in range(RESTARTS):
-                    times.append(recovery_after_restart(gw, server, sessions))
-                assert all(p.poll() is None for p in procs)
+                yield Fleet(server, gw, sessions, procs)
         finally:
             gw.close()
+
+
+def test_every_one_of_many_redis_restarts_is_recovered_quickly(
+    tmp_path: Path, redis_ns: str
+) -> None:
+    with firing(tmp_path, redis_ns) as fleet:
+        times: list[float] = []
+        for _ in range(RESTARTS):
+            times.append(recovery_after_restart(fleet.gw, fleet.server, fleet.sessions))
+        assert all(p.poll() is None for p in fleet.procs)
     print("recovery after each restart (s):", [round(t, 1) for t in times])
     # One reconnect per restart (and the first connect): a consumer that dies right after
     # "Connected" reconnects again and again — 65 times for 10 restarts with the stale
@@ -135,22 +152,12 @@ LONG_OUTAGE_BOUND = 5.0
 def test_after_a_long_outage_the_worker_consumes_again_within_seconds(
     tmp_path: Path, redis_ns: str
 ) -> None:
-    with running_redis(tmp_path / "redis") as server:
-        gw = Gateway(gateway_settings(tmp_path, server.url, redis_ns, agent="echo"), server.url)
-        sessions = [gw.session(chat=f"C{i}") for i in range(SESSIONS)]
-        for sid in sessions:
-            gw.due_now(sid, seconds=1)
-        try:
-            with deployment(gw, tmp_path):
-                started = utcnow()
-                wait_until(lambda: fired_since(gw, sessions, started), 60, "the first fires")
-                server.stop()
-                time.sleep(LONG_OUTAGE)  # the fault itself: Redis stays away this long
-                server.start()
-                began, since = time.monotonic(), utcnow()
-                wait_until(lambda: fired_since(gw, sessions, since), 30, "fires after the outage")
-                took = time.monotonic() - began
-        finally:
-            gw.close()
+    with firing(tmp_path, redis_ns) as fleet:
+        fleet.server.stop()
+        time.sleep(LONG_OUTAGE)  # the fault itself: Redis stays away this long
+        fleet.server.start()
+        began, since = time.monotonic(), utcnow()
+        wait_until(lambda: fired_since(fleet.gw, fleet.sessions, since), 30, "fires after it")
+        took = time.monotonic() - began
     print(f"recovery after a {LONG_OUTAGE:.0f}s outage: {took:.1f}s")
     assert took <= LONG_OUTAGE_BOUND, took
