@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import pairwise
 
-from chaos.evidence import IN_TURN_STATES, REACHED_AGENT, Delivery, Evidence, Run
+from chaos.evidence import IN_TURN_STATES, REACHED_AGENT, Delivery, Evidence, Run, exit_cause
 from chaos.send_checks import recovery_bounded, send_after_lock_moved, unmarked_repeat
 from chaos.verdict import Check as Check
 from chaos.verdict import sends_in_order
@@ -338,7 +338,8 @@ def _out_of_fence_order(sends: list[Delivery], runs: dict[str, Run]) -> list[str
 def processes_stayed_up(ev: Evidence) -> Check:
     check = Check("no_process_exited")
     check.failures = [
-        f"{e.role} (pid {e.pid}) exited with {e.code} at {e.at:.1f} and stayed down"
+        f"{e.role} (pid {e.pid}) exited with {e.code} at {e.at:.1f} and stayed down; "
+        f"its log: {exit_cause(e.last_lines)}"
         for e in ev.exits
     ]
     return check

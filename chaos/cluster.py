@@ -6,6 +6,7 @@ that exits without the harness having killed it is recorded and left down, so th
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import time
@@ -47,6 +48,21 @@ class Role:
     incarnations: int = 0
     env: dict[str, str] = field(default_factory=dict)  # on top of the cluster's (its proxy)
     extra: dict[str, str] = field(default_factory=dict)  # this incarnation only (a skew)
+
+
+EXIT_TAIL_LINES = 40
+
+
+def log_tail(path: Path, lines: int = EXIT_TAIL_LINES) -> list[str]:
+    """The last ``lines`` lines of a role's log (its last incarnation's end)."""
+    try:
+        with path.open("rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - 64 * 1024))
+            text = f.read().decode("utf-8", "replace")
+    except OSError:
+        return []
+    return text.splitlines()[-lines:]
 
 
 @dataclass
@@ -116,7 +132,8 @@ class Cluster:
             proc = role.proc
             if proc is None or role.held_down or proc.poll() is None:
                 continue
-            found.append(ProcessExit(role.name, proc.pid, proc.returncode, time.time()))
+            tail = log_tail(self.logs / f"{role.name}.log")
+            found.append(ProcessExit(role.name, proc.pid, proc.returncode, time.time(), tail))
             role.proc = None
         self.exits += found
         return found

@@ -6,6 +6,7 @@ SQL, a line of the channel file and a fault's start compare directly.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from sessions.states import IN_TURN
@@ -84,12 +85,26 @@ class Disruption:
     ended: float
 
 
+# A line that says why a process stopped: Celery's "Unrecoverable error", a traceback, a CRITICAL.
+_CAUSE = re.compile(r"Traceback|CRITICAL|Unrecoverable|Error|Exception", re.IGNORECASE)
+
+
+def exit_cause(tail: list[str]) -> str:
+    """The last line of a log tail that names an error, else its last line."""
+    for line in reversed(tail):
+        if _CAUSE.search(line):
+            return line.strip()[:300]
+    return tail[-1].strip()[:300] if tail else "no log"
+
+
 @dataclass(frozen=True)
 class ProcessExit:
     role: str
     pid: int
     code: int | None
     at: float
+    # The end of the role's log when it exited: the cause, even when the run directory is gone.
+    last_lines: list[str] = field(default_factory=list)
 
 
 @dataclass
