@@ -11,6 +11,14 @@ the broken connection. Skipped, every channel of it stayed open and its socket s
 registered in the worker's event loop; at the next Redis restart those sockets read EOF and
 killed each new consumer ~30 ms after "Connected", for longer each time.
 
+A task still running when the connection was lost settles (acks or rejects) its message after
+the next consumer started, on the channel of the lost connection, which Celery's cleanup emptied:
+kombu raised ``AttributeError`` from the event loop and Celery stopped the worker ("Unrecoverable
+error"; issue 15, found by the chaos runs). That settle is dropped with a log line instead: the
+message can no longer be acked on the channel it came on, the broker redelivers it once its
+visibility timeout passes (never, when Redis came back empty), and the fire ledger and the inbox
+refuse a turn that already ran.
+
 The consumer also reports its progress to the app's ``ConsumerProgress``
 (``context_of(app).consumer``): the registry heartbeat refreshes the worker's entry only while
 the consumer is connected and its event loop turns, so a worker that cannot consume drops out
@@ -71,6 +79,9 @@ class ResilientConsumer(Consumer):  # type: ignore[misc]
         )
         return super().ensure_connected(conn)
 
+    def call_soon_ack(self, p: Any, *args: Any, **kwargs: Any) -> Any:
+        return super().call_soon_ack(_settle_unless_lost, p, *args, **kwargs)
+
     def _loop_passed(self) -> None:
         self._progress.passed(time.monotonic())
 
@@ -125,3 +136,24 @@ class ResilientConsumer(Consumer):  # type: ignore[misc]
         pause(self._delay)
         self._last_error = time.monotonic()
         self._delay = min(self._delay * 2, MAX_DELAY)
+
+
+def _settle_unless_lost(settle: Any, *args: Any, **kwargs: Any) -> Any:
+    """Run a message's ack or reject; dropped when its channel's connection is gone."""
+    try:
+        return settle(*args, **kwargs)
+    except AttributeError as exc:
+        # kombu's Redis channel looks its connection info up on the transport that Celery's
+        # cleanup let go of: ``'NoneType' object has no attribute 'hostname'``.
+        message = getattr(settle, "__self__", None)
+        log.info(
+            "a message of a lost broker connection was not settled (%s: %s); the broker "
+            "redelivers it after its visibility timeout and a repeat is refused",
+            getattr(settle, "__name__", "settle"),
+            exc,
+            extra={
+                "action": "worker.stale_ack",
+                "delivery_tag": getattr(message, "delivery_tag", None),
+            },
+        )
+        return None
