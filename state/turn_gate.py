@@ -204,6 +204,15 @@ class TurnGate:
         """Extend the lease if ``token`` still holds the lock."""
         return bool(self._renew(keys=[self.keys.lock(session_id)], args=[token, _lease(lease_ms)]))
 
+    def renew_many(self, locks: Sequence[tuple[str, str, int]]) -> list[bool]:
+        """``renew`` for many (session, token, lease) at once: one pipelined round trip."""
+        pipe = self.client.pipeline(transaction=False)
+        for session_id, token, lease_ms in locks:
+            self._renew(
+                keys=[self.keys.lock(session_id)], args=[token, _lease(lease_ms)], client=pipe
+            )
+        return [bool(held) for held in pipe.execute()]
+
     def release(self, session_id: str, token: str) -> bool:
         """Drop the lock if ``token`` still holds it (an aborted turn)."""
         return bool(self._release(keys=[self.keys.lock(session_id)], args=[token]))

@@ -6,6 +6,10 @@ that answer still young?). A confirmation is good for ``lease / CONFIRM_FRACTION
 monotonic clock, counted from the moment the question was *sent*: Redis extended the lease at
 some moment after that, so the lock is ours for at least a lease from then, and no other grant
 can exist before the lease has run out.
+
+Renewals are shared: one ``LockRenewals`` thread per turn runner renews every lock the process
+holds in one pipelined round trip per period. A thread per lock doubled the threads of a worker
+and its Redis round trips; with slow model calls a worker holds hundreds of turns at once.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ import redis
 from core.errors import TurnAborted
 from state.turn_gate import TurnGate
 
-__all__ = ["CONFIRM_FRACTION", "Grant", "Lease", "LockKeeper", "TurnAborted"]
+__all__ = ["CONFIRM_FRACTION", "Grant", "Lease", "LockKeeper", "LockRenewals", "TurnAborted"]
 
 # A confirmation of the lock is good for this fraction of the lease: the rest is the margin for
 # a slow send and for clocks (ours monotonic, Redis' own) that do not run exactly alike.
@@ -37,7 +41,74 @@ class Grant:
     fence: int
 
 
+class LockRenewals:
+    """Renews the locks of every registered keeper, all in one pipelined call a period.
+
+    The thread starts with the first keeper and runs until ``close``; between turns it wakes
+    once a period and does nothing.
+    """
+
+    def __init__(
+        self, gate: TurnGate, lease_ms: int, *, monotonic: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.gate = gate
+        # Renew at a third of the lease so two missed renewals still leave time.
+        self.period = max(lease_ms / 3000, 0.05)
+        self.monotonic = monotonic
+        self._keepers: dict[int, LockKeeper] = {}
+        self._guard = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def add(self, keeper: LockKeeper) -> None:
+        with self._guard:
+            if self._stop.is_set():
+                raise RuntimeError("The lock renewals are closed: the worker is stopping.")
+            self._keepers[id(keeper)] = keeper
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="hbgw-locks", daemon=True)
+                self._thread.start()
+
+    def remove(self, keeper: LockKeeper) -> None:
+        with self._guard:
+            self._keepers.pop(id(keeper), None)
+
+    def held(self) -> int:
+        with self._guard:
+            return len(self._keepers)
+
+    def close(self, timeout: float = 5.0) -> None:
+        with self._guard:
+            self._stop.set()
+            thread = self._thread
+        if thread is not None:
+            thread.join(timeout)
+
+    def renew_all(self) -> None:
+        """One pipelined renewal of every registered lock; a lock found gone is marked lost."""
+        with self._guard:
+            keepers = list(self._keepers.values())
+        if not keepers:
+            return
+        asked = self.monotonic()
+        held = self.gate.renew_many([(k.session_id, k.token, k.lease_ms) for k in keepers])
+        for keeper, still in zip(keepers, held, strict=True):
+            keeper.renewed(asked, still)
+            if not still:
+                self.remove(keeper)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.period):
+            try:
+                self.renew_all()
+            except redis.RedisError:
+                continue  # the next period tries again; ``cleared`` stops a send meanwhile
+
+
 class LockKeeper:
+    """One turn's lock: registered with the runner's ``LockRenewals`` while the turn runs
+    (a renewal of its own when none is given, as in tests)."""
+
     def __init__(
         self,
         gate: TurnGate,
@@ -46,6 +117,7 @@ class LockKeeper:
         lease_ms: int,
         *,
         monotonic: Callable[[], float] = time.monotonic,
+        renewals: LockRenewals | None = None,
     ) -> None:
         self.gate = gate
         self.session_id = session_id
@@ -57,11 +129,11 @@ class LockKeeper:
         # When the newest renewal that Redis answered "held" was sent (monotonic seconds).
         self._confirmed_at: float | None = None
         self._guard = threading.Lock()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="hbgw-lock", daemon=True)
+        self._own = renewals is None
+        self._renewals = renewals or LockRenewals(gate, lease_ms, monotonic=monotonic)
 
     def __enter__(self) -> LockKeeper:
-        self._thread.start()
+        self._renewals.add(self)
         return self
 
     def __exit__(
@@ -70,8 +142,9 @@ class LockKeeper:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        self._stop.set()
-        self._thread.join(timeout=5)
+        self._renewals.remove(self)
+        if self._own:
+            self._renewals.close()
 
     def check(self) -> None:
         if self.lost.is_set():
@@ -85,11 +158,13 @@ class LockKeeper:
         """
         self.check()
         try:
-            held = self._renew()
+            asked = self.monotonic()
+            held = self.gate.renew(self.session_id, self.token, self.lease_ms)
         except redis.RedisError as exc:
             raise TurnAborted(
                 f"Could not confirm the lock of session {self.session_id} ({exc}); nothing is sent."
             ) from exc
+        self.renewed(asked, held)
         if not held:
             self.check()
 
@@ -108,26 +183,14 @@ class LockKeeper:
                 f"the {self.confirm_bound:.2f} s a confirmation is good for; nothing is sent."
             )
 
-    def _renew(self) -> bool:
-        asked = self.monotonic()
-        held = self.gate.renew(self.session_id, self.token, self.lease_ms)
+    def renewed(self, asked: float, held: bool) -> None:
+        """Redis answered a renewal sent at ``asked`` (monotonic): ``held`` or lost for good."""
         if not held:
             self.lost.set()
-            return False
+            return
         with self._guard:
             if self._confirmed_at is None or asked > self._confirmed_at:
                 self._confirmed_at = asked
-        return True
-
-    def _run(self) -> None:
-        # Renew at a third of the lease so two missed renewals still leave time.
-        every = max(self.lease_ms / 3000, 0.05)
-        while not self._stop.wait(every):
-            try:
-                if not self._renew():
-                    return
-            except redis.RedisError:
-                continue
 
 
 @dataclass

@@ -19,6 +19,7 @@ from state.runtime import Runtime
 from workers.admission import Admission
 from workers.agents.base import Agent
 from workers.heartbeat_turn import BeforeStartHook, Fire, HeartbeatTurn
+from workers.locks import LockRenewals
 from workers.logfields import is_transient, report
 from workers.ports import Channel
 from workers.session_loop import SessionLoop
@@ -46,6 +47,7 @@ class TurnRunner:
         # Test seam: called after a reservation, before the re-check (simulates races).
         self.before_start: list[BeforeStartHook] = []
         self.lease_ms = int(rt.settings.lock_lease * 1000)
+        self.renewals = LockRenewals(rt.gate, self.lease_ms)
         io = TurnIO(rt, agent, channel)
         self.admission = Admission(rt, dispatcher, self.lease_ms, self._start)
         self.loop = SessionLoop(
@@ -54,11 +56,14 @@ class TurnRunner:
             heartbeat=HeartbeatTurn(io, self.before_start),
             user=UserTurn(io),
             lease_ms=self.lease_ms,
+            renewals=self.renewals,
             on_pending=functools.partial(self.accept_fire, deferred=True),
         )
 
     def shutdown(self, wait: bool = True) -> None:
         self.executor.shutdown(wait=wait)
+        if wait:
+            self.renewals.close()
 
     # -- entry points (the Celery tasks call these) -----------------------------------------
 

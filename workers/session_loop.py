@@ -33,7 +33,7 @@ from state.dispatch import Dispatcher
 from state.runtime import Runtime
 from state.turn_gate import KeepLock, LockLost, TurnEnded
 from workers.heartbeat_turn import Fire, HeartbeatTurn
-from workers.locks import Grant, Lease, LockKeeper
+from workers.locks import Grant, Lease, LockKeeper, LockRenewals
 from workers.logfields import fields, log, report
 from workers.user_turn import UserTurn
 
@@ -49,6 +49,7 @@ class SessionLoop:
         heartbeat: HeartbeatTurn,
         user: UserTurn,
         lease_ms: int,
+        renewals: LockRenewals,
         on_pending: OnPending,
     ) -> None:
         self.rt = rt
@@ -56,11 +57,14 @@ class SessionLoop:
         self.heartbeat = heartbeat
         self.user = user
         self.lease_ms = lease_ms
+        self.renewals = renewals
         self.on_pending = on_pending
 
     def run(self, grant: Grant, fire: Fire | None = None) -> None:
         sid, fire_id = grant.session_id, fire.fire_id if fire else None
-        with LockKeeper(self.rt.gate, sid, grant.token, self.lease_ms) as keeper:
+        with LockKeeper(
+            self.rt.gate, sid, grant.token, self.lease_ms, renewals=self.renewals
+        ) as keeper:
             lease = Lease(grant, keeper)
             try:
                 # Claimed before anything runs under the lock: every write of this grant (the
