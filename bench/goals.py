@@ -142,6 +142,20 @@ def streams_rows(doc: Doc) -> list[Row]:
     ]
 
 
+def inflight_rows(doc: Doc) -> list[Row]:
+    best = max(doc["points"], key=lambda p: p["most_in_flight"])
+    goal = doc["goal"]
+    return [
+        Row(
+            f"one worker process holds ≥ {goal['in_flight']} concurrent "
+            f"{doc['model_delay_s']:g}-second model calls, ≤ {goal['rss_mb']} MB resident",
+            f"{best['most_in_flight']} at once (--turns {best['turns']}, {best['sessions']} due "
+            f"together), {best['rss_peak_mb']:.0f} MB, {best['threads_peak']} threads",
+            best["most_in_flight"] >= goal["in_flight"] and best["rss_peak_mb"] <= goal["rss_mb"],
+        )
+    ]
+
+
 ROWS: dict[str, Callable[[Doc], list[Row]]] = {
     "claim": claim_rows,
     "tick": tick_rows,
@@ -149,6 +163,7 @@ ROWS: dict[str, Callable[[Doc], list[Row]]] = {
     "memory": memory_rows,
     "e2e": e2e_rows,
     "streams": streams_rows,
+    "inflight": inflight_rows,
 }
 
 

@@ -78,6 +78,13 @@ class Settings(BaseSettings):
     worker_ttl: float = Field(
         default=10.0, gt=0, description="Seconds without a refresh before a worker counts as dead."
     )
+    worker_turns: int = Field(
+        default=64,
+        ge=1,
+        le=4096,
+        description="Turns one worker process holds at once (`hbgw worker --turns`): each waits "
+        "for its model in a thread of the turn runner; more wait in its queue without a lock.",
+    )
     refund_backoff: float = Field(
         default=30.0, ge=0, description="Seconds before a refunded fire is tried again."
     )

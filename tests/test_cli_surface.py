@@ -128,6 +128,7 @@ def test_help_of_heartbeat_set_and_worker_names_their_options(hbgw: Hbgw) -> Non
         assert option in text
     worker = " ".join(hbgw("worker", "--help").out.split())
     assert "--concurrency N" in worker and "N Celery threads" in worker
+    assert "--turns M" in worker and "HBGW_WORKER_TURNS" in worker
 
 
 def test_version_is_the_installed_package_version(hbgw: Hbgw) -> None:

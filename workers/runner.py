@@ -4,8 +4,9 @@ It wires the units together: admission decides whether a fire or a drain is acce
 (``workers/admission.py``); an accepted one waits for a thread of the turn executor, which
 takes the lock there and runs the locked session loop (``workers/session_loop.py``): the
 heartbeat turn (``workers/heartbeat_turn.py``) and the user turns (``workers/user_turn.py``)
-under one lock, fence and error policy. The Celery pool and the executor have the same size
-(``hbgw worker --concurrency``); a backlog waits in the executor's queue without a lock.
+under one lock, fence and error policy. The executor holds ``hbgw worker --turns`` turns at
+once (``HBGW_WORKER_TURNS``), each waiting for its model in a thread; a backlog waits in its
+queue without a lock. One ``LockRenewals`` thread renews the locks of all of them.
 """
 
 from __future__ import annotations

@@ -18,8 +18,16 @@ def worker(
         "--concurrency",
         min=1,
         metavar="N",
-        help="Turns run at once: N turn-runner threads, and N Celery threads taking fires and "
-        "messages off the worker's queue.",
+        help="N Celery threads taking fires and messages off the worker's queue (each hands "
+        "its task to the turn runner in milliseconds).",
+    ),
+    turns: int = typer.Option(
+        None,
+        "--turns",
+        min=1,
+        metavar="M",
+        help="Turns held at once, each waiting for its model in a runner thread "
+        "(default HBGW_WORKER_TURNS, 64).",
     ),
 ) -> None:
     """Run a gateway worker: consumes its own queue and runs the turns of the sessions it owns."""
@@ -33,7 +41,7 @@ def worker(
     configure_logging(s, worker=name)
     refuse_unverified_redis(s, resolve_redis_url(s))
     serve_metrics(s.metrics_host, s.metrics_port, "worker")
-    with assembled_worker(settings(), name, threads=concurrency) as parts:
+    with assembled_worker(s, name, threads=turns or s.worker_turns) as parts:
         celery_worker = parts.app.Worker(
             hostname=f"{name}@{socket.gethostname()}",
             queues=[parts.queue],
