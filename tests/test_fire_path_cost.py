@@ -13,11 +13,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from support.broker import take_messages
 from support.fire_path import FireCost, fire_path_gateway
 from support.scenarios import assert_invariants
 
 from sessions.db import make_engine, upgrade
 from sessions.states import RunState
+from state.ownership import rendezvous_owner
 
 ADMISSION_TRANSACTIONS = 1
 TURN_TRANSACTIONS = 4  # claim + reserve, re-check + start, delivering, finish
@@ -26,6 +28,7 @@ SILENT_TURN_TRANSACTIONS = 3  # nothing is delivered: no delivering step
 ADMISSION_STATEMENTS = 3
 TURN_STATEMENTS = 22
 SILENT_TURN_STATEMENTS = 19
+BATCH = 10  # fires in one task
 
 
 def _one_fire(tmp_path: Path, redis_url: str, redis_ns: str, **overrides: object) -> FireCost:
@@ -70,3 +73,47 @@ def test_sql_round_trips_per_fire_on_postgres(
     engine.dispose()
     cost = _one_fire(tmp_path, redis_url, redis_ns, database_url=pg_schema_url)
     _check(cost, TURN_TRANSACTIONS, TURN_STATEMENTS)
+
+
+def test_a_batch_of_fires_is_admitted_in_one_transaction(
+    tmp_path: Path, redis_url: str, redis_ns: str
+) -> None:
+    """A task carries a worker's share of a tick: its fires are read in one transaction, not
+    one each (issue 16: admission batched)."""
+    with fire_path_gateway(tmp_path, redis_url, redis_ns) as (gw, path):
+        sids = [gw.session(chat=f"C{i}") for i in range(BATCH)]
+        for sid in sids:
+            gw.due_now(sid)
+        admission = path.admit_batch(sids)
+        assert {r.session_id for r in gw.runs() if r.state == RunState.COMPLETED} == set(sids)
+        assert_invariants(gw)
+    assert admission.transactions == ADMISSION_TRANSACTIONS, admission.lines
+    assert admission.statements <= ADMISSION_STATEMENTS * BATCH, admission.lines
+    assert admission.rollbacks == 0
+
+
+def test_a_batch_forwards_the_fires_of_other_owners_in_one_message_each(
+    tmp_path: Path, redis_url: str, redis_ns: str
+) -> None:
+    """Sessions a batch finds owned by another live worker go to that worker's queue, all of
+    them in one message; the rest run here."""
+    with fire_path_gateway(tmp_path, redis_url, redis_ns) as (gw, path):
+        path.rt.registry.refresh("w2", path.rt.now_ms())
+        live = path.rt.registry.live(path.rt.now_ms())
+        sids = [gw.session(chat=f"C{i}") for i in range(BATCH)]
+        for sid in sids:
+            gw.due_now(sid)
+        theirs = [s for s in sids if rendezvous_owner(s, live) == "w2"]
+        ours = [s for s in sids if s not in theirs]
+        assert theirs and ours, "ten sessions over two workers: both get some"
+        due = [(sid, path.due_ms(sid)) for sid in sids]
+        outcomes = path.runner.accept_fires(due)
+        path.wait_idle()
+        assert [o for o, s in zip(outcomes, sids, strict=True) if s in theirs] == [
+            "forwarded"
+        ] * len(theirs)
+        messages = take_messages(gw.app, gw.rt.keys.worker_queue("w2"))
+        assert [[tuple(f) for f in args[0]] for _task, args in messages] == [
+            [d for d in due if d[0] in theirs]
+        ]
+        assert {r.session_id for r in gw.runs()} == set(ours)

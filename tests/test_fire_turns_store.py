@@ -185,15 +185,17 @@ def test_finish_fire_of_a_stale_turn_records_nothing(store: Store) -> None:
     assert [m.role for m in store.list_messages(sid)] == ["user"]
 
 
-def test_admit_fire_follows_compression_and_sees_the_ledger(store: Store) -> None:
+def test_admit_fires_follows_compression_and_sees_the_ledger(store: Store) -> None:
     sid = make_session_with_heartbeat(store)
     run = reserved(store, sid)
     child = store.compress(sid, LATER)
-    seen = store.admit_fire(sid, run.fire_id)
+    seen, fresh, unknown = store.admit_fires(
+        [(sid, run.fire_id), (child.id, fire_id(child.id, 1)), ("no-such", "no-such:1")]
+    )
+    assert seen is not None and fresh is not None and unknown is None
     assert seen.session.id == child.id and [seen.existing] == store.runs()
     assert seen.state is not None and seen.next_due == LATER + timedelta(minutes=10)
-    fresh = store.admit_fire(child.id, fire_id(child.id, 1))
-    assert fresh.existing is None
+    assert fresh.existing is None and fresh.session.id == child.id
 
 
 def test_refund_fire_gives_back_and_answers_the_heartbeat(store: Store) -> None:

@@ -1,7 +1,9 @@
 """Admission: what to do with a fire or a drain request before any turn runs.
 
 Fire: dedupe → load → (unknown, inactive or not due: settle the index, stop) → owner? (else
-forward) → accepted. Drain: owner? → estop? → accepted. An accepted request goes to ``start``,
+forward) → accepted. A task's fires are admitted together: one SQL read for the batch
+(``admit_fires``), one read of the live workers, one forward per other owner.
+Drain: owner? → estop? → accepted. An accepted request goes to ``start``,
 which queues it for a turn thread; only that thread takes the lock (``take_lock``), so a lock
 is never held, unrenewed, by a request still waiting for a thread (its lease would run out
 before the turn begins). Busy there: the fire waits as the session's pending fire, a drain is
@@ -11,20 +13,35 @@ left to the holder, which drains before it lets go.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 
 from core.clock import to_ms
-from core.errors import NotFound
 from sessions.states import SessionStatus, fire_id
+from sessions.store.fire_turns import FireAdmission
 from state.dispatch import Dispatcher
+from state.ownership import Rendezvous
 from state.runtime import Runtime
 from state.turn_gate import Began
 from workers.heartbeat_turn import Fire, is_active, settle_duplicate
 from workers.locks import Grant
-from workers.logfields import fields, log
+from workers.logfields import fields, log, report
 
 Start = Callable[[str, Fire | None], None]
+
+
+@dataclass(frozen=True)
+class _Admitted:
+    """One fire of a batch as requested, with what the batch read found for it."""
+
+    session_id: str
+    due_ms: int
+    fire_id: str
+    seen: FireAdmission | None
+    deferred: bool
+
 
 ESTOP = "estop"  # what a drain held by the emergency stop answers
 
@@ -38,23 +55,74 @@ class Admission:
         self.held: set[str] = set()  # sessions whose drain the emergency stop holds
 
     def fire(self, session_id: str, due_ms: int, *, deferred: bool = False) -> str:
-        fid = fire_id(session_id, due_ms)
-        outcome = self._admit(session_id, due_ms, fid, deferred)
-        log.debug("fire %s: %s", fid, outcome, extra=fields(f"fire.{outcome}", session_id, fid))
+        [outcome] = self.fires([(session_id, due_ms)], deferred=deferred)
         return outcome
 
-    def _admit(self, session_id: str, due_ms: int, fid: str, deferred: bool) -> str:
-        rt = self.rt
+    def fires(self, batch: Sequence[tuple[str, int]], *, deferred: bool = False) -> list[str]:
+        """One outcome per fire; one that fails does not stop the rest (it comes back after
+        the claim lease). What every fire needs is read once: a failure there fails them all."""
+        ids = [fire_id(sid, due_ms) for sid, due_ms in batch]
         try:
-            # One read: the conversation's active session, the ledger, the heartbeat.
-            seen = rt.store.admit_fire(session_id, fid)
-        except NotFound:
-            rt.index.remove(session_id)
+            pairs = [(sid, fid) for (sid, _), fid in zip(batch, ids, strict=True)]
+            seen = self.rt.store.admit_fires(pairs)
+            now = self.rt.clock()
+            owners = Rendezvous(self.rt.registry.live(to_ms(now)))
+        except RuntimeError:
+            raise  # shutting down: the task fails, the fires come back after the claim lease
+        except Exception as exc:
+            for (sid, _), fid in zip(batch, ids, strict=True):
+                report("fire not accepted", exc, "fire.error", sid, fid)
+            return ["error"] * len(batch)
+        forward: dict[str, list[tuple[str, int]]] = defaultdict(list)
+        outcomes = []
+        for (sid, due_ms), fid, one in zip(batch, ids, seen, strict=True):
+            fire = _Admitted(sid, due_ms, fid, one, deferred)
+            outcomes.append(self._one(fire, now, owners, forward))
+        for owner, fires in forward.items():
+            try:
+                self.dispatcher.fires(owner, fires)
+            except Exception as exc:
+                for sid, due_ms in fires:
+                    report("fire not forwarded", exc, "fire.error", sid, fire_id(sid, due_ms))
+        return outcomes
+
+    def _one(
+        self,
+        fire: _Admitted,
+        now: datetime,
+        owners: Rendezvous,
+        forward: dict[str, list[tuple[str, int]]],
+    ) -> str:
+        try:
+            outcome = self._admit(fire, now, owners, forward)
+        except RuntimeError:
+            raise
+        except Exception as exc:
+            report("fire not accepted", exc, "fire.error", fire.session_id, fire.fire_id)
+            return "error"
+        log.debug(
+            "fire %s: %s",
+            fire.fire_id,
+            outcome,
+            extra=fields(f"fire.{outcome}", fire.session_id, fire.fire_id),
+        )
+        return outcome
+
+    def _admit(
+        self,
+        fire: _Admitted,
+        now: datetime,
+        owners: Rendezvous,
+        forward: dict[str, list[tuple[str, int]]],
+    ) -> str:
+        rt, seen = self.rt, fire.seen
+        if seen is None:
+            rt.index.remove(fire.session_id)
             return "unknown-session"
         session = seen.session
         sid = session.id
-        if sid != session_id:
-            rt.index.remove(session_id)  # compressed: the child carries the heartbeat now
+        if sid != fire.session_id:
+            rt.index.remove(fire.session_id)  # compressed: the child carries the heartbeat now
         if session.status != SessionStatus.ACTIVE:
             rt.index.remove(sid)
             return "inactive-session"
@@ -62,23 +130,18 @@ class Admission:
             settle_duplicate(rt, sid, seen.existing, seen.next_due)
             return "duplicate"
         state = seen.state
-        now = rt.clock()
         if state is None or not is_active(state):
             rt.index.remove(sid)
             return "inactive"
         if not state.is_due(now):
             rt.apply_due(sid, seen.next_due)
             return "not-due"
-        return self._begin_fire(Fire(session, fid, due_ms, deferred), session_id, now)
-
-    def _begin_fire(self, fire: Fire, requested_id: str, now: datetime) -> str:
-        rt, sid = self.rt, fire.session.id
-        owner = rt.registry.owner(sid, to_ms(now))
+        owner = owners.owner(sid)
         if owner != rt.worker:
             if owner is not None:
-                self.dispatcher.fires(owner, [(requested_id, fire.due_ms)])
+                forward[owner].append((fire.session_id, fire.due_ms))
             return "forwarded"
-        self.start(sid, fire)
+        self.start(sid, Fire(session, fire.fire_id, fire.due_ms, fire.deferred))
         return "accepted"
 
     def drain(self, session_id: str) -> str:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import functools
 from concurrent.futures import Future, ThreadPoolExecutor
 
-from sessions.states import fire_id
 from state.dispatch import Dispatcher
 from state.runtime import Runtime
 from workers.admission import Admission
@@ -69,19 +68,9 @@ class TurnRunner:
     # -- entry points (the Celery tasks call these) -----------------------------------------
 
     def accept_fires(self, fires: list[tuple[str, int]]) -> list[str]:
-        """One outcome per fire; a fire that fails does not stop the rest of the batch (it
-        comes back after the claim lease)."""
-        return [self._accept_one(sid, due) for sid, due in fires]
-
-    def _accept_one(self, session_id: str, due_ms: int) -> str:
-        try:
-            return self.accept_fire(session_id, due_ms)
-        except RuntimeError:
-            raise  # shutting down: the task fails, the fires come back after the claim lease
-        except Exception as exc:
-            fid = fire_id(session_id, due_ms)
-            report("fire not accepted", exc, "fire.error", session_id, fid)
-            return "error"
+        """One outcome per fire, the batch admitted together; a fire that fails does not stop
+        the rest of the batch (it comes back after the claim lease)."""
+        return self.admission.fires(fires)
 
     def accept_fire(self, session_id: str, due_ms: int, *, deferred: bool = False) -> str:
         """Decide what to do with one fire; a turn that can start runs on the executor."""

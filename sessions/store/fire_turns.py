@@ -3,8 +3,9 @@
 A fire costs four transactions (three when the agent stays silent), each returning everything
 the next step needs, so no step reads again what the one before read:
 
-1. ``admit_fire`` (admission): the active session of the conversation, whether the ledger has
-   the fire, the heartbeat and the due time the index should hold;
+1. ``admit_fires`` (admission, one transaction for a task's whole batch): for each fire the
+   active session of the conversation, whether the ledger has the fire, the heartbeat and the
+   due time the index should hold;
 2. ``claim_fire`` (the lock was granted): claim the grant's fence and reserve the fire;
 3. ``start_fire`` (after the re-check's Redis part): re-check the session and the heartbeat,
    then either refund the reservation or mark it started and inject the prompt message, and
@@ -18,6 +19,7 @@ themselves are the functions of ``ledger_steps.py``, each run inside the caller'
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -25,6 +27,7 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from core.errors import NotFound
 from core.usage import TokenUsage
 from sessions import heartbeat as hb
 from sessions.models import HeartbeatRow, MessageRow, RunRow, SessionRow
@@ -106,15 +109,12 @@ class Finished:
 
 
 class FireTurns(Transactions):
-    def admit_fire(self, session_id: str, fire_id: str) -> FireAdmission:
-        """Follow compression, look the fire up in the ledger, read the heartbeat: one read."""
+    def admit_fires(self, fires: Sequence[tuple[str, str]]) -> list[FireAdmission | None]:
+        """For each (session id, fire id): follow compression, look the fire up in the ledger,
+        read the heartbeat; None for a session that does not exist. One read-only transaction
+        for the batch: a task carries up to a worker's share of a tick."""
         with self._transaction() as db:
-            session = resolve_active_row(db, session_id)
-            existing = run_by_fire_id(db, fire_id)
-            run = run_view(existing) if existing else None
-            row = heartbeat_row(db, session.id)
-            state = heartbeat_state(row) if row else None
-            return FireAdmission(session_view(session), run, state, index_due(session, row))
+            return [_admission_in(db, session_id, fire_id) for session_id, fire_id in fires]
 
     def claim_fire(
         self,
@@ -297,3 +297,15 @@ def _before(db: Session, message: MessageView, limit: int) -> list[MessageView]:
         .limit(limit)
     )
     return [message_view(r) for r in reversed(list(rows))]
+
+
+def _admission_in(db: Session, session_id: str, fire_id: str) -> FireAdmission | None:
+    try:
+        session = resolve_active_row(db, session_id)
+    except NotFound:
+        return None
+    existing = run_by_fire_id(db, fire_id)
+    run = run_view(existing) if existing else None
+    row = heartbeat_row(db, session.id)
+    state = heartbeat_state(row) if row else None
+    return FireAdmission(session_view(session), run, state, index_due(session, row))

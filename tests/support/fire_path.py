@@ -61,6 +61,19 @@ class FirePath:
             self.wait_idle()
         return FireCost(admission, turn)
 
+    def admit_batch(self, sids: list[str]) -> SqlCount:
+        """One task's batch of due fires, admitted together while no turn can start; the SQL
+        of the admission alone. The turns then run before this returns."""
+        due = [(sid, self.due_ms(sid)) for sid in sids]
+        hold = threading.Event()
+        self.runner.executor.submit(hold.wait, 30)
+        with counting_sql(self.rt.store.engine) as admission:
+            outcomes = self.runner.accept_fires(due)
+        assert set(outcomes) == {"accepted"}, outcomes
+        hold.set()
+        self.wait_idle()
+        return admission
+
     def fires_per_second(self, sids: list[str]) -> float:
         """Admit every session's due fire and wait for all turns; fires per wall second."""
         due = [(sid, self.due_ms(sid)) for sid in sids]
