@@ -35,7 +35,7 @@ def assembled_worker(settings: Settings, name: str, *, threads: int) -> Iterator
     # The agent first: a configuration error stops here, before a connection is opened.
     agent = make_agent(settings)
     app = make_celery(settings, resolve_redis_url(settings))
-    rt = Runtime.from_settings(settings, worker=name)
+    rt = Runtime.from_settings(settings, worker=name, turns=threads)
     try:
         claim_name(rt.registry, name, rt.now_ms)  # two live workers never share a name
     except BaseException:

@@ -43,6 +43,8 @@ MIN_TIMEOUT = 0.25
 # Seconds a pooled connection may sit unused before it is PINGed again on checkout: catches
 # connections a restarted server or a NAT silently dropped.
 HEALTH_CHECK_INTERVAL = 15
+# Connections of one client; a worker sizes its own to its turns (``Runtime.from_settings``).
+MAX_CONNECTIONS = 100
 
 
 def _retry() -> Retry:
@@ -66,18 +68,28 @@ def timeouts(lock_lease: float | None) -> tuple[float, float]:
 
 
 def connect(
-    url: str, settings: Settings | None = None, *, lock_lease: float | None = None
+    url: str,
+    settings: Settings | None = None,
+    *,
+    lock_lease: float | None = None,
+    max_connections: int = MAX_CONNECTIONS,
 ) -> redis.Redis:
     """A client for ``url`` returning ``str`` values. Connects lazily, on first command.
 
     A ``rediss://`` URL always verifies the server's certificate, against HBGW_REDIS_TLS_CA
     when ``settings`` name one (else the system's CAs). ``lock_lease``: the session lock lease
     of a process that holds locks; its timeouts are sized against it (``timeouts``).
+
+    At most ``max_connections`` connections; a thread that finds them all busy waits for one
+    (up to the connect timeout) instead of failing: redis-py's default pool raised "Too many
+    connections" at its 100th, and a worker holding 256 turns failed turns by the dozen.
     """
     tls = tls_options(settings, url) if uses_tls(url) else {}
     socket_timeout, connect_timeout = timeouts(lock_lease)
-    return redis.Redis.from_url(
+    pool = redis.BlockingConnectionPool.from_url(
         url,
+        max_connections=max_connections,
+        timeout=connect_timeout,
         **tls,
         decode_responses=True,
         socket_timeout=socket_timeout,
@@ -86,6 +98,7 @@ def connect(
         health_check_interval=HEALTH_CHECK_INTERVAL,
         retry=_retry(),
     )
+    return redis.Redis(connection_pool=pool)
 
 
 def client_url(client: redis.Redis) -> str:

@@ -18,11 +18,11 @@ from core.private import private_dir, write_private
 from core.settings import Settings
 from sessions.states import SessionStatus
 from sessions.store import Store
+from state.connection import MAX_CONNECTIONS, connect
 
 # Re-exported: callers import these from here; they live with the connection so that a command
 # that only needs Redis (`hbgw stamp`) does not load the SQL store.
 from state.connection import REDIS_URL_FILE as REDIS_URL_FILE
-from state.connection import connect
 from state.connection import resolve_redis_url as resolve_redis_url
 from state.due_index import DueIndex
 from state.failures import log_failure
@@ -42,6 +42,10 @@ def write_redis_url(home: Path, url: str | None) -> None:
         path.unlink(missing_ok=True)
     else:
         write_private(private_dir(home) / REDIS_URL_FILE, url + "\n")  # it may hold a password
+
+
+# Connections beyond one per turn: the registry and clock threads, lock renewals, admission.
+SPARE_CONNECTIONS = 16
 
 
 @dataclass
@@ -67,9 +71,17 @@ class Runtime:
         self.liveness = Liveness(self.client, self.keys)
 
     @classmethod
-    def from_settings(cls, settings: Settings, *, worker: str = "cli") -> Runtime:
+    def from_settings(
+        cls, settings: Settings, *, worker: str = "cli", turns: int | None = None
+    ) -> Runtime:
+        """``turns``: the turns this process holds at once; each may use a Redis connection."""
         store = Store.from_url(settings.effective_database_url)
-        client = connect(resolve_redis_url(settings), settings, lock_lease=settings.lock_lease)
+        client = connect(
+            resolve_redis_url(settings),
+            settings,
+            lock_lease=settings.lock_lease,
+            max_connections=max(MAX_CONNECTIONS, (turns or 0) + SPARE_CONNECTIONS),
+        )
         # Redis TIME, not this host's clock: what one process dates, another compares.
         return cls(
             settings=settings,
