@@ -10,7 +10,6 @@ from pathlib import Path
 
 from chaos import recheck
 from chaos.checks import Check, run_checks
-from chaos.cluster import log_tail
 from chaos.evidence import (
     Delivery,
     Disruption,
@@ -213,23 +212,6 @@ def test_a_role_that_exited_is_flagged_and_a_missing_fault_too() -> None:
     ev.exits.append(ProcessExit("w2", 4242, 1, T + 10))
     ev.expected_faults.append("redis_full")
     assert set(failing(ev)) == {"no_process_exited", "every_fault_injected"}
-
-
-def test_an_exit_is_reported_with_the_line_of_its_log_that_says_why(tmp_path: Path) -> None:
-    log = tmp_path / "w2.log"
-    log.write_text(
-        "INFO consumer connected\n"
-        "CRITICAL Unrecoverable error: ResponseError('LOADING')\n"
-        "Traceback (most recent call last):\n"
-        '  File "x.py", line 1, in <module>\n'
-        "redis.exceptions.ResponseError: LOADING Redis is loading the dataset in memory\n"
-        "worker: Warm shutdown (MainProcess)\n"
-    )
-    ev = clean()
-    ev.exits.append(ProcessExit("w2", 4242, 1, T + 10, log_tail(log)))
-    [failure] = failing(ev)["no_process_exited"].failures
-    assert "ResponseError: LOADING Redis is loading" in failure
-    assert log_tail(tmp_path / "absent.log") == []
 
 
 def test_in_flight_work_at_the_snapshot_is_not_judged() -> None:
