@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import redis
-from redis.backoff import ExponentialWithJitterBackoff
+from redis.backoff import ExponentialWithJitterBackoff, NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.retry import Retry
 
@@ -73,6 +73,7 @@ def connect(
     *,
     lock_lease: float | None = None,
     max_connections: int = MAX_CONNECTIONS,
+    retry: bool = True,
 ) -> redis.Redis:
     """A client for ``url`` returning ``str`` values. Connects lazily, on first command.
 
@@ -83,6 +84,9 @@ def connect(
     At most ``max_connections`` connections; a thread that finds them all busy waits for one
     (up to the connect timeout) instead of failing: redis-py's default pool raised "Too many
     connections" at its 100th, and a worker holding 256 turns failed turns by the dozen.
+
+    ``retry=False``: a lost connection is raised at once instead of redis-py retrying it quietly
+    (the stream waker must see it). Set here: ``Redis.set_retry`` fails on a blocking pool.
     """
     tls = tls_options(settings, url) if uses_tls(url) else {}
     socket_timeout, connect_timeout = timeouts(lock_lease)
@@ -96,7 +100,7 @@ def connect(
         socket_connect_timeout=connect_timeout,
         socket_keepalive=True,
         health_check_interval=HEALTH_CHECK_INTERVAL,
-        retry=_retry(),
+        retry=_retry() if retry else Retry(NoBackoff(), 0),
     )
     return redis.Redis(connection_pool=pool)
 

@@ -22,8 +22,6 @@ from collections.abc import Iterable
 from typing import Any
 
 import redis
-from redis.backoff import NoBackoff
-from redis.retry import Retry
 
 from state.connection import TRANSIENT_REDIS_ERRORS
 from state.keys import Keys
@@ -94,12 +92,10 @@ class StreamWaker:
     the channels of the open streams, waking the matching ``Watch`` on every message."""
 
     def __init__(self, client: redis.Redis | None, keys: Keys) -> None:
-        """``client``: its own (not shared); None (no Redis) leaves the streams to the slow
-        poll, and ``wake_all`` still reaches them (a shutdown)."""
-        # Without redis-py's silent retry a lost connection reaches ``_run``, which reconnects
-        # and then wakes every stream (a silent reconnect would not).
-        if client is not None:
-            client.set_retry(Retry(NoBackoff(), 0))
+        """``client``: its own (not shared), made with ``connect(..., retry=False)``: without
+        redis-py's silent retry a lost connection reaches ``_run``, which reconnects and then
+        wakes every stream (a silent reconnect would not). None (no Redis) leaves the streams
+        to the slow poll, and ``wake_all`` still reaches them (a shutdown)."""
         self._client = client
         self._keys = keys
         self._lock = threading.Lock()

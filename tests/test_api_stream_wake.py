@@ -123,7 +123,7 @@ def test_the_subscriber_comes_back_after_redis_and_wakes_every_stream(
 ) -> None:
     private_redis.start()
     keys = Keys("wake")
-    waker = StreamWaker(connect(private_redis.url), keys)
+    waker = StreamWaker(connect(private_redis.url, retry=False), keys)
     waker.start()
     publisher = connect(private_redis.url)
 

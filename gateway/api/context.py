@@ -124,7 +124,9 @@ def build_context(
     dispatcher = None
     metrics = ApiMetrics()
     # Its own connection (pub/sub holds one for good); none without Redis: streams poll slowly.
-    waker = StreamWaker(connect(url, settings) if url else None, Keys(settings.namespace))
+    waker = StreamWaker(
+        connect(url, settings, retry=False) if url else None, Keys(settings.namespace)
+    )
     if url is not None:
         client = connect(url, settings)
         if clock is None:
