@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 from support.fire_path import FireCost, fire_path_gateway
-from support.scenarios import assert_invariants
+from support.scenarios import assert_invariants, send
 
+from gateway.inbound import Queued
 from sessions.db import make_engine, upgrade
 from sessions.states import RunState
 
@@ -28,6 +29,10 @@ SILENT_TURN_TRANSACTIONS = 3  # nothing is delivered: no delivering step
 ADMISSION_STATEMENTS = 3
 TURN_STATEMENTS = 24
 SILENT_TURN_STATEMENTS = 20
+# A user turn: claim the fence, the message, its session, the history, the mark with its
+# pending delivery records, the reply with its delivery's outcome (the message marked done in
+# the same transaction: the separate mark_message_done of before is gone).
+USER_TURN_TRANSACTIONS = 6
 
 
 def _one_fire(tmp_path: Path, redis_url: str, redis_ns: str, **overrides: object) -> FireCost:
@@ -72,3 +77,15 @@ def test_sql_round_trips_per_fire_on_postgres(
     engine.dispose()
     cost = _one_fire(tmp_path, redis_url, redis_ns, database_url=pg_schema_url)
     _check(cost, TURN_TRANSACTIONS, TURN_STATEMENTS)
+
+
+def test_user_turn_transactions(tmp_path: Path, redis_url: str, redis_ns: str) -> None:
+    with fire_path_gateway(tmp_path, redis_url, redis_ns) as (gw, path):
+        sid = gw.session()
+        queued = send(gw, sid, "hello")
+        assert isinstance(queued, Queued)
+        cost = path.drain(sid)
+        assert gw.store.reply_for(queued.message_id) is not None
+    lines = "\n".join(cost.lines)
+    assert 1 <= cost.transactions <= USER_TURN_TRANSACTIONS, f"{cost.transactions}:\n{lines}"
+    assert cost.rollbacks == 0
