@@ -19,8 +19,8 @@ from datetime import datetime, timedelta
 from beat.reconcile import Reconciler
 from beat.restore import RestoreConfig, Restorer, StepReport
 from core.clock import from_ms, to_ms
-from core.metrics import gateway_metrics
-from sessions.states import RefundReason, RunState
+from core.metrics import count_delivery, gateway_metrics
+from sessions.states import DeliveryState, LostLockDetail, RefundReason, RunState
 from state.beat_registry import BeatRegistry, beat_name, shards_of
 from state.dispatch import Dispatcher
 from state.due_index import Claim
@@ -237,8 +237,11 @@ class BeatCore:
         for run in rt.store.stale_turns(before, limit=rt.settings.restore_page):
             if rt.gate.lock_holder(run.session_id) is not None:
                 continue
-            if rt.store.settle_cut_off(run.id, now) is not None:
+            ended = rt.store.settle_cut_off(run.id, now)
+            if ended is not None:
                 gateway_metrics().fires.labels(RunState.FAILED.value).inc()
+                if ended.detail == LostLockDetail.CUT_OFF_DURING_DELIVERY:
+                    count_delivery(rt.settings.channel, DeliveryState.UNKNOWN.value)
                 settled += 1
         if settled:
             log.warning(
@@ -246,7 +249,28 @@ class BeatCore:
                 settled,
                 extra={"action": "beat.cut_off"},
             )
+        self.settle_cut_off_deliveries(before, now)
         return settled
+
+    def settle_cut_off_deliveries(self, before: datetime, now: datetime) -> int:
+        """A user turn's delivery left ``pending`` since ``before`` with its session lock free:
+        its turn was cut off between the send and the record, so its outcome is ``unknown``
+        (the reply that a later grant sends carries the possible-repeat mark)."""
+        rt = self.rt
+        unknown = 0
+        for delivery in rt.store.stale_deliveries(before, limit=rt.settings.restore_page):
+            if rt.gate.lock_holder(delivery.session_id) is not None:
+                continue
+            if rt.store.settle_cut_off_delivery(delivery.id, delivery.fence, now) is not None:
+                count_delivery(delivery.channel, DeliveryState.UNKNOWN.value)
+                unknown += 1
+        if unknown:
+            log.warning(
+                "%d deliveries cut off between the send and its record: outcome unknown",
+                unknown,
+                extra={"action": "beat.delivery_unknown"},
+            )
+        return unknown
 
     def dispatch_due(self, now_ms: int, workers: list[str]) -> int:
         claimed = self.rt.index.claim_all(

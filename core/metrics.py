@@ -17,6 +17,11 @@ log = logging.getLogger("hbgw.metrics")
 LAG_BUCKETS = (0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 900)
 TURN_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 300)
 BATCH_BUCKETS = (0, 1, 2, 5, 10, 25, 50, 100, 250, 500, 1000)
+# The closed label values of ``hbgw_deliveries_total``: a channel not named here counts as
+# ``other`` (a platform adds its name when it comes); the outcomes are the delivery record's
+# final states (``sessions.states.DELIVERY_OUTCOMES``).
+DELIVERY_CHANNELS = ("console", "file", "other")
+DELIVERY_OUTCOMES = ("sent", "failed", "suppressed", "unknown")
 
 
 class GatewayMetrics:
@@ -63,8 +68,21 @@ class GatewayMetrics:
             ["shard"],
             registry=r,
         )
+        self._add_delivery_metrics(r)
         self._add_liveness_metrics(r)
         self._add_registry_gauges(r)
+
+    def _add_delivery_metrics(self, r: CollectorRegistry) -> None:
+        """The delivery records' outcomes, as the worker (and beat, for ``unknown``) wrote them."""
+        self.deliveries = Counter(
+            "hbgw_deliveries",
+            "Outbound messages by channel and outcome (sent, failed, suppressed, unknown).",
+            ["channel", "outcome"],
+            registry=r,
+        )
+        for channel in DELIVERY_CHANNELS:  # every series from the start: rates need a zero
+            for outcome in DELIVERY_OUTCOMES:
+                self.deliveries.labels(channel, outcome)
 
     def _add_liveness_metrics(self, r: CollectorRegistry) -> None:
         """Beat's reconciler: stalled turns, and the alerts it sent about them."""
@@ -104,6 +122,15 @@ def clock_offset_gauge(r: CollectorRegistry) -> Gauge:
 def gateway_metrics() -> GatewayMetrics:
     """This process's metrics (one beat or worker per process in production)."""
     return GatewayMetrics()
+
+
+def count_delivery(channel: str, outcome: str, n: int = 1) -> None:
+    """Count ``n`` deliveries that ended ``outcome`` on ``channel`` (closed label values)."""
+    if outcome not in DELIVERY_OUTCOMES:
+        raise ValueError(f"delivery outcome must be one of {DELIVERY_OUTCOMES}, not {outcome!r}")
+    label = channel if channel in DELIVERY_CHANNELS else "other"
+    if n:
+        gateway_metrics().deliveries.labels(label, outcome).inc(n)
 
 
 def serve_metrics(host: str, port: int, role: str) -> bool:

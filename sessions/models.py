@@ -8,6 +8,7 @@ from typing import Any, TypeVar
 
 from sqlalchemy import (
     BigInteger,
+    CheckConstraint,
     DateTime,
     ForeignKey,
     Index,
@@ -20,7 +21,14 @@ from sqlalchemy import (
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-from sessions.states import ClosedReason, HeartbeatStatus, MessageState, RunState, SessionStatus
+from sessions.states import (
+    ClosedReason,
+    DeliveryState,
+    HeartbeatStatus,
+    MessageState,
+    RunState,
+    SessionStatus,
+)
 from sessions.validation import (
     CHAT_CHARS,
     IDEMPOTENCY_KEY_CHARS,
@@ -33,6 +41,10 @@ from sessions.validation import (
 
 # A model name as an endpoint reports it.
 MODEL_CHARS = 128
+# A delivery's error as kept (a platform's answer can be long; the start says why).
+DELIVERY_ERROR_CHARS = 500
+# A platform's message id (Slack's ts, Telegram's message_id, …) as text.
+PLATFORM_MESSAGE_ID_CHARS = 255
 
 
 class UTCDateTime(TypeDecorator[datetime]):
@@ -208,4 +220,39 @@ class RunRow(Base):
     __table_args__ = (
         # Orphan recovery looks for old reservations: a handful among the whole ledger.
         Index("ix_heartbeat_runs_state_reserved", "state", "reserved_at"),
+    )
+
+
+class DeliveryRow(Base):
+    """One outbound message: its delivery key (the same on every attempt), how its delivery
+    stands, and the platform's answer. Belongs to a heartbeat run or to the user message whose
+    turn sends it (its reply and notices), never both."""
+
+    __tablename__ = "deliveries"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    run_id: Mapped[int | None] = mapped_column(ForeignKey("heartbeat_runs.id"), index=True)
+    message_id: Mapped[int | None] = mapped_column(ForeignKey("messages.id"), index=True)
+    session_id: Mapped[str] = mapped_column(ForeignKey("sessions.id"), index=True)
+    channel: Mapped[str] = mapped_column(String(32))
+    delivery_key: Mapped[str] = mapped_column(String(200))
+    # reply | heartbeat | notice | failure (Channel.send's kind)
+    kind: Mapped[str] = mapped_column(String(16))
+    # The grant that last marked it pending: a pending record of an older grant was cut off.
+    fence: Mapped[int] = mapped_column(BigInteger)
+    state: Mapped[DeliveryState] = mapped_column(StateText(DeliveryState, 16))
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    platform_message_id: Mapped[str | None] = mapped_column(String(PLATFORM_MESSAGE_ID_CHARS))
+    error: Mapped[str | None] = mapped_column(String(DELIVERY_ERROR_CHARS))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime())
+
+    __table_args__ = (
+        # One record per outbound message: every attempt at it counts on the same row.
+        UniqueConstraint("delivery_key", name="uq_deliveries_delivery_key"),
+        CheckConstraint(
+            "(run_id IS NULL) <> (message_id IS NULL)", name="ck_deliveries_run_or_message"
+        ),
+        # Beat looks for pending records left behind: a handful among all deliveries.
+        Index("ix_deliveries_state_updated", "state", "updated_at"),
     )

@@ -57,6 +57,28 @@ GIVEN_BACK = frozenset({RunState.REFUNDED, RunState.ABANDONED})
 SETTLED = FINISHED | GIVEN_BACK
 
 
+class DeliveryState(StrEnum):
+    """One outbound message's delivery record: pending (written with the fenced mark just
+    before the send) → sent | failed; suppressed (nothing to say, or the platform dropped it as
+    a repeat); unknown (its turn was cut off between the send and the record: it may have
+    left). A later attempt at the same delivery key makes it pending again."""
+
+    PENDING = "pending"
+    SENT = "sent"
+    FAILED = "failed"
+    SUPPRESSED = "suppressed"
+    UNKNOWN = "unknown"
+
+
+# How a delivery can end (the label values of ``hbgw_deliveries_total``'s ``outcome``).
+DELIVERY_OUTCOMES = (
+    DeliveryState.SENT,
+    DeliveryState.FAILED,
+    DeliveryState.SUPPRESSED,
+    DeliveryState.UNKNOWN,
+)
+
+
 class LostLockDetail(StrEnum):
     """Why a run that reached the agent is ``failed``: its turn lost the session lock (the
     detail of the run; written by the turn itself, or by the next grant of the session)."""

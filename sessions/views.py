@@ -5,6 +5,7 @@ Nothing outside ``sessions/`` sees an ORM object, only these.
 
 from __future__ import annotations
 
+from sessions.store.deliveries import DeliveryOutcome, DeliveryView, Outbound
 from sessions.store.fire_turns import Finished, FireAdmission, FireClaim, NotStarted, Started
 from sessions.store.heartbeat_records import HeartbeatStatusView
 from sessions.store.ledger import (
@@ -23,6 +24,8 @@ from sessions.store.session_records import SessionView
 
 __all__ = [
     "Accepted",
+    "DeliveryOutcome",
+    "DeliveryView",
     "Duplicate",
     "Finished",
     "FireAdmission",
@@ -32,6 +35,7 @@ __all__ = [
     "LedgerSnapshot",
     "MessageView",
     "NotStarted",
+    "Outbound",
     "QueuedPage",
     "RefusalReason",
     "Refused",

@@ -125,6 +125,10 @@ def test_runs_route(api: Api) -> None:
         api.gw.final_runs(sid)
         runs = alice.get(f"/v1/sessions/{sid}/runs").json()["runs"]
         assert [r["state"] for r in runs] == ["completed"] and runs[0]["session_id"] == sid
+        [sent] = api.gw.deliveries(sid, "send")
+        delivery = runs[0]["delivery"]
+        assert (delivery["state"], delivery["attempts"], delivery["channel"]) == ("sent", 1, "file")
+        assert delivery["platform_message_id"] == sent["message_id"] and delivery["error"] is None
 
 
 def test_health_ready_metrics(api: Api) -> None:

@@ -35,7 +35,9 @@ def _vanished_turn(gw: Gateway, started_at: datetime, *, delivering: bool = Fals
     assert isinstance(claimed.outcome, Reserved)
     run = start(gw.store, claimed.outcome.run, begun.fence, started_at)
     if delivering:
-        run = gw.store.mark_delivering(run.id, begun.fence, started_at)
+        run = gw.store.mark_delivering(
+            run.id, begun.fence, started_at, channel="file", kind="heartbeat"
+        )
     return run
 
 

@@ -26,6 +26,7 @@ from core.clock import utcnow
 from core.errors import TurnAborted
 from gateway.inbound import Queued
 from sessions.states import LostLockDetail, RunState
+from sessions.views import Outbound
 from state.connection import connect
 from state.turn_gate import Began, TurnGate
 from workers.locks import LockKeeper
@@ -176,7 +177,10 @@ def test_a_reply_an_older_grant_may_have_sent_is_marked_and_keyed(gateway: Gatew
     older = gw.rt.gate.try_begin_user(sid, "older", int(gw.settings.lock_lease * 1000))
     assert isinstance(older, Began)
     gw.store.claim_fence(sid, older.fence, utcnow())
-    start = gw.store.begin_reply(sid, queued.message_id, older.fence)
+    reply = [Outbound(f"msg:{queued.message_id}", "reply")]
+    start = gw.store.begin_reply(
+        sid, queued.message_id, older.fence, utcnow(), channel="file", outbound=reply
+    )
     assert start is not None and not start.possible_repeat
     gw.rt.gate.release(sid, "older")
     with gw.worker("w1") as runner:

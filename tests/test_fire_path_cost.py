@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 from support.broker import take_messages
 from support.fire_path import FireCost, fire_path_gateway
-from support.scenarios import assert_invariants
+from support.scenarios import assert_invariants, send
 
+from gateway.inbound import Queued
 from sessions.db import make_engine, upgrade
 from sessions.states import RunState
 from state.ownership import rendezvous_owner
@@ -25,9 +26,15 @@ ADMISSION_TRANSACTIONS = 1
 TURN_TRANSACTIONS = 4  # claim + reserve, re-check + start, delivering, finish
 SILENT_TURN_TRANSACTIONS = 3  # nothing is delivered: no delivering step
 # Statements too (before: 4 per admission, 32 per turn), so no step reads again what it read.
+# The delivery record costs no transaction: one INSERT with the mark, one UPDATE with the
+# finish (a silent turn: one INSERT, suppressed, with the finish).
 ADMISSION_STATEMENTS = 3
-TURN_STATEMENTS = 22
-SILENT_TURN_STATEMENTS = 19
+TURN_STATEMENTS = 24
+SILENT_TURN_STATEMENTS = 20
+# A user turn: claim the fence, the message, its session, the history, the mark with its
+# pending delivery records, the reply with its delivery's outcome (the message marked done in
+# the same transaction: the separate mark_message_done of before is gone).
+USER_TURN_TRANSACTIONS = 6
 BATCH = 10  # fires in one task
 
 
@@ -117,3 +124,15 @@ def test_a_batch_forwards_the_fires_of_other_owners_in_one_message_each(
             [d for d in due if d[0] in theirs]
         ]
         assert {r.session_id for r in gw.runs()} == set(ours)
+
+
+def test_user_turn_transactions(tmp_path: Path, redis_url: str, redis_ns: str) -> None:
+    with fire_path_gateway(tmp_path, redis_url, redis_ns) as (gw, path):
+        sid = gw.session()
+        queued = send(gw, sid, "hello")
+        assert isinstance(queued, Queued)
+        cost = path.drain(sid)
+        assert gw.store.reply_for(queued.message_id) is not None
+    lines = "\n".join(cost.lines)
+    assert 1 <= cost.transactions <= USER_TURN_TRANSACTIONS, f"{cost.transactions}:\n{lines}"
+    assert cost.rollbacks == 0

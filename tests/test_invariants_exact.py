@@ -63,7 +63,7 @@ def test_the_next_grant_settles_a_cut_off_turn_and_the_stale_turn_cannot_deliver
     assert (settled.state, settled.detail) == (RunState.FAILED, LostLockDetail.BEFORE_DELIVERY)
     assert settled.finished_at == t1 + MINUTE
     with pytest.raises(StaleFence):
-        store.mark_delivering(run.id, 1, t1 + 2 * MINUTE)
+        store.mark_delivering(run.id, 1, t1 + 2 * MINUTE, channel="file", kind="heartbeat")
     with pytest.raises(StaleFence):
         store.settle_lost(run.id, 1, t1 + 2 * MINUTE)
     assert report(store, t1 + 2 * MINUTE).ok
@@ -74,7 +74,10 @@ def test_a_delivering_turn_cut_off_is_settled_as_such(store: Store) -> None:
     t1 = T0 + timedelta(minutes=11)
     run = reserve(store, sid, 1, t1)
     start(store, run, 1, t1)
-    assert store.mark_delivering(run.id, 1, t1).state == RunState.DELIVERING
+    assert (
+        store.mark_delivering(run.id, 1, t1, channel="file", kind="heartbeat").state
+        == RunState.DELIVERING
+    )
     store.claim_fence(sid, 2, t1 + MINUTE)
     [settled] = store.runs(sid)
     assert (settled.state, settled.detail) == (RunState.FAILED, LostLockDetail.DURING_DELIVERY)

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from support.harness import Gateway
 
+from sessions.states import DeliveryState
 from state.turn_gate import Began
 from workers.agents.echo import EchoAgent
 from workers.locks import Grant, Lease, LockKeeper
@@ -51,5 +52,6 @@ def test_delivery_is_stamped_before_the_channel_is_called(gateway: Gateway) -> N
     with LockKeeper(gateway.rt.gate, "s1", "tok", 5000) as keeper:
         lease = Lease(Grant("s1", "tok", began.fence), keeper)
         io.confirm(lease)  # stamps first: the stamp can block, the send must not wait on it
-        assert io.deliver(lease, Address("slack", "C1"), "hello", Delivery("reply", "k")) is None
+        sent = io.deliver(lease, Address("slack", "C1"), "hello", Delivery("reply", "k"))
+        assert sent.state == DeliveryState.SENT and sent.platform_message_id is None
     assert channel.phases == [f"delivering@{gateway.rt.worker}"]

@@ -188,3 +188,32 @@ def test_0006_owner_index_up_and_down_keeps_sessions(db_url: str) -> None:
     with engine.connect() as conn:
         assert conn.execute(text("SELECT count(*) FROM sessions")).scalar() == 1
     engine.dispose()
+
+
+def test_0007_deliveries_up_and_down_keeps_runs_and_messages(db_url: str) -> None:
+    """Issue 16: the delivery record, a new table; older runs and messages have none, and a
+    record belongs to a run or to a message, never both nor neither."""
+    engine = make_engine(db_url)
+    upgrade(engine, "0006")
+    with engine.begin() as conn:
+        _insert_session(conn)
+        _insert_message(conn, "before-0007")
+    upgrade(engine, "0007")
+    assert "deliveries" in inspect(engine).get_table_names()
+    assert "ix_deliveries_state_updated" in _indexes(engine, "deliveries")
+    row = (
+        "INSERT INTO deliveries (run_id, message_id, session_id, channel, delivery_key, kind,"
+        " fence, state, attempts, created_at, updated_at) VALUES (NULL, {message}, 's1', 'file',"
+        " :key, 'reply', 1, 'pending', 1, :at, :at)"
+    )
+    at = datetime(2026, 1, 1)
+    with engine.begin() as conn:
+        message = conn.execute(text("SELECT id FROM messages")).scalar()
+        conn.execute(text(row.format(message=message)), {"key": "msg:1", "at": at})
+    with pytest.raises(IntegrityError), engine.begin() as conn:
+        conn.execute(text(row.format(message="NULL")), {"key": "msg:2", "at": at})
+    downgrade(engine, "0006")
+    assert "deliveries" not in inspect(engine).get_table_names()
+    with engine.connect() as conn:
+        assert conn.execute(text("SELECT count(*) FROM messages")).scalar() == 1
+    engine.dispose()

@@ -83,8 +83,11 @@ def test_user_turn_with_a_tool_call_then_a_heartbeat_turn(
     assert shown.code == 0, shown.err
     [row] = json.loads(shown.out)
     assert (row["prompt_tokens"], row["completion_tokens"], row["model"]) == (40, 3, "cheap-model")
+    assert (row["delivery"]["state"], row["delivery"]["kind"]) == ("sent", "heartbeat")
     table = hbgw("runs", sid)
     assert "tokens in+out" in table.out and "40+3" in table.out
+    header, line = table.out.splitlines()
+    assert "delivery" in header and " sent " in line
 
 
 def test_a_silent_heartbeat_sends_nothing(openai_gw: tuple[Gateway, FakeOpenAI]) -> None:

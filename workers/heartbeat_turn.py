@@ -1,11 +1,12 @@
-"""One heartbeat turn under a held lock.
+"""One heartbeat turn under a held lock, on the turn skeleton (``workers/turn.py``).
 
-claim the fence and reserve (one SQL transaction) → re-check lock and estop (Redis), then
+begin: claim the fence and reserve (one SQL transaction) → re-check lock and estop (Redis), then
 session, conversation, generation and owner, and either refund or mark started with the prompt
-stored (one SQL transaction) → agent → confirm the lock (Redis) and mark delivering, fenced
-(quiet: nothing to deliver) → deliver if that confirmation is young enough (rule 6: to the
-origin, no reply_to) → finish with the reply stored (one SQL transaction, which also answers the
-next due time) → write the due index.
+stored (one SQL transaction). Then the skeleton: agent → confirm the lock (Redis) and mark
+delivering, fenced, the delivery record ``pending`` (quiet: nothing to deliver, the record
+``suppressed``) → deliver if that confirmation is young enough (rule 6: to the origin, no
+reply_to) → finish with the reply and the delivery's outcome stored (one SQL transaction, which
+also answers the next due time) → write the due index.
 
 A turn that finds its lock lost after the start ends its run ``failed`` (``LostLockDetail``)
 with a fenced write; if a newer grant exists, that grant's claim has already done so.
@@ -14,21 +15,21 @@ with a fenced write; if a newer grant exists, that grant's claim has already don
 from __future__ import annotations
 
 import contextlib
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
 from core.clock import to_ms
-from core.errors import StaleFence, TurnAborted
-from core.metrics import gateway_metrics
-from core.usage import TokenUsage
+from core.errors import StaleFence
+from core.metrics import count_delivery, gateway_metrics
 from sessions.heartbeat import HeartbeatState
-from sessions.states import HeartbeatStatus, RefundReason, RunState
+from sessions.states import DeliveryState, HeartbeatStatus, RefundReason, RunState
 from sessions.views import (
+    DeliveryOutcome,
     Duplicate,
     FireClaim,
     NotStarted,
+    ReplyStart,
     Reserved,
     RunView,
     SessionView,
@@ -36,11 +37,13 @@ from sessions.views import (
 )
 from state.runtime import Runtime
 from workers.agents.base import TurnRequest
+from workers.heartbeat_tools import SessionHeartbeatTools
 from workers.injection import heartbeat_message, is_silent
 from workers.locks import Lease
 from workers.logfields import fields, log
 from workers.ports import Address
-from workers.turn_io import HISTORY_TURNS, Delivery, TurnIO, conversation_before
+from workers.turn import Composed, Outgoing, Sent, Turn
+from workers.turn_io import HISTORY_TURNS, Answer, Delivery, TurnIO, conversation_before
 
 # Test seam: called after a reservation, before the re-check (simulates races).
 BeforeStartHook = Callable[[str, RunView], None]
@@ -68,15 +71,6 @@ def is_active(state: HeartbeatState | None) -> bool:
 
 
 @dataclass(frozen=True)
-class Outcome:
-    """How the agent's part of a heartbeat turn ended: what to send, the run's state, the cost."""
-
-    reply: str
-    result: RunState
-    usage: TokenUsage | None = None
-
-
-@dataclass(frozen=True)
 class Fire:
     """An admitted fire: the session as admission saw it, and the fire's identity."""
 
@@ -86,16 +80,27 @@ class Fire:
     deferred: bool
 
 
-class HeartbeatTurn:
+@dataclass(frozen=True)
+class Begun:
+    """A started heartbeat turn: its fire, the run and prompt SQL answered, where it goes."""
+
+    fire: Fire
+    started: Started
+    address: Address
+    tools: SessionHeartbeatTools
+
+
+class HeartbeatTurn(Turn[Begun]):
+    kind = "heartbeat"
+
     def __init__(self, io: TurnIO, before_start: list[BeforeStartHook]) -> None:
-        self.io = io
-        self.rt = io.rt
+        super().__init__(io)
         self.before_start = before_start
 
     def claim(self, lease: Lease, fire: Fire) -> FireClaim:
         """At the lock grant: claim its fence and reserve the fire, in one transaction."""
         rt = self.rt
-        return rt.store.claim_fire(
+        claim = rt.store.claim_fire(
             lease.session_id,
             lease.fence,
             fire.fire_id,
@@ -104,23 +109,38 @@ class HeartbeatTurn:
             worker=rt.worker,
             deferred=fire.deferred,
         )
+        count_delivery(self.io.channel.name, DeliveryState.UNKNOWN.value, claim.unknown)
+        return claim
 
     def run(self, lease: Lease, fire: Fire, claim: FireClaim) -> None:
+        begun = self._begin(lease, fire, claim)
+        if begun is not None:
+            self.execute(lease, begun)
+
+    # -- begin under the lock: the reservation, the re-check, the start -----------------------
+
+    def _begin(self, lease: Lease, fire: Fire, claim: FireClaim) -> Begun | None:
         run = self._reserved(lease, fire, claim)
         if run is None:
-            return
+            return None
         sid = lease.session_id
         for hook in self.before_start:
             hook(sid, run)
         reason = self._lock_refusal(lease)
         if reason is not None:
             self._refunded(fire, self.rt.store.refund_fire(run.id, reason, self.rt.clock()))
-            return
-        begun = self._start(lease, fire, run, claim)
-        if isinstance(begun, NotStarted):
-            self._refunded(fire, begun)
-            return
-        self._execute(lease, fire, begun)
+            return None
+        started = self._start(lease, fire, run, claim)
+        if isinstance(started, NotStarted):
+            self._refunded(fire, started)
+            return None
+        gateway_metrics().fire_lag.observe(max(0, self.rt.now_ms() - fire.due_ms) / 1000)
+        self.io.stamp(sid, "heartbeat:start")
+        state = started.state
+        # Rule 6: to where the heartbeat was set, as a new message (no reply_to).
+        address = Address(fire.session.platform, state.origin_chat, state.origin_thread)
+        # The same tools as a user turn (rule 5); writes refuse to run in a heartbeat turn.
+        return Begun(fire, started, address, self.io.toolbox(sid, "heartbeat", address))
 
     def _reserved(self, lease: Lease, fire: Fire, claim: FireClaim) -> RunView | None:
         """The reservation made with the fence claim, or None (the index is settled)."""
@@ -187,74 +207,90 @@ class HeartbeatTurn:
             # Back off so a persistent cause of refusal (estop, no route) cannot spin.
             rt.index.schedule(sid, rt.now_ms() + int(rt.settings.refund_backoff * 1000))
 
-    def _execute(self, lease: Lease, fire: Fire, begun: Started) -> None:
-        run = begun.run
-        metrics, started = gateway_metrics(), time.monotonic()
-        metrics.fire_lag.observe(max(0, self.rt.now_ms() - fire.due_ms) / 1000)
-        try:
-            self._started(lease, fire, begun)
-        except TurnAborted:
-            metrics.fires.labels(RunState.FAILED.value).inc()
-            # The lock is gone but perhaps nobody holds it yet: the fence still lets this turn
-            # say how its run ended. StaleFence: a newer grant said it at its claim.
-            # Nothing was sent: a turn stops only at a check before the send, never after it.
-            with contextlib.suppress(StaleFence):
-                self.rt.store.settle_lost(run.id, lease.fence, self.rt.clock(), nothing_sent=True)
-            raise
-        finally:
-            metrics.turn_duration.labels("heartbeat").observe(time.monotonic() - started)
+    # -- the skeleton's steps -----------------------------------------------------------------
 
-    def _started(self, lease: Lease, fire: Fire, begun: Started) -> None:
-        io, sid, state, injected = self.io, lease.session_id, begun.state, begun.message
-        io.stamp(sid, "heartbeat:start")
-        text = injected.text
-        # Rule 6: to where the heartbeat was set, as a new message (no reply_to).
-        address = Address(fire.session.platform, state.origin_chat, state.origin_thread)
-        # The same tools as a user turn (rule 5); writes refuse to run in a heartbeat turn.
-        tools = io.toolbox(sid, "heartbeat", address)
-        history = conversation_before(injected, begun.history)
-        request = TurnRequest(sid, "heartbeat", text, history, heartbeat=tools)
-        answer = io.ask(lease, request, None)
-        reply = answer.text
+    def request(self, plan: Begun) -> TurnRequest:
+        injected = plan.started.message
+        history = conversation_before(injected, plan.started.history)
+        sid = plan.fire.session.id
+        return TurnRequest(sid, "heartbeat", injected.text, history, heartbeat=plan.tools)
+
+    def progress_to(self, plan: Begun) -> Address | None:
+        return None  # rule 8: no typing or progress during a heartbeat turn
+
+    def address(self, plan: Begun) -> Address:
+        return plan.address
+
+    def compose(self, plan: Begun, answer: Answer) -> Composed:
+        fid = plan.fire.fire_id
         if answer.failure is not None:
-            reply, result = f"⚠ Heartbeat failed: {answer.failure}", RunState.FAILED
-        else:
-            result = RunState.SILENT if is_silent(reply) else RunState.COMPLETED
-        self._conclude(lease, fire, begun.run, address, Outcome(reply, result, answer.usage))
+            text = f"⚠ Heartbeat failed: {answer.failure}"
+            return Composed(answer, Outgoing(text, Delivery("failure", fid, fire_id=fid)))
+        if is_silent(answer.text):
+            return Composed(answer, None, suppressed_key=fid)
+        return Composed(answer, Outgoing(answer.text, Delivery("heartbeat", fid, fire_id=fid)))
 
-    def _conclude(
-        self, lease: Lease, fire: Fire, run: RunView, address: Address, outcome: Outcome
+    def mark(self, lease: Lease, plan: Begun, composed: Composed) -> ReplyStart | None:
+        # SQL agrees this turn still holds the session (a stale turn's StaleFence ends it here,
+        # sending nothing). A fire is never sent by two grants: a newer one ends a `delivering`
+        # run `failed`, its delivery `unknown`.
+        assert composed.reply is not None
+        rt, kind = self.rt, composed.reply.delivery.kind
+        run = plan.started.run
+        rt.store.mark_delivering(
+            run.id, lease.fence, rt.clock(), channel=self.io.channel.name, kind=kind
+        )
+        return ReplyStart(possible_repeat=False)  # a fire is sent by one grant only
+
+    def finish(
+        self,
+        lease: Lease,
+        plan: Begun,
+        composed: Composed,
+        sent: Sent | None,
+        outcome: DeliveryOutcome,
     ) -> None:
-        rt, io, sid, fence = self.rt, self.io, lease.session_id, lease.fence
-        reply, result, detail = outcome.reply, outcome.result, None
-        if result is not RunState.SILENT:
-            # Nothing leaves before Redis confirms the lock and SQL agrees this turn still
-            # holds the session (a stale turn's StaleFence ends it here, sending nothing). A
-            # fire is never sent by two grants: a newer one ends a `delivering` run `failed`.
-            io.confirm(lease)
-            rt.store.mark_delivering(run.id, fence, rt.clock())
-            kind = "failure" if result is RunState.FAILED else "heartbeat"
-            what = Delivery(kind, fire.fire_id, fire_id=fire.fire_id)
-            detail = io.deliver(lease, address, reply, what)
-            result = RunState.FAILED if detail else result
+        rt, sid, fid, answer = self.rt, lease.session_id, plan.fire.fire_id, composed.answer
+        if sent is None:
+            reply, result = answer.text, RunState.SILENT  # kept for the record, never sent
+        else:
+            reply = sent.reply.text
+            failed = answer.failure is not None or outcome.state is DeliveryState.FAILED
+            result = RunState.FAILED if failed else RunState.COMPLETED
         # One fenced transaction: the outcome, what the turn spent (failed turns included:
-        # heartbeats cost money), the reply, and the due time the index gets without a read.
+        # heartbeats cost money), the reply, the delivery's outcome, and the due time the
+        # index gets without a read.
         finished = rt.store.finish_fire(
-            run.id,
+            plan.started.run.id,
             result,
-            fence,
+            lease.fence,
             rt.clock(),
             reply=reply,
             reply_kind="notice" if result is RunState.FAILED else "assistant",
-            detail=detail,
-            usage=outcome.usage,
+            detail=outcome.error if outcome.state is DeliveryState.FAILED else None,
+            usage=answer.usage,
+            delivered=outcome,
+            channel=self.io.channel.name,
         )
-        if outcome.result is not RunState.SILENT:
+        if sent is not None:
             rt.wake_streams(sid)  # the answer reaches the API's event streams now
-        gateway_metrics().fires.labels(RunState(result).value).inc()
-        log.info("fire %s %s", fire.fire_id, result, extra=fields("fire.done", sid, fire.fire_id))
+        gateway_metrics().fires.labels(result.value).inc()
+        log.info("fire %s %s", fid, result, extra=fields("fire.done", sid, fid))
         rt.apply_due(sid, finished.next_due)
-        io.stamp(sid, "idle")
+        self.io.stamp(sid, "idle")
+
+    def aborted(self, lease: Lease, plan: Begun, mark: ReplyStart | None, sent: int) -> None:
+        gateway_metrics().fires.labels(RunState.FAILED.value).inc()
+        # The lock is gone but perhaps nobody holds it yet: the fence still lets this turn say
+        # how its run ended (its delivery, if marked, ``failed``: not sent). StaleFence: a
+        # newer grant said it at its claim. Nothing was sent: a heartbeat turn stops only at a
+        # check before its one send, never after it.
+        assert sent == 0
+        run = plan.started.run
+        with contextlib.suppress(StaleFence):
+            self.rt.store.settle_lost(run.id, lease.fence, self.rt.clock(), nothing_sent=True)
+        if mark is not None:
+            count_delivery(self.io.channel.name, DeliveryState.FAILED.value)
 
 
 def count_refund(reason: RefundReason) -> None:

@@ -16,6 +16,16 @@ class Address:
     reply_to: str | None = None
 
 
+@dataclass(frozen=True)
+class Receipt:
+    """What a platform answered to a send: its id for the message (Slack's ``ts``, Telegram's
+    ``message_id``), kept on the delivery record; ``duplicate`` when it recognised the delivery
+    key and dropped the message as a repeat (the record is then ``suppressed``)."""
+
+    message_id: str | None = None
+    duplicate: bool = False
+
+
 class Channel(Protocol):
     name: str
 
@@ -29,9 +39,11 @@ class Channel(Protocol):
         delivery_key: str,
         possible_repeat: bool = False,
         ref: str | None = None,
-    ) -> None:
-        """Post a new message. ``kind`` is reply, heartbeat, notice or failure; ``ref`` names
-        what it answers (the fire id of a heartbeat turn), for channels that keep a record.
+    ) -> Receipt | None:
+        """Post a new message; the platform's receipt, or None when it gives none (a failure
+        raises: the exception's text is the delivery record's error). ``kind`` is reply,
+        heartbeat, notice or failure; ``ref`` names what it answers (the fire id of a heartbeat
+        turn), for channels that keep a record.
 
         ``delivery_key`` is the same for every attempt at one message (``msg:<id>`` for the
         reply to user message ``id``, the fire id for a heartbeat): a platform that

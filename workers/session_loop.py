@@ -2,7 +2,9 @@
 and decides what an error under the lock means.
 
 Under a lock: the fire it was granted for (if any), then the queued user messages, then the
-pending fire (handed back to admission), else the session goes idle.
+pending fire (handed back to admission), else the session goes idle. Each turn runs on the
+turn skeleton (``workers/turn.py``), whose error policy covers a turn's own trouble (a failed
+agent, a refused delivery, a lost lock mid-turn); this loop's covers what ends a turn.
 
 Error policy, for everything that runs under the lock:
 
@@ -28,7 +30,8 @@ from collections.abc import Callable
 import redis
 
 from core.errors import StaleFence, TurnAborted
-from sessions.states import parse_fire_id
+from core.metrics import count_delivery
+from sessions.states import DeliveryState, parse_fire_id
 from state.dispatch import Dispatcher
 from state.runtime import Runtime
 from state.turn_gate import KeepLock, LockLost, TurnEnded
@@ -71,7 +74,8 @@ class SessionLoop:
                 # reservation included) is then fenced, whatever comes first. A fire's claim
                 # and reservation are one transaction.
                 if fire is None:
-                    self.rt.store.claim_fence(sid, grant.fence, self.rt.clock())
+                    unknown = self.rt.store.claim_fence(sid, grant.fence, self.rt.clock())
+                    count_delivery(self.user.io.channel.name, DeliveryState.UNKNOWN.value, unknown)
                 else:
                     claim = self.heartbeat.claim(lease, fire)
                     run_fire = functools.partial(self.heartbeat.run, lease, fire, claim)

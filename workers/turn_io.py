@@ -8,7 +8,8 @@ from typing import Any
 
 from core.errors import TurnAborted
 from core.usage import TokenUsage
-from sessions.views import MessageView
+from sessions.states import DeliveryState
+from sessions.views import DeliveryOutcome, MessageView
 from state.runtime import Runtime
 from workers.agents.base import Agent, TurnFailed, TurnKind, TurnRequest
 from workers.heartbeat_tools import SessionHeartbeatTools
@@ -23,6 +24,8 @@ CONVERSATION_KINDS = frozenset({"user", "heartbeat", "assistant"})
 # The visible mark of a message an older turn may already have sent (contract, rule 12): a chat
 # platform cannot drop a repeat by itself, so the person reading it is told.
 REPEAT_MARK = "(possible repeat) "
+# Why a delivery the platform accepted is ``suppressed``: it knew the key and dropped a repeat.
+DUPLICATE_NOTE = "dropped by the platform as a repeat of its delivery key"
 
 
 def as_sent(text: str, possible_repeat: bool) -> str:
@@ -87,13 +90,14 @@ class TurnIO:
         self.stamp(lease.session_id, "delivering")
         lease.keeper.confirm()
 
-    def deliver(self, lease: Lease, address: Address, text: str, what: Delivery) -> str | None:
+    def deliver(self, lease: Lease, address: Address, text: str, what: Delivery) -> DeliveryOutcome:
         """Send, if the lock was confirmed recently enough (``TurnAborted`` if not: nothing
-        leaves); a platform failure is recorded on the turn, never left to kill the session."""
+        leaves); how it ended, for its delivery record. A platform failure is recorded on the
+        turn, never left to kill the session."""
         sid = lease.session_id
         lease.keeper.cleared()  # in memory: nothing can block between this and the send
         try:
-            self.channel.send(
+            receipt = self.channel.send(
                 address,
                 text,
                 session_id=sid,
@@ -109,8 +113,13 @@ class TurnIO:
                 exc,
                 extra=fields("deliver.failed", sid, what.fire_id),
             )
-            return f"delivery failed: {exc}"
-        return None
+            return DeliveryOutcome(what.key, DeliveryState.FAILED, error=f"delivery failed: {exc}")
+        if receipt is not None and receipt.duplicate:
+            state, why = DeliveryState.SUPPRESSED, DUPLICATE_NOTE
+        else:
+            state, why = DeliveryState.SENT, None
+        message_id = receipt.message_id if receipt is not None else None
+        return DeliveryOutcome(what.key, state, platform_message_id=message_id, error=why)
 
     def best_effort(self, call: Callable[..., None], *args: Any, session_id: str) -> None:
         """Typing indicators and progress are cosmetic: a failing platform must not stop a turn."""

@@ -1,104 +1,173 @@
-"""One user turn under a held lock: the agent answers a queued message, in its own thread."""
+"""One user turn under a held lock, on the turn skeleton (``workers/turn.py``): the agent
+answers a queued message.
+
+begin: the message (skipped when answered already), its session, a typing indicator. Then the
+skeleton: agent → confirm the lock and ``begin_reply`` (fenced: the message's durable mark and
+the delivery records ``pending``) → the heartbeat announcements, each stored with its outcome
+as it leaves → the reply → finish: the reply stored with its outcome, the message marked done
+(one fenced transaction).
+"""
 
 from __future__ import annotations
 
 import logging
-import time
+from dataclasses import dataclass
 
-from core.errors import NotFound, TurnAborted
-from core.metrics import gateway_metrics
-from sessions.states import MessageState
-from sessions.views import ReplyStart
+from core.errors import NotFound
+from core.metrics import count_delivery, gateway_metrics
+from sessions.states import DeliveryState, MessageState
+from sessions.views import DeliveryOutcome, MessageView, ReplyStart
 from workers.agents.base import TurnRequest
 from workers.heartbeat_tools import SessionHeartbeatTools
 from workers.injection import EMPTY_REPLY_NOTICE, FAILED_TURN_NOTICE, is_silent
 from workers.locks import Lease
 from workers.logfields import fields
 from workers.ports import Address
-from workers.turn_io import Delivery, TurnIO, as_sent
+from workers.turn import Composed, Outgoing, Sent, Turn, outbound_of
+from workers.turn_io import Answer, Delivery
 
 log = logging.getLogger("hbgw.runner")
 
 
-class UserTurn:
-    def __init__(self, io: TurnIO) -> None:
-        self.io = io
-        self.rt = io.rt
+@dataclass(frozen=True)
+class Asked:
+    """A user turn under way: the message it answers, where the answer goes, its tools."""
+
+    message: MessageView
+    address: Address
+    tools: SessionHeartbeatTools
+
+
+class UserTurn(Turn[Asked]):
+    kind = "user"
 
     def run(self, lease: Lease, message_id: int) -> None:
-        rt, io, sid, fence = self.rt, self.io, lease.session_id, lease.fence
+        asked = self._begin(lease, message_id)
+        if asked is not None:
+            self.execute(lease, asked)
+
+    def _begin(self, lease: Lease, message_id: int) -> Asked | None:
+        rt, io, sid = self.rt, self.io, lease.session_id
         try:
             message = rt.store.get_message(message_id)
         except NotFound:
-            return
+            return None
         if message.state == MessageState.DONE:
-            return  # answered by a turn that died before it could take it off the in-flight list
+            return None  # answered by a turn that died before it took it off the in-flight list
         session = rt.store.get_session(sid)
         address = Address(session.platform, session.chat, session.thread, str(message_id))
         io.best_effort(io.channel.typing, address, session_id=sid)
         io.stamp(sid, "user:start")
-        started = time.monotonic()
-        tools = io.toolbox(sid, "user", address)
-        request = TurnRequest(sid, "user", message.text, io.history(message), heartbeat=tools)
-        answer = io.ask(lease, request, address)
+        return Asked(message, address, io.toolbox(sid, "user", address))
+
+    # -- the skeleton's steps -----------------------------------------------------------------
+
+    def request(self, plan: Asked) -> TurnRequest:
+        message = plan.message
+        history = self.io.history(message)
+        return TurnRequest(message.session_id, "user", message.text, history, heartbeat=plan.tools)
+
+    def progress_to(self, plan: Asked) -> Address | None:
+        return plan.address
+
+    def address(self, plan: Asked) -> Address:
+        return plan.address
+
+    def compose(self, plan: Asked, answer: Answer) -> Composed:
+        key = reply_key(plan.message.id)
         reply, kind = answer.text, "reply"
         if answer.failure is not None:
             reply, kind = f"{FAILED_TURN_NOTICE}{answer.failure}", "failure"
         elif is_silent(reply):
             # Rule 7: a human gets a visible notice, never silence.
             reply, kind = EMPTY_REPLY_NOTICE, "notice"
-        # Nothing leaves before Redis confirms the lock and SQL agrees this turn still holds the
-        # session (StaleFence ends a stale turn here) and the message still waits for its
-        # answer; SQL then keeps the mark that this grant is about to send (durable: a newer
-        # grant that finds it knows this one's outcome is unknown).
-        io.confirm(lease)
-        start = rt.store.begin_reply(sid, message_id, fence)
-        if start is None:
-            return
-        undelivered = self._send(lease, address, tools, message_id, start, reply, kind)
+        # A heartbeat the agent changed is said in the chat, before the reply.
+        before = tuple(
+            Outgoing(notice, Delivery("notice", f"{key}:notice:{n}"))
+            for n, notice in enumerate(plan.tools.announcements, 1)
+        )
+        return Composed(answer, Outgoing(reply, Delivery(kind, key)), before)
+
+    def mark(self, lease: Lease, plan: Asked, composed: Composed) -> ReplyStart | None:
+        # SQL agrees this turn still holds the session (StaleFence ends a stale turn here) and
+        # the message still waits for its answer; it then keeps the mark that this grant is
+        # about to send (durable: a newer grant that finds it knows this one's outcome is
+        # unknown) and the delivery records, pending.
+        rt, channel = self.rt, self.io.channel.name
+        start = rt.store.begin_reply(
+            lease.session_id,
+            plan.message.id,
+            lease.fence,
+            rt.clock(),
+            channel=channel,
+            outbound=outbound_of(composed),
+        )
+        if start is not None:
+            count_delivery(channel, DeliveryState.UNKNOWN.value, start.unknown)
+        return start
+
+    def store_sent(self, lease: Lease, out: Outgoing, outcome: DeliveryOutcome) -> None:
+        """An announcement is kept in SQL with its outcome (even when the turn fails
+        afterwards: the change was made)."""
+        rt = self.rt
+        rt.store.add_message(
+            lease.session_id,
+            role="assistant",
+            kind="notice",
+            text=out.text,
+            now=rt.clock(),
+            fence=lease.fence,
+            delivered=outcome,
+        )
+
+    def finish(
+        self,
+        lease: Lease,
+        plan: Asked,
+        composed: Composed,
+        sent: Sent | None,
+        outcome: DeliveryOutcome,
+    ) -> None:
+        assert sent is not None  # a user turn always says something (rule 7)
+        rt, sid, kind = self.rt, lease.session_id, sent.reply.delivery.kind
+        delivered = outcome.state is not DeliveryState.FAILED
+        # One fenced transaction: the reply, what the turn spent (a failed one included), the
+        # delivery's outcome, and the message marked done.
         rt.store.add_message(
             sid,
             role="assistant",
-            kind="assistant" if kind == "reply" and not undelivered else "notice",
-            text=as_sent(reply, start.possible_repeat),
-            reply_to=message_id,
+            kind="assistant" if kind == "reply" and delivered else "notice",
+            text=sent.reply.text,
+            reply_to=plan.message.id,
             now=rt.clock(),
-            fence=fence,
-            usage=answer.usage,  # what the turn spent, a failed one included
+            fence=lease.fence,
+            usage=composed.answer.usage,
+            delivered=outcome,
         )
         rt.wake_streams(sid)  # the reply (and its notices) reach the API's streams now
-        rt.store.mark_message_done(message_id, fence=fence)
-        metrics = gateway_metrics()
-        metrics.turn_duration.labels("user").observe(time.monotonic() - started)
-        metrics.user_turns.labels(kind).inc()
-        io.stamp(sid, "idle")
+        gateway_metrics().user_turns.labels(kind).inc()
+        self.io.stamp(sid, "idle")
 
-    def _send(
-        self,
-        lease: Lease,
-        address: Address,
-        tools: SessionHeartbeatTools,
-        message_id: int,
-        start: ReplyStart,
-        reply: str,
-        kind: str,
-    ) -> str | None:
-        """The notices, then the reply; None when delivered, else why not. A turn stopped
-        before anything left takes its durable mark back (best effort: a mark left behind only
-        makes the next grant's reply a false "possible repeat")."""
-        repeat, sent = start.possible_repeat, [0]
+    def aborted(self, lease: Lease, plan: Asked, mark: ReplyStart | None, sent: int) -> None:
+        """A turn stopped before some of its sends takes back what it marked for them (best
+        effort: a mark left behind only makes the next grant's reply a false "possible
+        repeat", a record left pending only ``unknown`` for a while). No outcome is counted:
+        the next grant sends them."""
+        if mark is None:
+            return
+        message_id = plan.message.id
+        key = reply_key(message_id)
+        keys = [f"{key}:notice:{n}" for n in range(1, len(plan.tools.announcements) + 1)]
+        unsent = [*keys, key][sent:]
         try:
-            self._announce(lease, address, tools, message_id, repeat, sent)
-            what = Delivery(kind, reply_key(message_id), repeat)
-            return self.io.deliver(lease, address, as_sent(reply, repeat), what)
-        except TurnAborted:
-            if not sent[0]:
-                self._unmark(lease, message_id, start.earlier)
-            raise
-
-    def _unmark(self, lease: Lease, message_id: int, earlier: int | None) -> None:
-        try:
-            self.rt.store.drop_reply_mark(message_id, lease.fence, earlier)
+            self.rt.store.drop_reply_mark(
+                message_id,
+                lease.fence,
+                mark.earlier,
+                self.rt.clock(),
+                unsent=unsent,
+                nothing_sent=not sent,
+            )
         except Exception as exc:
             log.warning(
                 "could not take back the reply mark of message %s: %s",
@@ -106,29 +175,6 @@ class UserTurn:
                 exc,
                 extra=fields("turn.unmark_failed", lease.session_id),
             )
-
-    def _announce(
-        self,
-        lease: Lease,
-        address: Address,
-        tools: SessionHeartbeatTools,
-        message_id: int,
-        repeat: bool,
-        sent: list[int],
-    ) -> None:
-        """A heartbeat the agent changed is said in the chat, before the reply, and kept in SQL
-        (even when the turn failed afterwards: the change was made)."""
-        rt, sid = self.rt, lease.session_id
-        for n, notice in enumerate(tools.announcements, 1):
-            text = as_sent(notice, repeat)
-            key = f"{reply_key(message_id)}:notice:{n}"
-            self.io.deliver(lease, address, text, Delivery("notice", key, repeat))
-            sent[0] += 1
-            rt.store.add_message(
-                sid, role="assistant", kind="notice", text=text, now=rt.clock(), fence=lease.fence
-            )
-            # That write can block: the next send needs a fresh confirmation of its own.
-            self.io.confirm(lease)
 
 
 def reply_key(message_id: int) -> str:

@@ -128,6 +128,20 @@ class Reply(Response):
     reply: str
 
 
+class Delivery(Response):
+    """How one outbound message's delivery stands: ``pending`` (about to leave), ``sent``,
+    ``failed`` (``error`` says why), ``suppressed`` (nothing to say, or the platform dropped a
+    repeat) or ``unknown`` (its turn was cut off between the send and the record)."""
+
+    channel: str
+    kind: str
+    state: str
+    attempts: int
+    platform_message_id: str | None = None
+    error: str | None = None
+    updated_at: str | None = None
+
+
 class Run(Response):
     id: int
     fire_id: str
@@ -137,6 +151,8 @@ class Run(Response):
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     model: str | None = None
+    # Null for a run that never reached its send (refunded, failed before delivery).
+    delivery: Delivery | None = None
 
 
 class RunList(Response):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 
 from core.terminal import inert
-from workers.ports import Address
+from workers.ports import Address, Receipt
 
 
 class ConsoleChannel:
@@ -21,12 +21,13 @@ class ConsoleChannel:
         delivery_key: str,
         possible_repeat: bool = False,
         ref: str | None = None,
-    ) -> None:
+    ) -> Receipt | None:
         where = address.chat + (f"/{address.thread}" if address.thread else "")
         # A possible repeat says so before anything else on the line (its text is marked too).
         label = f"{kind}, possible repeat of {delivery_key}" if possible_repeat else kind
         sys.stdout.write(inert(f"[{address.platform}:{where}] ({label}) {text}") + "\n")
         sys.stdout.flush()
+        return None
 
     def typing(self, address: Address, *, session_id: str) -> None:
         return None

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+import uuid
 from pathlib import Path
 from typing import Any
 
 from core.clock import Clock, utcnow
 from core.jsonl import append_line
 from core.private import private_dir
-from workers.ports import Address
+from workers.ports import Address, Receipt
 
 
 class FileChannel:
@@ -30,7 +31,9 @@ class FileChannel:
         delivery_key: str,
         possible_repeat: bool = False,
         ref: str | None = None,
-    ) -> None:
+    ) -> Receipt | None:
+        # The receipt's id, as a platform's would be: unique per message posted.
+        message_id = uuid.uuid4().hex
         self._record(
             "send",
             address,
@@ -40,7 +43,9 @@ class FileChannel:
             ref=ref,
             delivery_key=delivery_key,
             repeat=possible_repeat,
+            message_id=message_id,
         )
+        return Receipt(message_id)
 
     def typing(self, address: Address, *, session_id: str) -> None:
         self._record("typing", address, session_id)

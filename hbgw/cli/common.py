@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from core.settings import Settings
     from sessions.grammar import GrammarLimits
     from sessions.store import Store
+    from sessions.views import DeliveryView
 
 
 def settings() -> Settings:
@@ -84,3 +85,18 @@ def err(text: str) -> None:
 
 def out_json(data: Any) -> None:
     out(json.dumps(data, indent=2, sort_keys=True))
+
+
+def delivery_cell(delivery: DeliveryView | None) -> str:
+    """How a run's delivery ended, in a word (``-``: nothing recorded, as for runs that never
+    reached their send, or that ended before delivery records were kept); ``sent×2`` when it
+    took more than one attempt."""
+    if delivery is None:
+        return "-"
+    again = f"×{delivery.attempts}" if delivery.attempts > 1 else ""
+    return f"{delivery.state}{again}"
+
+
+def delivery_error(delivery: DeliveryView | None) -> str:
+    """Why a delivery is not plainly sent, when the run's detail does not say it already."""
+    return (delivery.error or "") if delivery is not None else ""

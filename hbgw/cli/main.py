@@ -146,8 +146,10 @@ def runs(
     session_id: str = typer.Argument(..., metavar="SESSION", help="Session id."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
-    """List the fire ledger of a session, with the tokens each heartbeat turn spent."""
+    """List the fire ledger of a session, with the tokens each heartbeat turn spent and how
+    its delivery ended."""
     from core.clock import iso
+    from hbgw.cli.common import delivery_cell, delivery_error
 
     store = open_store()
     store.get_session(session_id)  # an unknown session is bad input, like everywhere else
@@ -160,14 +162,15 @@ def runs(
         return
     out(
         f"{'fire id':<40} {'state':<10} {'fence':>5}  {'reserved':<24} {'started':<24} "
-        f"{'tokens in+out':<15} detail"
+        f"{'tokens in+out':<15} {'delivery':<12} detail"
     )
     for r in rows:
         usage = r.usage
         tokens = f"{usage.prompt_tokens}+{usage.completion_tokens}" if usage else "-"
         out(
             f"{r.fire_id:<40} {r.state:<10} {r.fence:>5}  {iso(r.reserved_at) or '':<24} "
-            f"{iso(r.started_at) or '-':<24} {tokens:<15} {r.detail or ''}"
+            f"{iso(r.started_at) or '-':<24} {tokens:<15} {delivery_cell(r.delivery):<12} "
+            f"{r.detail or delivery_error(r.delivery)}"
         )
 
 

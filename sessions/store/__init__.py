@@ -9,6 +9,7 @@ new owner has started.
 from __future__ import annotations
 
 from sessions.db import ensure_schema, make_engine
+from sessions.store.deliveries import DeliveryRecords
 from sessions.store.fire_turns import FireTurns
 from sessions.store.heartbeat_records import HeartbeatRecords
 from sessions.store.ledger import FireLedger
@@ -17,7 +18,15 @@ from sessions.store.restore_reads import RestoreReads
 from sessions.store.session_records import SessionRecords
 
 
-class Store(SessionRecords, MessageRecords, HeartbeatRecords, FireLedger, FireTurns, RestoreReads):
+class Store(
+    SessionRecords,
+    MessageRecords,
+    HeartbeatRecords,
+    FireLedger,
+    FireTurns,
+    RestoreReads,
+    DeliveryRecords,
+):
     @classmethod
     def from_url(cls, url: str) -> Store:
         """Open a store; the embedded SQLite store migrates itself, others must be migrated."""

@@ -10,8 +10,9 @@ the next step needs, so no step reads again what the one before read:
 3. ``start_fire`` (after the re-check's Redis part): re-check the session and the heartbeat,
    then either refund the reservation or mark it started and inject the prompt message, and
    read the conversation the agent sees;
-4. ``mark_delivering`` (``ledger.py``), then ``finish_fire``: the outcome, the stored reply and
-   the next due time for the index.
+4. ``mark_delivering`` (``ledger.py``, with the delivery record ``pending``), then
+   ``finish_fire``: the outcome, the stored reply, the delivery's outcome and the next due time
+   for the index.
 
 Every write is fenced as in ``ledger.py`` (``claim_fire`` claims the fence itself); the steps
 themselves are the functions of ``ledger_steps.py``, each run inside the caller's transaction.
@@ -40,6 +41,13 @@ from sessions.states import (
     SessionStatus,
 )
 from sessions.store.base import Transactions, fenced_session_row, heartbeat_row, repeatable, run_row
+from sessions.store.deliveries import (
+    DeliveryOutcome,
+    Outbound,
+    Owner,
+    insert_suppressed_in,
+    record_outcome_in,
+)
 from sessions.store.heartbeat_records import heartbeat_state
 from sessions.store.ledger_steps import (
     claim_in,
@@ -74,11 +82,13 @@ class FireAdmission:
 
 @dataclass(frozen=True)
 class FireClaim:
-    """The fence is claimed; ``outcome`` is the reservation; ``state`` the heartbeat after it."""
+    """The fence is claimed; ``outcome`` is the reservation; ``state`` the heartbeat after it;
+    ``unknown``: deliveries of older turns the claim found cut off."""
 
     outcome: ReserveOutcome
     state: hb.HeartbeatState | None
     next_due: datetime | None
+    unknown: int = 0
 
 
 @dataclass(frozen=True)
@@ -148,11 +158,12 @@ class FireTurns(Transactions):
         deferred: bool,
     ) -> FireClaim:
         with self._transaction() as db:
-            session = claim_in(db, session_id, fence, now)
+            claimed = claim_in(db, session_id, fence, now)
+            session = claimed.session
             row = heartbeat_row(db, session_id)
             outcome = reserve_in(db, session, fire_id, due_ms, fence, now, worker, deferred, row)
             state = heartbeat_state(row) if row else None
-            return FireClaim(outcome, state, index_due(session, row))
+            return FireClaim(outcome, state, index_due(session, row), claimed.unknown)
 
     @repeatable
     def start_fire(
@@ -216,11 +227,15 @@ class FireTurns(Transactions):
         reply_kind: str,
         detail: str | None = None,
         usage: TokenUsage | None = None,
+        delivered: DeliveryOutcome | None = None,
+        channel: str = "",
     ) -> Finished:
         """Record how a started run ended (``outcome``: one of ``states.FINISHED``) and the turn's
         reply as a message, fenced, in one transaction; with the due time the index should hold
         now. ``usage``: the tokens the turn spent, failed turns included — in the same fenced
-        transaction, so a stale turn records nothing."""
+        transaction, so a stale turn records nothing. ``delivered``: the outcome of the send
+        for the pending record ``mark_delivering`` wrote, or, for a reply never marked (silence),
+        a ``suppressed`` record through ``channel``."""
         final = finished_outcome(outcome)
         with self._transaction() as db:
             run = run_row(db, run_id)
@@ -228,12 +243,24 @@ class FireTurns(Transactions):
             # Finished already: a repeat after a COMMIT whose answer was lost (reply included).
             row = None
             if run.state != final:
+                if delivered is not None:
+                    _record_delivery(db, run, fence, channel, delivered, now)
                 row = finish_in(db, run, final, now, detail, usage)
                 _add_message(db, session, run, "assistant", reply_kind, reply, now)
             # The run's heartbeat (finish_in read it) is the session's unless it moved on.
             if row is None or row.session_id != session.id:
                 row = heartbeat_row(db, session.id)
             return Finished(run_view(run), index_due(session, row))
+
+
+def _record_delivery(
+    db: Session, run: RunRow, fence: int, channel: str, delivered: DeliveryOutcome, now: datetime
+) -> None:
+    if run.state == RunState.DELIVERING:
+        record_outcome_in(db, fence, delivered, now)
+    else:  # never marked: nothing was to be sent
+        owner = Owner(run.session_id, fence, channel, run_id=run.id)
+        insert_suppressed_in(db, owner, Outbound(delivered.key, "heartbeat"), now)
 
 
 def index_due(session: SessionRow, row: HeartbeatRow | None) -> datetime | None:

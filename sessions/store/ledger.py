@@ -16,9 +16,12 @@ cut off in its turn ends ``failed`` with a ``LostLockDetail``.
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Sequence
 from datetime import datetime
 
 from sqlalchemy import func, select
+from sqlalchemy.orm import Session
 
 from core.errors import InvalidState
 from sessions.models import MessageRow, RunRow
@@ -29,6 +32,14 @@ from sessions.store.base import (
     repeatable,
     run_row,
     session_row,
+)
+from sessions.store.deliveries import (
+    Outbound,
+    Owner,
+    deliveries_of_runs,
+    insert_pending_in,
+    mark_pending_in,
+    take_back_in,
 )
 from sessions.store.ledger_audit import HeartbeatSnapshot, LedgerSnapshot, read_snapshot
 from sessions.store.ledger_steps import (
@@ -64,8 +75,11 @@ __all__ = [
 
 class FireLedger(Transactions):
     @repeatable
-    def mark_delivering(self, run_id: int, fence: int, now: datetime) -> RunView:
+    def mark_delivering(
+        self, run_id: int, fence: int, now: datetime, *, channel: str, kind: str
+    ) -> RunView:
         """The fenced step just before a reply leaves: a turn that lost its lock sends nothing.
+        The run's delivery record (key: the fire id) is written ``pending`` with it.
 
         Raises ``StaleFence`` when a newer grant holds the session (which settled this run).
         """
@@ -79,6 +93,8 @@ class FireLedger(Transactions):
                     f"Run {run.fire_id} is {run.state}; only a started run delivers."
                 )
             run.state = RunState.DELIVERING
+            owner = Owner(run.session_id, fence, channel, run_id=run.id)
+            insert_pending_in(db, owner, Outbound(run.fire_id, kind), now)
             return run_view(run)
 
     @repeatable
@@ -100,13 +116,23 @@ class FireLedger(Transactions):
             return run_view(run)
 
     @repeatable
-    def begin_reply(self, session_id: str, message_id: int, fence: int) -> ReplyStart | None:
+    def begin_reply(
+        self,
+        session_id: str,
+        message_id: int,
+        fence: int,
+        now: datetime,
+        *,
+        channel: str,
+        outbound: Sequence[Outbound],
+    ) -> ReplyStart | None:
         """The fenced, durable step just before a reply to a user message leaves.
 
         Raises ``StaleFence`` unless ``fence`` is the session's newest; None when the message was
         answered already (nothing to send). Otherwise the message records that the grant
         ``fence`` is answering it, so a later grant that finds the mark of an older one (and no
-        reply) knows that one's outcome is unknown: it may have sent its reply.
+        reply) knows that one's outcome is unknown: it may have sent its reply. Each of
+        ``outbound`` (the notices, then the reply) gets its delivery record ``pending``.
         """
         with self._transaction() as db:
             fenced_session_row(db, session_id, fence)
@@ -115,23 +141,41 @@ class FireLedger(Transactions):
                 return None
             earlier = message.delivering_fence
             message.delivering_fence = fence
+            owner = Owner(session_id, fence, channel, message_id=message_id)
+            unknown = mark_pending_in(db, owner, outbound, now)
             # The same fence again is this grant's own repeat after a lost COMMIT.
             return ReplyStart(
-                possible_repeat=earlier is not None and earlier != fence, earlier=earlier
+                possible_repeat=earlier is not None and earlier != fence,
+                earlier=earlier,
+                unknown=unknown,
             )
 
-    def drop_reply_mark(self, message_id: int, fence: int, earlier: int | None) -> None:
-        """Take back ``begin_reply``'s mark when the grant ``fence`` stopped before anything
-        left (its lock not confirmed in time): the next grant's reply is then no false
-        "possible repeat". Only while the mark is still this grant's and the message unanswered;
-        ``earlier`` (an older grant's mark, whose outcome is still unknown) is put back."""
+    def drop_reply_mark(
+        self,
+        message_id: int,
+        fence: int,
+        earlier: int | None,
+        now: datetime,
+        *,
+        unsent: Sequence[str],
+        nothing_sent: bool,
+    ) -> None:
+        """Take back what ``begin_reply`` marked when the grant ``fence`` stopped before its
+        sends (its lock not confirmed in time): the records of the deliveries ``unsent`` are
+        no attempt; and when ``nothing_sent``, the message's mark too, so the next grant's
+        reply is no false "possible repeat". Only while the mark is still this grant's and the
+        message unanswered; ``earlier`` (an older grant's mark, whose outcome is still unknown)
+        is put back."""
         with self._transaction() as db:
             query = select(MessageRow).where(MessageRow.id == message_id).with_for_update()
             message = db.scalars(query).one_or_none()
             if message is None or message.state != MessageState.QUEUED:
                 return
-            if message.delivering_fence == fence:
+            if message.delivering_fence != fence:
+                return
+            if nothing_sent:
                 message.delivering_fence = earlier
+            take_back_in(db, message_id, fence, unsent, now, earlier=earlier is not None)
 
     def refund_orphan(self, run_id: int, now: datetime) -> RunView | None:
         """Refund a reservation whose worker died before the agent started; None if it moved on."""
@@ -177,22 +221,24 @@ class FireLedger(Transactions):
             )
             return [run_view(r) for r in rows]
 
-    def claim_fence(self, session_id: str, fence: int, now: datetime) -> None:
+    def claim_fence(self, session_id: str, fence: int, now: datetime) -> int:
         """A lock was granted: record its fence, so every write of older turns is rejected.
 
         Claimed once per grant, before anything runs under the lock; every later write of the
         turn (reservation included) must carry exactly this fence. What older turns left is
         settled here, in the same transaction: the lock moved on, so they are over.
+        The number of deliveries of older turns it found cut off (now ``unknown``).
         """
         with self._transaction() as db:
-            claim_in(db, session_id, fence, now)
+            return claim_in(db, session_id, fence, now).unknown
 
     def runs(self, session_id: str | None = None) -> list[RunView]:
+        """Runs, oldest first, each with its delivery record (if it has one)."""
         with self._transaction() as db:
             query = select(RunRow).order_by(RunRow.id)
             if session_id is not None:
                 query = query.where(RunRow.session_id == session_id)
-            return [run_view(r) for r in db.scalars(query)]
+            return _with_deliveries(db, [run_view(r) for r in db.scalars(query)])
 
     def runs_page(self, session_id: str, *, limit: int, before: int | None = None) -> list[RunView]:
         """The session's newest ``limit`` runs with an id below ``before``, oldest first: one
@@ -202,7 +248,7 @@ class FireLedger(Transactions):
             query = query.where(RunRow.id < before)
         with self._transaction() as db:
             rows = list(db.scalars(query.order_by(RunRow.id.desc()).limit(limit)))
-            return [run_view(r) for r in reversed(rows)]
+            return _with_deliveries(db, [run_view(r) for r in reversed(rows)])
 
     def audit_snapshot(self) -> LedgerSnapshot:
         """Everything the invariant check compares, read from one snapshot of the database."""
@@ -217,3 +263,9 @@ class FireLedger(Transactions):
                 select(func.max(RunRow.fence)).where(RunRow.session_id == session_id)
             )
             return max(session.fence, ledger or 0)
+
+
+def _with_deliveries(db: Session, runs: list[RunView]) -> list[RunView]:
+    """The runs with their delivery records, read in one more query."""
+    found = deliveries_of_runs(db, [r.id for r in runs])
+    return [dataclasses.replace(r, delivery=found.get(r.id)) for r in runs]

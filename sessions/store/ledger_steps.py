@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 
 from sqlalchemy import select
@@ -24,6 +25,7 @@ from sessions.states import (
     SessionStatus,
 )
 from sessions.store.base import session_row
+from sessions.store.deliveries import settle_pending_in
 from sessions.store.heartbeat_records import apply_state, heartbeat_state
 from sessions.store.run_views import (
     Duplicate,
@@ -35,17 +37,26 @@ from sessions.store.run_views import (
 )
 
 
-def claim_in(db: Session, session_id: str, fence: int, now: datetime) -> SessionRow:
-    """``claim_fence``'s work inside a caller's transaction; the session row, locked."""
+@dataclass(frozen=True)
+class Claimed:
+    """The claimed session's row, locked, and how many deliveries of older turns the claim
+    found cut off between their send and its record (now ``unknown``)."""
+
+    session: SessionRow
+    unknown: int
+
+
+def claim_in(db: Session, session_id: str, fence: int, now: datetime) -> Claimed:
+    """``claim_fence``'s work inside a caller's transaction."""
     session = session_row(db, session_id, for_update=True)
     if fence <= session.fence:
         raise StaleFence(
             f"Fence {fence} of session {session_id} is not newer than {session.fence}."
         )
-    _settle_older_turns(db, session_id, fence, now)
+    unknown = _settle_older_turns(db, session_id, fence, now)
     session.fence = fence
     session.updated_at = now
-    return session
+    return Claimed(session, unknown)
 
 
 def reserve_in(
@@ -121,11 +132,12 @@ def _admit(
     return state
 
 
-def _settle_older_turns(db: Session, session_id: str, fence: int, now: datetime) -> None:
+def _settle_older_turns(db: Session, session_id: str, fence: int, now: datetime) -> int:
     """A newer fence proves older turns lost their lock. A reservation they left behind never
     reached the agent and is given back before the new one is made; a run still in its turn was
     cut off (paused or dead worker): a stale turn can no longer write, so the new grant records
-    how it ended, and when. One read finds both; refunds go first."""
+    how it ended, and when. One read finds both; refunds go first. The number of deliveries
+    found cut off (``settle_lost_run``)."""
     older = list(
         db.scalars(
             select(RunRow)
@@ -141,16 +153,23 @@ def _settle_older_turns(db: Session, session_id: str, fence: int, now: datetime)
     for orphan in older:
         if orphan.state == RunState.RESERVED:
             refund_run(db, orphan, RefundReason.ORPHANED, now)
-    for run in cut_off:
-        settle_lost_run(db, run, now)
+    unknown = sum(settle_lost_run(db, run, now) for run in cut_off)
     db.flush()
+    return unknown
 
 
 def settle_lost_run(
     db: Session, run: RunRow, now: datetime, *, nothing_sent: bool = False, cut_off: bool = False
-) -> None:
+) -> int:
     """End a run its turn will never finish ``failed``; ``nothing_sent``: its own turn stopped
-    before sending; ``cut_off``: settled by beat after a bound, not by a newer grant or the turn."""
+    before sending; ``cut_off``: settled by beat after a bound, not by a newer grant or the turn.
+    A run cut off while ``delivering`` leaves its delivery ``unknown`` (it may have left), one
+    whose turn stopped before the send ``failed``: the number left ``unknown``."""
+    unknown = 0
+    if run.state == RunState.DELIVERING:
+        sent_maybe = not nothing_sent
+        settled = settle_pending_in(db, run_id=run.id, now=now, sent_maybe=sent_maybe)
+        unknown = settled if sent_maybe else 0
     delivering = run.state == RunState.DELIVERING and not nothing_sent
     run.state = RunState.FAILED
     run.finished_at = now
@@ -167,6 +186,7 @@ def settle_lost_run(
     if row is not None and row.generation == run.generation:
         row.last_outcome = RunState.FAILED.value
         row.updated_at = now
+    return unknown
 
 
 def refund_run(db: Session, run: RunRow, reason: RefundReason, now: datetime) -> None:

@@ -20,6 +20,7 @@ from core.usage import TokenUsage, usage_of
 from sessions.models import MODEL_CHARS, MessageRow, SessionRow
 from sessions.states import MessageState
 from sessions.store.base import Transactions, fenced_session_row, session_row
+from sessions.store.deliveries import DeliveryOutcome, record_outcome_in
 from sessions.validation import check_idempotency_key, check_user_text
 
 
@@ -105,12 +106,14 @@ class MessageRecords(Transactions):
         state: MessageState = MessageState.DONE,
         fence: int | None = None,
         usage: TokenUsage | None = None,
+        delivered: DeliveryOutcome | None = None,
     ) -> MessageView:
         """Store a message; a turn passes its fence so a turn that lost its lock cannot.
 
         A reply (``reply_to``) marks the message it answers done in the same transaction: a
         message is never answered without being marked, nor marked without its answer. ``usage``
-        is what the turn spent, stored on the reply in that same fenced transaction.
+        is what the turn spent, stored on the reply in that same fenced transaction; and
+        ``delivered``, how its send ended, on the pending record ``begin_reply`` wrote.
         """
         if kind == "user":
             check_user_text(text)
@@ -130,13 +133,13 @@ class MessageRecords(Transactions):
                 state=MessageState(state),
                 created_at=now,
             )
-            if usage is not None:
-                row.prompt_tokens = usage.prompt_tokens
-                row.completion_tokens = usage.completion_tokens
-                row.model = usage.model[:MODEL_CHARS]
+            _spent(row, usage)
             db.add(row)
             if reply_to is not None:
                 _mark_done(db, reply_to)
+            if delivered is not None:
+                assert fence is not None, "an outcome is the sending turn's: it passes its fence"
+                record_outcome_in(db, fence, delivered, now)
             db.flush()
             return message_view(row)
 
@@ -181,14 +184,6 @@ class MessageRecords(Transactions):
                 select(MessageRow).where(MessageRow.reply_to == message_id).order_by(MessageRow.id)
             ).first()
             return message_view(row) if row else None
-
-    def mark_message_done(self, message_id: int, *, fence: int | None = None) -> None:
-        with self._transaction() as db:
-            row = db.get(MessageRow, message_id)
-            if row is not None:
-                if fence is not None:
-                    fenced_session_row(db, row.session_id, fence)
-                _mark_done(db, message_id)
 
     def list_messages(
         self, session_id: str, *, limit: int = 100, before: int | None = None
@@ -250,6 +245,13 @@ def _keyed_in_conversation(db: Session, session: SessionRow, key: str) -> Messag
         .where(MessageRow.session_id.in_(scope), MessageRow.idempotency_key == key)
         .order_by(MessageRow.id)
     ).first()
+
+
+def _spent(row: MessageRow, usage: TokenUsage | None) -> None:
+    if usage is not None:
+        row.prompt_tokens = usage.prompt_tokens
+        row.completion_tokens = usage.completion_tokens
+        row.model = usage.model[:MODEL_CHARS]
 
 
 def _mark_done(db: Session, message_id: int) -> None:

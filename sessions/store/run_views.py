@@ -11,6 +11,7 @@ from core.clock import iso
 from core.usage import TokenUsage, usage_of
 from sessions.models import RunRow
 from sessions.states import RunState
+from sessions.store.deliveries import DeliveryView
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,8 @@ class RunView:
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     model: str | None = None
+    # Its delivery record: read with the CLI's and the API's lists, None on the fire path.
+    delivery: DeliveryView | None = None
 
     @property
     def usage(self) -> TokenUsage | None:
@@ -58,6 +61,7 @@ class RunView:
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
             "model": self.model,
+            "delivery": self.delivery.to_json() if self.delivery else None,
         }
 
 
@@ -98,6 +102,8 @@ class ReplyStart:
     possible_repeat: bool
     earlier: int | None = None
     """The mark this grant replaced (an older grant's fence), put back by ``drop_reply_mark``."""
+    unknown: int = 0
+    """Deliveries of an older attempt found still pending: cut off, their outcome unknown."""
 
 
 def run_view(row: RunRow) -> RunView:

@@ -74,6 +74,15 @@ class FirePath:
         self.wait_idle()
         return admission
 
+    def drain(self, sid: str) -> SqlCount:
+        """The user turns of ``sid``'s queued messages, counted (the drain runs on the turn
+        thread; the inbox in Redis was filled by the edge)."""
+        with counting_sql(self.rt.store.engine) as turn:
+            outcome = self.runner.drain(sid)
+            assert outcome == "accepted", outcome
+            self.wait_idle()
+        return turn
+
     def fires_per_second(self, sids: list[str]) -> float:
         """Admit every session's due fire and wait for all turns; fires per wall second."""
         due = [(sid, self.due_ms(sid)) for sid in sids]
