@@ -1,8 +1,8 @@
 """Long replies in parts a platform accepts, cut where a reader expects a break.
 
 A part ends at the last paragraph break (blank line) within the limit, else the last line
-break, else the last space, else at the limit itself. The break at a cut is dropped and nothing
-else: the parts, joined by the breaks they were cut at, are the text again.
+break, else the last space, else at the limit itself. The break at a cut is dropped, and so is
+blank text at the very end: the parts, joined by the breaks they were cut at, are the text.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ def split_text(text: str, limit: int) -> list[str]:
         at, skip = _cut(rest, limit)
         parts.append(rest[:at])
         rest = rest[at + skip :]
-    if rest or not parts:
-        parts.append(rest)  # a text that ended on a break leaves no empty last part
+    if rest.strip() or not parts:
+        parts.append(rest)  # a text that ended on breaks leaves no blank last part
     return parts
 
 
