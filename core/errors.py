@@ -76,7 +76,7 @@ class DeliveryFailed(HbgwError):
 
     permanent = False
 
-    def __init__(self, message: str, *, platform: str, reason: str) -> None:
+    def __init__(self, message: str, *, platform: str = "", reason: str = "") -> None:
         super().__init__(message)
         self.platform = platform
         self.reason = reason  # the platform's own word for it (not_in_channel, http_503, ...)
