@@ -7,22 +7,28 @@ from concurrent.futures import ThreadPoolExecutor
 
 from core.clock import utcnow
 from sessions.store import Store
+from sessions.views import SessionView
 
 
 def test_an_address_finds_its_open_session(store: Store) -> None:
     now = utcnow()
-    at = {"platform": "slack", "chat": "C1", "owner": "slack:T1"}
-    assert store.session_at(**at, thread="1.1", now=now, create=False) is None
-    first = store.session_at(**at, thread="1.1", now=now)
+
+    def at(thread: str | None, owner: str = "slack:T1", create: bool = True) -> SessionView | None:
+        return store.session_at(
+            platform="slack", chat="C1", thread=thread, now=now, owner=owner, create=create
+        )
+
+    assert at("1.1", create=False) is None
+    first = at("1.1")
     assert first is not None
-    again = store.session_at(**at, thread="1.1", now=now)
+    again = at("1.1")
     assert again is not None and again.id == first.id
-    channel = store.session_at(**at, thread=None, now=now)  # the channel is another address
-    other_team = store.session_at(**{**at, "owner": "slack:T2"}, thread="1.1", now=now)
+    channel = at(None)  # the channel is another address
+    other_team = at("1.1", owner="slack:T2")
     assert channel is not None and other_team is not None
     assert len({first.id, channel.id, other_team.id}) == 3
     switched = store.switch(first.id, now)  # the chat moves on: the new session is found
-    found = store.session_at(**at, thread="1.1", now=now)
+    found = at("1.1")
     assert found is not None and found.id == switched.id
 
 
