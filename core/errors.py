@@ -65,3 +65,30 @@ class TurnAborted(HbgwError):
 
 class NotWired(HbgwError):
     """A process part was used without what the wiring in ``hbgw/`` hands it."""
+
+
+class PlatformNotEnabled(BadInput):
+    """A session's platform is not one this deployment serves (HBGW_PLATFORMS, its settings)."""
+
+
+class DeliveryFailed(HbgwError):
+    """A platform did not take a message; ``permanent`` says whether sending again can help."""
+
+    permanent = False
+
+    def __init__(self, message: str, *, platform: str = "", reason: str = "") -> None:
+        super().__init__(message)
+        self.platform = platform
+        self.reason = reason  # the platform's own word for it (not_in_channel, http_503, ...)
+
+
+class PermanentDelivery(DeliveryFailed):
+    """The route is gone (bot removed, channel archived or unknown, token revoked, 403/404):
+    every later send fails the same way until a person changes something."""
+
+    permanent = True
+
+
+class TransientDelivery(DeliveryFailed):
+    """The platform is busy or away (rate limit past its retries, 5xx, a timeout): the same
+    message may go out later."""

@@ -105,6 +105,26 @@ class Settings(BaseSettings):
     )
     channel: str = Field(default="console", description="Delivery channel: console or file.")
     channel_file: Path | None = Field(default=None, description="JSONL file of the file channel.")
+    platforms: str = Field(
+        default="*",
+        description="Platforms served, comma-separated (slack, cli, ...); a session on another "
+        "is refused. '*': every platform, those without settings through HBGW_CHANNEL.",
+    )
+    slack_signing_secret: SecretStr | None = Field(
+        default=None, description="Signing secret of the Slack app (verifies its requests)."
+    )
+    slack_bot_token: SecretStr | None = Field(
+        default=None, description="Bot token (xoxb-...) the Slack channel posts with."
+    )
+    slack_api_url: str = Field(
+        default="https://slack.com/api/", description="Base URL of Slack's Web API."
+    )
+    slack_teams: str = Field(
+        default="", description="Slack workspace (team) ids accepted, comma-separated; '' any."
+    )
+    slack_timeout: float = Field(
+        default=10.0, gt=0, le=60, description="Seconds one Slack Web API request may take."
+    )
     openai_base_url: str | None = Field(
         default=None, description="Base URL of an OpenAI-compatible API (HBGW_AGENT=openai)."
     )
@@ -291,6 +311,39 @@ class Settings(BaseSettings):
                 "is useless without its key), or neither"
             )
         return self
+
+    @model_validator(mode="after")
+    def _slack_needs_both_secrets(self) -> Settings:
+        # The API verifies with the signing secret and answers with the token; a worker posts
+        # with the token. Half a configuration would fail at the first message, not at start.
+        if (self.slack_signing_secret is None) != (self.slack_bot_token is None):
+            raise ValueError(
+                "set HBGW_SLACK_SIGNING_SECRET and HBGW_SLACK_BOT_TOKEN together (Slack is "
+                "served only with both), or neither"
+            )
+        names = self.platform_names
+        if names is not None and not names:
+            raise ValueError("HBGW_PLATFORMS names no platform; name some (slack,cli) or '*'")
+        if names is not None and "slack" in names and not self.slack_configured:
+            raise ValueError(
+                "HBGW_PLATFORMS names slack: set HBGW_SLACK_SIGNING_SECRET and "
+                "HBGW_SLACK_BOT_TOKEN too"
+            )
+        return self
+
+    @property
+    def slack_configured(self) -> bool:
+        return self.slack_signing_secret is not None and self.slack_bot_token is not None
+
+    @property
+    def platform_names(self) -> frozenset[str] | None:
+        """The platforms HBGW_PLATFORMS names; None for '*', every platform."""
+        names = {name.strip() for name in self.platforms.split(",") if name.strip()}
+        return None if "*" in names else frozenset(names)
+
+    @property
+    def slack_team_ids(self) -> frozenset[str]:
+        return frozenset(t.strip() for t in self.slack_teams.split(",") if t.strip())
 
     @property
     def effective_database_url(self) -> str:

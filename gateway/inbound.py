@@ -18,6 +18,7 @@ from kombu.exceptions import KombuError
 
 from core.clock import to_ms
 from core.errors import InvalidState
+from gateway.platforms.served import Served
 from sessions.grammar import GrammarLimits, is_heartbeat_command
 from sessions.heartbeat_commands import handle_slash
 from sessions.states import MessageState, SessionStatus
@@ -62,18 +63,22 @@ def receive(
     dispatcher: Dispatcher | None = None,
     idempotency_key: str | None = None,
     message_limits: MessageLimits = MessageLimits(),
+    served: Served | None = None,
 ) -> Answered | Queued:
     """Slash commands are answered at once; anything else becomes a user turn via the owner.
 
     ``idempotency_key`` is the platform's message id, or the client's; one is made up when
     there is none. Without Redis (``rt`` None) the message is stored and the heartbeat change
-    reaches the due index on the next restore pass.
+    reaches the due index on the next restore pass. ``served``: the platforms this deployment
+    serves; a session on another is refused (``PlatformNotEnabled``) before anything is stored.
     """
     check_storable(session_id, "session id")
     check_storable(text, "message")
     session = store.resolve_active(session_id)
     if session.status != SessionStatus.ACTIVE:
         raise InvalidState(f"Session {session.id} is {session.status}; it takes no messages.")
+    if served is not None:
+        served.check(session.platform)
     sid = session.id
     if is_heartbeat_command(text):
         reply = handle_slash(

@@ -19,6 +19,7 @@ pytest_plugins = [
     "support.cli_fixtures",
     "support.private_redis",
     "support.api_fixtures",
+    "support.slack_fixtures",
 ]
 
 

@@ -21,6 +21,8 @@ from gateway.api import errors, events, health, routes_heartbeat, routes_message
 from gateway.api.context import ApiContext, build_context, context
 from gateway.api.limits import BodyLimit
 from gateway.api.metrics import MetricsMiddleware
+from gateway.platforms.guard import Reject
+from gateway.platforms.slack import routes as slack_routes
 
 TITLE = "Heartbeat Gateway API"
 VERSION = "1"
@@ -53,12 +55,18 @@ def create_app(
     errors.install(app)
     for module in (routes_sessions, routes_messages, routes_heartbeat, events, health):
         app.include_router(module.router)
+    if settings.slack_configured:  # the platform's endpoints exist only with its settings
+        slack_routes.mount(app, ctx)
     app.add_api_route(
         "/metrics", _metrics, methods=["GET"], tags=["health"], response_class=PlainTextResponse
     )
     # Outermost last: metrics see every answer, the 413s of the body limit included.
+    rejects = ctx.metrics.inbound_rejects
     app.add_middleware(
-        BodyLimit, max_bytes=settings.api_max_body_bytes, read_timeout=settings.api_read_timeout
+        BodyLimit,
+        max_bytes=settings.api_max_body_bytes,
+        read_timeout=settings.api_read_timeout,
+        refused=lambda path: rejects.count_path(path, Reject.TOO_LARGE),
     )
     app.add_middleware(MetricsMiddleware, metrics=ctx.metrics)
     return app

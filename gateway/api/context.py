@@ -18,6 +18,7 @@ from gateway.api.errors import ApiError, not_found
 from gateway.api.metrics import ApiMetrics
 from gateway.api.public_ids import PublicIds, id_key
 from gateway.api.quotas import StreamSlots
+from gateway.platforms.served import Served
 from sessions.db import make_engine
 from sessions.grammar import GrammarLimits, limits_from_settings
 from sessions.store import Store
@@ -48,6 +49,8 @@ class ApiContext:
     """Set when the server shuts down: open event streams end (``stop_streams`` wakes them)."""
     waker: StreamWaker = field(default_factory=lambda: StreamWaker(None, Keys("hbgw")))
     """The process's one pub/sub subscriber, waking the open event streams."""
+    served: Served = field(default_factory=lambda: Served(None, frozenset()))
+    """The platforms this deployment serves (HBGW_PLATFORMS): sessions on others are refused."""
 
     @property
     def limits(self) -> GrammarLimits:
@@ -147,6 +150,7 @@ def build_context(
         metrics=metrics,
         ids=ids,
         waker=waker,
+        served=Served.from_settings(settings),
     )
 
 

@@ -1,9 +1,11 @@
 """Every error the API answers is ``{"error": {"code", "message"}}``: a stable code, one sentence.
 
-Codes: ``unauthorized`` (401), ``not_found`` and ``no_heartbeat`` (404), ``method_not_allowed``
-(405), ``request_timeout`` (408), ``invalid_state`` (409), ``payload_too_large`` (413),
-``invalid_input`` (422), ``quota_exceeded`` and ``rate_limited`` (429, with ``Retry-After``),
-``unavailable`` (503: the database or Redis is away), ``internal`` (500, never expected).
+Codes: ``unauthorized`` (401), ``forbidden`` (403: a platform's workspace not allowed),
+``not_found`` and ``no_heartbeat`` (404), ``method_not_allowed`` (405), ``request_timeout``
+(408), ``invalid_state`` (409), ``payload_too_large`` (413), ``invalid_input`` (422; 400 for a
+signed platform body of the wrong shape), ``quota_exceeded`` and ``rate_limited`` (429, with
+``Retry-After``), ``unavailable`` (503: the database or Redis is away), ``internal`` (500,
+never expected).
 """
 
 from __future__ import annotations

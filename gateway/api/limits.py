@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import Callable
 from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -20,10 +21,17 @@ from gateway.api.errors import error_body
 
 
 class BodyLimit:
-    def __init__(self, app: ASGIApp, max_bytes: int, read_timeout: float = 10.0) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        max_bytes: int,
+        read_timeout: float = 10.0,
+        refused: Callable[[str], None] | None = None,
+    ) -> None:
         self.app = app
         self.max_bytes = max_bytes
         self.read_timeout = read_timeout
+        self.refused = refused  # told the path of every body refused as too large
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "OPTIONS"):
@@ -31,7 +39,7 @@ class BodyLimit:
             return
         declared = _content_length(scope)
         if declared is not None and declared > self.max_bytes:
-            await self._refuse(send)
+            await self._refuse(send, scope)
             return
         chunks: list[bytes] = []
         size = 0
@@ -48,13 +56,15 @@ class BodyLimit:
             chunk = message.get("body", b"")
             size += len(chunk)
             if size > self.max_bytes:
-                await self._refuse(send)
+                await self._refuse(send, scope)
                 return
             chunks.append(chunk)
             more = message.get("more_body", False)
         await self.app(scope, _replay(b"".join(chunks), receive), send)
 
-    async def _refuse(self, send: Send) -> None:
+    async def _refuse(self, send: Send, scope: Scope) -> None:
+        if self.refused is not None:
+            self.refused(str(scope.get("path", "")))
         sentence = f"The request body is larger than {self.max_bytes} bytes; send less."
         await _send_error(send, 413, "payload_too_large", sentence)
 

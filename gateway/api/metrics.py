@@ -16,6 +16,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from core.metrics import clock_offset_gauge
+from gateway.platforms.guard import InboundRejects
 
 METHODS = frozenset(
     {"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "TRACE", "CONNECT"}
@@ -52,6 +53,7 @@ class ApiMetrics:
             ["ok"],
             registry=self.registry,
         )
+        self.inbound_rejects = InboundRejects(self.registry)
 
 
 class MetricsMiddleware:

@@ -74,6 +74,7 @@ def put(session_id: str, body: HeartbeatSpec, ctx: Ctx, who: Who) -> dict[str, A
     """Set (or replace) the heartbeat; ``schedule`` is what follows /heartbeat before the
     prompt, and is read by the same grammar, with the same error sentences."""
     session = _active(ctx, who, session_id)
+    ctx.served.check(session.platform)  # no heartbeat for a route nobody delivers to
     command = _set_command(ctx, body)
     limit = ctx.settings.api_max_heartbeats_per_owner
     if limit and not who.admin and who.owner is not None:

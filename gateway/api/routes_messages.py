@@ -58,6 +58,7 @@ def post_message(
             dispatcher=ctx.dispatcher,
             idempotency_key=idempotency_key,
             message_limits=ctx.message_limits,
+            served=ctx.served,
         )
     except NotFound:
         raise not_found(session_id) from None

@@ -38,6 +38,7 @@ def create_session(body: NewSession, ctx: Ctx, who: Who) -> JSONResponse:
         raise ApiError(
             422, "invalid_input", "Only the admin token may name an owner; leave 'owner' out."
         )
+    ctx.served.check(body.platform)
     owner = body.owner if who.admin else who.owner
     if owner is not None and not who.admin:
         limit = ctx.settings.api_max_sessions_per_owner

@@ -1,22 +1,15 @@
-"""Channels: where turns are delivered."""
+"""Channels: where turns are delivered, one per platform (``registry.py``)."""
 
 from __future__ import annotations
 
 from core.clock import Clock, utcnow
-from core.errors import BadInput
 from core.settings import Settings
-from gateway.channels.console import ConsoleChannel
-from gateway.channels.file import FileChannel
+from gateway.channels.registry import ChannelRegistry
 from workers.ports import Address, Channel
 
-__all__ = ["Address", "Channel", "make_channel"]
+__all__ = ["Address", "Channel", "ChannelRegistry", "make_channel"]
 
 
-def make_channel(settings: Settings, *, clock: Clock = utcnow) -> Channel:
-    """``clock``: the process's shared clock, so a delivery's time compares with the ledger's."""
-    if settings.channel == "console":
-        return ConsoleChannel()
-    if settings.channel == "file":
-        path = settings.channel_file or settings.home / "deliveries.jsonl"
-        return FileChannel(path, clock=clock)
-    raise BadInput(f"Unknown channel {settings.channel!r}: HBGW_CHANNEL is console or file.")
+def make_channel(settings: Settings, *, clock: Clock = utcnow) -> ChannelRegistry:
+    """The deployment's channel: each served platform's own, HBGW_CHANNEL for the rest."""
+    return ChannelRegistry.from_settings(settings, clock=clock)

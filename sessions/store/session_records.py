@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import func, select, text
 from sqlalchemy.orm import Session
 
 from core.clock import iso
@@ -80,6 +80,49 @@ class SessionRecords(Transactions):
         check_session_names(platform=platform, chat=chat, thread=thread, owner=owner)
         with self._transaction() as db:
             row = _new_session(db, platform, chat, thread, owner, now, parent_id=None)
+            return session_view(row)
+
+    def session_at(
+        self,
+        *,
+        platform: str,
+        chat: str,
+        thread: str | None,
+        now: datetime,
+        owner: str | None = None,
+        create: bool = True,
+    ) -> SessionView | None:
+        """The open (not closed) session of this chat and thread, the newest if several; a new
+        one when there is none and ``create`` (else None). A platform's inbound messages find
+        their conversation here. Two first messages of one thread at once make one session:
+        SQLite's writers queue (BEGIN IMMEDIATE); on PostgreSQL a transaction-scoped advisory
+        lock on the address serialises them."""
+        check_session_names(platform=platform, chat=chat, thread=thread, owner=owner)
+        with self._transaction() as db:
+            if db.get_bind().dialect.name == "postgresql":
+                address = f"{platform}\x1f{chat}\x1f{thread or ''}"
+                db.execute(
+                    text("SELECT pg_advisory_xact_lock(hashtextextended(:a, 0))"), {"a": address}
+                )
+            query = (
+                select(SessionRow)
+                .where(
+                    SessionRow.platform == platform,
+                    SessionRow.chat == chat,
+                    SessionRow.thread.is_(None) if thread is None else SessionRow.thread == thread,
+                    SessionRow.status != SessionStatus.CLOSED,
+                    # Sessions of another owner at the same address are not this one's; the
+                    # owner's index (owner, status) narrows the read until an address index.
+                    SessionRow.owner.is_(None) if owner is None else SessionRow.owner == owner,
+                )
+                .order_by(SessionRow.created_at.desc(), SessionRow.id.desc())
+                .limit(1)
+            )
+            row = db.scalars(query).first()
+            if row is None:
+                if not create:
+                    return None
+                row = _new_session(db, platform, chat, thread, owner, now, parent_id=None)
             return session_view(row)
 
     def get_session(self, session_id: str) -> SessionView:

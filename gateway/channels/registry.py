@@ -1,0 +1,76 @@
+"""The channel of a deployment: one per served platform, chosen by the session's platform.
+
+A turn's ``Address`` names its platform; the registry hands the send to that platform's
+channel and to no other. Platforms with a client of their own (Slack) use it once their
+settings are present; every other served platform is delivered by HBGW_CHANNEL (console or
+file), which records what a platform would have received. A platform that is not served is
+refused: ``send`` raises ``PermanentDelivery`` (its reason ``not_served``), with the sentence
+of ``PlatformNotEnabled``; nothing falls back to another route.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from core.clock import Clock, utcnow
+from core.errors import PermanentDelivery, PlatformNotEnabled
+from core.settings import Settings
+from gateway.channels.local import make_local_channel
+from gateway.platforms.served import Served
+from gateway.platforms.slack.channel import SlackChannel
+from workers.ports import Address, Channel
+
+
+class ChannelRegistry:
+    name = "platforms"
+
+    def __init__(self, served: Served, own: Mapping[str, Channel], local: Channel) -> None:
+        self.served = served
+        self.own = dict(own)
+        self.local = local
+
+    @classmethod
+    def from_settings(cls, settings: Settings, *, clock: Clock = utcnow) -> ChannelRegistry:
+        served = Served.from_settings(settings)
+        own: dict[str, Channel] = {}
+        if served.has_own_client("slack") and served.serves("slack"):
+            own["slack"] = SlackChannel.from_settings(settings)
+        return cls(served, own, make_local_channel(settings, clock=clock))
+
+    def channel_for(self, platform: str) -> Channel:
+        """The one channel that delivers ``platform``; ``PlatformNotEnabled`` if none does."""
+        self.served.check(platform)
+        return self.own.get(platform, self.local)
+
+    def send(
+        self,
+        address: Address,
+        text: str,
+        *,
+        session_id: str,
+        kind: str,
+        delivery_key: str,
+        possible_repeat: bool = False,
+        ref: str | None = None,
+    ) -> None:
+        try:
+            channel = self.channel_for(address.platform)
+        except PlatformNotEnabled as exc:
+            raise PermanentDelivery(
+                str(exc), platform=address.platform, reason="not_served"
+            ) from exc
+        channel.send(
+            address,
+            text,
+            session_id=session_id,
+            kind=kind,
+            delivery_key=delivery_key,
+            possible_repeat=possible_repeat,
+            ref=ref,
+        )
+
+    def typing(self, address: Address, *, session_id: str) -> None:
+        self.channel_for(address.platform).typing(address, session_id=session_id)
+
+    def progress(self, address: Address, text: str, *, session_id: str) -> None:
+        self.channel_for(address.platform).progress(address, text, session_id=session_id)

@@ -1,0 +1,93 @@
+"""What every platform's inbound side shares: why a request was refused (a metric with closed
+labels), and whether a verified event was seen before (its retries are dropped).
+
+Nothing here runs before a request is verified except counting its refusal: an unauthenticated
+request costs one counter increment of a series that already exists, never a key or a row.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from enum import StrEnum
+
+from prometheus_client import CollectorRegistry, Counter
+
+from state.connection import TRANSIENT_REDIS_ERRORS
+from state.runtime import Runtime
+
+log = logging.getLogger("hbgw.platforms")
+
+# Every platform an inbound route may count for; a closed set, so no request mints a series.
+PLATFORMS = ("slack", "telegram", "discord", "webhook")
+# How long a platform's event id is remembered: Slack retries three times within the hour.
+SEEN_FOR_SECONDS = 3600
+
+
+class Reject(StrEnum):
+    SIGNATURE = "signature"  # missing, malformed or wrong signature
+    REPLAY = "replay"  # signed, but its timestamp is outside the replay window
+    TOO_LARGE = "too_large"  # the body passed HBGW_API_MAX_BODY_BYTES
+    TEAM = "team"  # signed by the app, from a workspace not in the allowlist
+    MALFORMED = "malformed"  # signed, but not the shape the platform sends
+
+
+class InboundRejects:
+    """``hbgw_platform_inbound_rejects_total{platform, reason}`` on the API's registry."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.counter = Counter(
+            "hbgw_platform_inbound_rejects",
+            "Inbound platform requests refused before anything was stored, by platform and reason.",
+            ["platform", "reason"],
+            registry=registry,
+        )
+        for platform in PLATFORMS:  # every series exists from the start, at 0
+            for reason in Reject:
+                self.counter.labels(platform, reason.value)
+
+    def count(self, platform: str, reason: Reject) -> None:
+        if platform in PLATFORMS:
+            self.counter.labels(platform, reason.value).inc()
+
+    def count_path(self, path: str, reason: Reject) -> None:
+        """A refusal made before routing (the body limit): the platform is the path's."""
+        parts = path.split("/")
+        if len(parts) > 2 and parts[1] == "platforms":
+            self.count(parts[2], reason)
+
+
+class SeenEvents:
+    """A verified event's id, remembered in Redis (SET NX EX) so its retries are dropped.
+
+    Without Redis (or when it fails) every delivery is taken: a user message is still stored
+    once (its idempotency key is the platform's message id), and a repeated /heartbeat command
+    answers the same again."""
+
+    def __init__(self, rt: Runtime | None, platform: str) -> None:
+        self.rt = rt
+        self.platform = platform
+
+    def first(self, event_id: str) -> bool:
+        """True the first time ``event_id`` is seen (and when Redis cannot tell)."""
+        if self.rt is None:
+            return True
+        key = self.rt.keys.inbound_event(self.platform, event_id)
+        try:
+            return bool(self.rt.client.set(key, "1", nx=True, ex=SEEN_FOR_SECONDS))
+        except TRANSIENT_REDIS_ERRORS as exc:
+            log.warning(
+                "event %s taken without de-duplication; Redis did not answer: %s",
+                event_id,
+                exc,
+                extra={"action": "inbound.dedupe_failed", "platform": self.platform},
+            )
+            return True
+
+    def forget(self, event_id: str) -> None:
+        """The event was not taken (a failure): its retry must be."""
+        if self.rt is None:
+            return
+        # When Redis fails here the id expires; the retry after that is taken.
+        with contextlib.suppress(*TRANSIENT_REDIS_ERRORS):
+            self.rt.client.delete(self.rt.keys.inbound_event(self.platform, event_id))

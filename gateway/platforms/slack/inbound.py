@@ -1,0 +1,131 @@
+"""What a verified Slack request does: an event's message reaches its session (a turn, or a
+/heartbeat command answered in the thread), a slash command is answered in its response.
+
+Everything here runs after the signature, the replay window and the workspace allowlist have
+passed (``routes.py``), on the API's own store, Runtime and clock — the same path as
+``POST /v1/sessions/{id}/messages`` (``gateway.inbound.receive``).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from core.errors import BadInput, DeliveryFailed
+from gateway.api.context import ApiContext
+from gateway.inbound import Answered, receive
+from gateway.platforms.slack.channel import SlackChannel
+from gateway.platforms.slack.events import (
+    PLATFORM,
+    SlashCommand,
+    as_command,
+    command_usage,
+    read_message,
+    session_thread,
+)
+from workers.ports import Address
+
+log = logging.getLogger("hbgw.slack")
+
+
+@dataclass(frozen=True)
+class Answer:
+    """A sentence to post into a conversation after Slack has had its 200."""
+
+    session_id: str
+    address: Address
+    text: str
+    key: str
+
+
+def take_event(ctx: ApiContext, payload: dict[str, Any]) -> Answer | None:
+    """Store the event's user message, or apply its /heartbeat command; the sentence to post
+    back for a command (or a refused message), None when there is nothing to say."""
+    message = read_message(payload)
+    if message is None:
+        return None
+    thread, may_start = session_thread(message)
+    session = ctx.store.session_at(
+        platform=PLATFORM,
+        chat=message.channel,
+        thread=thread,
+        now=ctx.clock(),
+        owner=message.owner,
+        create=may_start,
+    )
+    if session is None:
+        return None  # a thread the app was never asked into
+    text = as_command(message.text, addressed=message.direct or message.mentions_app)
+    address = Address(PLATFORM, session.chat, session.thread)
+    key = message.idempotency_key
+    try:
+        result = receive(
+            ctx.store,
+            session.id,
+            text,
+            ctx.clock(),
+            ctx.limits,
+            rt=ctx.rt,
+            dispatcher=ctx.dispatcher,
+            idempotency_key=key,
+            message_limits=ctx.message_limits,
+            served=ctx.served,
+        )
+    except BadInput as exc:
+        # A command's error is its answer; a refused message is told why, in its thread.
+        return Answer(session.id, address, str(exc), f"{key}:answer")
+    if isinstance(result, Answered):
+        ctx.metrics.commands.labels("true").inc()
+        return Answer(result.session_id, address, result.text, f"{key}:answer")
+    if not result.duplicate:
+        ctx.metrics.messages.inc()
+    return None
+
+
+def take_command(ctx: ApiContext, command: SlashCommand, name: str) -> str:
+    """The reply sentence of ``/hbgw heartbeat …`` (or ``hb``), for the channel's session."""
+    text = as_command(command.text, addressed=True)
+    if not text.startswith(("/heartbeat", "/hb")):
+        return command_usage(name)
+    session = ctx.store.session_at(
+        platform=PLATFORM, chat=command.channel, thread=None, now=ctx.clock(), owner=command.owner
+    )
+    assert session is not None  # create=True
+    try:
+        result = receive(
+            ctx.store,
+            session.id,
+            text,
+            ctx.clock(),
+            ctx.limits,
+            rt=ctx.rt,
+            dispatcher=ctx.dispatcher,
+            message_limits=ctx.message_limits,
+            served=ctx.served,
+        )
+    except BadInput as exc:
+        ctx.metrics.commands.labels("false").inc()
+        return str(exc)
+    assert isinstance(result, Answered)  # the text is a /heartbeat command
+    ctx.metrics.commands.labels("true").inc()
+    return result.text
+
+
+def post_answer(channel: SlackChannel, answer: Answer) -> None:
+    """Post a command's answer into its conversation; a failure is logged (the command has
+    been applied: asking ``/heartbeat status`` again shows its state)."""
+    try:
+        channel.send(
+            answer.address,
+            answer.text,
+            session_id=answer.session_id,
+            kind="notice",
+            delivery_key=answer.key,
+        )
+    except DeliveryFailed as exc:
+        log.warning(
+            "the answer to a Slack command was not posted: %s",
+            exc,
+            extra={"action": "slack.answer_failed", "session": answer.session_id},
+        )
