@@ -20,7 +20,7 @@ BATCH_BUCKETS = (0, 1, 2, 5, 10, 25, 50, 100, 250, 500, 1000)
 # The closed label values of ``hbgw_deliveries_total``: a channel not named here counts as
 # ``other`` (a platform adds its name when it comes); the outcomes are the delivery record's
 # final states (``sessions.states.DELIVERY_OUTCOMES``).
-DELIVERY_CHANNELS = ("console", "file", "other")
+DELIVERY_CHANNELS = ("console", "file", "platforms", "other")
 DELIVERY_OUTCOMES = ("sent", "failed", "suppressed", "unknown")
 
 

@@ -18,16 +18,17 @@ from core.settings import Settings
 from gateway.channels.local import make_local_channel
 from gateway.platforms.served import Served
 from gateway.platforms.slack.channel import SlackChannel
-from workers.ports import Address, Channel
+from workers.ports import Address, Channel, Receipt
 
 
 class ChannelRegistry:
-    name = "platforms"
-
     def __init__(self, served: Served, own: Mapping[str, Channel], local: Channel) -> None:
         self.served = served
         self.own = dict(own)
         self.local = local
+        # The name delivery records and metrics show: the local channel's while it is the only
+        # one (console, file), "platforms" once a platform client delivers too.
+        self.name = "platforms" if self.own else local.name
 
     @classmethod
     def from_settings(cls, settings: Settings, *, clock: Clock = utcnow) -> ChannelRegistry:
@@ -52,14 +53,14 @@ class ChannelRegistry:
         delivery_key: str,
         possible_repeat: bool = False,
         ref: str | None = None,
-    ) -> None:
+    ) -> Receipt | None:
         try:
             channel = self.channel_for(address.platform)
         except PlatformNotEnabled as exc:
             raise PermanentDelivery(
                 str(exc), platform=address.platform, reason="not_served"
             ) from exc
-        channel.send(
+        return channel.send(
             address,
             text,
             session_id=session_id,

@@ -32,7 +32,7 @@ from slack_sdk.http_retry.state import RetryState
 from core.errors import DeliveryFailed, PermanentDelivery, TransientDelivery
 from core.settings import Settings
 from gateway.platforms.split import split_text
-from workers.ports import Address
+from workers.ports import Address, Receipt
 
 PLATFORM = "slack"
 SPLIT_AT = 3900
@@ -147,10 +147,16 @@ class SlackChannel:
         delivery_key: str,
         possible_repeat: bool = False,
         ref: str | None = None,
-    ) -> None:
-        """Post ``text`` (in parts when long) into the address's channel and thread."""
+    ) -> Receipt:
+        """Post ``text`` (in parts when long) into the address's channel and thread; the
+        receipt names the first part's ``ts``, the message a reader sees the reply start at."""
+        first: str | None = None
         for part in split_text(text, SPLIT_AT):
-            self.post(address.chat, part, address.thread)
+            answer = self.post(address.chat, part, address.thread)
+            if first is None:
+                ts = answer.get("ts")
+                first = str(ts) if ts is not None else None
+        return Receipt(message_id=first)
 
     def post(self, channel: str, text: str, thread_ts: str | None) -> dict[str, Any]:
         """One ``chat.postMessage``; its answer, or a typed ``DeliveryFailed``."""
