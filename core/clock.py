@@ -6,6 +6,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 Clock = Callable[[], datetime]
@@ -43,6 +44,23 @@ ReferenceTime = Callable[[], float]  # seconds since the epoch on the shared clo
 OffsetReport = Callable[[float], None]  # called with each new offset, seconds
 
 
+# Reads of the shared clock per sample at most; the one with the shortest round trip is kept.
+READS = 3
+# A round trip this short is as good as it gets: no further read in that sample.
+GOOD_TRIP = 0.005
+# How fast a kept reading's error bound grows, seconds per second: two hosts' monotonic clocks
+# drift apart by parts per million; this is a hundred times that.
+DRIFT = 1e-4
+
+
+@dataclass(frozen=True)
+class _Reading:
+    trip: float  # monotonic seconds from the request to the answer
+    mono: float  # monotonic midpoint of the trip
+    wall: float  # local wall-clock midpoint of the trip
+    shared: float  # the shared clock's answer
+
+
 class OffsetClock:
     """The shared clock, read cheaply: ``reference()`` sampled now and then, served in between.
 
@@ -52,6 +70,9 @@ class OffsetClock:
     one clock (``TIME`` of the shared Redis, ``state/shared_clock.py``). A sample is corrected
     for the round trip: the reference time is taken as the midpoint of the request. Between
     samples, the time served is the last sample plus the local *monotonic* time elapsed since,
+    and a sample takes up to ``READS`` reads and keeps the one with the shortest trip; a looser
+    sample replaces the base only once the base's error bound (half its trip, grown by ``DRIFT``
+    a second) has become larger, so a busy host does not trade a good reading for a bad one;
     so a jump of the local wall clock changes nothing until the next sample re-measures it.
     A sample that fails keeps the last one (before any has succeeded: the local wall clock),
     and is tried again one ``every`` later, not at every read.
@@ -77,6 +98,8 @@ class OffsetClock:
         # (monotonic, shared seconds) at the last good sample; None: serve the wall clock.
         self._base: tuple[float, float] | None = None
         self._next_sample = float("-inf")  # monotonic time of the next attempt
+        self._error = 0.0  # seconds: the base's error bound when it was read
+        self._error_at = 0.0  # monotonic time of that reading
         self.offset: float | None = None  # shared - local wall clock, seconds, at the last sample
 
     def __call__(self) -> datetime:
@@ -96,24 +119,52 @@ class OffsetClock:
         return base[1] + (self._monotonic() - base[0])
 
     def _sample(self) -> None:
-        wall_sent, mono_sent = self._wall(), self._monotonic()
-        try:
-            shared = self._reference()
-        except Exception as exc:
-            self._next_sample = mono_sent + self._every
-            log.warning(
-                "clock: cannot read the shared clock (%s); keeping the last offset (%s s)",
-                exc,
-                "none yet" if self.offset is None else f"{self.offset:+.3f}",
-                extra={"action": "clock.sample_failed"},
-            )
-            return
-        wall_received, mono_received = self._wall(), self._monotonic()
-        self._base = ((mono_sent + mono_received) / 2, shared)
-        self._next_sample = mono_received + self._every
-        self.offset = shared - (wall_sent + wall_received) / 2
+        best: _Reading | None = None
+        for _ in range(READS):
+            try:
+                reading = self._read()
+            except Exception as exc:
+                if best is None:
+                    self._next_sample = self._monotonic() + self._every
+                    log.warning(
+                        "clock: cannot read the shared clock (%s); keeping the last offset (%s s)",
+                        exc,
+                        "none yet" if self.offset is None else f"{self.offset:+.3f}",
+                        extra={"action": "clock.sample_failed"},
+                    )
+                    return
+                break
+            if best is None or reading.trip < best.trip:
+                best = reading
+            if best.trip <= GOOD_TRIP:
+                break
+        assert best is not None
+        self._next_sample = self._monotonic() + self._every
+        # Half the round trip bounds a reading's error. A busy host stretches some trips (the
+        # reader descheduled between send and answer, asymmetrically): such a reading does not
+        # replace an earlier, tighter one until that one has aged past it.
+        error = best.trip / 2
+        if self._base is None or error <= self._error_now():
+            self._base, self._error, self._error_at = (best.mono, best.shared), error, best.mono
+        # The local wall clock's offset, from this reading: what the skew warning needs.
+        self.offset = best.shared - best.wall
         if self._on_offset is not None:
             self._on_offset(self.offset)
+
+    def _read(self) -> _Reading:
+        wall_sent, mono_sent = self._wall(), self._monotonic()
+        shared = self._reference()
+        wall_received, mono_received = self._wall(), self._monotonic()
+        return _Reading(
+            trip=mono_received - mono_sent,
+            mono=(mono_sent + mono_received) / 2,
+            wall=(wall_sent + wall_received) / 2,
+            shared=shared,
+        )
+
+    def _error_now(self) -> float:
+        """The kept base's error bound now: its reading's, grown by the drift since."""
+        return self._error + DRIFT * max(0.0, self._monotonic() - self._error_at)
 
 
 class SkewWarning:

@@ -122,7 +122,12 @@ def _check_worker(samples: Samples) -> None:
     assert value(samples, "hbgw_deliveries_total", channel="file", outcome="sent") == 4
     # Closed label values, every series there from the start.
     deliveries = with_name(samples, "hbgw_deliveries_total")
-    assert {dict(labels)["channel"] for labels in deliveries} == {"console", "file", "platforms", "other"}
+    assert {dict(labels)["channel"] for labels in deliveries} == {
+        "console",
+        "file",
+        "platforms",
+        "other",
+    }
     assert {dict(labels)["outcome"] for labels in deliveries} == set(DELIVERY_OUTCOMES)
     refunded = value(samples, "hbgw_fires_total", outcome="refunded") or 0
     # A refund counts its outcome first, then its reason: a scrape may fall between the two.

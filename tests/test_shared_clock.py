@@ -178,3 +178,57 @@ def test_the_api_dates_by_redis_time_and_shows_the_offset(gateway: Gateway) -> N
         assert "hbgw_clock_offset_seconds " in page
     finally:
         ctx.close()
+
+
+class Lopsided(Times):
+    """A busy host: each reference read spends ``out`` seconds before Redis answers and
+    ``back`` after (the reader descheduled on one side), as the list says, read by read."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.trips: list[tuple[float, float]] = []
+
+    def reference(self) -> float:
+        self.reads += 1
+        out, back = self.trips.pop(0) if self.trips else (0.0, 0.0)
+        self.advance(out)
+        value = self.real
+        self.advance(back)
+        return value
+
+
+def test_a_lopsided_slow_reading_does_not_move_a_good_clock() -> None:
+    """A sample whose answer is held up on one side puts the midpoint off by half the delay.
+    A chaos long run on a loaded machine reported a send 0.33 s after a newer grant and an
+    overlap of the same size, judged across two processes' clocks (the likely cause: the
+    locks themselves show no way to it); a loaded host no longer loses its good reading."""
+    t = Lopsided()
+    clock = t.clock(every=10)
+    assert clock.seconds() == pytest.approx(t.real)  # a tight first sample
+    t.advance(10)
+    t.trips = [(0.6, 0.0)] * 3  # every read of the next sample is slow, all on the way out
+    assert clock.seconds() == pytest.approx(t.real, abs=0.01)  # midpoint alone: 0.3 s off
+    assert t.reads == 4
+
+
+def test_the_tightest_of_a_samples_reads_is_kept() -> None:
+    t = Lopsided()
+    t.trips = [(0.5, 0.0), (0.0, 0.0)]  # a slow read, then a quick one
+    clock = t.clock(every=10)
+    assert clock.seconds() == pytest.approx(t.real, abs=1e-9)
+    assert t.reads == 2  # the quick read was good enough: no third
+
+
+def test_an_old_reading_gives_way_to_a_looser_new_one_once_it_has_aged() -> None:
+    """A kept reading's error grows with its age (DRIFT per second): a looser reading wins
+    after long enough, so a host whose monotonic clock drifts is re-measured."""
+    t = Lopsided()
+    clock = t.clock(every=10)
+    clock.seconds()
+    t.advance(10)
+    t.trips = [(0.02, 0.0)] * 3  # 10 ms of error: more than 10 s of drift (1 ms)
+    clock.seconds()
+    t.advance(1000)  # 100 ms of drift since the first reading: now the looser one is better
+    t.trips = [(0.02, 0.0)] * 3
+    assert clock.seconds() == pytest.approx(t.real, abs=0.011)
+    assert clock._error == pytest.approx(0.01)
