@@ -72,8 +72,8 @@ class OffsetClock:
     samples, the time served is the last sample plus the local *monotonic* time elapsed since,
     and a sample takes up to ``READS`` reads and keeps the one with the shortest trip; a looser
     sample replaces the base only once the base's error bound (half its trip, grown by ``DRIFT``
-    a second) has become larger, so a busy host does not trade a good reading for a bad one;
-    so a jump of the local wall clock changes nothing until the next sample re-measures it.
+    a second) has become larger, so a busy host does not trade a good reading for a bad one.
+    A jump of the local wall clock changes nothing until the next sample re-measures it.
     A sample that fails keeps the last one (before any has succeeded: the local wall clock),
     and is tried again one ``every`` later, not at every read.
     """
