@@ -16,6 +16,7 @@ from support.harness import Gateway, gateway_settings, wait_until
 from support.http_server import serving
 from support.metrics_reading import Samples, free_port, free_port_run, scrape, value, with_name
 
+from core.metrics import DELIVERY_CHANNELS
 from gateway.api.app import create_app
 from hbgw.procs import spawn_hbgw, stop_all
 from hbgw.up import local_stack
@@ -122,12 +123,7 @@ def _check_worker(samples: Samples) -> None:
     assert value(samples, "hbgw_deliveries_total", channel="file", outcome="sent") == 4
     # Closed label values, every series there from the start.
     deliveries = with_name(samples, "hbgw_deliveries_total")
-    assert {dict(labels)["channel"] for labels in deliveries} == {
-        "console",
-        "file",
-        "platforms",
-        "other",
-    }
+    assert {dict(labels)["channel"] for labels in deliveries} == set(DELIVERY_CHANNELS)
     assert {dict(labels)["outcome"] for labels in deliveries} == set(DELIVERY_OUTCOMES)
     refunded = value(samples, "hbgw_fires_total", outcome="refunded") or 0
     # A refund counts its outcome first, then its reason: a scrape may fall between the two.
