@@ -14,11 +14,12 @@ highest hash of (beat, shard)) moves the fewest shards on a membership change, b
 lumpy — 16 shards over four beats came out 4/5/2/5, and the busiest beat bounds a round. So each
 beat keeps its rendezvous preferences but has a capacity: every (beat, shard) pair is taken in
 order of that hash, highest first, and a shard goes to the first beat of its pairs that still
-has room (the first ``S % n`` beats to reach ``S // n + 1`` take the remainder). That is the
-stable matching of shards to beats by the hash: no beat and shard both prefer each other to
-what they hold, and a change of membership moves the new or departed beat's shards plus a few
-that the shifted capacities push on (tests bound it at twice that beat's share plus one per
-beat; plain rendezvous moved only the share, and could leave a beat twice the load of another).
+has room (the first ``S % n`` beats to reach ``S // n + 1`` take the remainder). Given those
+capacities that is a stable matching of shards to beats by the hash (no beat and shard both
+prefer each other to what they hold), and a change of membership moves the new or departed
+beat's shards plus a few that the shifted capacities push on (tests bound it at twice that
+beat's share plus one per beat; plain rendezvous moved only the share, but left one beat 2.5×
+the shards of another).
 
 Two beats may briefly disagree about a shard while membership changes (each reads the set on
 its own tick). Both then claim it, and the atomic claim hands each due member to one of them:
