@@ -147,7 +147,18 @@ class BeatCore:
         dead beat's shards are taken over one ``HBGW_BEAT_TTL`` after its last tick.
         """
         beats = self.beats.refresh_and_list(self.name, now_ms)
-        self.own_shards = shards_of(self.name, beats, self.rt.index.shards)
+        owned = shards_of(self.name, beats, self.rt.index.shards)
+        if owned != self.own_shards:
+            log.info(
+                "beat: %s owns %d of %d shards among %d live beats: %s",
+                self.name,
+                len(owned),
+                self.rt.index.shards,
+                len(beats),
+                owned,
+                extra={"action": "beat.shards"},
+            )
+        self.own_shards = owned
         metrics = gateway_metrics()
         metrics.live_beats.set(len(beats))
         metrics.owned_shards.set(len(self.own_shards))

@@ -1,18 +1,35 @@
-"""Which beat replica claims which due-index shard: rendezvous hashing over the live beats.
+"""Which beat replica claims which due-index shard: a balanced rendezvous assignment.
 
 Beats claim atomically (``claim_due.lua``), so any number may run, but replicas that all claim
 every shard only contend for the same keys. Instead, every beat refreshes its entry in a Redis
-sorted set on each tick, and a shard belongs to the live beat with the highest hash of
-(beat, shard): each beat claims and sweeps only its own shards, adding a beat moves only the
-shards it wins, and a beat that stops refreshing for ``ttl_ms`` loses its shards to the others.
+sorted set on each tick, and computes from the live list who owns each shard: each beat claims
+and sweeps only its own shards, and a beat that stops refreshing for ``ttl_ms`` loses its shards
+to the others.
+
+The assignment (``assign_shards``) is a pure function of the set of live names and the shard
+count, so every replica computes the same one with no coordination. It is balanced: with ``n``
+live beats and ``S`` shards each beat owns ``S // n`` or ``S // n + 1`` (fewer shards than
+beats: some own one, the others none). Plain rendezvous hashing (a shard to the beat with the
+highest hash of (beat, shard)) moves the fewest shards on a membership change, but its split is
+lumpy — 16 shards over four beats came out 4/5/2/5, and the busiest beat bounds a round. So each
+beat keeps its rendezvous preferences but has a capacity: every (beat, shard) pair is taken in
+order of that hash, highest first, and a shard goes to the first beat of its pairs that still
+has room (the first ``S % n`` beats to reach ``S // n + 1`` take the remainder). Given those
+capacities that is a stable matching of shards to beats by the hash (no beat and shard both
+prefer each other to what they hold), and a change of membership moves the new or departed
+beat's shards plus a few that the shifted capacities push on (tests bound it at twice that
+beat's share plus one per beat; plain rendezvous moved only the share, but left one beat 2.5×
+the shards of another).
 
 Two beats may briefly disagree about a shard while membership changes (each reads the set on
 its own tick). Both then claim it, and the atomic claim hands each due member to one of them:
-disagreement costs contention, never a duplicate fire.
+disagreement costs contention, never a duplicate fire — whichever assignment a beat computes.
 """
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import os
 import secrets
 import socket
@@ -21,9 +38,15 @@ from collections.abc import Sequence
 import redis
 
 from state.keys import Keys
-from state.ownership import rendezvous_owner
 
-__all__ = ["BeatRegistry", "beat_name", "shard_owner", "shards_of"]
+__all__ = [
+    "BeatRegistry",
+    "assign_shards",
+    "beat_name",
+    "shard_balance",
+    "shard_owner",
+    "shards_of",
+]
 
 
 def beat_name() -> str:
@@ -31,19 +54,66 @@ def beat_name() -> str:
     return f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}"
 
 
-def _shard_token(shard: int) -> str:
-    return f"due:{shard}"
+def _score(beat: str, shard: int) -> bytes:
+    """The rendezvous hash of (beat, shard): the same digest ``state/ownership.py`` uses."""
+    return hashlib.blake2b(f"{beat}\x00due:{shard}".encode(), digest_size=8).digest()
 
 
-def shard_owner(shard: int, beats: Sequence[str]) -> str | None:
+def assign_shards(beats: Sequence[str], shards: int) -> tuple[str, ...]:
+    """The owner of each shard of ``range(shards)`` among the live ``beats`` (empty when none).
+
+    Depends only on the set of names, not on their order or repeats: every replica that reads
+    the same live list computes the same owners. Membership changes rarely and beat asks every
+    tick, so the answer is cached per (names, shards).
+    """
+    if shards < 1:
+        raise ValueError(f"shards must be >= 1, got {shards}")
+    return _assign(tuple(sorted(set(beats))), shards)
+
+
+@functools.lru_cache(maxsize=32)
+def _assign(beats: tuple[str, ...], shards: int) -> tuple[str, ...]:
+    if not beats:
+        return ()
+    base, extra = divmod(shards, len(beats))
+    pairs = sorted(((_score(b, s), b, s) for b in beats for s in range(shards)), reverse=True)
+    owner: dict[int, str] = {}
+    held = dict.fromkeys(beats, 0)
+    at_most = base + 1 if extra else base  # until ``extra`` beats hold base + 1
+    for _, beat, shard in pairs:
+        if shard in owner or held[beat] >= at_most:
+            continue
+        owner[shard] = beat
+        held[beat] += 1
+        if held[beat] == base + 1:
+            extra -= 1
+            if extra == 0:
+                at_most = base  # the remainder is handed out: the rest stop at base
+        if len(owner) == shards:
+            break
+    return tuple(owner[s] for s in range(shards))
+
+
+def shard_owner(shard: int, beats: Sequence[str], shards: int) -> str | None:
     """The beat that claims ``shard`` among ``beats`` (None when there is none)."""
-    return rendezvous_owner(_shard_token(shard), list(beats))
+    owners = assign_shards(beats, shards)
+    return owners[shard] if owners else None
 
 
 def shards_of(beat: str, beats: Sequence[str], shards: int) -> list[int]:
     """The shards out of ``range(shards)`` that ``beat`` owns among ``beats``."""
-    live = list(beats)
-    return [s for s in range(shards) if rendezvous_owner(_shard_token(s), live) == beat]
+    return [s for s, owner in enumerate(assign_shards(beats, shards)) if owner == beat]
+
+
+def shard_balance(owned: Sequence[int]) -> float:
+    """Fewest shards a beat owns over the most (1.0: even); with more beats than shards, the
+    beats that must own none are left out, so an assignment as even as possible scores 1.0."""
+    counts = sorted(owned, reverse=True)
+    total = sum(counts)
+    if not counts or total == 0:
+        return 1.0
+    counted = counts[: min(len(counts), total)]
+    return round(counted[-1] / counted[0], 3)
 
 
 class BeatRegistry:

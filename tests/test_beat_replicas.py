@@ -1,4 +1,4 @@
-"""Beat replicas split the due-index shards: rendezvous ownership over a registry of live beats.
+"""Beat replicas split the due-index shards: a balanced assignment over a registry of live beats.
 
 Each beat claims and sweeps only the shards it owns; a stale beat's shards are taken over; two
 beats on one Redis claim disjoint shards and, together, every due heartbeat exactly once —
@@ -20,7 +20,6 @@ from beat.core import DRAIN_REASK_MS, BeatCore
 from core.clock import utcnow
 from core.metrics import gateway_metrics
 from core.settings import Settings
-from state.beat_registry import shard_owner, shards_of
 from state.dispatch import DRAIN_TASK
 from state.keys import shard_of
 
@@ -57,25 +56,32 @@ def in_shards(shards: list[int], shard_count: int) -> set[str]:
     return {sid for sid in SESSIONS if shard_of(sid, shard_count) in shards}
 
 
-def test_every_shard_has_exactly_one_owner_among_the_live_beats() -> None:
-    for beats in (["solo"], ["a", "b"], [f"beat-{i}" for i in range(5)]):
-        owned = {beat: shards_of(beat, beats, 64) for beat in beats}
-        assert sorted(s for shards in owned.values() for s in shards) == list(range(64))
-        assert all(s in owned[str(shard_owner(s, beats))] for s in range(64))
-        assert all(owned.values()), "64 shards over a few beats leave none of them idle"
-    assert shards_of("a", [], 8) == []
-    assert shard_owner(0, []) is None
+def test_three_beats_split_the_shards_evenly_and_two_take_over_when_one_leaves(
+    gateway: Gateway, frozen: datetime
+) -> None:
+    gw, shard_count = gateway, gateway.settings.due_shards
+    beats = [BeatCore(gw.rt, gw.dispatcher, name=f"beat-{c}") for c in "abc"]
+    now_ms = gw.rt.now_ms()
+    for beat in [*beats, *beats]:  # twice: each has seen all three
+        beat.refresh_shards(now_ms)
+    owned = [len(beat.own_shards) for beat in beats]
+    assert max(owned) - min(owned) <= 1 and sum(owned) == shard_count
+    assert sorted(s for beat in beats for s in beat.own_shards) == list(range(shard_count))
 
-
-def test_adding_or_removing_a_beat_moves_only_that_beats_shards() -> None:
-    before = ["b0", "b1", "b2"]
-    joined = [*before, "b3"]
-    moved = [s for s in range(256) if shard_owner(s, before) != shard_owner(s, joined)]
-    assert moved == shards_of("b3", joined, 256)
-    assert 0 < len(moved) < 256
-    left = ["b0", "b2"]
-    moved = [s for s in range(256) if shard_owner(s, before) != shard_owner(s, left)]
-    assert moved == shards_of("b1", before, 256)
+    gone, *rest = beats
+    gone.leave()
+    for beat in rest:
+        beat.refresh_shards(now_ms)
+    assert sorted(s for beat in rest for s in beat.own_shards) == list(range(shard_count))
+    assert abs(len(rest[0].own_shards) - len(rest[1].own_shards)) <= 1
+    all_due(gw)
+    queue = gw.rt.keys.worker_queue(WORKER)
+    fired = []
+    for beat in rest:
+        beat.tick()
+        fired.append({sid for sid, _ in take_fires(gw.app, queue)})
+        assert fired[-1] == in_shards(beat.own_shards, shard_count)
+    assert fired[0] | fired[1] == set(SESSIONS)  # the departed beat's shards included
 
 
 def test_two_beats_claim_disjoint_shards_and_everything_exactly_once(

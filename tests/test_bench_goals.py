@@ -42,3 +42,30 @@ def test_goals_come_from_the_newest_result_of_each_benchmark(tmp_path: Path) -> 
     table = markdown(list(found.values()))
     assert "| ≤ 200 bytes of Redis per scheduled idle session | 250 B" in table
     assert "**not met**" in table
+
+
+def test_replica_goals_compare_claims_per_beat_cpu_second_and_the_shard_balance(
+    tmp_path: Path,
+) -> None:
+    def beats(total: float, per_cpu: float, split: list[int]) -> dict[str, Any]:
+        balance = min(split) / max(split)
+        return {
+            "fires_per_s": median(total),
+            "fires_per_beat_cpu_s": median(per_cpu),
+            "shards_per_beat": split,
+            "shard_balance": balance,
+        }
+
+    by = {
+        "1": beats(100_000.0, 150_000.0, [16]),
+        "2": beats(150_000.0, 300_000.0, [8, 8]),
+        "4": beats(160_000.0, 480_000.0, [4, 4, 4, 4]),
+    }
+    doc = {"by_replicas": by, "cpu_count": 2, "shard_balance": 1.0, "due_shards": 16}
+    write(tmp_path, "replicas", "20260102T000000Z", doc)
+    found = {row.goal: row for row in rows(tmp_path)}
+    cpu = found["4 beats ≥ 3× one in claimed fires per beat CPU-second"]
+    assert cpu.met is True and cpu.measured.startswith("3.20× (480,000 vs 150,000")
+    assert "total 160,000/s vs 100,000/s on 2 cores" in cpu.measured
+    balance = found["shard balance ≥ 0.8 (fewest shards per beat / most)"]
+    assert balance.met is True and "1 beats 16; 2 beats 8/8; 4 beats 4/4/4/4" in balance.measured
