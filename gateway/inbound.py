@@ -24,6 +24,7 @@ from sessions.heartbeat_commands import handle_slash
 from sessions.states import MessageState, SessionStatus
 from sessions.store import Store
 from sessions.validation import MessageLimits, check_message, check_storable
+from sessions.views import SessionView
 from state.dispatch import Dispatcher
 from state.runtime import Runtime
 
@@ -79,31 +80,43 @@ def receive(
         raise InvalidState(f"Session {session.id} is {session.status}; it takes no messages.")
     if served is not None:
         served.check(session.platform)
-    sid = session.id
     if is_heartbeat_command(text):
-        reply = handle_slash(
-            store,
-            sid,
-            text,
-            now,
-            limits,
-            origin_chat=session.chat,
-            origin_thread=session.thread,
-            estop=_estop_holds(rt, sid),
-        )
-        if rt is not None:
-            _settle(rt, sid)
-        return Answered(sid, reply)
+        return _answer_command(store, session, text, now, limits, rt)
     check_message(text, message_limits)
     key = idempotency_key if idempotency_key is not None else uuid.uuid4().hex
-    accepted = store.accept_message(sid, text, now=now, idempotency_key=key)
+    accepted = store.accept_message(session.id, text, now=now, idempotency_key=key)
     message = accepted.message
     handed_off = False
     if rt is not None and message.state == MessageState.QUEUED:
         # A retry may find its first attempt in the session this one continues (compressed
         # since): that message is answered where it was queued.
         handed_off = _hand_off(rt, dispatcher, message.session_id, message.id, now)
-    return Queued(sid, message.id, key, handed_off=handed_off, duplicate=accepted.duplicate)
+    return Queued(session.id, message.id, key, handed_off=handed_off, duplicate=accepted.duplicate)
+
+
+def _answer_command(
+    store: Store,
+    session: SessionView,
+    text: str,
+    now: datetime,
+    limits: GrammarLimits,
+    rt: Runtime | None,
+) -> Answered:
+    """A /heartbeat command, applied and answered at once; the due index follows."""
+    sid = session.id
+    reply = handle_slash(
+        store,
+        sid,
+        text,
+        now,
+        limits,
+        origin_chat=session.chat,
+        origin_thread=session.thread,
+        estop=_estop_holds(rt, sid),
+    )
+    if rt is not None:
+        _settle(rt, sid)
+    return Answered(sid, reply)
 
 
 def _estop_holds(rt: Runtime | None, sid: str) -> bool:

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session
+from support.fires import lock_free, vanished_turn
 from support.harness import Gateway, gateway_settings, wait_until
 from support.scenarios import assert_invariants, send
-from test_cut_off_runs import _lock_free, _vanished_turn
 
 from core.clock import to_ms, utcnow
 from core.metrics import gateway_metrics
@@ -129,8 +129,8 @@ def test_a_channel_that_cannot_write_records_failed_with_its_error(
 def test_a_heartbeat_cut_off_while_delivering_is_unknown(gateway: Gateway) -> None:
     gw, before = gateway, _count("unknown")
     long_ago = utcnow() - timedelta(seconds=gw.settings.dead_after + 60)
-    run = _vanished_turn(gw, long_ago, delivering=True)
-    _lock_free(gw, run.session_id)
+    run = vanished_turn(gw, long_ago, delivering=True)
+    lock_free(gw, run.session_id)
     gw.beat.restore_now(to_ms(utcnow()))  # the restore pass settles it as it begins
     [settled] = gw.runs(run.session_id)
     assert settled.delivery is not None and settled.delivery.state == DeliveryState.UNKNOWN
@@ -156,7 +156,7 @@ def test_a_reply_cut_off_between_send_and_record_is_unknown_then_resent_marked(
     gw.store.begin_reply(
         sid, queued.message_id, older.fence, long_ago, channel="file", outbound=reply
     )
-    _lock_free(gw, sid)
+    lock_free(gw, sid)
     gw.beat.settle_cut_off(utcnow())
     assert _message_deliveries(gw, queued.message_id)[key].state == DeliveryState.UNKNOWN
     assert _count("unknown") == before + 1

@@ -35,52 +35,50 @@ def thread_session(slack: Slack, thread: str = ROOT) -> str:
     return session.id
 
 
+def _set_both_heartbeats(slack: Slack) -> tuple[str, str]:
+    """The channel's heartbeat by slash command, the thread's by a mention in it; their
+    sessions (thread, channel)."""
+    fake = slack.fake
+    # The slash command speaks for the channel: answered in its response, to its author.
+    answer = slack.command("heartbeat every 1m check the deploy")
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["response_type"] == "ephemeral"
+    assert answer.json()["text"].startswith("♥ Heartbeat set (every 1m")
+    # A message in a thread that mentions the app sets the thread's own heartbeat; the
+    # answer is posted into the thread.
+    assert slack.event("Ev0", message("lunch?", ROOT)).status_code == 200  # not for us
+    said = message(
+        f"<@{BOT}> heartbeat every 1m summarize the thread", "1700000000.000200", thread_ts=ROOT
+    )
+    assert slack.event("Ev1", said).json() == {"ok": True}
+    wait_until(lambda: fake.posts(thread_ts=ROOT), 30, "the command's answer in the thread")
+    assert fake.posts(thread_ts=ROOT)[0].params["text"].startswith("♥ Heartbeat set")
+    channel = slack.gw.store.session_at(
+        platform="slack", chat=CHANNEL, thread=None, now=utcnow(), owner=f"slack:{TEAM}",
+        create=False,
+    )  # fmt: skip
+    assert channel is not None
+    return thread_session(slack), channel.id
+
+
 def test_heartbeats_set_in_slack_arrive_where_they_were_set_and_quietly(slack: Slack) -> None:
     fake, gw = slack.fake, slack.gw
     with gw.worker("w1"):
         live(slack)
-        # The slash command speaks for the channel: answered in its response, to its author.
-        answer = slack.command("heartbeat every 1m check the deploy")
-        assert answer.status_code == 200, answer.text
-        assert answer.json()["response_type"] == "ephemeral"
-        assert answer.json()["text"].startswith("♥ Heartbeat set (every 1m")
-
-        # A message in a thread that mentions the app sets the thread's own heartbeat; the
-        # answer is posted into the thread.
-        assert slack.event("Ev0", message("lunch?", ROOT)).status_code == 200  # not for us
-        said = message(
-            f"<@{BOT}> heartbeat every 1m summarize the thread", "1700000000.000200", thread_ts=ROOT
-        )
-        assert slack.event("Ev1", said).json() == {"ok": True}
-        wait_until(lambda: fake.posts(thread_ts=ROOT), 30, "the command's answer in the thread")
-        assert fake.posts(thread_ts=ROOT)[0].params["text"].startswith("♥ Heartbeat set")
-        sid = thread_session(slack)
-        channel_sid = slack.gw.store.session_at(
-            platform="slack",
-            chat=CHANNEL,
-            thread=None,
-            now=utcnow(),
-            owner=f"slack:{TEAM}",
-            create=False,
-        )
-        assert channel_sid is not None
-
+        sid, channel_sid = _set_both_heartbeats(slack)
         before = len(fake.calls)
         gw.tick()  # both were set a minute ago by the API's clock: due now
         gw.final_runs(sid)
-        gw.final_runs(channel_sid.id)
+        gw.final_runs(channel_sid)
         beats = [c for c in fake.posts() if c.params["text"].startswith("heartbeat reply to")]
         assert {c.params.get("thread_ts") for c in beats} == {ROOT, None}
-        in_thread = next(c for c in beats if c.params.get("thread_ts") == ROOT)
-        assert in_thread.params["channel"] == CHANNEL
-        top = next(c for c in beats if c.params.get("thread_ts") is None)
-        assert top.params["channel"] == CHANNEL
+        assert {c.params["channel"] for c in beats} == {CHANNEL}
         # Each heartbeat is its own session's: the thread's prompt and the channel's.
         prompts = {
             s: gw.store.heartbeat_status(s, utcnow()).to_json()["prompt"]
-            for s in (sid, channel_sid.id)
+            for s in (sid, channel_sid)
         }
-        assert prompts == {sid: "summarize the thread", channel_sid.id: "check the deploy"}
+        assert prompts == {sid: "summarize the thread", channel_sid: "check the deploy"}
         # Nothing typing-like while the heartbeat turns ran: two posts, nothing else.
         during = fake.calls[before:]
         assert [c.method for c in during] == ["chat.postMessage", "chat.postMessage"]

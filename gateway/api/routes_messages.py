@@ -15,7 +15,7 @@ from gateway.api.quotas import check_heartbeats, check_message_rate
 from gateway.api.routes_sessions import MAX_ID, PAGE_MAX, Ctx, Who
 from gateway.api.schemas import CommandAnswer, MessageAccepted, MessageList, NewMessage, errors
 from gateway.api.serial import message_json
-from gateway.inbound import Answered, receive
+from gateway.inbound import Answered, Queued, receive
 from sessions.grammar import SetHeartbeat, is_heartbeat_command, parse_command
 from sessions.validation import IDEMPOTENCY_KEY_CHARS
 
@@ -66,6 +66,11 @@ def post_message(
         if not command:
             raise
         return _command_failed(ctx, session.id, exc)
+    return _answer(ctx, result)
+
+
+def _answer(ctx: ApiContext, result: Answered | Queued) -> JSONResponse:
+    """A command's reply (200), or the accepted message (202)."""
     if isinstance(result, Answered):
         ctx.metrics.commands.labels("true").inc()
         answer = {"kind": "command", "session_id": result.session_id, "ok": True}

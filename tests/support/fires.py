@@ -7,10 +7,12 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from core.clock import to_ms
+from core.clock import to_ms, utcnow
 from sessions.states import RunState, fire_id
 from sessions.store import Store
 from sessions.views import Reserved, RestoreEntry, RunView, Started
+from state.turn_gate import Began
+from support.harness import Gateway, wait_until
 
 PROMPT = "check CI"
 
@@ -52,3 +54,28 @@ def restorable(store: Store) -> list[RestoreEntry]:
     page = store.restorable_page("", 1000)
     assert page.rows < 1000, "a test made more heartbeats than one page holds"
     return page.entries
+
+
+VANISHED_LEASE_MS = 100  # the vanished worker's lock lease
+
+
+def vanished_turn(gw: Gateway, started_at: datetime, *, delivering: bool = False) -> RunView:
+    """A run started by a worker that then disappeared, its lock left to expire."""
+    sid = gw.session()
+    gw.due_now(sid, missed=int((utcnow() - started_at).total_seconds()) // 60 + 1)
+    due = gw.rt.index.due_ms(sid)
+    assert due is not None
+    begun = gw.rt.gate.try_begin_fire(sid, fire_id(sid, due), "vanished-worker", VANISHED_LEASE_MS)
+    assert isinstance(begun, Began)
+    claimed = gw.store.claim_fire(sid, begun.fence, fire_id(sid, due), due, started_at)
+    assert isinstance(claimed.outcome, Reserved)
+    run = start(gw.store, claimed.outcome.run, begun.fence, started_at)
+    if delivering:
+        run = gw.store.mark_delivering(
+            run.id, begun.fence, started_at, channel="file", kind="heartbeat"
+        )
+    return run
+
+
+def lock_free(gw: Gateway, sid: str) -> None:
+    wait_until(lambda: gw.rt.gate.lock_holder(sid) is None, what="the vanished lock's lease")
