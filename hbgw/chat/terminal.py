@@ -7,6 +7,7 @@ above the prompt, which is then redrawn with what the user had typed so far.
 
 from __future__ import annotations
 
+import signal
 import sys
 import threading
 from dataclasses import dataclass, field
@@ -143,6 +144,10 @@ class Chat:
         self.stream_down = False
 
     def _follow(self, stream: EventStream) -> None:
+        # Ctrl-C is the main thread's: a SIGINT the kernel handed to this thread instead set
+        # Python's flag but left the main thread asleep in readline until the next key.
+        if hasattr(signal, "pthread_sigmask"):
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
         try:
             for item in stream:
                 if self.stop.is_set():
