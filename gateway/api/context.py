@@ -18,6 +18,7 @@ from gateway.api.errors import ApiError, not_found
 from gateway.api.metrics import ApiMetrics
 from gateway.api.public_ids import PublicIds, id_key
 from gateway.api.quotas import StreamSlots
+from gateway.inbound import Answered, Queued, receive
 from gateway.platforms.served import Served
 from sessions.db import make_engine
 from sessions.grammar import GrammarLimits, limits_from_settings
@@ -70,6 +71,24 @@ class ApiContext:
         if not principal.sees(session.owner):
             raise not_found(session_id)
         return session
+
+    def receive(
+        self, session_id: str, text: str, *, idempotency_key: str | None = None
+    ) -> Answered | Queued:
+        """``gateway.inbound.receive`` with this API's store, clock, limits, Redis and platforms:
+        what every edge (the API's messages, each platform's inbound route) hands a text to."""
+        return receive(
+            self.store,
+            session_id,
+            text,
+            self.clock(),
+            self.limits,
+            rt=self.rt,
+            dispatcher=self.dispatcher,
+            idempotency_key=idempotency_key,
+            message_limits=self.message_limits,
+            served=self.served,
+        )
 
     def settle(self, *session_ids: str) -> None:
         """Tell the due index about a heartbeat change; when Redis is away, restore catches up."""

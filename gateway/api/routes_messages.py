@@ -15,7 +15,7 @@ from gateway.api.quotas import check_heartbeats, check_message_rate
 from gateway.api.routes_sessions import MAX_ID, PAGE_MAX, Ctx, Who
 from gateway.api.schemas import CommandAnswer, MessageAccepted, MessageList, NewMessage, errors
 from gateway.api.serial import message_json
-from gateway.inbound import Answered, Queued, receive
+from gateway.inbound import Answered, Queued
 from sessions.grammar import SetHeartbeat, is_heartbeat_command, parse_command
 from sessions.validation import IDEMPOTENCY_KEY_CHARS
 
@@ -48,18 +48,7 @@ def post_message(
     if command:
         _heartbeat_quota(ctx, who, session.id, body.text)
     try:
-        result = receive(
-            ctx.store,
-            session.id,
-            body.text,
-            ctx.clock(),
-            ctx.limits,
-            rt=ctx.rt,
-            dispatcher=ctx.dispatcher,
-            idempotency_key=idempotency_key,
-            message_limits=ctx.message_limits,
-            served=ctx.served,
-        )
+        result = ctx.receive(session.id, body.text, idempotency_key=idempotency_key)
     except NotFound:
         raise not_found(session_id) from None
     except BadInput as exc:

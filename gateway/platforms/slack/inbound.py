@@ -14,7 +14,7 @@ from typing import Any
 
 from core.errors import BadInput, DeliveryFailed
 from gateway.api.context import ApiContext
-from gateway.inbound import Answered, receive
+from gateway.inbound import Answered
 from gateway.platforms.slack.channel import SlackChannel
 from gateway.platforms.slack.events import (
     PLATFORM,
@@ -60,18 +60,7 @@ def take_event(ctx: ApiContext, payload: dict[str, Any]) -> Answer | None:
     address = Address(PLATFORM, session.chat, session.thread)
     key = message.idempotency_key
     try:
-        result = receive(
-            ctx.store,
-            session.id,
-            text,
-            ctx.clock(),
-            ctx.limits,
-            rt=ctx.rt,
-            dispatcher=ctx.dispatcher,
-            idempotency_key=key,
-            message_limits=ctx.message_limits,
-            served=ctx.served,
-        )
+        result = ctx.receive(session.id, text, idempotency_key=key)
     except BadInput as exc:
         # A command's error is its answer; a refused message is told why, in its thread.
         return Answer(session.id, address, str(exc), f"{key}:answer")
@@ -93,17 +82,7 @@ def take_command(ctx: ApiContext, command: SlashCommand, name: str) -> str:
     )
     assert session is not None  # create=True
     try:
-        result = receive(
-            ctx.store,
-            session.id,
-            text,
-            ctx.clock(),
-            ctx.limits,
-            rt=ctx.rt,
-            dispatcher=ctx.dispatcher,
-            message_limits=ctx.message_limits,
-            served=ctx.served,
-        )
+        result = ctx.receive(session.id, text)
     except BadInput as exc:
         ctx.metrics.commands.labels("false").inc()
         return str(exc)
