@@ -8,7 +8,7 @@ from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
-from support.pty_term import CTRL_D, in_terminal
+from support.pty_term import CTRL_C, CTRL_D, in_terminal
 from support.up_process import hbgw_up
 
 pytestmark = pytest.mark.e2e
@@ -39,7 +39,8 @@ def test_chat_talks_sets_a_heartbeat_and_sees_it_arrive(tmp_path: Path) -> None:
             assert "you> hello there" in history and "agent> echo: hello there" in history
             assert "♥ heartbeat: say hi" in history and "agent ♥> echo: [Heartbeat" in history
             term.expect("you> ")
-            term.interrupt(until="Bye.")
+            term.type(CTRL_C)
+            term.expect("Bye.")
             assert term.wait() == 0
 
 

@@ -144,8 +144,8 @@ class Chat:
         self.stream_down = False
 
     def _follow(self, stream: EventStream) -> None:
-        # Ctrl-C is the main thread's: a SIGINT the kernel handed to this thread instead set
-        # Python's flag but left the main thread asleep in readline until the next key.
+        # Ctrl-C is the main thread's: a SIGINT the kernel handed to this thread instead would
+        # set Python's flag but leave the main thread asleep in readline until the next key.
         if hasattr(signal, "pthread_sigmask"):
             signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
         try:
@@ -205,9 +205,19 @@ def run_chat(
     stdin = stdin or sys.stdin
     out = out or sys.stdout
     interactive = stdin is sys.stdin and stdin.isatty() and out.isatty()
+    if interactive:
+        _ctrl_c_leaves()
     screen = Screen(out, interactive, _readline() if interactive else None)
     chat = Chat(client, session_id, screen)
     chat.start(history)
     chat.loop(stdin)
     screen.say("Bye.")
     return 0
+
+
+def _ctrl_c_leaves() -> None:
+    """The banner promises it: a shell that started us without job control (``cmd &`` in a
+    script, a CI runner) leaves SIGINT ignored, and Python then installs no handler, so Ctrl-C
+    in the chat's terminal did nothing."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)

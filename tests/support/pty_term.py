@@ -8,7 +8,6 @@ import select
 import signal
 import subprocess
 import termios
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -52,23 +51,6 @@ class Terminal:
 
     def type(self, text: str) -> None:
         os.write(self.master, text.encode())
-
-    def interrupt(self, until: str, timeout: float = 20.0, every: float = 3.0) -> str:
-        """Ctrl-C, again every ``every`` seconds, until ``until`` shows.
-
-        CPython's readline notices a SIGINT only when it interrupts its ``select()``: one that
-        lands between the prompt being drawn and that ``select()`` is seen at the next key. A
-        person cannot press Ctrl-C inside that window; a test that types the moment the prompt
-        appears can, on a busy host (CI failed that way twice), so it presses again.
-        """
-        deadline = time.monotonic() + timeout
-        while True:
-            self.type(CTRL_C)
-            try:
-                return self.expect(until, min(every, max(deadline - time.monotonic(), 0.1)))
-            except AssertionError:
-                if time.monotonic() >= deadline:
-                    raise
 
     def wait(self, timeout: float = 20.0) -> int:
         def exited() -> bool:
