@@ -8,15 +8,14 @@ holds any number of calls without a thread each.
 from __future__ import annotations
 
 import asyncio
-import socket
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-import uvicorn
 from fastapi import FastAPI
+
+from bench.serving import serving_app
 
 
 @dataclass
@@ -56,30 +55,9 @@ def slow_model(delay: float, calls: Calls) -> FastAPI:
     return app
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @contextmanager
 def serving(delay: float) -> Iterator[tuple[str, Calls]]:
     """The endpoint's base URL (``…/v1``) and its call counts, while inside."""
     calls = Calls()
-    port = _free_port()
-    config = uvicorn.Config(
-        slow_model(delay, calls), host="127.0.0.1", port=port, log_level="warning", backlog=2048
-    )
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, name="bench-model", daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        if time.monotonic() > deadline or not thread.is_alive():
-            raise RuntimeError("The fake model endpoint did not start.")
-        time.sleep(0.01)
-    try:
-        yield f"http://127.0.0.1:{port}/v1", calls
-    finally:
-        server.should_exit = True
-        thread.join(10)
+    with serving_app(slow_model(delay, calls), "the fake model endpoint") as url:
+        yield f"{url}/v1", calls

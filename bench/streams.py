@@ -11,7 +11,6 @@ then (a) the API's SQL statements are counted over a window of idle time, and (b
 from __future__ import annotations
 
 import asyncio
-import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -20,11 +19,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import httpx
-import uvicorn
 from sqlalchemy import Engine, event
 
 from bench.context import BenchContext, Result
 from bench.e2e_systems import postgres_schema
+from bench.serving import serving_app
 from core.clock import utcnow
 from core.settings import Settings
 from gateway.api.app import api_context, create_app
@@ -63,26 +62,8 @@ def counted(engine: Engine) -> Iterator[StatementCount]:
 @contextmanager
 def api_server(settings: Settings, redis_url: str) -> Iterator[tuple[str, Any]]:
     app = create_app(settings, redis_url=redis_url)
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    config = uvicorn.Config(
-        app, log_level="warning", lifespan="on", timeout_graceful_shutdown=5, backlog=4096
-    )
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 60
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            raise RuntimeError("the API server did not start; its log says why")
-        time.sleep(0.05)
-    try:
-        yield f"http://127.0.0.1:{port}", app
-    finally:
-        server.should_exit = True
-        thread.join(30)
-        sock.close()
+    with serving_app(app, "the API server") as url:
+        yield url, app
 
 
 class Streams:
