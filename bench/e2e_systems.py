@@ -104,25 +104,12 @@ class Ours(Deployment):
         over one interval from the returned epoch time (after the seeding is expected to end,
         so the offered rate is steady from the start)."""
         assert self.rt is not None
-        store, rt = self.rt.store, self.rt
+        rt = self.rt
         per_session = interval_s / sessions
         first_due = time.time() + max(0.2, sessions * SEED_SECONDS_PER_SESSION - interval_s) + 0.3
         for i in range(sessions):
-            now = utcnow()
-            sid = store.create_session(platform="bench", chat=f"c{i}", thread=None, now=now).id
-            anchor = from_ms(int((first_due + i * per_session - interval_s) * 1000))
-            state = store.set_heartbeat(
-                sid,
-                schedule=IntervalSchedule(seconds=interval_s),
-                schedule_text=f"every {interval_s}s",
-                prompt="bench",
-                now=anchor,
-            )
-            # What Runtime.settle writes, without reading back the rows just written.
-            due = state.next_due()
-            assert due is not None
-            rt.index.schedule(sid, to_ms(due))
-            self.sessions.add(sid)
+            due = first_due + i * per_session
+            self.sessions.add(seed_heartbeat(rt, f"c{i}", interval_s, due, prompt="bench"))
         return first_due
 
     def retire(self) -> None:
@@ -144,6 +131,25 @@ class Ours(Deployment):
         finally:
             engine.dispose()
         return rows_to_fires((r[1], r[2]) for r in rows if r[0] in self.sessions)
+
+
+def seed_heartbeat(rt: Runtime, chat: str, interval_s: int, due: float, *, prompt: str) -> str:
+    """A new session whose heartbeat every ``interval_s`` first falls due at epoch ``due``,
+    in SQL and in the due index; its id."""
+    store = rt.store
+    sid = store.create_session(platform="bench", chat=chat, thread=None, now=utcnow()).id
+    state = store.set_heartbeat(
+        sid,
+        schedule=IntervalSchedule(seconds=interval_s),
+        schedule_text=f"every {interval_s}s",
+        prompt=prompt,
+        now=from_ms(int((due - interval_s) * 1000)),
+    )
+    # What Runtime.settle writes, without reading back the rows just written.
+    next_due = state.next_due()
+    assert next_due is not None
+    rt.index.schedule(sid, to_ms(next_due))
+    return sid
 
 
 def postgres_schema(stack: ExitStack, pg_url: str) -> str:

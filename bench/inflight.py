@@ -19,13 +19,11 @@ import psutil
 import redis
 
 from bench.context import BenchContext, Result
-from bench.e2e_systems import postgres_schema, redis_db_url
+from bench.e2e_systems import postgres_schema, redis_db_url, seed_heartbeat
 from bench.model_fake import Calls, serving
-from core.clock import from_ms, to_ms, utcnow
 from core.errors import HbgwError
 from core.settings import Settings
 from hbgw.procs import settings_env, spawn_hbgw, stop_all
-from sessions.grammar import IntervalSchedule
 from sessions.store import Store
 from state.connection import connect
 from state.runtime import Runtime
@@ -117,19 +115,8 @@ def _measure(ctx: BenchContext, model_url: str, calls: Calls, turns: int) -> Poi
 def _seed(rt: Runtime, count: int) -> float:
     """``count`` sessions whose heartbeats all fall due at one moment, after the seeding."""
     first_due = time.time() + 1.0 + count * 0.01
-    anchor = from_ms(int((first_due - INTERVAL_S) * 1000))
     for i in range(count):
-        sid = rt.store.create_session(platform="bench", chat=f"c{i}", thread=None, now=utcnow()).id
-        state = rt.store.set_heartbeat(
-            sid,
-            schedule=IntervalSchedule(seconds=INTERVAL_S),
-            schedule_text=f"every {INTERVAL_S}s",
-            prompt="anything new?",
-            now=anchor,
-        )
-        due = state.next_due()
-        assert due is not None
-        rt.index.schedule(sid, to_ms(due))
+        seed_heartbeat(rt, f"c{i}", INTERVAL_S, first_due, prompt="anything new?")
     return first_due
 
 
