@@ -44,7 +44,6 @@ __all__ = [
     "assign_shards",
     "beat_name",
     "shard_balance",
-    "shard_owner",
     "shards_of",
 ]
 
@@ -92,12 +91,6 @@ def _assign(beats: tuple[str, ...], shards: int) -> tuple[str, ...]:
         if len(owner) == shards:
             break
     return tuple(owner[s] for s in range(shards))
-
-
-def shard_owner(shard: int, beats: Sequence[str], shards: int) -> str | None:
-    """The beat that claims ``shard`` among ``beats`` (None when there is none)."""
-    owners = assign_shards(beats, shards)
-    return owners[shard] if owners else None
 
 
 def shards_of(beat: str, beats: Sequence[str], shards: int) -> list[int]:
