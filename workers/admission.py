@@ -73,17 +73,24 @@ class Admission:
             for (sid, _), fid in zip(batch, ids, strict=True):
                 report("fire not accepted", exc, "fire.error", sid, fid)
             return ["error"] * len(batch)
-        forward: dict[str, list[tuple[str, int]]] = defaultdict(list)
+        forward: dict[str, list[int]] = defaultdict(list)  # owner → positions in the batch
         outcomes = []
-        for (sid, due_ms), fid, one in zip(batch, ids, seen, strict=True):
+        for n, ((sid, due_ms), fid, one) in enumerate(zip(batch, ids, seen, strict=True)):
             fire = _Admitted(sid, due_ms, fid, one, deferred)
-            outcomes.append(self._one(fire, now, owners, forward))
-        for owner, fires in forward.items():
+            outcome = self._one(fire, now, owners)
+            if outcome.startswith("forward:"):
+                forward[outcome.removeprefix("forward:")].append(n)
+                outcome = "forwarded"
+            outcomes.append(outcome)
+        for owner, positions in forward.items():
             try:
-                self.dispatcher.fires(owner, fires)
+                self.dispatcher.fires(owner, [batch[n] for n in positions])
             except Exception as exc:
-                for sid, due_ms in fires:
-                    report("fire not forwarded", exc, "fire.error", sid, fire_id(sid, due_ms))
+                # Not forwarded: the fire stays claimed in the index and comes back after the
+                # claim lease; the outcome says so instead of "forwarded".
+                for n in positions:
+                    report("fire not forwarded", exc, "fire.error", batch[n][0], ids[n])
+                    outcomes[n] = "error"
         return outcomes
 
     def _one(
@@ -91,20 +98,20 @@ class Admission:
         fire: _Admitted,
         now: datetime,
         owners: Rendezvous,
-        forward: dict[str, list[tuple[str, int]]],
     ) -> str:
         try:
-            outcome = self._admit(fire, now, owners, forward)
+            outcome = self._admit(fire, now, owners)
         except RuntimeError:
             raise
         except Exception as exc:
             report("fire not accepted", exc, "fire.error", fire.session_id, fire.fire_id)
             return "error"
+        event = "forwarded" if outcome.startswith("forward:") else outcome
         log.debug(
             "fire %s: %s",
             fire.fire_id,
             outcome,
-            extra=fields(f"fire.{outcome}", fire.session_id, fire.fire_id),
+            extra=fields(f"fire.{event}", fire.session_id, fire.fire_id),
         )
         return outcome
 
@@ -113,8 +120,10 @@ class Admission:
         fire: _Admitted,
         now: datetime,
         owners: Rendezvous,
-        forward: dict[str, list[tuple[str, int]]],
     ) -> str:
+        """The fire's outcome; ``forward:<worker>`` when another live worker owns its session
+        (``fires`` sends those in one message per owner), ``no-owner`` when no worker is live
+        (the fire comes back after the claim lease)."""
         rt, seen = self.rt, fire.seen
         if seen is None:
             rt.index.remove(fire.session_id)
@@ -137,10 +146,10 @@ class Admission:
             rt.apply_due(sid, seen.next_due)
             return "not-due"
         owner = owners.owner(sid)
+        if owner is None:
+            return "no-owner"
         if owner != rt.worker:
-            if owner is not None:
-                forward[owner].append((fire.session_id, fire.due_ms))
-            return "forwarded"
+            return f"forward:{owner}"
         self.start(sid, Fire(session, fire.fire_id, fire.due_ms, fire.deferred))
         return "accepted"
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gateway.channels import make_channel
+from state.dispatch import Dispatcher
 from state.runtime import Runtime
 from support.harness import Gateway, gateway_settings
 from support.sql_count import SqlCount, counting_sql
@@ -30,12 +31,12 @@ class FireCost:
 
 
 class FirePath:
-    def __init__(self, gw: Gateway, threads: int = 1) -> None:
+    def __init__(self, gw: Gateway, threads: int = 1, dispatcher: Dispatcher | None = None) -> None:
         self.gw = gw
         self.rt = Runtime.from_settings(gw.settings, worker=WORKER)
         self.runner = TurnRunner(
             self.rt,
-            gw.dispatcher,
+            dispatcher or gw.dispatcher,
             agent=make_agent(gw.settings),
             channel=make_channel(gw.settings),
             threads=threads,
