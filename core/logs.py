@@ -161,4 +161,7 @@ def configure_logging(
     # endpoint's URL may carry a token. Their warnings still come through.
     for name in QUIET_LOGGERS:
         logging.getLogger(name).setLevel(logging.WARNING)
+    # With quorum queues on RabbitMQ, kombu warns at every worker start that ETA tasks on a
+    # direct exchange block the worker; the gateway sends no ETA task (fires are due when sent).
+    logging.getLogger("kombu.transport.native_delayed_delivery").setLevel(logging.ERROR)
     return handler

@@ -40,6 +40,21 @@ class Settings(BaseSettings):
     redis_tls_key: Path | None = Field(
         default=None, description="PEM private key of HBGW_REDIS_TLS_CERT."
     )
+    broker_url: str | None = Field(
+        default=None,
+        description="Celery's broker (redis://, rediss://, amqp://, amqps://); unset means the "
+        "state Redis of HBGW_REDIS_URL.",
+    )
+    broker_quorum: bool = Field(
+        default=True,
+        description="RabbitMQ broker: declare the gateway's queues as quorum queues "
+        "(replicated); off for classic queues.",
+    )
+    broker_tls_ca: Path | None = Field(
+        default=None,
+        description="PEM file of the CA that signed the RabbitMQ broker's certificate "
+        "(amqps://); unset means the system's CAs. The certificate is always verified.",
+    )
     namespace: str = Field(default="hbgw", description="Prefix of every Redis key.")
     min_interval: float = Field(default=60.0, gt=0, description="Smallest interval, seconds.")
     default_interval: str = Field(default="5m", description="Interval of /heartbeat <prompt>.")

@@ -8,8 +8,8 @@ from celery import Celery
 from celery.signals import setup_logging
 
 from core.settings import Settings
+from hbgw.broker import broker_conf, broker_url
 from state.dispatch import AppContext, attach_context
-from state.redis_tls import tls_options, uses_tls
 
 
 @setup_logging.connect  # type: ignore[untyped-decorator]
@@ -19,8 +19,11 @@ def _logging_is_configured_by_hbgw(**_: Any) -> None:
     """
 
 
-def make_celery(settings: Settings, broker_url: str) -> Celery:
-    app = Celery("hbgw", broker=broker_url, include=["workers.tasks"])
+def make_celery(settings: Settings, state_url: str) -> Celery:
+    """The app of every role; its broker is HBGW_BROKER_URL, else the state Redis at
+    ``state_url`` (``hbgw/broker.py``)."""
+    url = broker_url(settings, state_url)
+    app = Celery("hbgw", broker=url, include=["workers.tasks"])
     app.conf.update(
         task_serializer="json",
         accept_content=["json"],
@@ -41,22 +44,13 @@ def make_celery(settings: Settings, broker_url: str) -> Celery:
         broker_connection_max_retries=None,
         broker_channel_error_retry=True,
         worker_consumer="hbgw.consumer:ResilientConsumer",
-        broker_transport_options={
-            "visibility_timeout": 3600,
-            # Keeps several deployments (and parallel tests) apart on one Redis.
-            "global_keyprefix": f"{settings.namespace}:celery:",
-        },
         worker_hijack_root_logger=False,
         # The console channel prints deliveries; they are not warnings.
         worker_redirect_stdouts_level="INFO",
         beat_scheduler="beat.scheduler:HeartbeatScheduler",
         beat_max_loop_interval=settings.beat_max_sleep,
         timezone="UTC",
+        **broker_conf(settings, url),
     )
-    if uses_tls(broker_url):
-        # kombu turns a bare rediss:// into "no certificate check" and would send AUTH to any
-        # server; the same options as the gateway's own client make it verify (Flower reads
-        # them too, for its queue lengths).
-        app.conf.broker_use_ssl = tls_options(settings, broker_url)
     attach_context(app, AppContext(settings))
     return app
