@@ -36,14 +36,23 @@ def processes(gw: Gateway, tmp_path: Path, *roles: list[str]) -> Iterator[list[P
         stop_all(procs, timeout=20)
 
 
+@pytest.fixture(params=["redis", "rabbitmq"])
+def broker_url(request: pytest.FixtureRequest) -> str | None:
+    """Celery's broker: the state Redis, or the local RabbitMQ (issue 19: the broker apart)."""
+    if request.param == "redis":
+        return None
+    return str(request.getfixturevalue("amqp_url"))
+
+
 def live(gw: Gateway) -> list[str]:
     return gw.rt.registry.live(gw.rt.now_ms())
 
 
 def test_two_beats_never_fire_one_due_time_twice(
-    tmp_path: Path, redis_url: str, redis_ns: str
+    tmp_path: Path, redis_url: str, redis_ns: str, broker_url: str | None
 ) -> None:
-    gw = Gateway(gateway_settings(tmp_path, redis_url, redis_ns, agent="echo"), redis_url)
+    settings = gateway_settings(tmp_path, redis_url, redis_ns, agent="echo", broker_url=broker_url)
+    gw = Gateway(settings, redis_url)
     worker = ["worker", "--name", "w1", "--concurrency", "8"]
     beats = BeatRegistry(gw.rt.client, gw.rt.keys, ttl_ms=int(gw.settings.beat_ttl * 1000))
     with processes(gw, tmp_path, worker, ["beat"], ["beat"]):
@@ -71,10 +80,17 @@ def test_two_beats_never_fire_one_due_time_twice(
 
 
 def test_sigkill_worker_mid_turn_moves_its_sessions(
-    tmp_path: Path, redis_url: str, redis_ns: str
+    tmp_path: Path, redis_url: str, redis_ns: str, broker_url: str | None
 ) -> None:
     settings = gateway_settings(
-        tmp_path, redis_url, redis_ns, agent="echo", echo_delay=3.0, lock_lease=2, worker_ttl=2
+        tmp_path,
+        redis_url,
+        redis_ns,
+        agent="echo",
+        echo_delay=3.0,
+        lock_lease=2,
+        worker_ttl=2,
+        broker_url=broker_url,
     )
     gw = Gateway(settings, redis_url)
     with processes(
