@@ -3,7 +3,7 @@
 The state (due index, locks, inboxes, registries) always lives in the Redis of HBGW_REDIS_URL.
 The broker carries only Celery's messages: the fires beat sends each worker, the drains, and
 Celery's own events and control messages. By default it is that same Redis; HBGW_BROKER_URL
-moves it to another Redis (``redis://``, ``rediss://``) or to RabbitMQ (``amqp://``,
+moves it to another Redis (``redis://``, ``rediss://``, ``sentinel://``) or to RabbitMQ (``amqp://``,
 ``amqps://``), so that the broker and the state can be sized, replicated and restarted apart.
 
 What each kind needs so that several deployments share one server without meeting:
@@ -27,11 +27,13 @@ from urllib.parse import urlsplit
 from core.errors import BadInput
 from core.settings import Settings, mask_url
 from state.redis_tls import tls_options
+from state.sentinel import is_sentinel, kombu_url
 
 BrokerKind = Literal["redis", "amqp"]
 KINDS: dict[str, BrokerKind] = {
     "redis": "redis",
     "rediss": "redis",
+    "sentinel": "redis",
     "amqp": "amqp",
     "amqps": "amqp",
     "pyamqp": "amqp",
@@ -41,8 +43,9 @@ REDIS_VISIBILITY_TIMEOUT = 3600
 
 
 def broker_url(settings: Settings, state_url: str) -> str:
-    """HBGW_BROKER_URL, else the state's Redis."""
-    return settings.broker_url or state_url
+    """HBGW_BROKER_URL, else the state's Redis; a ``sentinel://`` URL in kombu's own form."""
+    url = settings.broker_url or state_url
+    return kombu_url(url)[0] if is_sentinel(url) else url
 
 
 def broker_kind(url: str) -> BrokerKind:
@@ -51,19 +54,20 @@ def broker_kind(url: str) -> BrokerKind:
     if kind is None:
         raise BadInput(
             f"HBGW_BROKER_URL {mask_url(url)} has the scheme {scheme or '(none)'!r}; the broker "
-            "is Redis (redis://, rediss://) or RabbitMQ (amqp://, amqps://)."
+            "is Redis (redis://, rediss://, sentinel://) or RabbitMQ (amqp://, amqps://)."
         )
     return kind
 
 
 def broker_conf(settings: Settings, url: str) -> dict[str, Any]:
-    """The Celery settings that depend on the broker."""
+    """The Celery settings that depend on the broker (``url``: as the settings give it)."""
     if broker_kind(url) == "redis":
         conf: dict[str, Any] = {
             "broker_transport_options": {
                 "visibility_timeout": REDIS_VISIBILITY_TIMEOUT,
                 # Keeps several deployments (and parallel tests) apart on one Redis.
                 "global_keyprefix": f"{settings.namespace}:celery:",
+                **(kombu_url(url)[1] if is_sentinel(url) else {}),
             }
         }
         if urlsplit(url).scheme.lower() == "rediss":

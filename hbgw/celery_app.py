@@ -22,8 +22,8 @@ def _logging_is_configured_by_hbgw(**_: Any) -> None:
 def make_celery(settings: Settings, state_url: str) -> Celery:
     """The app of every role; its broker is HBGW_BROKER_URL, else the state Redis at
     ``state_url`` (``hbgw/broker.py``)."""
-    url = broker_url(settings, state_url)
-    app = Celery("hbgw", broker=url, include=["workers.tasks"])
+    given = settings.broker_url or state_url
+    app = Celery("hbgw", broker=broker_url(settings, state_url), include=["workers.tasks"])
     app.conf.update(
         task_serializer="json",
         accept_content=["json"],
@@ -50,7 +50,7 @@ def make_celery(settings: Settings, state_url: str) -> Celery:
         beat_scheduler="beat.scheduler:HeartbeatScheduler",
         beat_max_loop_interval=settings.beat_max_sleep,
         timezone="UTC",
-        **broker_conf(settings, url),
+        **broker_conf(settings, given),
     )
     attach_context(app, AppContext(settings))
     return app

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import redis
 from redis.backoff import ExponentialWithJitterBackoff, NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -10,6 +12,7 @@ from redis.retry import Retry
 from core.errors import HbgwError
 from core.settings import Settings, mask_url
 from state.redis_tls import certificate_refused, is_certificate_failure, tls_options, uses_tls
+from state.sentinel import is_sentinel, sentinel_client
 
 __all__ = [
     "REDIS_URL_FILE",
@@ -88,20 +91,21 @@ def connect(
     ``retry=False``: a lost connection is raised at once instead of redis-py retrying it quietly
     (the stream waker must see it). Set here: ``Redis.set_retry`` fails on a blocking pool.
     """
-    tls = tls_options(settings, url) if uses_tls(url) else {}
     socket_timeout, connect_timeout = timeouts(lock_lease)
-    pool = redis.BlockingConnectionPool.from_url(
-        url,
-        max_connections=max_connections,
-        timeout=connect_timeout,
-        **tls,
-        decode_responses=True,
-        socket_timeout=socket_timeout,
-        socket_connect_timeout=connect_timeout,
-        socket_keepalive=True,
-        health_check_interval=HEALTH_CHECK_INTERVAL,
-        retry=_retry() if retry else Retry(NoBackoff(), 0),
-    )
+    options: dict[str, Any] = {
+        "max_connections": max_connections,
+        "timeout": connect_timeout,
+        "decode_responses": True,
+        "socket_timeout": socket_timeout,
+        "socket_connect_timeout": connect_timeout,
+        "socket_keepalive": True,
+        "health_check_interval": HEALTH_CHECK_INTERVAL,
+        "retry": _retry() if retry else Retry(NoBackoff(), 0),
+    }
+    if is_sentinel(url):
+        return sentinel_client(url, **options)
+    tls = tls_options(settings, url) if uses_tls(url) else {}
+    pool = redis.BlockingConnectionPool.from_url(url, **tls, **options)
     return redis.Redis(connection_pool=pool)
 
 

@@ -21,6 +21,7 @@ pytest_plugins = [
     "support.api_fixtures",
     "support.slack_fixtures",
     "support.rabbitmq",
+    "support.sentinel_cluster",
 ]
 
 

@@ -82,16 +82,8 @@ def test_two_beats_never_fire_one_due_time_twice(
 def test_sigkill_worker_mid_turn_moves_its_sessions(
     tmp_path: Path, redis_url: str, redis_ns: str, broker_url: str | None
 ) -> None:
-    settings = gateway_settings(
-        tmp_path,
-        redis_url,
-        redis_ns,
-        agent="echo",
-        echo_delay=3.0,
-        lock_lease=2,
-        worker_ttl=2,
-        broker_url=broker_url,
-    )
+    fast = {"echo_delay": 3.0, "lock_lease": 2, "worker_ttl": 2, "broker_url": broker_url}
+    settings = gateway_settings(tmp_path, redis_url, redis_ns, agent="echo", **fast)
     gw = Gateway(settings, redis_url)
     with processes(
         gw, tmp_path, ["worker", "--name", "w1"], ["worker", "--name", "w2"], ["beat"]
