@@ -79,6 +79,11 @@ class FakeTelegram:
         with self.lock:
             self.updates.extend(updates)
 
+    def registered(self) -> dict[str, Any] | None:
+        """The webhook setWebhook left, if any."""
+        with self.lock:
+            return self.webhook
+
     def sends(self, **match: Any) -> list[Call]:
         """``sendMessage`` calls answered 200 whose parameters match ``match``."""
         return [
