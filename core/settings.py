@@ -11,6 +11,7 @@ from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from core.masking import mask_command, mask_url
+from core.settings_telegram import TelegramSettings
 
 __all__ = ["Settings", "get_settings", "mask_url"]  # mask_url: imported from here by callers
 
@@ -19,7 +20,7 @@ DATABASE_SCHEMES = ("sqlite", "sqlite+pysqlite", "postgresql", "postgresql+psyco
 DATABASE_URLS = "use sqlite:///PATH or postgresql://USER:PASSWORD@HOST:PORT/DATABASE"
 
 
-class Settings(BaseSettings):
+class Settings(BaseSettings, TelegramSettings):  # each platform's settings: their own module
     model_config = SettingsConfigDict(env_prefix="HBGW_", extra="ignore")
 
     home: Path = Field(default=Path("~/.hbgw"), description="Data directory.")

@@ -22,6 +22,7 @@ pytest_plugins = [
     "support.slack_fixtures",
     "support.rabbitmq",
     "support.sentinel_cluster",
+    "support.telegram_fixtures",
 ]
 
 

@@ -23,6 +23,7 @@ from gateway.api.limits import BodyLimit
 from gateway.api.metrics import MetricsMiddleware
 from gateway.platforms.guard import Reject
 from gateway.platforms.slack import routes as slack_routes
+from gateway.platforms.telegram import routes as telegram_routes
 
 TITLE = "Heartbeat Gateway API"
 VERSION = "1"
@@ -57,6 +58,8 @@ def create_app(
         app.include_router(module.router)
     if settings.slack_configured:  # the platform's endpoints exist only with its settings
         slack_routes.mount(app, ctx)
+    if settings.telegram_configured:
+        telegram_routes.mount(app, ctx)
     app.add_api_route(
         "/metrics", _metrics, methods=["GET"], tags=["health"], response_class=PlainTextResponse
     )

@@ -18,6 +18,7 @@ from core.settings import Settings
 from gateway.channels.local import make_local_channel
 from gateway.platforms.served import Served
 from gateway.platforms.slack.channel import SlackChannel
+from gateway.platforms.telegram.channel import TelegramChannel
 from workers.ports import Address, Channel, Receipt
 
 
@@ -36,6 +37,8 @@ class ChannelRegistry:
         own: dict[str, Channel] = {}
         if served.has_own_client("slack") and served.serves("slack"):
             own["slack"] = SlackChannel.from_settings(settings)
+        if served.has_own_client("telegram") and served.serves("telegram"):
+            own["telegram"] = TelegramChannel.from_settings(settings)
         return cls(served, own, make_local_channel(settings, clock=clock))
 
     def channel_for(self, platform: str) -> Channel:

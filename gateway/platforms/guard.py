@@ -29,6 +29,7 @@ class Reject(StrEnum):
     REPLAY = "replay"  # signed, but its timestamp is outside the replay window
     TOO_LARGE = "too_large"  # the body passed HBGW_API_MAX_BODY_BYTES
     TEAM = "team"  # signed by the app, from a workspace not in the allowlist
+    CHAT = "chat"  # verified, from a chat not in the allowlist (HBGW_TELEGRAM_CHATS)
     MALFORMED = "malformed"  # signed, but not the shape the platform sends
 
 

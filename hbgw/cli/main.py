@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from core.errors import HbgwError
-from hbgw.cli import api_cmd, chat_cmd, heartbeat_cmd, live_cmd, ops_cmd, session_cmd
+from hbgw.cli import api_cmd, chat_cmd, heartbeat_cmd, live_cmd, ops_cmd, session_cmd, telegram_cmd
 from hbgw.cli.common import err, limits, now, open_store, out, out_json, settings
 from hbgw.cli.help import INSPECT, OPERATE, RUN, TALK, Command, Group
 
@@ -202,6 +202,7 @@ for _command, _panel in (
     (live_cmd.stamp, OPERATE),
 ):
     app.command(cls=Command, rich_help_panel=_panel, epilog=EPILOGS.get(_command))(_command)
+app.add_typer(telegram_cmd.app, name="telegram", rich_help_panel=OPERATE)
 
 
 def main(argv: list[str] | None = None) -> None:
