@@ -125,6 +125,18 @@ class Settings(BaseSettings):
     slack_timeout: float = Field(
         default=10.0, gt=0, le=60, description="Seconds one Slack Web API request may take."
     )
+    delivery_retries: int = Field(
+        default=5,
+        ge=0,
+        le=50,
+        description="Times a delivery that failed for now (5xx, timeout) is sent again.",
+    )
+    delivery_backoff: float = Field(
+        default=10.0, ge=0, description="Seconds before a delivery's first retry; doubles after."
+    )
+    delivery_backoff_max: float = Field(
+        default=600.0, ge=0, description="Longest wait between two retries of a delivery, seconds."
+    )
     openai_base_url: str | None = Field(
         default=None, description="Base URL of an OpenAI-compatible API (HBGW_AGENT=openai)."
     )
