@@ -7,13 +7,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from core.clock import utcnow
+from sessions.views import RunView
 from support.fake_openai import FakeOpenAI
 from support.harness import wait_until
 from support.http_server import serving
 from support.slack_fixtures import Slack, slack_deployment
-
-from core.clock import utcnow
-from sessions.views import RunView
 
 
 @contextmanager
