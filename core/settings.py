@@ -254,6 +254,12 @@ class Settings(BaseSettings):
     )
     log_level: str = Field(default="INFO", description="Lowest level logged, like INFO or DEBUG.")
 
+    @field_validator("slack_signing_secret", "slack_bot_token", mode="before")
+    @classmethod
+    def _blank_is_unset(cls, value: Any) -> Any:
+        # compose and Helm pass an unset secret as an empty variable: no Slack, not an empty one.
+        return None if isinstance(value, str) and not value.strip() else value
+
     @field_validator("home", mode="after")
     @classmethod
     def _expand_home(cls, value: Path) -> Path:

@@ -7,7 +7,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from core.clock import utcnow
 from sessions.views import RunView
 from support.fake_openai import FakeOpenAI
 from support.harness import wait_until
@@ -53,8 +52,5 @@ def fire_once(slack: Slack, sid: str) -> RunView:
     gw.due_now(sid)
     gw.tick()
     [run] = gw.final_runs(sid)
+    assert isinstance(run, RunView)
     return run
-
-
-def now_ms() -> int:
-    return int(utcnow().timestamp() * 1000)
