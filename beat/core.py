@@ -188,6 +188,7 @@ class BeatCore:
         if report.started:
             self.recover_orphans(from_ms(now_ms))
             self.settle_cut_off(from_ms(now_ms))
+            self.ask_delivery_retries(now_ms)
         return report
 
     def restore_now(self, now_ms: int) -> StepReport:
@@ -196,6 +197,7 @@ class BeatCore:
         if report.ran and report.ok:
             self.recover_orphans(from_ms(now_ms))
             self.settle_cut_off(from_ms(now_ms))
+            self.ask_delivery_retries(now_ms)
         return report
 
     def reconcile_now(self, now_ms: int) -> None:
@@ -282,6 +284,22 @@ class BeatCore:
                 extra={"action": "beat.delivery_unknown"},
             )
         return unknown
+
+    def ask_delivery_retries(self, now_ms: int) -> int:
+        """Ask the owner of each session with a delivery retry due for a drain: its grant sends
+        the retries first (``workers/delivery_retry.py``). A session whose lock is held is
+        asked again at the next pass (its turn does not look for retries)."""
+        rt, asked = self.rt, 0
+        try:
+            due = rt.store.sessions_with_due_retries(from_ms(now_ms), rt.settings.restore_page)
+            for sid in due:
+                owner = rt.registry.owner(sid, now_ms)
+                if owner is not None and rt.gate.lock_holder(sid) is None:
+                    self.dispatcher.drain(owner, sid)
+                    asked += 1
+        except Exception as exc:  # the next pass asks again; the tick's dispatch goes on
+            log_failure(log, "delivery retries not asked for", exc, action="beat.retries_failed")
+        return asked
 
     def dispatch_due(self, now_ms: int, workers: list[str]) -> int:
         claimed = self.rt.index.claim_all(

@@ -17,11 +17,17 @@ log = logging.getLogger("hbgw.metrics")
 LAG_BUCKETS = (0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 900)
 TURN_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 300)
 BATCH_BUCKETS = (0, 1, 2, 5, 10, 25, 50, 100, 250, 500, 1000)
-# The closed label values of ``hbgw_deliveries_total``: a channel not named here counts as
-# ``other`` (a platform adds its name when it comes); the outcomes are the delivery record's
-# final states (``sessions.states.DELIVERY_OUTCOMES``).
-DELIVERY_CHANNELS = ("console", "file", "platforms", "other")
-DELIVERY_OUTCOMES = ("sent", "failed", "suppressed", "unknown")
+# The chat platforms the gateway knows (a closed set, so no request or session mints a series):
+# the inbound routes count their refusals by it (``gateway/platforms/guard.py``) and
+# ``hbgw_deliveries_total`` its deliveries. Core holds it because core imports nothing above it.
+CHAT_PLATFORMS = ("slack", "telegram", "discord", "webhook")
+# The closed ``platform`` label values of ``hbgw_deliveries_total``: the channel that delivered
+# it — a chat platform's own client, or the local channel that recorded it for a platform
+# without one (console, file) — else ``other``. The outcomes are the
+# delivery record's states after a send (``sessions.states.DELIVERY_OUTCOMES``).
+LOCAL_CHANNELS = ("console", "file")
+DELIVERY_PLATFORMS = (*CHAT_PLATFORMS, *LOCAL_CHANNELS, "other")
+DELIVERY_OUTCOMES = ("sent", "failed", "suppressed", "unknown", "retrying")
 
 
 class GatewayMetrics:
@@ -76,13 +82,14 @@ class GatewayMetrics:
         """The delivery records' outcomes, as the worker (and beat, for ``unknown``) wrote them."""
         self.deliveries = Counter(
             "hbgw_deliveries",
-            "Outbound messages by channel and outcome (sent, failed, suppressed, unknown).",
-            ["channel", "outcome"],
+            "Outbound messages by platform and outcome (sent, failed, suppressed, unknown, "
+            "retrying: an attempt that failed for now and will be sent again).",
+            ["platform", "outcome"],
             registry=r,
         )
-        for channel in DELIVERY_CHANNELS:  # every series from the start: rates need a zero
+        for platform in DELIVERY_PLATFORMS:  # every series from the start: rates need a zero
             for outcome in DELIVERY_OUTCOMES:
-                self.deliveries.labels(channel, outcome)
+                self.deliveries.labels(platform, outcome)
 
     def _add_liveness_metrics(self, r: CollectorRegistry) -> None:
         """Beat's reconciler: stalled turns, and the alerts it sent about them."""
@@ -124,11 +131,12 @@ def gateway_metrics() -> GatewayMetrics:
     return GatewayMetrics()
 
 
-def count_delivery(channel: str, outcome: str, n: int = 1) -> None:
-    """Count ``n`` deliveries that ended ``outcome`` on ``channel`` (closed label values)."""
+def count_delivery(platform: str, outcome: str, n: int = 1) -> None:
+    """Count ``n`` deliveries by ``platform`` (the channel that delivered them: a label of
+    ``DELIVERY_PLATFORMS``; any other counts as ``other``) that ended ``outcome``."""
     if outcome not in DELIVERY_OUTCOMES:
         raise ValueError(f"delivery outcome must be one of {DELIVERY_OUTCOMES}, not {outcome!r}")
-    label = channel if channel in DELIVERY_CHANNELS else "other"
+    label = platform if platform in DELIVERY_PLATFORMS else "other"
     if n:
         gateway_metrics().deliveries.labels(label, outcome).inc(n)
 

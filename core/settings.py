@@ -141,6 +141,18 @@ class Settings(BaseSettings, TelegramSettings):  # each platform's settings: the
     slack_timeout: float = Field(
         default=10.0, gt=0, le=60, description="Seconds one Slack Web API request may take."
     )
+    delivery_retries: int = Field(
+        default=5,
+        ge=0,
+        le=50,
+        description="Times a delivery that failed for now (5xx, timeout) is sent again.",
+    )
+    delivery_backoff: float = Field(
+        default=10.0, ge=0, description="Seconds before a delivery's first retry; doubles after."
+    )
+    delivery_backoff_max: float = Field(
+        default=600.0, ge=0, description="Longest wait between two retries of a delivery, seconds."
+    )
     openai_base_url: str | None = Field(
         default=None, description="Base URL of an OpenAI-compatible API (HBGW_AGENT=openai)."
     )
@@ -257,6 +269,12 @@ class Settings(BaseSettings, TelegramSettings):  # each platform's settings: the
         default="auto", description="Log lines: json, text, or auto (text on a terminal)."
     )
     log_level: str = Field(default="INFO", description="Lowest level logged, like INFO or DEBUG.")
+
+    @field_validator("slack_signing_secret", "slack_bot_token", mode="before")
+    @classmethod
+    def _blank_is_unset(cls, value: Any) -> Any:
+        # compose and Helm pass an unset secret as an empty variable: no Slack, not an empty one.
+        return None if isinstance(value, str) and not value.strip() else value
 
     @field_validator("home", mode="after")
     @classmethod

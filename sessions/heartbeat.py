@@ -26,6 +26,8 @@ class HeartbeatState:
     origin_thread: str | None
     last_fired: datetime | None = None
     last_outcome: str | None = None
+    # Why it is paused when its route refused a delivery for good (None: paused by a person).
+    paused_reason: str | None = None
 
     def next_due(self) -> datetime | None:
         """Interval: anchor + interval. Cron: the first occurrence after the anchor."""
@@ -104,7 +106,22 @@ def resume(current: HeartbeatState | None, now: datetime) -> HeartbeatState:
     if state.status == HeartbeatStatus.ACTIVE:
         raise InvalidState("The heartbeat is already active.")
     return replace(
-        state, status=HeartbeatStatus.ACTIVE, anchor=now, generation=state.generation + 1
+        state,
+        status=HeartbeatStatus.ACTIVE,
+        anchor=now,
+        generation=state.generation + 1,
+        paused_reason=None,
+    )
+
+
+def pause_for_route(current: HeartbeatState, reason: str) -> HeartbeatState:
+    """Paused because its route refused a message for good: no fire spends tokens on a chat
+    nobody can read until a person resumes it (which clears ``reason``)."""
+    return replace(
+        current,
+        status=HeartbeatStatus.PAUSED,
+        generation=current.generation + 1,
+        paused_reason=reason,
     )
 
 

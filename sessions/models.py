@@ -45,6 +45,7 @@ MODEL_CHARS = 128
 DELIVERY_ERROR_CHARS = 500
 # A platform's message id (Slack's ts, Telegram's message_id, …) as text.
 PLATFORM_MESSAGE_ID_CHARS = 255
+PAUSED_REASON_CHARS = 500
 
 
 class UTCDateTime(TypeDecorator[datetime]):
@@ -177,6 +178,8 @@ class HeartbeatRow(Base):
     origin_thread: Mapped[str | None] = mapped_column(String(THREAD_CHARS))
     last_fired_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     last_outcome: Mapped[str | None] = mapped_column(String(255))
+    # Why it is paused when no person paused it (its route refused a delivery for good).
+    paused_reason: Mapped[str | None] = mapped_column(String(PAUSED_REASON_CHARS))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime())
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime())
 
@@ -244,6 +247,14 @@ class DeliveryRow(Base):
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     platform_message_id: Mapped[str | None] = mapped_column(String(PLATFORM_MESSAGE_ID_CHARS))
     error: Mapped[str | None] = mapped_column(String(DELIVERY_ERROR_CHARS))
+    # A retrying delivery: the text and the address it is sent again to, when, and whether an
+    # earlier attempt may have been posted (the retry is then marked a possible repeat).
+    text: Mapped[str | None] = mapped_column(Text)
+    chat: Mapped[str | None] = mapped_column(String(CHAT_CHARS))
+    thread: Mapped[str | None] = mapped_column(String(THREAD_CHARS))
+    reply_to: Mapped[str | None] = mapped_column(String(64))
+    next_attempt_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    maybe_sent: Mapped[bool | None] = mapped_column()
     created_at: Mapped[datetime] = mapped_column(UTCDateTime())
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime())
 
@@ -255,4 +266,6 @@ class DeliveryRow(Base):
         ),
         # Beat looks for pending records left behind: a handful among all deliveries.
         Index("ix_deliveries_state_updated", "state", "updated_at"),
+        # Beat looks for retries that are due: a handful too.
+        Index("ix_deliveries_state_next", "state", "next_attempt_at"),
     )

@@ -58,8 +58,9 @@ def status_reply(status: HeartbeatStatusView, *, estop: bool = False) -> str:
     fires = f"fired {state.fire_count} time{'s' if state.fire_count != 1 else ''}"
     outcome = f", last outcome: {state.last_outcome}" if state.last_outcome else ""
     if status.status == HeartbeatStatus.PAUSED:
+        why = f" — paused: {state.paused_reason}" if state.paused_reason else ""
         return (
-            f"♥ Heartbeat paused ({state.describe()}): {preview(state.prompt)} — {fires}"
+            f"♥ Heartbeat paused ({state.describe()}): {preview(state.prompt)}{why} — {fires}"
             f"{outcome}; /heartbeat resume starts it again."
         )
     due = status.next_due

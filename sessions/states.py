@@ -59,11 +59,14 @@ SETTLED = FINISHED | GIVEN_BACK
 
 class DeliveryState(StrEnum):
     """One outbound message's delivery record: pending (written with the fenced mark just
-    before the send) → sent | failed; suppressed (nothing to say, or the platform dropped it as
-    a repeat); unknown (its turn was cut off between the send and the record: it may have
-    left). A later attempt at the same delivery key makes it pending again."""
+    before the send) → sent | failed | retrying; suppressed (nothing to say, or the platform
+    dropped it as a repeat); unknown (its turn was cut off between the send and the record: it
+    may have left); retrying (the platform failed for now: the same text goes again under the
+    same key at ``next_attempt_at``, never a new turn). A later attempt at the same delivery key
+    makes it pending again."""
 
     PENDING = "pending"
+    RETRYING = "retrying"
     SENT = "sent"
     FAILED = "failed"
     SUPPRESSED = "suppressed"
@@ -76,6 +79,7 @@ DELIVERY_OUTCOMES = (
     DeliveryState.FAILED,
     DeliveryState.SUPPRESSED,
     DeliveryState.UNKNOWN,
+    DeliveryState.RETRYING,
 )
 
 

@@ -5,11 +5,13 @@ Nothing outside ``sessions/`` sees an ORM object, only these.
 
 from __future__ import annotations
 
-from sessions.store.deliveries import DeliveryOutcome, DeliveryView, Outbound
+from sessions.store.deliveries import DeliveryOutcome, DeliveryView, Outbound, Resend
+from sessions.store.delivery_retries import RetryAttempt
 from sessions.store.fire_turns import Finished, FireAdmission, FireClaim, NotStarted, Started
 from sessions.store.heartbeat_records import HeartbeatStatusView
 from sessions.store.ledger import (
     Duplicate,
+    FenceClaim,
     RefusalReason,
     Refused,
     ReplyStart,
@@ -27,6 +29,7 @@ __all__ = [
     "DeliveryOutcome",
     "DeliveryView",
     "Duplicate",
+    "FenceClaim",
     "Finished",
     "FireAdmission",
     "FireClaim",
@@ -40,10 +43,12 @@ __all__ = [
     "RefusalReason",
     "Refused",
     "ReplyStart",
+    "Resend",
     "ReserveOutcome",
     "Reserved",
     "RestorablePage",
     "RestoreEntry",
+    "RetryAttempt",
     "RunView",
     "SessionView",
     "Started",

@@ -29,7 +29,7 @@ from workers.turn_io import REPEAT_MARK
 
 def _count(outcome: str) -> float:
     sample = gateway_metrics().registry.get_sample_value(
-        "hbgw_deliveries_total", {"channel": "file", "outcome": outcome}
+        "hbgw_deliveries_total", {"platform": "file", "outcome": outcome}
     )
     return sample or 0.0
 
@@ -109,7 +109,11 @@ def test_a_channel_that_cannot_write_records_failed_with_its_error(
 ) -> None:
     blocked = tmp_path / "blocked"
     blocked.mkdir()  # the file channel's path is a directory: every send raises
-    gw = Gateway(gateway_settings(tmp_path, redis_url, redis_ns, channel_file=blocked), redis_url)
+    # No retries: the first failed attempt is the last (retries: tests/test_delivery_retries.py).
+    settings = gateway_settings(
+        tmp_path, redis_url, redis_ns, channel_file=blocked, delivery_retries=0
+    )
+    gw = Gateway(settings, redis_url)
     before = _count("failed")
     try:
         with gw.worker("w1"):

@@ -100,7 +100,7 @@ def test_a_newer_grant_finds_a_delivering_run_cut_off_and_its_delivery_unknown(
     store: Store,
 ) -> None:
     sid, _, _ = _delivering(store)
-    assert store.claim_fence(sid, 2, LATER) == 1
+    assert store.claim_fence(sid, 2, LATER).unknown == 1
     done = _delivery(store, sid)
     assert done is not None
     assert (done.state, done.error, done.updated_at) == (
@@ -115,7 +115,7 @@ def test_a_turn_that_stopped_before_its_send_records_it_failed_not_unknown(store
     store.settle_lost(run_id, 1, LATER, nothing_sent=True)
     done = _delivery(store, sid)
     assert done is not None and (done.state, done.error) == (DeliveryState.FAILED, NOT_SENT_ERROR)
-    assert store.claim_fence(sid, 2, LATER) == 0  # settled already: nothing unknown
+    assert store.claim_fence(sid, 2, LATER).unknown == 0  # settled already: nothing unknown
 
 
 def _reply(store: Store, sid: str, message_id: int, fence: int) -> int:

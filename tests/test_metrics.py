@@ -16,7 +16,7 @@ from support.harness import Gateway, gateway_settings, wait_until
 from support.http_server import serving
 from support.metrics_reading import Samples, free_port, free_port_run, scrape, value, with_name
 
-from core.metrics import DELIVERY_CHANNELS
+from core.metrics import DELIVERY_PLATFORMS
 from gateway.api.app import create_app
 from hbgw.procs import spawn_hbgw, stop_all
 from hbgw.up import local_stack
@@ -102,7 +102,7 @@ def _worker_done(url: str) -> Samples | None:
     users = sum(with_name(samples, "hbgw_user_turns_total").values())
     refunds = value(samples, "hbgw_refunds_total", reason="emergency_stop") or 0
     # Counted once each record is written: three heartbeats and one reply.
-    sent = value(samples, "hbgw_deliveries_total", channel="file", outcome="sent") or 0
+    sent = value(samples, "hbgw_deliveries_total", platform="file", outcome="sent") or 0
     return samples if fires >= 3 and users >= 1 and refunds >= 1 and sent >= 4 else None
 
 
@@ -120,10 +120,10 @@ def _check_worker(samples: Samples) -> None:
     assert (value(samples, "hbgw_turn_seconds_count", kind="user") or 0) >= 1
     assert value(samples, "hbgw_user_turns_total", outcome="reply") == 1
     assert value(samples, "hbgw_live_workers") == 1
-    assert value(samples, "hbgw_deliveries_total", channel="file", outcome="sent") == 4
+    assert value(samples, "hbgw_deliveries_total", platform="file", outcome="sent") == 4
     # Closed label values, every series there from the start.
     deliveries = with_name(samples, "hbgw_deliveries_total")
-    assert {dict(labels)["channel"] for labels in deliveries} == set(DELIVERY_CHANNELS)
+    assert {dict(labels)["platform"] for labels in deliveries} == set(DELIVERY_PLATFORMS)
     assert {dict(labels)["outcome"] for labels in deliveries} == set(DELIVERY_OUTCOMES)
     refunded = value(samples, "hbgw_fires_total", outcome="refunded") or 0
     # A refund counts its outcome first, then its reason: a scrape may fall between the two.

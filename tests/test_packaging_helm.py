@@ -117,13 +117,15 @@ def test_default_workloads_are_hardened_and_probed(tmp_path: Path) -> None:
     assert config["data"]["HBGW_HOME"] == "/var/lib/hbgw"
 
 
+# Slack's pair goes to the roles that verify (api) and post (api, worker): both or neither.
+SLACK = {"HBGW_SLACK_SIGNING_SECRET", "HBGW_SLACK_BOT_TOKEN"}
 ROLE_SECRETS = {
     "migrate": {"HBGW_DATABASE_URL"},
-    "api": {"HBGW_DATABASE_URL", "HBGW_REDIS_URL", "HBGW_ADMIN_TOKEN", "HBGW_API_TOKENS"},
+    "api": {"HBGW_DATABASE_URL", "HBGW_REDIS_URL", "HBGW_ADMIN_TOKEN", "HBGW_API_TOKENS", *SLACK},
     "beat": {
         "HBGW_DATABASE_URL", "HBGW_REDIS_URL", "HBGW_ALERT_WEBHOOK", "HBGW_ALERT_WEBHOOK_SECRET",
     },
-    "worker": {"HBGW_DATABASE_URL", "HBGW_REDIS_URL", "HBGW_OPENAI_API_KEY"},
+    "worker": {"HBGW_DATABASE_URL", "HBGW_REDIS_URL", "HBGW_OPENAI_API_KEY", *SLACK},
     "flower": {"HBGW_REDIS_URL", "HBGW_FLOWER_PASSWORD"},
 }  # fmt: skip
 

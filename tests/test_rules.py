@@ -211,7 +211,8 @@ def test_a_failed_delivery_fails_the_turn_and_frees_the_session(gateway: Gateway
     gw = gateway
     unwritable = gw.settings.home / "not-a-file"
     unwritable.mkdir()
-    broken = gw.settings.model_copy(update={"channel_file": unwritable})
+    # No retries: a failed send is the last (retries: tests/test_delivery_retries.py).
+    broken = gw.settings.model_copy(update={"channel_file": unwritable, "delivery_retries": 0})
     with gw.worker("w1", settings=broken):
         sid = gw.session()
         gw.due_now(sid)

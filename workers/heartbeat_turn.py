@@ -109,7 +109,8 @@ class HeartbeatTurn(Turn[Begun]):
             worker=rt.worker,
             deferred=fire.deferred,
         )
-        count_delivery(self.io.channel.name, DeliveryState.UNKNOWN.value, claim.unknown)
+        label = self.io.label(fire.session.platform)
+        count_delivery(label, DeliveryState.UNKNOWN.value, claim.unknown)
         return claim
 
     def run(self, lease: Lease, fire: Fire, claim: FireClaim) -> None:
@@ -238,7 +239,7 @@ class HeartbeatTurn(Turn[Begun]):
         rt, kind = self.rt, composed.reply.delivery.kind
         run = plan.started.run
         rt.store.mark_delivering(
-            run.id, lease.fence, rt.clock(), channel=self.io.channel.name, kind=kind
+            run.id, lease.fence, rt.clock(), channel=self.io.label(plan.address.platform), kind=kind
         )
         return ReplyStart(possible_repeat=False)  # a fire is sent by one grant only
 
@@ -270,7 +271,7 @@ class HeartbeatTurn(Turn[Begun]):
             detail=outcome.error if outcome.state is DeliveryState.FAILED else None,
             usage=answer.usage,
             delivered=outcome,
-            channel=self.io.channel.name,
+            channel=self.io.label(plan.address.platform),
         )
         if sent is not None:
             rt.wake_streams(sid)  # the answer reaches the API's event streams now
@@ -290,7 +291,7 @@ class HeartbeatTurn(Turn[Begun]):
         with contextlib.suppress(StaleFence):
             self.rt.store.settle_lost(run.id, lease.fence, self.rt.clock(), nothing_sent=True)
         if mark is not None:
-            count_delivery(self.io.channel.name, DeliveryState.FAILED.value)
+            count_delivery(self.io.label(plan.address.platform), DeliveryState.FAILED.value)
 
 
 def count_refund(reason: RefundReason) -> None:

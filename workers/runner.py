@@ -18,6 +18,7 @@ from state.dispatch import Dispatcher
 from state.runtime import Runtime
 from workers.admission import Admission
 from workers.agents.base import Agent
+from workers.delivery_retry import DeliveryRetrier
 from workers.heartbeat_turn import BeforeStartHook, Fire, HeartbeatTurn
 from workers.locks import LockRenewals
 from workers.logfields import is_transient, report
@@ -58,6 +59,7 @@ class TurnRunner:
             lease_ms=self.lease_ms,
             renewals=self.renewals,
             on_pending=functools.partial(self.accept_fire, deferred=True),
+            retrier=DeliveryRetrier(io),
         )
 
     def shutdown(self, wait: bool = True) -> None:

@@ -1,7 +1,8 @@
 """The locked session loop: the one place that holds a session's lock, claims its fence in SQL
 and decides what an error under the lock means.
 
-Under a lock: the fire it was granted for (if any), then the queued user messages, then the
+Under a lock: the fire it was granted for (if any) — or, for a drain, the delivery retries
+that are due (``workers/delivery_retry.py``) — then the queued user messages, then the
 pending fire (handed back to admission), else the session goes idle. Each turn runs on the
 turn skeleton (``workers/turn.py``), whose error policy covers a turn's own trouble (a failed
 agent, a refused delivery, a lost lock mid-turn); this loop's covers what ends a turn.
@@ -35,6 +36,7 @@ from sessions.states import DeliveryState, parse_fire_id
 from state.dispatch import Dispatcher
 from state.runtime import Runtime
 from state.turn_gate import KeepLock, LockLost, TurnEnded
+from workers.delivery_retry import RETRIES_PER_GRANT, DeliveryRetrier
 from workers.heartbeat_turn import Fire, HeartbeatTurn
 from workers.locks import Grant, Lease, LockKeeper, LockRenewals
 from workers.logfields import fields, log, report
@@ -54,6 +56,7 @@ class SessionLoop:
         lease_ms: int,
         renewals: LockRenewals,
         on_pending: OnPending,
+        retrier: DeliveryRetrier,
     ) -> None:
         self.rt = rt
         self.dispatcher = dispatcher
@@ -62,6 +65,7 @@ class SessionLoop:
         self.lease_ms = lease_ms
         self.renewals = renewals
         self.on_pending = on_pending
+        self.retrier = retrier
 
     def run(self, grant: Grant, fire: Fire | None = None) -> None:
         sid, fire_id = grant.session_id, fire.fire_id if fire else None
@@ -74,8 +78,7 @@ class SessionLoop:
                 # reservation included) is then fenced, whatever comes first. A fire's claim
                 # and reservation are one transaction.
                 if fire is None:
-                    unknown = self.rt.store.claim_fence(sid, grant.fence, self.rt.clock())
-                    count_delivery(self.user.io.channel.name, DeliveryState.UNKNOWN.value, unknown)
+                    self._claim_drain(lease)
                 else:
                     claim = self.heartbeat.claim(lease, fire)
                     run_fire = functools.partial(self.heartbeat.run, lease, fire, claim)
@@ -95,6 +98,18 @@ class SessionLoop:
                 report("session loop failed", exc, "turn.crashed", sid, fire_id)
                 with contextlib.suppress(redis.RedisError):
                     self.rt.gate.release(sid, grant.token)
+
+    def _claim_drain(self, lease: Lease) -> None:
+        """A drain's grant: claim the fence, then send the delivery retries now due, first
+        (a drain is what beat asks for when one is due; fires never wait for them)."""
+        sid, rt = lease.session_id, self.rt
+        claim = rt.store.claim_fence(sid, lease.fence, rt.clock(), retries=RETRIES_PER_GRANT)
+        if claim.unknown:  # rare: the platform of the session, for the metric's label
+            label = self.user.io.label(rt.store.get_session(sid).platform)
+            count_delivery(label, DeliveryState.UNKNOWN.value, claim.unknown)
+        for record in claim.retries:
+            retry = functools.partial(self.retrier.retry, lease, record)
+            self._attempt(lease, "delivery", retry)
 
     def _attempt(
         self, lease: Lease, action: str, work: Callable[[], None], fire_id: str | None = None

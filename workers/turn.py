@@ -7,10 +7,12 @@ delivery (``mark``: confirm the lock in Redis, then SQL writes the durable mark 
 finish (``finish``: the outcome, the reply and the delivery's outcome, one fenced transaction).
 
 One error policy for a turn's own trouble: the agent's failure becomes a visible failure
-notice, never silence; a platform that refuses a message becomes that delivery's ``failed``
-record and a failed turn, never a dead session; a lost lock (``TurnAborted``) stops the turn
-where it stands, and ``aborted`` says, fenced, what never left. Everything else is the session
-loop's (``workers/session_loop.py``).
+notice, never silence; a platform that fails a message for now makes its delivery ``retrying``
+(sent again later, the same text under the same key, never a new turn:
+``workers/delivery_retry.py``); one that refuses it for good becomes that delivery's ``failed``
+record, a failed turn and a paused heartbeat, never a dead session; a lost lock
+(``TurnAborted``) stops the turn where it stands, and ``aborted`` says, fenced, what never
+left. Everything else is the session loop's (``workers/session_loop.py``).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from dataclasses import dataclass
 from typing import Generic, Literal, TypeVar
 
 from core.errors import TurnAborted
-from core.metrics import count_delivery, gateway_metrics
+from core.metrics import gateway_metrics
 from sessions.states import DeliveryState
 from sessions.views import DeliveryOutcome, Outbound, ReplyStart
 from workers.agents.base import TurnRequest
@@ -89,7 +91,7 @@ class Turn(ABC, Generic[P]):
                 assert composed.suppressed_key is not None
                 quiet = DeliveryOutcome(composed.suppressed_key, DeliveryState.SUPPRESSED)
                 self.finish(lease, plan, composed, None, quiet)
-                self._count(quiet)
+                self._settled(lease, plan, quiet)
                 return
             # Nothing leaves before Redis confirms the lock and SQL, fenced, keeps the mark.
             self.io.confirm(lease)
@@ -103,14 +105,14 @@ class Turn(ABC, Generic[P]):
                 outcome = self._send(lease, plan, marked)
                 sent += 1
                 self.store_sent(lease, marked, outcome)
-                self._count(outcome)
+                self._settled(lease, plan, outcome)
             if composed.before:
                 self.io.confirm(lease)
             reply = composed.reply.marked(mark.possible_repeat)
             outcome = self._send(lease, plan, reply)
             sent += 1
             self.finish(lease, plan, composed, Sent(reply, outcome), outcome)
-            self._count(outcome)
+            self._settled(lease, plan, outcome)
         except TurnAborted:
             self.aborted(lease, plan, mark, sent)
             raise
@@ -120,8 +122,12 @@ class Turn(ABC, Generic[P]):
     def _send(self, lease: Lease, plan: P, out: Outgoing) -> DeliveryOutcome:
         return self.io.deliver(lease, self.address(plan), out.text, out.delivery)
 
-    def _count(self, outcome: DeliveryOutcome) -> None:
-        count_delivery(self.io.channel.name, outcome.state.value)
+    def _settled(self, lease: Lease, plan: P, outcome: DeliveryOutcome) -> None:
+        """A delivery's outcome is recorded: count it; a route gone for good pauses the
+        session's heartbeat (after the finish, whose transaction is fenced on its own)."""
+        address = self.address(plan)
+        self.io.count(address.platform, outcome)
+        self.io.refused_for_good(lease.session_id, address, outcome)
 
     # -- what each kind says for itself ------------------------------------------------------
 

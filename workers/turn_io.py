@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
-from core.errors import TurnAborted
+from core.errors import DeliveryFailed, PermanentDelivery, TurnAborted
+from core.metrics import DELIVERY_PLATFORMS, count_delivery
+from core.settings import Settings
 from core.usage import TokenUsage
 from sessions.states import DeliveryState
-from sessions.views import DeliveryOutcome, MessageView
+from sessions.views import DeliveryOutcome, MessageView, Resend
 from state.runtime import Runtime
 from workers.agents.base import Agent, TurnFailed, TurnKind, TurnRequest
 from workers.heartbeat_tools import SessionHeartbeatTools
@@ -26,6 +29,12 @@ CONVERSATION_KINDS = frozenset({"user", "heartbeat", "assistant"})
 REPEAT_MARK = "(possible repeat) "
 # Why a delivery the platform accepted is ``suppressed``: it knew the key and dropped a repeat.
 DUPLICATE_NOTE = "dropped by the platform as a repeat of its delivery key"
+# The reasons of a ``TransientDelivery`` whose request may have reached the platform (no answer
+# came back): its retry carries the possible-repeat mark. Any other transient reason is an
+# answer (429, 5xx, an error code) that proves nothing was posted: its retry is not marked.
+MAYBE_POSTED = frozenset({"unreachable", "timeout"})
+# A platform that refused for good every message of the session (not its chat alone).
+WHOLE_SESSION = frozenset({"not_served"})
 
 
 def as_sent(text: str, possible_repeat: bool) -> str:
@@ -90,10 +99,14 @@ class TurnIO:
         self.stamp(lease.session_id, "delivering")
         lease.keeper.confirm()
 
-    def deliver(self, lease: Lease, address: Address, text: str, what: Delivery) -> DeliveryOutcome:
+    def deliver(
+        self, lease: Lease, address: Address, text: str, what: Delivery, *, attempts: int = 1
+    ) -> DeliveryOutcome:
         """Send, if the lock was confirmed recently enough (``TurnAborted`` if not: nothing
         leaves); how it ended, for its delivery record. A platform failure is recorded on the
-        turn, never left to kill the session."""
+        turn, never left to kill the session: ``retrying`` while ``attempts`` (this one
+        included) stay within HBGW_DELIVERY_RETRIES + 1, else ``failed``; ``failed`` at once
+        when the route refused it for good."""
         sid = lease.session_id
         lease.keeper.cleared()  # in memory: nothing can block between this and the send
         try:
@@ -113,13 +126,52 @@ class TurnIO:
                 exc,
                 extra=fields("deliver.failed", sid, what.fire_id),
             )
-            return DeliveryOutcome(what.key, DeliveryState.FAILED, error=f"delivery failed: {exc}")
+            resend = Resend(
+                text,
+                address.chat,
+                address.thread,
+                address.reply_to,
+                self.rt.clock() + backoff(self.rt.settings, attempts),
+                what.possible_repeat or may_have_posted(exc),
+            )
+            return failure_outcome(self.rt.settings, what.key, exc, attempts, resend)
         if receipt is not None and receipt.duplicate:
             state, why = DeliveryState.SUPPRESSED, DUPLICATE_NOTE
         else:
             state, why = DeliveryState.SENT, None
         message_id = receipt.message_id if receipt is not None else None
         return DeliveryOutcome(what.key, state, platform_message_id=message_id, error=why)
+
+    def label(self, platform: str) -> str:
+        """The channel that delivers to ``platform`` (a chat platform's own client, else the
+        local console or file channel), as the delivery record and the metric name it."""
+        route = getattr(self.channel, "route_name", None)  # the registry's; a bare channel's name
+        name = str(route(platform)) if callable(route) else self.channel.name
+        return name if name in DELIVERY_PLATFORMS else "other"
+
+    def count(self, platform: str, outcome: DeliveryOutcome) -> None:
+        count_delivery(self.label(platform), outcome.state.value)
+
+    def refused_for_good(self, session_id: str, address: Address, outcome: DeliveryOutcome) -> None:
+        """The route refused a message for good: pause the heartbeat that fires into it, with
+        the platform's sentence, so no fire spends tokens on a chat nobody can read."""
+        if not outcome.permanent or outcome.error is None:
+            return
+        rt, why = self.rt, outcome.error.removeprefix("delivery failed: ")
+        chat = None if outcome.reason in WHOLE_SESSION else address.chat
+        try:
+            paused = rt.store.pause_for_route(session_id, chat, why, rt.clock())
+            if paused is not None:
+                rt.settle(session_id)
+        except Exception as exc:  # the next fire fails the same way and pauses it then
+            log.warning(
+                "pausing the heartbeat failed: %s",
+                exc,
+                extra=fields("deliver.pause_failed", session_id),
+            )
+            return
+        if paused is not None:
+            log.warning("heartbeat paused: %s", why, extra=fields("deliver.route_gone", session_id))
 
     def best_effort(self, call: Callable[..., None], *args: Any, session_id: str) -> None:
         """Typing indicators and progress are cosmetic: a failing platform must not stop a turn."""
@@ -149,6 +201,39 @@ class TurnIO:
         self.stamp(lease.session_id, phase)
         if address is not None:  # rule 8: heartbeat turns pass no address, so show nothing
             self.best_effort(self.channel.progress, address, phase, session_id=lease.session_id)
+
+
+def backoff(settings: Settings, attempts: int) -> timedelta:
+    """How long after its ``attempts``-th failed attempt a delivery is tried again: doubling
+    from HBGW_DELIVERY_BACKOFF, at most HBGW_DELIVERY_BACKOFF_MAX."""
+    base, most = settings.delivery_backoff, settings.delivery_backoff_max
+    return timedelta(seconds=min(most, base * 2 ** min(max(attempts - 1, 0), 30)))
+
+
+def may_have_posted(exc: Exception) -> bool:
+    """Whether a failed send may have reached the platform all the same: no answer came back
+    (a timeout, a dropped connection), or the failure is not one a platform client typed."""
+    if isinstance(exc, DeliveryFailed):
+        return exc.reason in MAYBE_POSTED
+    return True
+
+
+def failure_outcome(
+    settings: Settings, key: str, exc: Exception, attempts: int, resend: Resend
+) -> DeliveryOutcome:
+    """A failed attempt's record: ``failed`` for good (the route refused it, or the retries
+    are spent), else ``retrying`` with its ``resend``."""
+    reason = exc.reason if isinstance(exc, DeliveryFailed) else None
+    if isinstance(exc, PermanentDelivery):
+        error = f"delivery failed: {exc}"
+        return DeliveryOutcome(
+            key, DeliveryState.FAILED, error=error, permanent=True, reason=reason
+        )
+    if attempts > settings.delivery_retries:
+        tried = f" after {attempts} attempts" if attempts > 1 else ""
+        return DeliveryOutcome(key, DeliveryState.FAILED, error=f"delivery failed{tried}: {exc}")
+    error = f"delivery retrying (attempt {attempts} failed): {exc}"
+    return DeliveryOutcome(key, DeliveryState.RETRYING, error=error, reason=reason, resend=resend)
 
 
 def conversation_before(

@@ -93,7 +93,7 @@ class UserTurn(Turn[Asked]):
         # the message still waits for its answer; it then keeps the mark that this grant is
         # about to send (durable: a newer grant that finds it knows this one's outcome is
         # unknown) and the delivery records, pending.
-        rt, channel = self.rt, self.io.channel.name
+        rt, channel = self.rt, self.io.label(plan.address.platform)
         start = rt.store.begin_reply(
             lease.session_id,
             plan.message.id,

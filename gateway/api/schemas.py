@@ -117,6 +117,8 @@ class HeartbeatStatus(Response):
     schedule: str | None
     next_due_at: str | None
     fire_count: int
+    # Set when the gateway paused it because its chat refused a message for good.
+    paused_reason: str | None = None
 
 
 class HeartbeatChange(Response):
@@ -131,11 +133,15 @@ class Reply(Response):
 class Delivery(Response):
     """How one outbound message's delivery stands: ``pending`` (about to leave), ``sent``,
     ``failed`` (``error`` says why), ``suppressed`` (nothing to say, or the platform dropped a
-    repeat) or ``unknown`` (its turn was cut off between the send and the record)."""
+    repeat), ``unknown`` (its turn was cut off between the send and the record) or
+    ``retrying`` (the platform failed for now; sent again at ``next_attempt_at``). ``outcome``
+    says the same for people: ``delivered`` for ``sent``."""
 
     channel: str
     kind: str
     state: str
+    outcome: str | None = None
+    next_attempt_at: str | None = None
     attempts: int
     platform_message_id: str | None = None
     error: str | None = None

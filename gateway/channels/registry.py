@@ -46,6 +46,11 @@ class ChannelRegistry:
         self.served.check(platform)
         return self.own.get(platform, self.local)
 
+    def route_name(self, platform: str) -> str:
+        """The name of the channel that delivers ``platform`` (delivery records and the
+        ``hbgw_deliveries_total`` label): its own client's, else the local channel's."""
+        return platform if platform in self.own else self.local.name
+
     def send(
         self,
         address: Address,

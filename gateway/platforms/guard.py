@@ -13,13 +13,15 @@ from enum import StrEnum
 
 from prometheus_client import CollectorRegistry, Counter
 
+from core.metrics import CHAT_PLATFORMS
 from state.connection import TRANSIENT_REDIS_ERRORS
 from state.runtime import Runtime
 
 log = logging.getLogger("hbgw.platforms")
 
-# Every platform an inbound route may count for; a closed set, so no request mints a series.
-PLATFORMS = ("slack", "telegram", "discord", "webhook")
+# Every platform an inbound route may count for; a closed set, so no request mints a series
+# (core's, which the delivery metric shares).
+PLATFORMS = CHAT_PLATFORMS
 # How long a platform's event id is remembered: Slack retries three times within the hour.
 SEEN_FOR_SECONDS = 3600
 

@@ -88,15 +88,21 @@ def out_json(data: Any) -> None:
 
 
 def delivery_cell(delivery: DeliveryView | None) -> str:
-    """How a run's delivery ended, in a word (``-``: nothing recorded, as for runs that never
-    reached their send, or that ended before delivery records were kept); ``sent×2`` when it
-    took more than one attempt."""
+    """How a run's delivery ended, in a word — delivered, suppressed, failed, unknown,
+    retrying, pending (``-``: nothing recorded, as for runs that never reached their send, or
+    that ended before delivery records were kept); ``delivered×2`` when it took more than one
+    attempt."""
     if delivery is None:
         return "-"
     again = f"×{delivery.attempts}" if delivery.attempts > 1 else ""
-    return f"{delivery.state}{again}"
+    return f"{delivery.outcome}{again}"
 
 
 def delivery_error(delivery: DeliveryView | None) -> str:
-    """Why a delivery is not plainly sent, when the run's detail does not say it already."""
-    return (delivery.error or "") if delivery is not None else ""
+    """Why a delivery is not plainly sent, when the run's detail does not say it already; when
+    the next attempt of a retrying one is due."""
+    if delivery is None:
+        return ""
+    due = delivery.next_attempt_at
+    when = f" (next attempt {due.isoformat(timespec='seconds')})" if due is not None else ""
+    return f"{delivery.error or ''}{when}"

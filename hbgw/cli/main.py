@@ -161,15 +161,15 @@ def runs(
         out(f"No heartbeat runs for session {session_id} yet.")
         return
     out(
-        f"{'fire id':<40} {'state':<10} {'fence':>5}  {'reserved':<24} {'started':<24} "
-        f"{'tokens in+out':<15} {'delivery':<12} detail"
+        f"{'fire id':<40} {'state':<10} {'fence':>5}  {'reserved':<27} {'started':<27} "
+        f"{'tokens in+out':<15} {'delivery':<13} detail"
     )
     for r in rows:
         usage = r.usage
         tokens = f"{usage.prompt_tokens}+{usage.completion_tokens}" if usage else "-"
         out(
-            f"{r.fire_id:<40} {r.state:<10} {r.fence:>5}  {iso(r.reserved_at) or '':<24} "
-            f"{iso(r.started_at) or '-':<24} {tokens:<15} {delivery_cell(r.delivery):<12} "
+            f"{r.fire_id:<40} {r.state:<10} {r.fence:>5}  {iso(r.reserved_at) or '':<27} "
+            f"{iso(r.started_at) or '-':<27} {tokens:<15} {delivery_cell(r.delivery):<13} "
             f"{r.detail or delivery_error(r.delivery)}"
         )
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from sessions.db import ensure_schema, make_engine
 from sessions.store.deliveries import DeliveryRecords
+from sessions.store.delivery_retries import DeliveryRetries
 from sessions.store.fire_turns import FireTurns
 from sessions.store.heartbeat_records import HeartbeatRecords
 from sessions.store.ledger import FireLedger
@@ -26,6 +27,7 @@ class Store(
     FireTurns,
     RestoreReads,
     DeliveryRecords,
+    DeliveryRetries,
 ):
     @classmethod
     def from_url(cls, url: str) -> Store:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import or_, select, update
 from sqlalchemy.orm import Session
 
 from core.clock import iso
@@ -44,6 +44,18 @@ class DeliveryView:
     error: str | None
     created_at: datetime
     updated_at: datetime
+    # A retrying delivery's resend: its text and address, when, and whether it is marked.
+    text: str | None = None
+    chat: str | None = None
+    thread: str | None = None
+    reply_to: str | None = None
+    next_attempt_at: datetime | None = None
+    maybe_sent: bool = False
+
+    @property
+    def outcome(self) -> str:
+        """In a word, for people: delivered, suppressed, failed, unknown, retrying, pending."""
+        return "delivered" if self.state == DeliveryState.SENT else str(self.state)
 
     def to_json(self) -> dict[str, Any]:
         """Without SQL's ids (the API shows public ones only; the key names what it is)."""
@@ -52,9 +64,11 @@ class DeliveryView:
             "kind": self.kind,
             "delivery_key": self.delivery_key,
             "state": self.state,
+            "outcome": self.outcome,
             "attempts": self.attempts,
             "platform_message_id": self.platform_message_id,
             "error": self.error,
+            "next_attempt_at": iso(self.next_attempt_at),
             "created_at": iso(self.created_at),
             "updated_at": iso(self.updated_at),
         }
@@ -69,13 +83,32 @@ class Outbound:
 
 
 @dataclass(frozen=True)
+class Resend:
+    """What a ``retrying`` delivery sends again: the same text to the same address, at
+    ``next_attempt_at``; ``maybe_sent``: an earlier attempt may have been posted (a timeout, a
+    dropped connection), so the resend carries the possible-repeat mark."""
+
+    text: str
+    chat: str
+    thread: str | None
+    reply_to: str | None
+    next_attempt_at: datetime
+    maybe_sent: bool
+
+
+@dataclass(frozen=True)
 class DeliveryOutcome:
-    """How one send ended (sent, failed, or suppressed), for its record."""
+    """How one send ended (sent, failed, suppressed or retrying), for its record;
+    ``permanent``: the route refused it for good (its heartbeat is paused); ``resend``: what a
+    ``retrying`` one sends again."""
 
     key: str
     state: DeliveryState
     platform_message_id: str | None = None
     error: str | None = None
+    permanent: bool = False
+    reason: str | None = None  # the platform's word for a failure (not_in_channel, http_503)
+    resend: Resend | None = None
 
 
 def delivery_view(row: DeliveryRow) -> DeliveryView:
@@ -94,6 +127,12 @@ def delivery_view(row: DeliveryRow) -> DeliveryView:
         error=row.error,
         created_at=row.created_at,
         updated_at=row.updated_at,
+        text=row.text,
+        chat=row.chat,
+        thread=row.thread,
+        reply_to=row.reply_to,
+        next_attempt_at=row.next_attempt_at,
+        maybe_sent=bool(row.maybe_sent),
     )
 
 
@@ -142,7 +181,9 @@ def mark_pending_in(db: Session, owner: Owner, outbound: Sequence[Outbound], now
 
 def record_outcome_in(db: Session, fence: int, outcome: DeliveryOutcome, now: datetime) -> None:
     """The outcome of the grant ``fence``'s send: one UPDATE of its pending record (none left
-    when this is a repeat after a lost COMMIT, or a newer grant took the record over)."""
+    when this is a repeat after a lost COMMIT, or a newer grant took the record over). A
+    ``retrying`` outcome keeps what its resend needs; any other clears it."""
+    again = outcome.resend
     db.execute(
         update(DeliveryRow)
         .where(
@@ -155,6 +196,12 @@ def record_outcome_in(db: Session, fence: int, outcome: DeliveryOutcome, now: da
             platform_message_id=_bounded(outcome.platform_message_id, PLATFORM_MESSAGE_ID_CHARS),
             error=_bounded(outcome.error, DELIVERY_ERROR_CHARS),
             updated_at=now,
+            text=again.text if again else None,
+            chat=again.chat if again else None,
+            thread=again.thread if again else None,
+            reply_to=again.reply_to if again else None,
+            next_attempt_at=again.next_attempt_at if again else None,
+            maybe_sent=again.maybe_sent if again else None,
         )
     )
 
@@ -235,15 +282,16 @@ def _bounded(text: str | None, limit: int) -> str | None:
 
 class DeliveryRecords(Transactions):
     def stale_deliveries(self, before: datetime, limit: int | None = None) -> list[DeliveryView]:
-        """User-turn deliveries still pending since before ``before``, oldest first: candidates
-        for ``settle_cut_off_delivery`` (a heartbeat's is settled with its run)."""
+        """User-turn deliveries, and retries of any, still pending since before ``before``,
+        oldest first: candidates for ``settle_cut_off_delivery`` (a heartbeat's first attempt
+        is settled with its run; a retry runs after its run finished)."""
         with self._transaction() as db:
             rows = db.scalars(
                 select(DeliveryRow)
                 .where(
                     DeliveryRow.state == DeliveryState.PENDING,
                     DeliveryRow.updated_at < before,
-                    DeliveryRow.message_id.is_not(None),
+                    or_(DeliveryRow.message_id.is_not(None), DeliveryRow.text.is_not(None)),
                 )
                 .order_by(DeliveryRow.updated_at, DeliveryRow.id)
                 .limit(limit)

@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session
 from core.clock import iso
 from sessions import heartbeat as hb
 from sessions.grammar import CronSchedule, IntervalSchedule, Schedule
-from sessions.models import HeartbeatRow, SessionRow
+from sessions.models import PAUSED_REASON_CHARS, HeartbeatRow, SessionRow
 from sessions.states import HeartbeatStatus
 from sessions.store.base import Transactions, active_session_row, heartbeat_row, session_row
 from sessions.validation import check_schedule_text, check_storable
@@ -63,6 +63,7 @@ class HeartbeatStatusView:
             "generation": self.state.generation if self.state else 0,
             "last_fired_at": iso(live.last_fired) if live else None,
             "last_outcome": live.last_outcome if live else None,
+            "paused_reason": live.paused_reason if live else None,
             "origin_chat": live.origin_chat if live else None,
             "origin_thread": live.origin_thread if live else None,
         }
@@ -81,6 +82,7 @@ def heartbeat_state(row: HeartbeatRow) -> hb.HeartbeatState:
         origin_thread=row.origin_thread,
         last_fired=row.last_fired_at,
         last_outcome=row.last_outcome,
+        paused_reason=row.paused_reason,
     )
 
 
@@ -96,6 +98,7 @@ def apply_state(row: HeartbeatRow, state: hb.HeartbeatState, now: datetime) -> N
     row.origin_chat = state.origin_chat
     row.origin_thread = state.origin_thread
     row.last_fired_at = state.last_fired
+    row.paused_reason = state.paused_reason[:PAUSED_REASON_CHARS] if state.paused_reason else None
     row.updated_at = now
 
 
@@ -171,6 +174,23 @@ class HeartbeatRecords(Transactions):
 
     def clear_heartbeat(self, session_id: str, now: datetime) -> hb.HeartbeatState:
         return self._change(session_id, now, hb.clear)
+
+    def pause_for_route(
+        self, session_id: str, chat: str | None, reason: str, now: datetime
+    ) -> hb.HeartbeatState | None:
+        """Pause the session's active heartbeat with ``reason`` when its route (its origin
+        ``chat``; None: any) refused a delivery for good; None when there was nothing to pause.
+        Locked like ``_change``: a reservation under way comes wholly before or after."""
+        with self._transaction() as db:
+            session_row(db, session_id, for_update=True)
+            row = heartbeat_row(db, session_id, for_update=True)
+            if row is None or row.status != HeartbeatStatus.ACTIVE:
+                return None
+            if chat is not None and row.origin_chat != chat:
+                return None  # another route failed: the heartbeat's own may be fine
+            state = hb.pause_for_route(heartbeat_state(row), reason)
+            apply_state(row, state, now)
+            return state
 
     def _change(
         self,

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from sqlalchemy import func, select
@@ -34,6 +35,7 @@ from sessions.store.base import (
     session_row,
 )
 from sessions.store.deliveries import (
+    DeliveryView,
     Outbound,
     Owner,
     deliveries_of_runs,
@@ -41,6 +43,7 @@ from sessions.store.deliveries import (
     mark_pending_in,
     take_back_in,
 )
+from sessions.store.delivery_retries import due_retries_in
 from sessions.store.ledger_audit import HeartbeatSnapshot, LedgerSnapshot, read_snapshot
 from sessions.store.ledger_steps import (
     claim_in,
@@ -58,8 +61,19 @@ from sessions.store.run_views import (
     run_view,
 )
 
+
+@dataclass(frozen=True)
+class FenceClaim:
+    """A grant's fence is claimed: ``unknown`` deliveries of older turns were found cut off;
+    ``retries``: the session's delivery retries due now (oldest first)."""
+
+    unknown: int
+    retries: list[DeliveryView] = field(default_factory=list)
+
+
 __all__ = [
     "Duplicate",
+    "FenceClaim",
     "FireLedger",
     "HeartbeatSnapshot",
     "LedgerSnapshot",
@@ -221,16 +235,21 @@ class FireLedger(Transactions):
             )
             return [run_view(r) for r in rows]
 
-    def claim_fence(self, session_id: str, fence: int, now: datetime) -> int:
+    def claim_fence(
+        self, session_id: str, fence: int, now: datetime, *, retries: int = 0
+    ) -> FenceClaim:
         """A lock was granted: record its fence, so every write of older turns is rejected.
 
         Claimed once per grant, before anything runs under the lock; every later write of the
         turn (reservation included) must carry exactly this fence. What older turns left is
-        settled here, in the same transaction: the lock moved on, so they are over.
-        The number of deliveries of older turns it found cut off (now ``unknown``).
+        settled here, in the same transaction: the lock moved on, so they are over. The claim
+        says how many deliveries of older turns it found cut off (now ``unknown``) and, when
+        ``retries`` is above 0, up to that many of the session's delivery retries now due.
         """
         with self._transaction() as db:
-            return claim_in(db, session_id, fence, now).unknown
+            unknown = claim_in(db, session_id, fence, now).unknown
+            due = due_retries_in(db, session_id, now, retries) if retries else []
+            return FenceClaim(unknown, due)
 
     def runs(self, session_id: str | None = None) -> list[RunView]:
         """Runs, oldest first, each with its delivery record (if it has one)."""

@@ -7,11 +7,13 @@ arrived, the status answered). ``chat.postMessage`` answers ``{"ok": true, "ts":
 fresh ``ts``; any other method answers ``{"ok": true}``, recorded all the same, so a call the
 gateway should never make (``assistant.threads.setStatus``, ``chat.update``, …) shows up.
 ``fail_next`` scripts the next answers of a method: a 429 with ``Retry-After``, an
-``{"ok": false, "error": …}``, or a bare HTTP status.
+``{"ok": false, "error": …}``, a bare HTTP status, or an answer held back past the client's
+timeout (``delay``).
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import hmac
 import itertools
@@ -45,6 +47,8 @@ class Failure:
     status: int = 200
     error: str | None = None
     retry_after: int | None = None
+    # Seconds the answer is held back (longer than the client's timeout: no answer comes).
+    delay: float = 0
 
 
 @dataclass
@@ -79,10 +83,15 @@ class FakeSlack:
         with self.lock:
             return {c.method for c in self.calls}
 
-    def _answer(self, method: str, params: dict[str, Any], token: str) -> JSONResponse:
+    def _next(self, method: str) -> Failure | None:
         with self.lock:
             queued = self.script.get(method)
-            failure = queued.popleft() if queued else None
+            return queued.popleft() if queued else None
+
+    def _answer(
+        self, method: str, params: dict[str, Any], token: str, failure: Failure | None
+    ) -> JSONResponse:
+        with self.lock:
             status = failure.status if failure else 200
             self.calls.append(Call(method, params, token, time.monotonic(), status))
             ts = f"1700000000.{next(self._ts):06d}"
@@ -114,7 +123,10 @@ def fake_slack_app(fake: FakeSlack) -> FastAPI:
         else:
             params = {k: v[0] for k, v in parse_qs(raw.decode()).items()}
         token = request.headers.get("authorization", "").removeprefix("Bearer ")
-        return fake._answer(method, params, token)
+        failure = fake._next(method)
+        if failure is not None and failure.delay:
+            await asyncio.sleep(failure.delay)
+        return fake._answer(method, params, token, failure)
 
     return app
 

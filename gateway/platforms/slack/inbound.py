@@ -12,8 +12,11 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from core.errors import BadInput, DeliveryFailed
+from core.errors import BadInput, DeliveryFailed, GrammarError
+from gateway.api.auth import Principal
 from gateway.api.context import ApiContext
+from gateway.api.errors import ApiError
+from gateway.api.quotas import check_heartbeats, check_message_rate
 from gateway.inbound import Answered
 from gateway.platforms.slack.channel import SlackChannel
 from gateway.platforms.slack.events import (
@@ -24,6 +27,7 @@ from gateway.platforms.slack.events import (
     read_message,
     session_thread,
 )
+from sessions.grammar import SetHeartbeat, parse_command
 from workers.ports import Address
 
 log = logging.getLogger("hbgw.slack")
@@ -59,6 +63,9 @@ def take_event(ctx: ApiContext, payload: dict[str, Any]) -> Answer | None:
     text = as_command(message.text, addressed=message.direct or message.mentions_app)
     address = Address(PLATFORM, session.chat, session.thread)
     key = message.idempotency_key
+    refused = over_limits(ctx, session.id, message.owner, text)
+    if refused is not None:  # told in its thread, like the API's 429: nothing is stored
+        return Answer(session.id, address, refused, f"{key}:answer")
     try:
         result = ctx.receive(session.id, text, idempotency_key=key)
     except BadInput as exc:
@@ -81,6 +88,10 @@ def take_command(ctx: ApiContext, command: SlashCommand, name: str) -> str:
         platform=PLATFORM, chat=command.channel, thread=None, now=ctx.clock(), owner=command.owner
     )
     assert session is not None  # create=True
+    refused = over_limits(ctx, session.id, command.owner, text)
+    if refused is not None:
+        ctx.metrics.commands.labels("false").inc()
+        return refused
     try:
         result = ctx.receive(session.id, text)
     except BadInput as exc:
@@ -89,6 +100,30 @@ def take_command(ctx: ApiContext, command: SlashCommand, name: str) -> str:
     assert isinstance(result, Answered)  # the text is a /heartbeat command
     ctx.metrics.commands.labels("true").inc()
     return result.text
+
+
+def over_limits(ctx: ApiContext, session_id: str, owner: str | None, text: str) -> str | None:
+    """The HTTP API's limits, for Slack's messages too: the session's message rate
+    (HBGW_API_MESSAGES_PER_MINUTE) and, for a /heartbeat that sets one, the workspace's
+    heartbeat quota (HBGW_API_MAX_HEARTBEATS_PER_OWNER; a workspace is one owner). The
+    sentence of the first one exceeded, or None."""
+    settings = ctx.settings
+    try:
+        check_message_rate(ctx.rt, session_id, settings.api_messages_per_minute)
+        limit = settings.api_max_heartbeats_per_owner
+        if limit and owner is not None and sets_heartbeat(text, ctx):
+            count = ctx.store.count_live_heartbeats(owner, besides=session_id)
+            check_heartbeats(count, limit, Principal(owner))
+    except ApiError as exc:
+        return exc.message
+    return None
+
+
+def sets_heartbeat(text: str, ctx: ApiContext) -> bool:
+    try:
+        return isinstance(parse_command(text, ctx.limits), SetHeartbeat)
+    except GrammarError:
+        return False  # not a command, or a malformed one (its own answer says what is wrong)
 
 
 def post_answer(channel: SlackChannel, answer: Answer) -> None:

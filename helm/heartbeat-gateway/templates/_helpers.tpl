@@ -49,7 +49,7 @@ app.kubernetes.io/component: {{ .role }}
 
 {{/* Secret keys that may be absent from the Secret (existingSecret included). */}}
 {{- define "hbgw.optionalSecrets" -}}
-HBGW_API_TOKENS HBGW_OPENAI_API_KEY HBGW_ALERT_WEBHOOK HBGW_ALERT_WEBHOOK_SECRET
+HBGW_API_TOKENS HBGW_OPENAI_API_KEY HBGW_ALERT_WEBHOOK HBGW_ALERT_WEBHOOK_SECRET HBGW_SLACK_SIGNING_SECRET HBGW_SLACK_BOT_TOKEN
 {{- end -}}
 
 {{/* The ConfigMap, then the secret keys of one role only: call with

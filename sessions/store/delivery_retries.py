@@ -1,0 +1,98 @@
+"""Delivery retries: a send the platform failed for now (5xx, a timeout, a dropped connection)
+is sent again — the same text, the same delivery key, to the same address — never by running
+its turn again (no second model call).
+
+The turn records the failed attempt ``retrying`` with what the resend needs (``Resend``, in the
+turn's own finish transaction). Beat finds the sessions with a retry due
+(``sessions_with_due_retries``) and asks their owners for a drain; the owner, under the session
+lock, before anything else runs in it, takes each due retry (``due_retries``), marks it
+``pending`` fenced (``begin_retry``), sends and records the outcome fenced (``finish_retry``).
+A retry cut off between its send and its record is ``unknown``, found by beat like any pending
+record whose turn is gone (``stale_deliveries``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from sessions.models import DeliveryRow
+from sessions.states import DeliveryState
+from sessions.store.base import Transactions, fenced_session_row
+from sessions.store.deliveries import (
+    DeliveryOutcome,
+    DeliveryView,
+    delivery_view,
+    record_outcome_in,
+)
+
+
+@dataclass(frozen=True)
+class RetryAttempt:
+    """A retry marked pending for a grant: the record and the session's platform."""
+
+    delivery: DeliveryView
+    platform: str
+
+
+def due_retries_in(db: Session, session_id: str, now: datetime, limit: int) -> list[DeliveryView]:
+    """The session's retrying deliveries due by ``now``, oldest first (message order): read
+    with a drain grant's fence claim (``claim_fence``), no transaction of its own."""
+    rows = db.scalars(
+        select(DeliveryRow)
+        .where(
+            DeliveryRow.session_id == session_id,
+            DeliveryRow.state == DeliveryState.RETRYING,
+            DeliveryRow.next_attempt_at <= now,
+        )
+        .order_by(DeliveryRow.id)
+        .limit(limit)
+    )
+    return [delivery_view(r) for r in rows]
+
+
+class DeliveryRetries(Transactions):
+    def sessions_with_due_retries(self, now: datetime, limit: int) -> list[str]:
+        """Sessions with a retrying delivery due by ``now``, the longest waiting first."""
+        with self._transaction() as db:
+            rows = db.execute(
+                select(DeliveryRow.session_id, DeliveryRow.next_attempt_at)
+                .where(
+                    DeliveryRow.state == DeliveryState.RETRYING,
+                    DeliveryRow.next_attempt_at <= now,
+                )
+                .order_by(DeliveryRow.next_attempt_at, DeliveryRow.id)
+                .limit(limit)
+            )
+            return list(dict.fromkeys(str(sid) for sid, _ in rows))
+
+    def begin_retry(self, delivery_id: int, fence: int, now: datetime) -> RetryAttempt | None:
+        """The fenced mark before a retry's send: ``pending`` under the grant ``fence``, one
+        more attempt. ``StaleFence`` when a newer grant holds the session; None when the record
+        is no longer retrying (another grant sent it)."""
+        with self._transaction() as db:
+            row = db.get(DeliveryRow, delivery_id, with_for_update=True)
+            if row is None:
+                return None
+            session = fenced_session_row(db, row.session_id, fence)
+            if row.state == DeliveryState.PENDING and row.fence == fence and row.text is not None:
+                return RetryAttempt(delivery_view(row), session.platform)  # a repeat
+            if row.state != DeliveryState.RETRYING or row.text is None:
+                return None
+            row.state = DeliveryState.PENDING
+            row.fence = fence
+            row.attempts += 1
+            row.updated_at = now
+            return RetryAttempt(delivery_view(row), session.platform)
+
+    def finish_retry(
+        self, session_id: str, fence: int, outcome: DeliveryOutcome, now: datetime
+    ) -> None:
+        """How a retry's send ended, fenced (``StaleFence``: a newer grant holds the session;
+        its record, still pending, is settled ``unknown`` by beat)."""
+        with self._transaction() as db:
+            fenced_session_row(db, session_id, fence)
+            record_outcome_in(db, fence, outcome, now)
