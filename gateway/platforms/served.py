@@ -24,6 +24,7 @@ class Served:
     @classmethod
     def from_settings(cls, settings: Settings) -> Served:
         configured = frozenset({"slack"} if settings.slack_configured else ())
+        configured |= {"discord"} if settings.discord_configured else set()
         return cls(settings.platform_names, configured)
 
     def serves(self, platform: str) -> bool:
