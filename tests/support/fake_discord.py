@@ -41,6 +41,7 @@ class Call:
     agent: str
     at: float
     status: int
+    answered: Any = None  # what the fake answered (a message with its id), on a 200
 
     @property
     def channel(self) -> str:
@@ -98,8 +99,9 @@ class FakeDiscord:
                 status = 404
             auth = request.headers.get("authorization", "")
             agent = request.headers.get("user-agent", "")
-            self.calls.append(Call(kind, ids, body, auth, agent, time.monotonic(), status))
             made = self._made(kind, ids, body) if status == 200 else None
+            call = Call(kind, ids, body, auth, agent, time.monotonic(), status, made)
+            self.calls.append(call)
         headers = bucket_headers(kind, failure)
         if status == 429:
             assert failure is not None

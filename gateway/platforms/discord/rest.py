@@ -107,8 +107,8 @@ class DiscordRest:
             if not self.buckets.wait_for(route.template, route.major, patient=patient):
                 return None
             response = self._send(route, body, bot=bot)
-            self.buckets.learn(route.template, route.major, response.headers)
-            if response.status_code != 429:
+            if response.status_code != 429:  # a 429's own wait is its retry_after, below
+                self.buckets.learn(route.template, route.major, response.headers)
                 if response.status_code >= 400:
                     raise classify(response)
                 return response
