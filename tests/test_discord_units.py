@@ -18,12 +18,15 @@ from core.logs import configured_secrets
 from core.settings import Settings
 from gateway.channels import make_channel
 from gateway.platforms.discord.channel import DiscordChannel, nonce
+from gateway.platforms.discord.commands import definitions
 from gateway.platforms.discord.interactions import read_interaction
 from gateway.platforms.discord.ratelimits import Buckets
 from gateway.platforms.discord.rest import classify, retry_after
+from gateway.platforms.discord.routes import router
 from gateway.platforms.discord.signature import DiscordSignature
 from gateway.platforms.guard import Reject
-from hbgw.procs import ROLE_SECRETS
+from hbgw.local_api import LocalApi
+from hbgw.procs import ROLE_SECRETS, secrets_env, settings_env
 
 NOW = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
 KEY = SigningKey.generate()
@@ -221,3 +224,23 @@ def test_discord_settings_come_together_and_the_token_is_a_secret(tmp_path: Path
         settings(tmp_path, **{**DISCORD, "discord_application_id": "my-app"})
     upper = settings(tmp_path, **{**DISCORD, "discord_public_key": PUBLIC.upper()})
     assert upper.discord_public_key == PUBLIC
+
+
+def test_the_token_reaches_the_api_and_the_workers_only(tmp_path: Path) -> None:
+    configured = settings(tmp_path, **DISCORD)
+    assert secrets_env(configured, "worker")["HBGW_DISCORD_BOT_TOKEN"] == "MTA5.bot-token"
+    assert "HBGW_DISCORD_BOT_TOKEN" not in secrets_env(configured, "beat")
+    api = LocalApi("http://127.0.0.1:8780", "local", "tok", generated=True)
+    assert api.env(configured)["HBGW_DISCORD_BOT_TOKEN"] == "MTA5.bot-token"
+    # The public key and the application id are plain settings, handed to every role.
+    env = settings_env(configured)
+    assert env["HBGW_DISCORD_PUBLIC_KEY"] == PUBLIC and "HBGW_DISCORD_BOT_TOKEN" not in env
+
+
+def test_the_docs_name_the_route_and_the_commands() -> None:
+    guide = (Path(__file__).resolve().parent.parent / "docs" / "platforms.md").read_text()
+    assert [route.path for route in router.routes] == ["/platforms/discord/interactions"]  # type: ignore[attr-defined]
+    assert "https://hbgw.example.com/platforms/discord/interactions" in guide
+    for command in definitions():
+        name = command["name"]
+        assert (f"`/{name} text:" if command["type"] == 1 else f"**{name}**") in guide, name
