@@ -117,3 +117,19 @@ def test_a_heartbeat_command_error_is_its_answer(discord: Discord) -> None:
     assert "heartbeat" in edits[0].content.lower()
     sid = discord.session(thread=False)
     assert discord.gw.store.heartbeat_status(sid, utcnow()).to_json()["prompt"] is None
+
+
+def test_a_403_fails_the_heartbeat_delivery_permanently_with_its_reason(discord: Discord) -> None:
+    fake, gw = discord.fake, discord.gw
+    fake.fail_next("message", Failure(403, code=50013))
+    with gw.worker("w1"):
+        live(discord)
+        discord.send(interaction("heartbeat", "every 1m check the deploy", thread=True))
+        wait_until(lambda: fake.of("edit"), 30, "the deferred answer")
+        sid = discord.session(thread=True)
+        gw.tick()
+        [run] = gw.final_runs(sid)
+    assert run.state == "failed"
+    assert "Discord refused the message for good (Missing Permissions" in (run.detail or "")
+    [refused] = fake.of("message")
+    assert refused.status == 403 and refused.channel == THREAD  # tried once, in the thread only
