@@ -11,6 +11,8 @@ from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from core.masking import mask_command, mask_url
+from core.settings_discord import DiscordSettings
+from core.settings_slack import SlackSettings
 from core.settings_telegram import TelegramSettings
 
 __all__ = ["Settings", "get_settings", "mask_url"]  # mask_url: imported from here by callers
@@ -20,7 +22,8 @@ DATABASE_SCHEMES = ("sqlite", "sqlite+pysqlite", "postgresql", "postgresql+psyco
 DATABASE_URLS = "use sqlite:///PATH or postgresql://USER:PASSWORD@HOST:PORT/DATABASE"
 
 
-class Settings(BaseSettings, TelegramSettings):  # each platform's settings: their own module
+# Each platform's settings live in a module of their own (core/settings_<platform>.py).
+class Settings(BaseSettings, SlackSettings, TelegramSettings, DiscordSettings):
     model_config = SettingsConfigDict(env_prefix="HBGW_", extra="ignore")
 
     home: Path = Field(default=Path("~/.hbgw"), description="Data directory.")
@@ -125,21 +128,6 @@ class Settings(BaseSettings, TelegramSettings):  # each platform's settings: the
         default="*",
         description="Platforms served, comma-separated (slack, cli, ...); a session on another "
         "is refused. '*': every platform, those without settings through HBGW_CHANNEL.",
-    )
-    slack_signing_secret: SecretStr | None = Field(
-        default=None, description="Signing secret of the Slack app (verifies its requests)."
-    )
-    slack_bot_token: SecretStr | None = Field(
-        default=None, description="Bot token (xoxb-...) the Slack channel posts with."
-    )
-    slack_api_url: str = Field(
-        default="https://slack.com/api/", description="Base URL of Slack's Web API."
-    )
-    slack_teams: str = Field(
-        default="", description="Slack workspace (team) ids accepted, comma-separated; '' any."
-    )
-    slack_timeout: float = Field(
-        default=10.0, gt=0, le=60, description="Seconds one Slack Web API request may take."
     )
     delivery_retries: int = Field(
         default=5,
@@ -270,12 +258,6 @@ class Settings(BaseSettings, TelegramSettings):  # each platform's settings: the
     )
     log_level: str = Field(default="INFO", description="Lowest level logged, like INFO or DEBUG.")
 
-    @field_validator("slack_signing_secret", "slack_bot_token", mode="before")
-    @classmethod
-    def _blank_is_unset(cls, value: Any) -> Any:
-        # compose and Helm pass an unset secret as an empty variable: no Slack, not an empty one.
-        return None if isinstance(value, str) and not value.strip() else value
-
     @field_validator("home", mode="after")
     @classmethod
     def _expand_home(cls, value: Path) -> Path:
@@ -347,37 +329,17 @@ class Settings(BaseSettings, TelegramSettings):  # each platform's settings: the
         return self
 
     @model_validator(mode="after")
-    def _slack_needs_both_secrets(self) -> Settings:
-        # The API verifies with the signing secret and answers with the token; a worker posts
-        # with the token. Half a configuration would fail at the first message, not at start.
-        if (self.slack_signing_secret is None) != (self.slack_bot_token is None):
-            raise ValueError(
-                "set HBGW_SLACK_SIGNING_SECRET and HBGW_SLACK_BOT_TOKEN together (Slack is "
-                "served only with both), or neither"
-            )
+    def _platforms_name_some(self) -> Settings:
         names = self.platform_names
         if names is not None and not names:
             raise ValueError("HBGW_PLATFORMS names no platform; name some (slack,cli) or '*'")
-        if names is not None and "slack" in names and not self.slack_configured:
-            raise ValueError(
-                "HBGW_PLATFORMS names slack: set HBGW_SLACK_SIGNING_SECRET and "
-                "HBGW_SLACK_BOT_TOKEN too"
-            )
         return self
-
-    @property
-    def slack_configured(self) -> bool:
-        return self.slack_signing_secret is not None and self.slack_bot_token is not None
 
     @property
     def platform_names(self) -> frozenset[str] | None:
         """The platforms HBGW_PLATFORMS names; None for '*', every platform."""
         names = {name.strip() for name in self.platforms.split(",") if name.strip()}
         return None if "*" in names else frozenset(names)
-
-    @property
-    def slack_team_ids(self) -> frozenset[str]:
-        return frozenset(t.strip() for t in self.slack_teams.split(",") if t.strip())
 
     @property
     def effective_database_url(self) -> str:

@@ -22,9 +22,10 @@ PR_SET_PDEATHSIG = 1
 # setting, but a secret only where it is used (the API's tokens: ``LocalApi.env``).
 SLACK_SECRETS = ("slack_signing_secret", "slack_bot_token")  # set together, or neither
 TELEGRAM_SECRETS = ("telegram_bot_token", "telegram_secret_token")  # together, or neither
+DISCORD_SECRETS = ("discord_bot_token",)  # its public key and application id are not secret
 ROLE_SECRETS: dict[str, tuple[str, ...]] = {
-    # The OpenAI-compatible agent's bearer token; Slack's and Telegram's, to post the replies.
-    "worker": ("openai_api_key", *SLACK_SECRETS, *TELEGRAM_SECRETS),
+    # The OpenAI-compatible agent's bearer token; each platform's, to post the replies.
+    "worker": ("openai_api_key", *SLACK_SECRETS, *TELEGRAM_SECRETS, *DISCORD_SECRETS),
     "beat": ("alert_webhook", "alert_webhook_secret"),  # stall alerts and their signature
 }
 

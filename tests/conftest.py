@@ -23,6 +23,7 @@ pytest_plugins = [
     "support.rabbitmq",
     "support.sentinel_cluster",
     "support.telegram_fixtures",
+    "support.discord_fixtures",
 ]
 
 

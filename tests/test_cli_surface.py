@@ -100,7 +100,7 @@ def test_help_groups_the_commands_in_a_deliberate_order(hbgw: Hbgw) -> None:
         *("Run", "up", "demo", "worker", "beat", "api", "flower"),
         *("Talk to sessions", "session", "heartbeat", "send", "chat"),
         *("Inspect", "runs", "config", "agents"),
-        *("Operate", "migrate", "estop", "stamp", "telegram"),
+        *("Operate", "migrate", "estop", "stamp", "telegram", "discord"),
     ]
 
 
@@ -222,7 +222,7 @@ def _readme_commands() -> list[tuple[list[str], list[str]]]:
             words = spec.replace("\\|", "|").split()
             path: list[str] = []
             for word in words:
-                if not re.fullmatch(r"[a-z][a-z|-]*", word):
+                if not re.fullmatch(r"[a-z][a-z|-]*", word):  # register-commands
                     break
                 path.append(word)
             options = re.findall(r"--[a-z-]+", spec)

@@ -21,6 +21,7 @@ from gateway.api import errors, events, health, routes_heartbeat, routes_message
 from gateway.api.context import ApiContext, build_context, context
 from gateway.api.limits import BodyLimit
 from gateway.api.metrics import MetricsMiddleware
+from gateway.platforms.discord import routes as discord_routes
 from gateway.platforms.guard import Reject
 from gateway.platforms.slack import routes as slack_routes
 from gateway.platforms.telegram import routes as telegram_routes
@@ -60,6 +61,8 @@ def create_app(
         slack_routes.mount(app, ctx)
     if settings.telegram_configured:
         telegram_routes.mount(app, ctx)
+    if settings.discord_configured:
+        discord_routes.mount(app, ctx)
     app.add_api_route(
         "/metrics", _metrics, methods=["GET"], tags=["health"], response_class=PlainTextResponse
     )

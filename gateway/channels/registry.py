@@ -1,7 +1,7 @@
 """The channel of a deployment: one per served platform, chosen by the session's platform.
 
 A turn's ``Address`` names its platform; the registry hands the send to that platform's
-channel and to no other. Platforms with a client of their own (Slack) use it once their
+channel and to no other. Platforms with a client of their own (Slack, Discord) use it once their
 settings are present; every other served platform is delivered by HBGW_CHANNEL (console or
 file), which records what a platform would have received. A platform that is not served is
 refused: ``send`` raises ``PermanentDelivery`` (its reason ``not_served``), with the sentence
@@ -16,6 +16,7 @@ from core.clock import Clock, utcnow
 from core.errors import PermanentDelivery, PlatformNotEnabled
 from core.settings import Settings
 from gateway.channels.local import make_local_channel
+from gateway.platforms.discord.channel import DiscordChannel
 from gateway.platforms.served import Served
 from gateway.platforms.slack.channel import SlackChannel
 from gateway.platforms.telegram.channel import TelegramChannel
@@ -39,6 +40,8 @@ class ChannelRegistry:
             own["slack"] = SlackChannel.from_settings(settings)
         if served.has_own_client("telegram") and served.serves("telegram"):
             own["telegram"] = TelegramChannel.from_settings(settings)
+        if served.has_own_client("discord") and served.serves("discord"):
+            own["discord"] = DiscordChannel.from_settings(settings)
         return cls(served, own, make_local_channel(settings, clock=clock))
 
     def channel_for(self, platform: str) -> Channel:

@@ -25,6 +25,7 @@ class Served:
     def from_settings(cls, settings: Settings) -> Served:
         configured = frozenset({"slack"} if settings.slack_configured else ())
         configured |= {"telegram"} if settings.telegram_configured else set()
+        configured |= {"discord"} if settings.discord_configured else set()
         return cls(settings.platform_names, configured)
 
     def serves(self, platform: str) -> bool:

@@ -14,7 +14,16 @@ from typing import TYPE_CHECKING
 import typer
 
 from core.errors import HbgwError
-from hbgw.cli import api_cmd, chat_cmd, heartbeat_cmd, live_cmd, ops_cmd, session_cmd, telegram_cmd
+from hbgw.cli import (
+    api_cmd,
+    chat_cmd,
+    discord_cmd,
+    heartbeat_cmd,
+    live_cmd,
+    ops_cmd,
+    session_cmd,
+    telegram_cmd,
+)
 from hbgw.cli.common import err, limits, now, open_store, out, out_json, settings
 from hbgw.cli.help import INSPECT, OPERATE, RUN, TALK, Command, Group
 
@@ -203,6 +212,7 @@ for _command, _panel in (
 ):
     app.command(cls=Command, rich_help_panel=_panel, epilog=EPILOGS.get(_command))(_command)
 app.add_typer(telegram_cmd.app, name="telegram", rich_help_panel=OPERATE)
+app.add_typer(discord_cmd.app, name="discord", rich_help_panel=OPERATE)
 
 
 def main(argv: list[str] | None = None) -> None:
