@@ -20,7 +20,7 @@ import httpx
 
 from core.errors import HbgwError
 from core.settings import Settings
-from hbgw.procs import SLACK_SECRETS
+from hbgw.procs import SLACK_SECRETS, WEBHOOK_SECRETS
 
 API_FILE = "api.json"
 LOCAL_OWNER = "local"
@@ -43,7 +43,7 @@ class LocalApi:
         env["HBGW_API_TOKENS"] = configured or f"{self.owner}:{self.token}"
         if settings.admin_token is not None:
             env["HBGW_ADMIN_TOKEN"] = settings.admin_token.get_secret_value()
-        for name in SLACK_SECRETS:  # the platform endpoints `hbgw api` serves
+        for name in (*SLACK_SECRETS, *WEBHOOK_SECRETS):  # the platform endpoints `hbgw api` serves
             value = getattr(settings, name)
             if value is not None:
                 env[f"HBGW_{name.upper()}"] = value.get_secret_value()

@@ -21,9 +21,10 @@ PR_SET_PDEATHSIG = 1
 # The secrets each role of a deployment needs, and only those: a child gets every other
 # setting, but a secret only where it is used (the API's tokens: ``LocalApi.env``).
 SLACK_SECRETS = ("slack_signing_secret", "slack_bot_token")  # set together, or neither
+WEBHOOK_SECRETS = ("webhook_secret",)  # verifies inbound webhooks (API), signs outbound (worker)
 ROLE_SECRETS: dict[str, tuple[str, ...]] = {
     # The OpenAI-compatible agent's bearer token; Slack's, to post the turns' replies.
-    "worker": ("openai_api_key", *SLACK_SECRETS),
+    "worker": ("openai_api_key", *SLACK_SECRETS, *WEBHOOK_SECRETS),
     "beat": ("alert_webhook", "alert_webhook_secret"),  # stall alerts and their signature
 }
 

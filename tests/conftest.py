@@ -20,6 +20,7 @@ pytest_plugins = [
     "support.private_redis",
     "support.api_fixtures",
     "support.slack_fixtures",
+    "support.webhook_fixtures",
 ]
 
 

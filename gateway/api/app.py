@@ -23,6 +23,8 @@ from gateway.api.limits import BodyLimit
 from gateway.api.metrics import MetricsMiddleware
 from gateway.platforms.guard import Reject
 from gateway.platforms.slack import routes as slack_routes
+from gateway.platforms.webhook import routes as webhook_routes
+from gateway.platforms.webhook import session_url
 
 TITLE = "Heartbeat Gateway API"
 VERSION = "1"
@@ -55,8 +57,11 @@ def create_app(
     errors.install(app)
     for module in (routes_sessions, routes_messages, routes_heartbeat, events, health):
         app.include_router(module.router)
+    app.include_router(session_url.router)  # a webhook session's URL, set before its secret
     if settings.slack_configured:  # the platform's endpoints exist only with its settings
         slack_routes.mount(app, ctx)
+    if settings.webhook_configured:
+        webhook_routes.mount(app, ctx)
     app.add_api_route(
         "/metrics", _metrics, methods=["GET"], tags=["health"], response_class=PlainTextResponse
     )

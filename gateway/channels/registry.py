@@ -1,11 +1,11 @@
 """The channel of a deployment: one per served platform, chosen by the session's platform.
 
 A turn's ``Address`` names its platform; the registry hands the send to that platform's
-channel and to no other. Platforms with a client of their own (Slack) use it once their
-settings are present; every other served platform is delivered by HBGW_CHANNEL (console or
-file), which records what a platform would have received. A platform that is not served is
-refused: ``send`` raises ``PermanentDelivery`` (its reason ``not_served``), with the sentence
-of ``PlatformNotEnabled``; nothing falls back to another route.
+channel and to no other. Platforms with a client of their own (Slack, signed webhooks) use it
+once their settings are present; every other served platform is delivered by HBGW_CHANNEL
+(console or file), which records what a platform would have received. A platform that is not
+served is refused: ``send`` raises ``PermanentDelivery`` (its reason ``not_served``), with the
+sentence of ``PlatformNotEnabled``; nothing falls back to another route.
 """
 
 from __future__ import annotations
@@ -18,6 +18,9 @@ from core.settings import Settings
 from gateway.channels.local import make_local_channel
 from gateway.platforms.served import Served
 from gateway.platforms.slack.channel import SlackChannel
+from gateway.platforms.webhook.channel import WebhookChannel
+from gateway.platforms.webhook.urls import StoredUrls
+from sessions.store import Store
 from workers.ports import Address, Channel, Receipt
 
 
@@ -31,11 +34,17 @@ class ChannelRegistry:
         self.name = "platforms" if self.own else local.name
 
     @classmethod
-    def from_settings(cls, settings: Settings, *, clock: Clock = utcnow) -> ChannelRegistry:
+    def from_settings(
+        cls, settings: Settings, *, clock: Clock = utcnow, store: Store | None = None
+    ) -> ChannelRegistry:
+        """``store``: where a webhook session's URL is read (a worker's Runtime's)."""
         served = Served.from_settings(settings)
         own: dict[str, Channel] = {}
         if served.has_own_client("slack") and served.serves("slack"):
             own["slack"] = SlackChannel.from_settings(settings)
+        if served.has_own_client("webhook") and served.serves("webhook"):
+            urls = StoredUrls(settings, store)
+            own["webhook"] = WebhookChannel.from_settings(settings, clock=clock, urls=urls)
         return cls(served, own, make_local_channel(settings, clock=clock))
 
     def channel_for(self, platform: str) -> Channel:

@@ -23,8 +23,10 @@ class Served:
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Served:
-        configured = frozenset({"slack"} if settings.slack_configured else ())
-        return cls(settings.platform_names, configured)
+        configured = {"slack"} if settings.slack_configured else set()
+        if settings.webhook_configured:
+            configured.add("webhook")
+        return cls(settings.platform_names, frozenset(configured))
 
     def serves(self, platform: str) -> bool:
         # '*': every platform; those without a configured client are recorded by HBGW_CHANNEL

@@ -16,6 +16,7 @@ from sessions.store.ledger import FireLedger
 from sessions.store.message_records import MessageRecords
 from sessions.store.restore_reads import RestoreReads
 from sessions.store.session_records import SessionRecords
+from sessions.store.webhook_routes import WebhookRoutes
 
 
 class Store(
@@ -26,6 +27,7 @@ class Store(
     FireTurns,
     RestoreReads,
     DeliveryRecords,
+    WebhookRoutes,
 ):
     @classmethod
     def from_url(cls, url: str) -> Store:
