@@ -5,7 +5,8 @@ A request whose key it has not taken yet is taken: answered 200 ``{"id": "hook-<
 whose key it took before is answered 200 ``{"duplicate": true}`` (a receiver's dedupe).
 ``script`` queues what the next requests get instead, in order: a status (500, 429 with
 ``Retry-After``, …; nothing is taken), or a hang (the message is taken, then the answer waits
-``hang`` seconds, past the sender's timeout). ``gone`` answers 410 to everything from then on.
+``hang`` seconds, past the sender's timeout). ``gone`` answers 410 to everything from then on;
+``answer`` and ``location`` script the body and a redirect's target.
 """
 
 from __future__ import annotations
@@ -51,6 +52,8 @@ class Scripted:
     status: int = 200
     retry_after: int | None = None
     hang: float = 0.0  # seconds: take the message, then answer this late
+    answer: dict[str, Any] | None = None  # the JSON body instead of the usual one
+    location: str | None = None  # a redirect's Location
 
 
 @dataclass
@@ -88,6 +91,8 @@ class FakeReceiver:
             if taken:
                 self.taken[key] = f"hook-{len(self.taken) + 1}"
             self.requests.append(Received(time.monotonic(), path, headers, body, status, taken))
+        if scripted.answer is not None:
+            return scripted, scripted.answer
         if status != 200:
             return scripted, {"error": f"scripted {status}"}
         return scripted, ({"id": self.taken[key]} if taken else {"duplicate": True})
@@ -104,6 +109,8 @@ def receiver_app(fake: FakeReceiver) -> FastAPI:
             await asyncio.sleep(scripted.hang)
         status = 410 if fake.gone else scripted.status
         extra = {"Retry-After": str(scripted.retry_after)} if scripted.retry_after else {}
+        if scripted.location:
+            extra["Location"] = scripted.location
         return JSONResponse(body, status_code=status, headers=extra)
 
     return app
