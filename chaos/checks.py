@@ -19,6 +19,7 @@ from chaos.evidence import IN_TURN_STATES, REACHED_AGENT, Delivery, Evidence, Ru
 from chaos.send_checks import recovery_bounded, send_after_lock_moved, unmarked_repeat
 from chaos.verdict import Check as Check
 from chaos.verdict import sends_in_order
+from chaos.webhook_checks import webhook_delivered_once
 from sessions.states import LostLockDetail
 
 DELIVERING = {"completed", "failed"}
@@ -368,6 +369,7 @@ ALL_CHECKS: list[Callable[[Evidence], Check]] = [
     stale_deliveries,
     send_after_lock_moved,
     unmarked_repeat,
+    webhook_delivered_once,
     recovery_bounded,
     processes_stayed_up,
 ]

@@ -14,7 +14,7 @@ from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
 from chaos.evidence import Delivery, Heartbeat, Reply, Run, UserMessage
-from sessions.models import HeartbeatRow, MessageRow, RunRow, SessionRow
+from sessions.models import DeliveryRow, HeartbeatRow, MessageRow, RunRow, SessionRow
 
 
 def _ts(value: datetime | None) -> float | None:
@@ -116,3 +116,12 @@ def queued_messages(engine: Engine) -> int:
                 )
             )
         )
+
+
+def read_delivery_states(engine: Engine, keys: set[str]) -> dict[str, str]:
+    """The delivery record's state of each key (the webhook receiver's keys)."""
+    if not keys:
+        return {}
+    with Session(engine) as db:
+        rows = db.execute(select(DeliveryRow.delivery_key, DeliveryRow.state)).all()
+    return {key: str(state) for key, state in rows if key in keys}

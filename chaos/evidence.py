@@ -107,6 +107,24 @@ class ProcessExit:
     last_lines: list[str] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class WebhookHit:
+    """One request the chaos webhook receiver got (``chaos/webhook_receiver.py``)."""
+
+    at: float
+    key: str | None
+    repeat: bool  # X-Hbgw-Possible-Repeat: 1
+    signed: bool  # the signature verified
+    status: int  # what it was answered (a hang's 200 arrived too late)
+    taken: bool  # the first request of its key that the receiver kept
+    hung: bool
+    session: str | None = None
+    kind: str | None = None
+    ref: str | None = None
+    reply_to: str | None = None
+    delivery_key: str | None = None
+
+
 @dataclass
 class Evidence:
     runs: list[Run] = field(default_factory=list)
@@ -125,3 +143,5 @@ class Evidence:
     load_factor: float = 1.0  # the machine's load over its cores; the allowance grows with it
     interrupt_window: float = 1.0  # a kill or pause this soon after a send may cut its commit
     recovery_bound: float = 10.0  # seconds a fault may take to recover, times the load factor
+    webhook: list[WebhookHit] = field(default_factory=list)  # what the webhook receiver got
+    webhook_records: dict[str, str] = field(default_factory=dict)  # its keys' delivery states

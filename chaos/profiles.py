@@ -26,7 +26,16 @@ SETTINGS: dict[str, Any] = {
     "echo_delay": 0.3,
     "channel": "file",
     "log_format": "json",
+    # Issue 17: every WEBHOOK_EVERY-th session is on platform webhook, delivered by the signed
+    # webhook channel to the harness's receiver, which fails some requests and hangs on others
+    # past this timeout (chaos/webhook_receiver.py).
+    "webhook_secret": "chaos-webhook-secret",
+    "webhook_timeout": 1.0,
+    "webhook_retries": 3,
+    "webhook_retry_seconds": 6.0,
 }
+WEBHOOK_EVERY = 5
+WEBHOOK_HANG = 1.5  # seconds a hung answer takes: past webhook_timeout
 BEATS = ("b1", "b2")
 WORKERS = ("w1", "w2", "w3")
 # 50 sessions at 5-12 s ask for about 7 fires a second, and users send a message every 2 s: a

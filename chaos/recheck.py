@@ -23,6 +23,7 @@ from chaos.evidence import (
     Reply,
     Run,
     UserMessage,
+    WebhookHit,
 )
 
 RECORDS: dict[str, type] = {
@@ -33,6 +34,7 @@ RECORDS: dict[str, type] = {
     "heartbeats": Heartbeat,
     "faults": Disruption,
     "exits": ProcessExit,
+    "webhook": WebhookHit,
 }
 
 

@@ -28,14 +28,16 @@ from chaos.database import Database, provision
 from chaos.evidence import Disruption, Evidence
 from chaos.faults import Faults
 from chaos.pgcluster import PrivatePostgres, find_bin
-from chaos.profiles import BEATS, SETTINGS, WORKERS, Profile
+from chaos.profiles import BEATS, SETTINGS, WEBHOOK_HANG, WORKERS, Profile
 from chaos.proxy import RedisProxy
 from chaos.report import Report, summary, write_report
 from chaos.skew import skew_env
 from chaos.traffic import Traffic
+from chaos.webhook_checks import webhook_sends
+from chaos.webhook_receiver import ChaosReceiver
 from core.errors import HbgwError
 from core.settings import Settings
-from hbgw.procs import settings_env, spawn_hbgw
+from hbgw.procs import secrets_env, settings_env, spawn_hbgw
 from sessions.db import make_engine
 
 log = logging.getLogger("chaos")
@@ -54,6 +56,7 @@ class Deployment:
     proxies: dict[str, RedisProxy]
     pg_server: PrivatePostgres | None
     skew_env: dict[str, str] | None
+    receiver: ChaosReceiver
 
 
 def _terminate_on_signals() -> None:
@@ -134,21 +137,33 @@ def _deploy(stack: ExitStack, profile: Profile, seed: int, keep: bool) -> Deploy
     )
     env = settings_env(settings)
     _migrate(env, logs)
+    receiver = _receiver(stack, settings, seed)
     cluster = Cluster(env, logs)
     stack.callback(cluster.stop)
     for name, args in [(b, ["beat"]) for b in BEATS] + [
         (w, ["worker", "--name", w]) for w in WORKERS
     ]:
         via = {"HBGW_REDIS_URL": proxies[name].url_for(redis_url)} if name in proxies else {}
+        if name in WORKERS:
+            via.update(secrets_env(settings, "worker"))  # the webhook secret signs their POSTs
         cluster.add(name, args, via)
-    traffic = Traffic(settings, redis_url, profile, seed)
+    traffic = Traffic(settings, redis_url, profile, seed, webhook_url=receiver.url)
     stack.callback(traffic.close)
     stack.callback(traffic.stop)
     skew = skew_env()
     _require(profile, "clock_skew", skew is not None, "libfaketime")
     return Deployment(
-        home, settings, redis_server, database, cluster, traffic, proxies, pg_server, skew
+        home, settings, redis_server, database, cluster, traffic, proxies, pg_server, skew, receiver
     )
+
+
+def _receiver(stack: ExitStack, settings: Settings, seed: int) -> ChaosReceiver:
+    secret = settings.webhook_secret
+    assert secret is not None  # SETTINGS sets it
+    receiver = ChaosReceiver(secret.get_secret_value(), seed, WEBHOOK_HANG)
+    receiver.start()
+    stack.callback(receiver.stop)
+    return receiver
 
 
 def _wait_for_workers(d: Deployment) -> None:
@@ -211,12 +226,14 @@ def _settle(d: Deployment, profile: Profile, engine_url: str, grace: float) -> N
 
 def _evidence(d: Deployment, profile: Profile, faults: Faults, grace: float) -> Evidence:
     deliveries = collect.read_channel(d.settings.channel_file or d.home / "deliveries.jsonl")
+    hooked = d.receiver.records()  # read with the channel file: before SQL
     engine = make_engine(d.database.url)
     try:
         snapshot = time.time()
         runs = collect.read_runs(engine)
         messages, replies = collect.read_messages(engine)
         heartbeats = collect.read_heartbeats(engine)
+        records = collect.read_delivery_states(engine, {h.key for h in hooked if h.key})
     finally:
         engine.dispose()
     s = d.settings
@@ -224,7 +241,7 @@ def _evidence(d: Deployment, profile: Profile, faults: Faults, grace: float) -> 
         runs=runs,
         messages=messages,
         replies=replies,
-        deliveries=deliveries,
+        deliveries=deliveries + webhook_sends(hooked),
         heartbeats=heartbeats,
         faults=[Disruption(r.kind, r.target, r.began, r.ended or r.began) for r in faults.records],
         exits=list(d.cluster.exits),
@@ -235,6 +252,8 @@ def _evidence(d: Deployment, profile: Profile, faults: Faults, grace: float) -> 
         grace=grace,
         allowance=s.claim_lease + s.restore_interval + s.refund_backoff,
         load_factor=load_factor(),
+        webhook=hooked,
+        webhook_records=records,
     )
 
 

@@ -14,7 +14,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 
-from chaos.profiles import Profile
+from chaos.profiles import WEBHOOK_EVERY, Profile
 from core.clock import utcnow
 from core.settings import Settings
 from gateway.inbound import Queued, receive
@@ -32,6 +32,7 @@ class Traffic:
     redis_url: str
     profile: Profile
     seed: int
+    webhook_url: str | None = None  # the receiver of the sessions on platform webhook
     sessions: list[str] = field(default_factory=list)
     accepted: list[int] = field(default_factory=list)
     errors: Counter[str] = field(default_factory=Counter)
@@ -52,9 +53,15 @@ class Traffic:
     def setup(self) -> None:
         intervals = self.profile.intervals
         for i in range(self.profile.sessions):
+            hooked = self.webhook_url is not None and i % WEBHOOK_EVERY == 0
             sid = self.rt.store.create_session(
-                platform="chaos", chat=f"chat-{i:03d}", thread=None, now=utcnow()
+                platform="webhook" if hooked else "chaos",
+                chat=f"chat-{i:03d}",
+                thread=None,
+                now=utcnow(),
             ).id
+            if hooked:
+                self.rt.store.set_webhook_url(sid, self.webhook_url, utcnow())
             self.sessions.append(sid)
             every = intervals[i % len(intervals)]
             self._receive(sid, f"/heartbeat every {every}s status of job {i}")

@@ -124,6 +124,8 @@ def configured_secrets(settings: Settings) -> list[str]:
             secrets.extend(url_secrets(value))
     if settings.alert_webhook:
         secrets.extend(webhook_secrets(settings.alert_webhook.get_secret_value()))
+    if settings.webhook_url:  # the default URL of signed webhooks: its token may be its path
+        secrets.extend(webhook_secrets(settings.webhook_url))
     return [s for s in secrets if s]
 
 

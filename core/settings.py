@@ -14,6 +14,7 @@ from core.masking import mask_command, mask_url
 from core.settings_discord import DiscordSettings
 from core.settings_slack import SlackSettings
 from core.settings_telegram import TelegramSettings
+from core.settings_webhook import WebhookSettings
 
 __all__ = ["Settings", "get_settings", "mask_url"]  # mask_url: imported from here by callers
 
@@ -23,7 +24,7 @@ DATABASE_URLS = "use sqlite:///PATH or postgresql://USER:PASSWORD@HOST:PORT/DATA
 
 
 # Each platform's settings live in a module of their own (core/settings_<platform>.py).
-class Settings(BaseSettings, SlackSettings, TelegramSettings, DiscordSettings):
+class Settings(BaseSettings, SlackSettings, TelegramSettings, DiscordSettings, WebhookSettings):
     model_config = SettingsConfigDict(env_prefix="HBGW_", extra="ignore")
 
     home: Path = Field(default=Path("~/.hbgw"), description="Data directory.")

@@ -20,7 +20,7 @@ import httpx
 
 from core.errors import HbgwError
 from core.settings import Settings
-from hbgw.procs import DISCORD_SECRETS, SLACK_SECRETS, TELEGRAM_SECRETS
+from hbgw.procs import DISCORD_SECRETS, SLACK_SECRETS, TELEGRAM_SECRETS, WEBHOOK_SECRETS
 
 API_FILE = "api.json"
 LOCAL_OWNER = "local"
@@ -43,7 +43,8 @@ class LocalApi:
         env["HBGW_API_TOKENS"] = configured or f"{self.owner}:{self.token}"
         if settings.admin_token is not None:
             env["HBGW_ADMIN_TOKEN"] = settings.admin_token.get_secret_value()
-        for name in (*SLACK_SECRETS, *TELEGRAM_SECRETS, *DISCORD_SECRETS):  # endpoints it serves
+        platforms = (*SLACK_SECRETS, *TELEGRAM_SECRETS, *DISCORD_SECRETS, *WEBHOOK_SECRETS)
+        for name in platforms:  # the platform endpoints it serves
             value = getattr(settings, name)
             if value is not None:
                 env[f"HBGW_{name.upper()}"] = value.get_secret_value()

@@ -23,9 +23,11 @@ PR_SET_PDEATHSIG = 1
 SLACK_SECRETS = ("slack_signing_secret", "slack_bot_token")  # set together, or neither
 TELEGRAM_SECRETS = ("telegram_bot_token", "telegram_secret_token")  # together, or neither
 DISCORD_SECRETS = ("discord_bot_token",)  # its public key and application id are not secret
+WEBHOOK_SECRETS = ("webhook_secret",)  # verifies inbound webhooks (API), signs outbound (worker)
+PLATFORM_SECRETS = (*SLACK_SECRETS, *TELEGRAM_SECRETS, *DISCORD_SECRETS, *WEBHOOK_SECRETS)
 ROLE_SECRETS: dict[str, tuple[str, ...]] = {
     # The OpenAI-compatible agent's bearer token; each platform's, to post the replies.
-    "worker": ("openai_api_key", *SLACK_SECRETS, *TELEGRAM_SECRETS, *DISCORD_SECRETS),
+    "worker": ("openai_api_key", *PLATFORM_SECRETS),
     "beat": ("alert_webhook", "alert_webhook_secret"),  # stall alerts and their signature
 }
 

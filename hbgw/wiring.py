@@ -45,7 +45,7 @@ def assembled_worker(settings: Settings, name: str, *, threads: int) -> Iterator
         rt,
         Dispatcher(app, rt.keys),
         agent=agent,
-        channel=make_channel(settings, clock=rt.clock),
+        channel=make_channel(settings, clock=rt.clock, store=rt.store),
         threads=threads,
     )
     context_of(app).handler = runner

@@ -21,6 +21,7 @@ from sqlalchemy import (
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
+from core.settings_webhook import WEBHOOK_URL_CHARS
 from sessions.states import (
     ClosedReason,
     DeliveryState,
@@ -114,6 +115,8 @@ class SessionRow(Base):
     fence: Mapped[int] = mapped_column(BigInteger, default=0)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime())
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    # Where a webhook session's messages are POSTed (None: HBGW_WEBHOOK_URL). Migration 0008.
+    webhook_url: Mapped[str | None] = mapped_column(String(WEBHOOK_URL_CHARS))
 
     # The API's per-owner quota counts an owner's sessions that are not closed.
     __table_args__ = (Index("ix_sessions_owner_status", "owner", "status"),)

@@ -24,6 +24,7 @@ pytest_plugins = [
     "support.sentinel_cluster",
     "support.telegram_fixtures",
     "support.discord_fixtures",
+    "support.webhook_fixtures",
 ]
 
 

@@ -217,3 +217,24 @@ def test_0007_deliveries_up_and_down_keeps_runs_and_messages(db_url: str) -> Non
     with engine.connect() as conn:
         assert conn.execute(text("SELECT count(*) FROM messages")).scalar() == 1
     engine.dispose()
+
+
+def test_0009_webhook_url_up_and_down_keeps_sessions_and_their_messages(db_url: str) -> None:
+    """Issue 17: a webhook session's URL, a nullable column; older sessions have none."""
+    engine = make_engine(db_url)
+    upgrade(engine, "0008")
+    with engine.begin() as conn:
+        _insert_session(conn)
+        _insert_message(conn, "before-0009")
+    upgrade(engine, "0009")
+    columns = {c["name"] for c in inspect(engine).get_columns("sessions")}
+    assert "webhook_url" in columns
+    with engine.begin() as conn:
+        assert conn.execute(text("SELECT webhook_url FROM sessions")).scalar() is None
+        conn.execute(text("UPDATE sessions SET webhook_url = 'https://hooks.example/in'"))
+    downgrade(engine, "0008")
+    assert "webhook_url" not in {c["name"] for c in inspect(engine).get_columns("sessions")}
+    with engine.connect() as conn:
+        assert conn.execute(text("SELECT count(*) FROM sessions")).scalar() == 1
+        assert conn.execute(text("SELECT count(*) FROM messages")).scalar() == 1
+    engine.dispose()

@@ -25,6 +25,8 @@ from gateway.platforms.discord import routes as discord_routes
 from gateway.platforms.guard import Reject
 from gateway.platforms.slack import routes as slack_routes
 from gateway.platforms.telegram import routes as telegram_routes
+from gateway.platforms.webhook import routes as webhook_routes
+from gateway.platforms.webhook import session_url
 
 TITLE = "Heartbeat Gateway API"
 VERSION = "1"
@@ -57,12 +59,15 @@ def create_app(
     errors.install(app)
     for module in (routes_sessions, routes_messages, routes_heartbeat, events, health):
         app.include_router(module.router)
+    app.include_router(session_url.router)  # a webhook session's URL, set before its secret
     if settings.slack_configured:  # the platform's endpoints exist only with its settings
         slack_routes.mount(app, ctx)
     if settings.telegram_configured:
         telegram_routes.mount(app, ctx)
     if settings.discord_configured:
         discord_routes.mount(app, ctx)
+    if settings.webhook_configured:
+        webhook_routes.mount(app, ctx)
     app.add_api_route(
         "/metrics", _metrics, methods=["GET"], tags=["health"], response_class=PlainTextResponse
     )

@@ -1,11 +1,12 @@
 """The channel of a deployment: one per served platform, chosen by the session's platform.
 
 A turn's ``Address`` names its platform; the registry hands the send to that platform's
-channel and to no other. Platforms with a client of their own (Slack, Discord) use it once their
-settings are present; every other served platform is delivered by HBGW_CHANNEL (console or
-file), which records what a platform would have received. A platform that is not served is
-refused: ``send`` raises ``PermanentDelivery`` (its reason ``not_served``), with the sentence
-of ``PlatformNotEnabled``; nothing falls back to another route.
+channel and to no other. Platforms with a client of their own (Slack, Telegram, Discord, signed
+webhooks) use it once their settings are present; every other served platform is delivered by
+HBGW_CHANNEL (console or file), which records what a platform would have received. A platform
+that is not served is refused: ``send`` raises ``PermanentDelivery`` (its reason
+``not_served``), with the sentence of ``PlatformNotEnabled``; nothing falls back to another
+route.
 """
 
 from __future__ import annotations
@@ -20,6 +21,9 @@ from gateway.platforms.discord.channel import DiscordChannel
 from gateway.platforms.served import Served
 from gateway.platforms.slack.channel import SlackChannel
 from gateway.platforms.telegram.channel import TelegramChannel
+from gateway.platforms.webhook.channel import WebhookChannel
+from gateway.platforms.webhook.urls import StoredUrls
+from sessions.store import Store
 from workers.ports import Address, Channel, Receipt
 
 
@@ -33,7 +37,10 @@ class ChannelRegistry:
         self.name = "platforms" if self.own else local.name
 
     @classmethod
-    def from_settings(cls, settings: Settings, *, clock: Clock = utcnow) -> ChannelRegistry:
+    def from_settings(
+        cls, settings: Settings, *, clock: Clock = utcnow, store: Store | None = None
+    ) -> ChannelRegistry:
+        """``store``: where a webhook session's URL is read (a worker's Runtime's)."""
         served = Served.from_settings(settings)
         own: dict[str, Channel] = {}
         if served.has_own_client("slack") and served.serves("slack"):
@@ -42,6 +49,9 @@ class ChannelRegistry:
             own["telegram"] = TelegramChannel.from_settings(settings)
         if served.has_own_client("discord") and served.serves("discord"):
             own["discord"] = DiscordChannel.from_settings(settings)
+        if served.has_own_client("webhook") and served.serves("webhook"):
+            urls = StoredUrls(settings, store)
+            own["webhook"] = WebhookChannel.from_settings(settings, clock=clock, urls=urls)
         return cls(served, own, make_local_channel(settings, clock=clock))
 
     def channel_for(self, platform: str) -> Channel:

@@ -23,10 +23,11 @@ class Served:
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Served:
-        configured = frozenset({"slack"} if settings.slack_configured else ())
+        configured = {"slack"} if settings.slack_configured else set()
         configured |= {"telegram"} if settings.telegram_configured else set()
         configured |= {"discord"} if settings.discord_configured else set()
-        return cls(settings.platform_names, configured)
+        configured |= {"webhook"} if settings.webhook_configured else set()
+        return cls(settings.platform_names, frozenset(configured))
 
     def serves(self, platform: str) -> bool:
         # '*': every platform; those without a configured client are recorded by HBGW_CHANNEL

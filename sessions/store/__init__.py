@@ -17,6 +17,7 @@ from sessions.store.ledger import FireLedger
 from sessions.store.message_records import MessageRecords
 from sessions.store.restore_reads import RestoreReads
 from sessions.store.session_records import SessionRecords
+from sessions.store.webhook_routes import WebhookRoutes
 
 
 class Store(
@@ -28,6 +29,7 @@ class Store(
     RestoreReads,
     DeliveryRecords,
     DeliveryRetries,
+    WebhookRoutes,
 ):
     @classmethod
     def from_url(cls, url: str) -> Store:

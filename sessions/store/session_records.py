@@ -161,6 +161,7 @@ class SessionRecords(Transactions):
             child = _new_session(
                 db, parent.platform, parent.chat, parent.thread, parent.owner, now, parent.id
             )
+            child.webhook_url = parent.webhook_url  # the conversation's route moves along
             _close(parent, ClosedReason.COMPRESSED, now)
             row = heartbeat_row(db, session_id)
             if row is not None:
@@ -182,6 +183,7 @@ class SessionRecords(Transactions):
         with self._transaction() as db:
             old = active_session_row(db, session_id, "switch away from")
             new = _new_session(db, old.platform, old.chat, old.thread, old.owner, now, None)
+            new.webhook_url = old.webhook_url  # the same chat, reached the same way
             _close(old, ClosedReason.SWITCHED, now)
             clear_departing(db, session_id, now)
             return session_view(new)

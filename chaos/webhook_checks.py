@@ -1,0 +1,98 @@
+"""The webhook checks (issue 17), run with the others from chaos/checks.py's ``ALL_CHECKS``:
+every reply and heartbeat POSTed to the run's receiver arrived once per delivery key — a request
+again with the same key is the receiver's to drop, and is counted, not failed — and a message
+that arrived under two keys is failed unless the later copy says ``possible repeat``; no request
+was unsigned, and no delivery record says ``sent`` for a key the receiver never took.
+
+``webhook_sends`` turns what the receiver took (one request per key) into channel records, so
+the run's other checks (answered once, no stale send, no send after the lock moved) judge the
+webhook sessions like the file channel's.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+
+from chaos.evidence import Delivery, Evidence, WebhookHit
+from chaos.verdict import Check
+
+# States a record may only have if its message reached the receiver.
+CLAIMS_ARRIVAL = {"sent", "suppressed"}
+
+
+def webhook_sends(hits: list[WebhookHit]) -> list[Delivery]:
+    return [
+        Delivery(
+            call="send",
+            session=h.session or "",
+            at=h.at,
+            kind=h.kind,
+            reply_to=h.reply_to,
+            ref=h.ref,
+            delivery_key=h.key,
+            repeat=h.repeat,
+        )
+        for h in hits
+        if h.taken
+    ]
+
+
+def _identity(h: WebhookHit) -> tuple[str | None, ...]:
+    """One message of a turn, whatever key it was sent under (a notice may be one of many)."""
+    return (h.session, h.kind, h.ref, h.reply_to)
+
+
+def webhook_delivered_once(ev: Evidence) -> Check:
+    check = Check("webhook_delivered_once")
+    by_key: dict[str | None, list[WebhookHit]] = defaultdict(list)
+    for h in ev.webhook:
+        by_key[h.key].append(h)
+        if not h.signed:
+            check.failures.append(f"a request for {h.key} at {h.at:.2f} was not signed")
+        elif h.key is None or h.key != h.delivery_key:
+            check.failures.append(
+                f"a request at {h.at:.2f} carried Idempotency-Key {h.key}, its body "
+                f"{h.delivery_key}"
+            )
+    taken = [h for h in ev.webhook if h.taken]
+    for key, n in Counter(h.key for h in taken).items():
+        if n > 1:
+            check.failures.append(f"{key} was taken {n} times")
+    marked = _different_keys(taken, check)
+    never = [k for k, hs in by_key.items() if k is not None and not any(h.taken for h in hs)]
+    for key in never:
+        state = ev.webhook_records.get(key)
+        if state in CLAIMS_ARRIVAL:
+            check.failures.append(f"{key} is recorded {state}, but the receiver never took it")
+    statuses = Counter(h.status for h in ev.webhook)
+    check.figures.update(
+        requests=len(ev.webhook),
+        delivered=len(taken),
+        same_key_repeats=len(ev.webhook) - len(by_key),
+        dropped_by_receiver=sum(1 for h in ev.webhook if h.status == 200 and not h.taken),
+        failed_500=statuses[500],
+        hung=sum(1 for h in ev.webhook if h.hung),
+        marked_possible_repeat=sum(1 for h in ev.webhook if h.repeat),
+        taken_again_marked=marked,
+        never_taken=len(never),
+        records=dict(Counter(ev.webhook_records.values())),
+    )
+    return check
+
+
+def _different_keys(taken: list[WebhookHit], check: Check) -> int:
+    """Messages taken under more than one key: every copy after the first must be marked."""
+    by_message: dict[tuple[str | None, ...], list[WebhookHit]] = defaultdict(list)
+    for h in taken:
+        if h.kind != "notice":
+            by_message[_identity(h)].append(h)
+    marked = 0
+    for identity, copies in by_message.items():
+        for h in sorted(copies, key=lambda h: h.at)[1:]:
+            if h.repeat:
+                marked += 1
+            else:
+                check.failures.append(
+                    f"{h.kind} of {identity[0]} taken again under key {h.key}, not marked repeat"
+                )
+    return marked

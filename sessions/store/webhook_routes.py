@@ -1,0 +1,33 @@
+"""A webhook session's URL: where its replies and heartbeats are POSTed (set through the API;
+sessions without one use HBGW_WEBHOOK_URL). Compression and a switch carry it to the session
+that continues the conversation (``session_records.py``)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from core.errors import BadInput
+from core.settings_webhook import webhook_url_problem
+from sessions.models import SessionRow
+from sessions.store.base import Transactions, repeatable, session_row
+
+
+class WebhookRoutes(Transactions):
+    def webhook_url(self, session_id: str) -> str | None:
+        """The URL on the session's record; None when it has none (or is gone)."""
+        with self._transaction() as db:
+            row = db.get(SessionRow, session_id)
+            return row.webhook_url if row is not None else None
+
+    @repeatable  # setting the same URL twice leaves the same row
+    def set_webhook_url(self, session_id: str, url: str | None, now: datetime) -> str | None:
+        """Keep ``url`` (None: forget it) on the session; ``BadInput`` when it is not postable."""
+        if url is not None:
+            problem = webhook_url_problem(url)
+            if problem is not None:
+                raise BadInput(problem)
+        with self._transaction() as db:
+            row = session_row(db, session_id, for_update=True)
+            row.webhook_url = url
+            row.updated_at = now
+            return url
