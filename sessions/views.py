@@ -8,6 +8,14 @@ from __future__ import annotations
 from sessions.store.deliveries import DeliveryOutcome, DeliveryView, Outbound
 from sessions.store.fire_turns import Finished, FireAdmission, FireClaim, NotStarted, Started
 from sessions.store.heartbeat_records import HeartbeatStatusView
+from sessions.store.job_records import JobRestoreEntry, JobRoute, JobView, NewJob
+from sessions.store.job_turns import (
+    JobAdmission,
+    JobClaim,
+    JobFinished,
+    JobNotStarted,
+    JobStarted,
+)
 from sessions.store.ledger import (
     Duplicate,
     RefusalReason,
@@ -32,8 +40,17 @@ __all__ = [
     "FireClaim",
     "HeartbeatSnapshot",
     "HeartbeatStatusView",
+    "JobAdmission",
+    "JobClaim",
+    "JobFinished",
+    "JobNotStarted",
+    "JobRestoreEntry",
+    "JobRoute",
+    "JobStarted",
+    "JobView",
     "LedgerSnapshot",
     "MessageView",
+    "NewJob",
     "NotStarted",
     "Outbound",
     "QueuedPage",

@@ -19,6 +19,7 @@ from state.runtime import Runtime
 from workers.admission import Admission
 from workers.agents.base import Agent
 from workers.heartbeat_turn import BeforeStartHook, Fire, HeartbeatTurn
+from workers.job_turn import JobTurn
 from workers.locks import LockRenewals
 from workers.logfields import is_transient, report
 from workers.ports import Channel
@@ -55,6 +56,7 @@ class TurnRunner:
             dispatcher,
             heartbeat=HeartbeatTurn(io, self.before_start),
             user=UserTurn(io),
+            job=JobTurn(io),
             lease_ms=self.lease_ms,
             renewals=self.renewals,
             on_pending=functools.partial(self.accept_fire, deferred=True),

@@ -36,6 +36,8 @@ from state.dispatch import Dispatcher
 from state.runtime import Runtime
 from state.turn_gate import KeepLock, LockLost, TurnEnded
 from workers.heartbeat_turn import Fire, HeartbeatTurn
+from workers.job_admission import JobFire
+from workers.job_turn import JobTurn
 from workers.locks import Grant, Lease, LockKeeper, LockRenewals
 from workers.logfields import fields, log, report
 from workers.user_turn import UserTurn
@@ -51,6 +53,7 @@ class SessionLoop:
         *,
         heartbeat: HeartbeatTurn,
         user: UserTurn,
+        job: JobTurn,
         lease_ms: int,
         renewals: LockRenewals,
         on_pending: OnPending,
@@ -59,6 +62,7 @@ class SessionLoop:
         self.dispatcher = dispatcher
         self.heartbeat = heartbeat
         self.user = user
+        self.job = job
         self.lease_ms = lease_ms
         self.renewals = renewals
         self.on_pending = on_pending
@@ -76,6 +80,11 @@ class SessionLoop:
                 if fire is None:
                     unknown = self.rt.store.claim_fence(sid, grant.fence, self.rt.clock())
                     count_delivery(self.user.io.channel.name, DeliveryState.UNKNOWN.value, unknown)
+                elif isinstance(fire, JobFire):
+                    # A cron job's run: the same claim, fence and error policy as a heartbeat's.
+                    job_claim = self.job.claim(lease, fire)
+                    run_job = functools.partial(self.job.run, lease, fire, job_claim)
+                    self._attempt(lease, "job", run_job, fire_id)
                 else:
                     claim = self.heartbeat.claim(lease, fire)
                     run_fire = functools.partial(self.heartbeat.run, lease, fire, claim)

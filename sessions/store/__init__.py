@@ -12,6 +12,8 @@ from sessions.db import ensure_schema, make_engine
 from sessions.store.deliveries import DeliveryRecords
 from sessions.store.fire_turns import FireTurns
 from sessions.store.heartbeat_records import HeartbeatRecords
+from sessions.store.job_records import JobRecords
+from sessions.store.job_turns import JobTurns
 from sessions.store.ledger import FireLedger
 from sessions.store.message_records import MessageRecords
 from sessions.store.restore_reads import RestoreReads
@@ -26,6 +28,8 @@ class Store(
     FireTurns,
     RestoreReads,
     DeliveryRecords,
+    JobRecords,
+    JobTurns,
 ):
     @classmethod
     def from_url(cls, url: str) -> Store:
