@@ -14,7 +14,15 @@ from typing import TYPE_CHECKING
 import typer
 
 from core.errors import HbgwError
-from hbgw.cli import api_cmd, chat_cmd, heartbeat_cmd, live_cmd, ops_cmd, session_cmd
+from hbgw.cli import (
+    api_cmd,
+    chat_cmd,
+    cron_cmd,
+    heartbeat_cmd,
+    live_cmd,
+    ops_cmd,
+    session_cmd,
+)
 from hbgw.cli.common import err, limits, now, open_store, out, out_json, settings
 from hbgw.cli.help import INSPECT, OPERATE, RUN, TALK, Command, Group
 
@@ -34,6 +42,7 @@ class Root(Group):
         "flower",
         "session",
         "heartbeat",
+        "cron",
         "send",
         "chat",
         "runs",
@@ -178,6 +187,7 @@ def runs(
 # would, look at what happened, and operator switches.
 app.add_typer(session_cmd.app, name="session", rich_help_panel=TALK)
 app.add_typer(heartbeat_cmd.app, name="heartbeat", rich_help_panel=TALK)
+app.add_typer(cron_cmd.app, name="cron", rich_help_panel=TALK)
 EPILOGS: dict[object, str] = {
     send: (
         "Exit codes: 0 the reply (or queued, with --no-wait); 1 the send failed; 2 bad input; "

@@ -58,6 +58,33 @@ def parse_job_schedule(
     return parse_cron(text, tz=tz, minimum=min_interval)
 
 
+def split_schedule(words: list[str]) -> tuple[str, list[str]]:
+    """(schedule, prompt words) of ``SCHEDULE PROMPT…`` without quotes: the schedule's length
+    follows from its first word (``in 10m``, ``every 90 minutes``, ``at <time>``, ``@daily``,
+    ``[cron] [TZ=zone] <five fields>``). A first word with spaces in it is the whole schedule."""
+    if not words:
+        raise CommandError(f"A job needs a schedule and a prompt — {FORMS}.")
+    if " " in words[0].strip():
+        return words[0], words[1:]
+    n = _schedule_words(words)
+    return " ".join(words[:n]), words[n:]
+
+
+def _schedule_words(words: list[str]) -> int:
+    head = words[0].lower()
+    if head in ("in", "every"):
+        glued = len(words) > 1 and not words[1].replace(".", "", 1).isdigit()
+        return 2 if glued else 3
+    if head == "at" or head.startswith("@"):
+        return 2 if head == "at" else 1
+    n = 1 if head == "cron" else 0
+    if len(words) > n and words[n].lower().startswith("tz="):
+        n += 1
+    if len(words) > n and words[n].startswith("@"):
+        return n + 1
+    return n + 5
+
+
 def _delay(text: str) -> int:
     # A one-shot waits any whole number of seconds: the minimum binds what repeats.
     return parse_interval(text, minimum=1)
