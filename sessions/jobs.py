@@ -17,6 +17,7 @@ from sessions.grammar.job_schedule import JobSchedule, OnceSchedule, job_next_fi
 from sessions.states import JobStatus, MissedPolicy
 
 MAX_MISSED_COUNTED = 1000
+MAX_TIMES = 1_000_000  # a repeat count beyond it is "forever": leave --times out
 
 
 @dataclass(frozen=True)
@@ -67,8 +68,8 @@ def new_job(
 ) -> JobState:
     if isinstance(schedule, OnceSchedule):
         times = 1  # a one-shot runs once, whatever was asked
-    if times is not None and times < 1:
-        raise InvalidState(f"--times must be at least 1, not {times}.")
+    if times is not None and not 1 <= times <= MAX_TIMES:
+        raise InvalidState(f"--times must be between 1 and {MAX_TIMES}, not {times}.")
     return JobState(
         prompt=prompt,
         schedule=schedule,
