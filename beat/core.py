@@ -20,7 +20,14 @@ from beat.reconcile import Reconciler
 from beat.restore import RestoreConfig, Restorer, StepReport
 from core.clock import from_ms, to_ms
 from core.metrics import count_delivery, gateway_metrics
-from sessions.states import DeliveryState, LostLockDetail, RefundReason, RunState
+from sessions.states import (
+    DeliveryState,
+    LostLockDetail,
+    RefundReason,
+    RunState,
+    job_member,
+    job_of_member,
+)
 from state.beat_registry import BeatRegistry, beat_name, shards_of
 from state.dispatch import Dispatcher
 from state.due_index import Claim
@@ -131,7 +138,8 @@ class BeatCore:
             self.measure_backlog(now_ms)
             self.next_backlog_ms = now_ms + BACKLOG_EVERY_MS
         if workers and not self.stopping.is_set():
-            self.dispatch_due(now_ms, workers)
+            # Cron jobs wait for a rebuild to end: their target's inbox and fence are back then.
+            self.dispatch_due(now_ms, workers, jobs=not restored.rebuilding)
             self.sweep_inboxes(workers, now_ms)
         if restored.rebuilding and not self.stopping.is_set():
             return MIN_SLEEP  # Redis lost its data: the next page of the rebuild without a pause
@@ -226,7 +234,10 @@ class BeatCore:
                 metrics.fires.labels(RunState.REFUNDED.value).inc()
                 metrics.refunds.labels(RefundReason.ORPHANED.name.lower()).inc()
                 # Due again at once, under a new fire id (the old one is in the ledger).
-                if rt.settle(run.session_id) is not None:
+                if run.job_id is not None:
+                    if rt.settle_job(run.job_id) is not None:
+                        rt.index.schedule(job_member(run.job_id), to_ms(now))
+                elif rt.settle(run.session_id) is not None:
                     rt.index.schedule(run.session_id, to_ms(now))
                 recovered += 1
         if recovered:
@@ -301,10 +312,17 @@ class BeatCore:
             log_failure(log, "delivery retries not asked for", exc, action="beat.retries_failed")
         return asked
 
-    def dispatch_due(self, now_ms: int, workers: list[str]) -> int:
+    def dispatch_due(self, now_ms: int, workers: list[str], *, jobs: bool = True) -> int:
+        """Claim what is due in this beat's shards and publish it; ``jobs`` False: cron jobs'
+        members are put back as they were (a rebuild is under way), heartbeats go on."""
         claimed = self.rt.index.claim_all(
             now_ms, self.lease_ms, self.rt.settings.claim_batch, shards=self.own_shards
         )
+        if not jobs:
+            held = {m: due for m, due in claimed if job_of_member(m) is not None}
+            if held:
+                self.rt.index.schedule_many(held)
+                claimed = [c for c in claimed if c[0] not in held]
         gateway_metrics().claim_batch.observe(len(claimed))
         groups = group_by_owner(claimed, workers)
         for owner, fires in groups.items():

@@ -2,10 +2,10 @@
 
 A pass (a *sweep*) is cut into steps, one per beat tick at most, each reading at most
 ``HBGW_RESTORE_PAGE`` rows from SQL: first the queued user messages (by id), then the active
-heartbeats (by session id). Where the sweep stands is kept in Redis (``state/restore_sweep.py``),
-so a beat that restarts continues it and replicas share it; a short lease lets one replica at a
-time run a step. The cost of a tick does not grow with the fleet: a large fleet's sweep spreads
-over several ticks.
+heartbeats (by session id), then the active cron jobs (by job id). Where the sweep stands is
+kept in Redis (``state/restore_sweep.py``), so a beat that restarts continues it and replicas
+share it; a short lease lets one replica at a time run a step. The cost of a tick does not grow
+with the fleet: a large fleet's sweep spreads over several ticks.
 
 * Regular sweeps start ``HBGW_RESTORE_INTERVAL`` after the previous one started, and their steps
   are spread over about one interval (as many as the last sweep took); a sweep that runs late
@@ -28,8 +28,9 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from core.clock import to_ms
+from sessions.states import job_member
 from sessions.store import Store
-from sessions.views import RestoreEntry
+from sessions.views import JobRestoreEntry, RestoreEntry
 from state.connection import TRANSIENT_REDIS_ERRORS
 from state.due_index import DueIndex
 from state.failures import log_failure
@@ -189,10 +190,14 @@ class Restorer:
             queued = _read(self.store.queued_page, int(progress.cursor or 0), limit)
             progress.requeued += restore_inboxes(self.gate, queued.by_session)
             rows, last, after = queued.rows, str(queued.last_id), Phase.HEARTBEATS
-        else:
+        elif progress.phase is Phase.HEARTBEATS:
             page = _read(self.store.restorable_page, progress.cursor, limit)
             progress.written += self._restore_heartbeats(page.entries, now_ms, seed_all)
-            rows, last, after = page.rows, page.last_session, None
+            rows, last, after = page.rows, page.last_session, Phase.JOBS
+        else:
+            jobs = _read(self.store.restorable_jobs_page, progress.cursor, limit)
+            progress.written += self._restore_jobs(jobs.entries, now_ms)
+            rows, last, after = jobs.rows, jobs.last_id, None
         progress.rows += rows
         progress.budget -= rows
         if rows < limit:
@@ -220,6 +225,21 @@ class Restorer:
         self.gate.seed_many(
             {e.session_id: e.fence for e in entries if seed_all or e.session_id in wanted}
         )
+        return len(wanted)
+
+    def _restore_jobs(self, entries: list[JobRestoreEntry], now_ms: int) -> int:
+        """As ``_restore_heartbeats``, for cron jobs' members ``job:<id>`` (no fences: a job's
+        run is fenced by the session it runs in)."""
+        members = {job_member(e.job_id): to_ms(e.next_due_at) for e in entries}
+        present = self.index.due_many(list(members))
+        wanted = {
+            member: due
+            for member, due in members.items()
+            if (current := present.get(member)) is None
+            or current > max(due, now_ms) + self.cfg.slack_ms
+        }
+        if wanted:
+            self.index.schedule_many(wanted)
         return len(wanted)
 
 

@@ -32,8 +32,8 @@ class CountingBeat(BeatCore):
 
     claimed = 0
 
-    def dispatch_due(self, now_ms: int, workers: list[str]) -> int:
-        count = super().dispatch_due(now_ms, workers)
+    def dispatch_due(self, now_ms: int, workers: list[str], *, jobs: bool = True) -> int:
+        count = super().dispatch_due(now_ms, workers, jobs=jobs)
         self.claimed += count
         return count
 

@@ -84,7 +84,8 @@ def _miscounted(snapshot: LedgerSnapshot) -> list[str]:
     # reserved, in their turn, finished, or abandoned to a newer configuration all count.
     by_heartbeat: dict[int, list[RunView]] = defaultdict(list)
     for run in snapshot.runs:
-        by_heartbeat[run.heartbeat_id].append(run)
+        if run.heartbeat_id is not None:  # a cron job's run counts on its job
+            by_heartbeat[run.heartbeat_id].append(run)
     out = []
     for hb in snapshot.heartbeats:
         if hb.status == HeartbeatStatus.CLEARED:

@@ -26,7 +26,9 @@ from sessions.states import (
     ClosedReason,
     DeliveryState,
     HeartbeatStatus,
+    JobStatus,
     MessageState,
+    MissedPolicy,
     RunState,
     SessionStatus,
 )
@@ -193,14 +195,55 @@ class HeartbeatRow(Base):
     )
 
 
+class JobRow(Base):
+    """A cron job: a standalone prompt on a schedule, any number per owner. Its runs go to a
+    fresh session each (``platform``/``chat``/``thread``: where they are delivered) or to the
+    existing ``session_id``, as turns under that session's lock."""
+
+    __tablename__ = "cron_jobs"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    owner: Mapped[str | None] = mapped_column(String(OWNER_CHARS))
+    prompt: Mapped[str] = mapped_column(Text)
+    schedule_text: Mapped[str] = mapped_column(String(SCHEDULE_CHARS))
+    # One of: run_at (a one-shot), interval_seconds, cron (+ timezone).
+    run_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    interval_seconds: Mapped[int | None] = mapped_column(Integer)
+    cron: Mapped[str | None] = mapped_column(String(SCHEDULE_CHARS))
+    timezone: Mapped[str | None] = mapped_column(String(TIMEZONE_CHARS))
+    session_id: Mapped[str | None] = mapped_column(ForeignKey("sessions.id"))
+    platform: Mapped[str | None] = mapped_column(String(PLATFORM_CHARS))
+    chat: Mapped[str | None] = mapped_column(String(CHAT_CHARS))
+    thread: Mapped[str | None] = mapped_column(String(THREAD_CHARS))
+    model: Mapped[str | None] = mapped_column(String(MODEL_CHARS))
+    times: Mapped[int | None] = mapped_column(Integer)
+    missed_policy: Mapped[MissedPolicy] = mapped_column(StateText(MissedPolicy, 16))
+    status: Mapped[JobStatus] = mapped_column(StateText(JobStatus, 16))
+    anchor_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    next_due_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    fire_count: Mapped[int] = mapped_column(Integer, default=0)
+    generation: Mapped[int] = mapped_column(Integer, default=1)
+    last_fired_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    last_outcome: Mapped[str | None] = mapped_column(String(255))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime())
+
+    __table_args__ = (
+        # The restore pass pages through active jobs by id; the API lists an owner's.
+        Index("ix_cron_jobs_status_id", "status", "id"),
+        Index("ix_cron_jobs_owner", "owner"),
+    )
+
+
 class RunRow(Base):
-    """The fire ledger: one row per accepted fire id."""
+    """The fire ledger: one row per accepted fire id, of a heartbeat or of a cron job."""
 
     __tablename__ = "heartbeat_runs"
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     fire_id: Mapped[str] = mapped_column(String(160), unique=True)
-    heartbeat_id: Mapped[int] = mapped_column(ForeignKey("heartbeats.id"), index=True)
+    heartbeat_id: Mapped[int | None] = mapped_column(ForeignKey("heartbeats.id"), index=True)
+    job_id: Mapped[str | None] = mapped_column(ForeignKey("cron_jobs.id"), index=True)
     session_id: Mapped[str] = mapped_column(ForeignKey("sessions.id"), index=True)
     generation: Mapped[int] = mapped_column(Integer)
     fence: Mapped[int] = mapped_column(BigInteger)
@@ -226,6 +269,9 @@ class RunRow(Base):
     __table_args__ = (
         # Orphan recovery looks for old reservations: a handful among the whole ledger.
         Index("ix_heartbeat_runs_state_reserved", "state", "reserved_at"),
+        CheckConstraint(
+            "(heartbeat_id IS NULL) <> (job_id IS NULL)", name="ck_heartbeat_runs_heartbeat_or_job"
+        ),
     )
 
 

@@ -28,6 +28,22 @@ class HeartbeatStatus(StrEnum):
     CLEARED = "cleared"
 
 
+class JobStatus(StrEnum):
+    """A cron job: active → completed (its runs are done) | cancelled; paused ↔ active."""
+
+    ACTIVE = "active"
+    PAUSED = "paused"
+    COMPLETED = "completed"
+    CANCELLED = "cancelled"
+
+
+class MissedPolicy(StrEnum):
+    """What a job does with due times missed while nothing ran (every worker down)."""
+
+    COALESCE = "coalesce"  # one run for all of them, at once (rule 4, as heartbeats)
+    SKIP = "skip"  # none of them; the schedule goes on at its next time after now
+
+
 class MessageState(StrEnum):
     QUEUED = "queued"  # accepted, waiting for a turn
     DONE = "done"
@@ -106,6 +122,7 @@ class RefundReason(StrEnum):
     SESSION_CLOSED = "session closed"
     SESSION_RESET = "session reset"
     HEARTBEAT_CHANGED = "heartbeat changed"
+    JOB_CHANGED = "job changed"  # a cron job's run: the job was paused, resumed or cancelled
     OWNER_CHANGED = "owner changed"
     ORPHANED = "worker lost before the agent started"
 
@@ -121,3 +138,17 @@ def parse_fire_id(value: str) -> tuple[str, int]:
     if not sep or not session_id or not due.isdigit():
         raise ValueError(f"not a fire id: {value!r}")
     return session_id, int(due)
+
+
+# A job's member in the due index: a session id never starts with it (ids are "s" + hex).
+JOB_MEMBER_PREFIX = "job:"
+
+
+def job_member(job_id: str) -> str:
+    """The due-index member (and fire-id prefix) of a cron job."""
+    return f"{JOB_MEMBER_PREFIX}{job_id}"
+
+
+def job_of_member(member: str) -> str | None:
+    """The job id of a due-index member, or None when the member is a session."""
+    return member[len(JOB_MEMBER_PREFIX) :] if member.startswith(JOB_MEMBER_PREFIX) else None

@@ -9,6 +9,14 @@ from sessions.store.deliveries import DeliveryOutcome, DeliveryView, Outbound, R
 from sessions.store.delivery_retries import RetryAttempt
 from sessions.store.fire_turns import Finished, FireAdmission, FireClaim, NotStarted, Started
 from sessions.store.heartbeat_records import HeartbeatStatusView
+from sessions.store.job_records import JobRestoreEntry, JobRoute, JobView, NewJob
+from sessions.store.job_turns import (
+    JobAdmission,
+    JobClaim,
+    JobFinished,
+    JobNotStarted,
+    JobStarted,
+)
 from sessions.store.ledger import (
     Duplicate,
     FenceClaim,
@@ -35,8 +43,17 @@ __all__ = [
     "FireClaim",
     "HeartbeatSnapshot",
     "HeartbeatStatusView",
+    "JobAdmission",
+    "JobClaim",
+    "JobFinished",
+    "JobNotStarted",
+    "JobRestoreEntry",
+    "JobRoute",
+    "JobStarted",
+    "JobView",
     "LedgerSnapshot",
     "MessageView",
+    "NewJob",
     "NotStarted",
     "Outbound",
     "QueuedPage",

@@ -7,11 +7,12 @@ Layout (``ns`` is ``Settings.namespace``, ``hbgw`` by default; ``sid`` a session
     ns:{s:sid}:inbox     LIST    queued user message ids, oldest first
     ns:{s:sid}:inflight  LIST    the message id a turn is running (back to the inbox if it dies)
     ns:{s:sid}:pending   STRING  the one fire id waiting for the session to go idle
+    ns:{s:sid}:pending_jobs HASH cron job member -> its fire id waiting for idle (beside it)
     ns:{s:sid}:estop     STRING  emergency stop for this session (present = on)
     ns:{s:sid}:stall     STRING  stamp time (ms) of the stall last alerted, with a TTL
     ns:{s:sid}:rate      STRING  messages the API accepted this minute (INCR, PEXPIRE 60 s)
     ns:{s:sid}:events    CHANNEL pub/sub: "read SQL now" to the session's open event streams
-    ns:{due:i}           ZSET    due-index shard i: member sid, score due time in ms
+    ns:{due:i}           ZSET    due-index shard i: member sid (or job:<id>), score due in ms
     ns:workers           ZSET    worker name -> last seen, ms
     ns:beats             ZSET    beat replica name -> last seen, ms (who claims which due shard)
     ns:estop             STRING  global emergency stop (present = on)
@@ -83,6 +84,9 @@ class Keys:
 
     def pending(self, session_id: str) -> str:
         return self._session(session_id, "pending")
+
+    def pending_jobs(self, session_id: str) -> str:
+        return self._session(session_id, "pending_jobs")
 
     def message_rate(self, session_id: str) -> str:
         return self._session(session_id, "rate")

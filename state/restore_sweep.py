@@ -30,6 +30,7 @@ __all__ = ["Phase", "RestoreSweep", "SweepState"]
 class Phase(StrEnum):
     MESSAGES = "messages"  # queued user messages back into their inboxes (users wait on these)
     HEARTBEATS = "heartbeats"  # the due index, and the fences of sessions Redis lost
+    JOBS = "jobs"  # cron jobs' entries in the due index (job:<id>)
 
 
 @dataclass(frozen=True)

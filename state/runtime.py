@@ -16,7 +16,7 @@ from core.clock import Clock, to_ms, utcnow
 from core.errors import NotFound
 from core.private import private_dir, write_private
 from core.settings import Settings
-from sessions.states import SessionStatus
+from sessions.states import SessionStatus, job_member
 from sessions.store import Store
 from state.connection import MAX_CONNECTIONS, connect
 
@@ -114,6 +114,16 @@ class Runtime:
             return None
         due = state.next_due() if state and session.status == SessionStatus.ACTIVE else None
         return self.apply_due(session_id, due)
+
+    def settle_job(self, job_id: str) -> int | None:
+        """Make the due index agree with SQL for one cron job (its member ``job:<id>``)."""
+        member = job_member(job_id)
+        try:
+            job = self.store.job(job_id)
+        except NotFound:
+            self.index.remove(member)
+            return None
+        return self.apply_due(member, job.next_due)
 
     def apply_due(self, session_id: str, due: datetime | None) -> int | None:
         """Write a due time SQL just answered (None: no entry), without reading it again."""

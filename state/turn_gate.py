@@ -155,7 +155,7 @@ class TurnGate:
     # -- turns ----------------------------------------------------------------------------------
 
     def _begin(
-        self, session_id: str, token: str, lease_ms: int, fire_id: str, mode: str
+        self, session_id: str, token: str, lease_ms: int, fire_id: str, mode: str, member: str = ""
     ) -> Began | Busy:
         k = self.keys
         reply = self._try_begin(
@@ -165,8 +165,9 @@ class TurnGate:
                 k.inbox(session_id),
                 k.pending(session_id),
                 k.inflight(session_id),
+                k.pending_jobs(session_id),
             ],
-            args=[token, _lease(lease_ms), fire_id, mode],
+            args=[token, _lease(lease_ms), fire_id, mode, member],
         )
         return _begin_result(reply)
 
@@ -175,6 +176,13 @@ class TurnGate:
     ) -> Began | Busy:
         """Take the lock for a heartbeat fire, or leave ``fire_id`` as the pending fire."""
         return self._begin(session_id, token, lease_ms, fire_id, "fire")
+
+    def try_begin_job(
+        self, session_id: str, member: str, fire_id: str, token: str, lease_ms: int
+    ) -> Began | Busy:
+        """Take the lock for a cron job's run, or leave ``fire_id`` pending as that job's (a
+        heartbeat's pending fire and other jobs' are kept beside it)."""
+        return self._begin(session_id, token, lease_ms, fire_id, "job", member)
 
     def try_begin_user(self, session_id: str, token: str, lease_ms: int) -> Began | Busy:
         """Take the lock to drain the inbox; queued messages do not block this."""
@@ -189,6 +197,7 @@ class TurnGate:
                 k.lock(session_id),
                 k.inbox(session_id),
                 k.pending(session_id),
+                k.pending_jobs(session_id),
             ],
             args=[token, _lease(lease_ms)],
         )
@@ -238,6 +247,11 @@ class TurnGate:
     def pending(self, session_id: str) -> str | None:
         value = self.client.get(self.keys.pending(session_id))
         return None if value is None else _text(value)
+
+    def pending_jobs(self, session_id: str) -> dict[str, str]:
+        """Cron jobs' fires waiting for the session to go idle: member → fire id."""
+        found = self.client.hgetall(self.keys.pending_jobs(session_id))
+        return {_text(m): _text(f) for m, f in found.items()}
 
     def is_idle(self, session_id: str) -> bool:
         """No turn holds the lock and no message is queued or in flight."""

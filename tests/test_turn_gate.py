@@ -114,7 +114,7 @@ def test_unknown_mode_is_an_error(gate: TurnGate, redis_client: redis.Redis) -> 
         k.pending(SID),
         k.inflight(SID),
     ]
-    with pytest.raises(redis.ResponseError, match='mode must be "fire" or "user", got nap'):
+    with pytest.raises(redis.ResponseError, match='mode must be "fire", "job" or "user", got nap'):
         script(keys=session_keys, args=[TOKEN, LOCK_MS, "f", "nap"])
     # Refused before any write: no lock, no fence, no pending fire.
     assert redis_client.exists(*session_keys) == 0

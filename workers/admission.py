@@ -19,13 +19,14 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from core.clock import to_ms
-from sessions.states import SessionStatus, fire_id
+from sessions.states import SessionStatus, fire_id, job_of_member
 from sessions.store.fire_turns import FireAdmission
 from state.dispatch import Dispatcher
 from state.ownership import Rendezvous
 from state.runtime import Runtime
 from state.turn_gate import Began
 from workers.heartbeat_turn import Fire, is_active, settle_duplicate
+from workers.job_admission import JobFire, JobFires
 from workers.locks import Grant
 from workers.logfields import fields, log, report
 
@@ -53,6 +54,7 @@ class Admission:
         self.lease_ms = lease_ms
         self.start = start
         self.held: set[str] = set()  # sessions whose drain the emergency stop holds
+        self.jobs = JobFires(rt, dispatcher, start)
 
     def fire(self, session_id: str, due_ms: int, *, deferred: bool = False) -> str:
         [outcome] = self.fires([(session_id, due_ms)], deferred=deferred)
@@ -61,6 +63,8 @@ class Admission:
     def fires(self, batch: Sequence[tuple[str, int]], *, deferred: bool = False) -> list[str]:
         """One outcome per fire; one that fails does not stop the rest (it comes back after
         the claim lease). What every fire needs is read once: a failure there fails them all."""
+        if any(job_of_member(member) for member, _ in batch):
+            return self._with_jobs(batch, deferred)
         ids = [fire_id(sid, due_ms) for sid, due_ms in batch]
         try:
             pairs = [(sid, fid) for (sid, _), fid in zip(batch, ids, strict=True)]
@@ -92,6 +96,16 @@ class Admission:
                     report("fire not forwarded", exc, "fire.error", batch[n][0], ids[n])
                     outcomes[n] = "error"
         return outcomes
+
+    def _with_jobs(self, batch: Sequence[tuple[str, int]], deferred: bool) -> list[str]:
+        """A batch with cron jobs' members: each kind admitted apart, the outcomes in order."""
+        kinds = [job_of_member(member) is not None for member, _ in batch]
+        jobs = iter(
+            self.jobs.fires([f for f, j in zip(batch, kinds, strict=True) if j], deferred=deferred)
+        )
+        rest = [f for f, j in zip(batch, kinds, strict=True) if not j]
+        others = iter(self.fires(rest, deferred=deferred) if rest else [])
+        return [next(jobs) if j else next(others) for j in kinds]
 
     def _one(
         self,
@@ -185,7 +199,10 @@ class Admission:
             begun = self.rt.gate.try_begin_user(sid, token, self.lease_ms)
             # Busy: the lock holder drains the inbox before it lets go.
             return Grant(sid, token, begun.fence) if isinstance(begun, Began) else None
-        begun = self.rt.gate.try_begin_fire(sid, fire.fire_id, token, self.lease_ms)
+        if isinstance(fire, JobFire):
+            begun = self.rt.gate.try_begin_job(sid, fire.member, fire.fire_id, token, self.lease_ms)
+        else:
+            begun = self.rt.gate.try_begin_fire(sid, fire.fire_id, token, self.lease_ms)
         if not isinstance(begun, Began):
             log.info("fire pending", extra=fields("fire.pending", sid, fire.fire_id))
             return None

@@ -20,6 +20,7 @@ from workers.admission import Admission
 from workers.agents.base import Agent
 from workers.delivery_retry import DeliveryRetrier
 from workers.heartbeat_turn import BeforeStartHook, Fire, HeartbeatTurn
+from workers.job_turn import JobTurn
 from workers.locks import LockRenewals
 from workers.logfields import is_transient, report
 from workers.ports import Channel
@@ -56,6 +57,7 @@ class TurnRunner:
             dispatcher,
             heartbeat=HeartbeatTurn(io, self.before_start),
             user=UserTurn(io),
+            job=JobTurn(io),
             lease_ms=self.lease_ms,
             renewals=self.renewals,
             on_pending=functools.partial(self.accept_fire, deferred=True),

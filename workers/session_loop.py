@@ -38,6 +38,8 @@ from state.runtime import Runtime
 from state.turn_gate import KeepLock, LockLost, TurnEnded
 from workers.delivery_retry import RETRIES_PER_GRANT, DeliveryRetrier
 from workers.heartbeat_turn import Fire, HeartbeatTurn
+from workers.job_admission import JobFire
+from workers.job_turn import JobTurn
 from workers.locks import Grant, Lease, LockKeeper, LockRenewals
 from workers.logfields import fields, log, report
 from workers.user_turn import UserTurn
@@ -53,6 +55,7 @@ class SessionLoop:
         *,
         heartbeat: HeartbeatTurn,
         user: UserTurn,
+        job: JobTurn,
         lease_ms: int,
         renewals: LockRenewals,
         on_pending: OnPending,
@@ -62,6 +65,7 @@ class SessionLoop:
         self.dispatcher = dispatcher
         self.heartbeat = heartbeat
         self.user = user
+        self.job = job
         self.lease_ms = lease_ms
         self.renewals = renewals
         self.on_pending = on_pending
@@ -79,6 +83,11 @@ class SessionLoop:
                 # and reservation are one transaction.
                 if fire is None:
                     self._claim_drain(lease)
+                elif isinstance(fire, JobFire):
+                    # A cron job's run: the same claim, fence and error policy as a heartbeat's.
+                    job_claim = self.job.claim(lease, fire)
+                    run_job = functools.partial(self.job.run, lease, fire, job_claim)
+                    self._attempt(lease, "job", run_job, fire_id)
                 else:
                     claim = self.heartbeat.claim(lease, fire)
                     run_fire = functools.partial(self.heartbeat.run, lease, fire, claim)

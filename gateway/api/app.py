@@ -17,7 +17,15 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from core.clock import Clock
 from core.settings import Settings
-from gateway.api import errors, events, health, routes_heartbeat, routes_messages, routes_sessions
+from gateway.api import (
+    errors,
+    events,
+    health,
+    routes_cron,
+    routes_heartbeat,
+    routes_messages,
+    routes_sessions,
+)
 from gateway.api.context import ApiContext, build_context, context
 from gateway.api.limits import BodyLimit
 from gateway.api.metrics import MetricsMiddleware
@@ -57,7 +65,7 @@ def create_app(
     app = FastAPI(title=TITLE, version=VERSION, lifespan=lifespan)
     app.state.api = ctx
     errors.install(app)
-    for module in (routes_sessions, routes_messages, routes_heartbeat, events, health):
+    for module in (routes_sessions, routes_messages, routes_heartbeat, routes_cron, events, health):
         app.include_router(module.router)
     app.include_router(session_url.router)  # a webhook session's URL, set before its secret
     if settings.slack_configured:  # the platform's endpoints exist only with its settings

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 
 class Request(BaseModel):
@@ -32,6 +32,23 @@ class HeartbeatSpec(Request):
     schedule: str
     """As after /heartbeat: ``every 15m``, ``15m``, ``cron 0 9 * * 1-5``, ``@daily --tz UTC``."""
     prompt: str
+
+
+class JobSpec(Request):
+    """A cron job: ``schedule`` as for ``hbgw cron add`` (``in 10m``, ``at <ISO 8601>``,
+    ``every 2h``, five cron fields, ``@daily``); the target is ``session_id`` or the route
+    ``platform``/``chat``/``thread`` (a fresh session per run)."""
+
+    schedule: str
+    prompt: str
+    session_id: str | None = None
+    platform: str | None = None
+    chat: str | None = None
+    thread: str | None = None
+    times: int | None = Field(default=None, ge=1, le=1_000_000)
+    model: str | None = None
+    tz: str | None = None
+    missed: str = "coalesce"
 
 
 class ErrorDetail(BaseModel):

@@ -17,6 +17,7 @@ from core.errors import HbgwError
 from hbgw.cli import (
     api_cmd,
     chat_cmd,
+    cron_cmd,
     discord_cmd,
     heartbeat_cmd,
     live_cmd,
@@ -43,6 +44,7 @@ class Root(Group):
         "flower",
         "session",
         "heartbeat",
+        "cron",
         "send",
         "chat",
         "runs",
@@ -187,6 +189,7 @@ def runs(
 # would, look at what happened, and operator switches.
 app.add_typer(session_cmd.app, name="session", rich_help_panel=TALK)
 app.add_typer(heartbeat_cmd.app, name="heartbeat", rich_help_panel=TALK)
+app.add_typer(cron_cmd.app, name="cron", rich_help_panel=TALK)
 EPILOGS: dict[object, str] = {
     send: (
         "Exit codes: 0 the reply (or queued, with --no-wait); 1 the send failed; 2 bad input; "

@@ -13,6 +13,8 @@ from sessions.store.deliveries import DeliveryRecords
 from sessions.store.delivery_retries import DeliveryRetries
 from sessions.store.fire_turns import FireTurns
 from sessions.store.heartbeat_records import HeartbeatRecords
+from sessions.store.job_records import JobRecords
+from sessions.store.job_turns import JobTurns
 from sessions.store.ledger import FireLedger
 from sessions.store.message_records import MessageRecords
 from sessions.store.restore_reads import RestoreReads
@@ -30,6 +32,8 @@ class Store(
     DeliveryRecords,
     DeliveryRetries,
     WebhookRoutes,
+    JobRecords,
+    JobTurns,
 ):
     @classmethod
     def from_url(cls, url: str) -> Store:

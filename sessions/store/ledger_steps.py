@@ -27,6 +27,7 @@ from sessions.states import (
 from sessions.store.base import session_row
 from sessions.store.deliveries import settle_pending_in
 from sessions.store.heartbeat_records import apply_state, heartbeat_state
+from sessions.store.job_steps import job_outcome_in, refund_job_run
 from sessions.store.run_views import (
     Duplicate,
     RefusalReason,
@@ -182,6 +183,9 @@ def settle_lost_run(
     else:
         detail = LostLockDetail.DURING_DELIVERY if delivering else LostLockDetail.BEFORE_DELIVERY
     run.detail = detail.value
+    if run.job_id is not None:
+        job_outcome_in(db, run, RunState.FAILED, now)
+        return unknown
     row = db.get(HeartbeatRow, run.heartbeat_id)
     if row is not None and row.generation == run.generation:
         row.last_outcome = RunState.FAILED.value
@@ -190,6 +194,9 @@ def settle_lost_run(
 
 
 def refund_run(db: Session, run: RunRow, reason: RefundReason, now: datetime) -> None:
+    if run.job_id is not None:
+        refund_job_run(db, run, reason, now)
+        return
     # Locked: a refund checks the generation and anchor, then rewrites the row; a concurrent
     # pause or clear (which locks it too) must come wholly before or after.
     row = db.get(HeartbeatRow, run.heartbeat_id, with_for_update=True)
@@ -246,6 +253,9 @@ def finish_in(
         run.prompt_tokens = usage.prompt_tokens
         run.completion_tokens = usage.completion_tokens
         run.model = usage.model[:MODEL_CHARS]
+    if run.job_id is not None:
+        job_outcome_in(db, run, final, now)
+        return None
     row = db.get(HeartbeatRow, run.heartbeat_id)
     if row is not None and row.generation == run.generation:
         row.last_outcome = final.value

@@ -18,7 +18,7 @@ from sessions.store.deliveries import DeliveryView
 class RunView:
     id: int
     fire_id: str
-    heartbeat_id: int
+    heartbeat_id: int | None
     session_id: str
     generation: int
     fence: int
@@ -36,6 +36,8 @@ class RunView:
     model: str | None = None
     # Its delivery record: read with the CLI's and the API's lists, None on the fire path.
     delivery: DeliveryView | None = None
+    # The cron job this run belongs to (None: a heartbeat run).
+    job_id: str | None = None
 
     @property
     def usage(self) -> TokenUsage | None:
@@ -47,6 +49,7 @@ class RunView:
             "id": self.id,
             "fire_id": self.fire_id,
             "session_id": self.session_id,
+            "job_id": self.job_id,
             "generation": self.generation,
             "fence": self.fence,
             "state": self.state,
@@ -126,4 +129,5 @@ def run_view(row: RunRow) -> RunView:
         prompt_tokens=row.prompt_tokens,
         completion_tokens=row.completion_tokens,
         model=row.model,
+        job_id=row.job_id,
     )

@@ -63,6 +63,8 @@ class TurnRequest:
     system_prompt: str = SYSTEM_PROMPT
     tools: tuple[str, ...] = field(default=TOOLS)
     heartbeat: HeartbeatTools | None = None
+    # The model a cron job names (agents that choose one honour it; others ignore it).
+    model: str | None = None
 
 
 @dataclass(frozen=True)

@@ -85,6 +85,8 @@ class OpenAIAgent:
         )
 
     def model_for(self, request: TurnRequest) -> str:
+        if request.model:
+            return request.model  # a cron job's own choice
         if request.kind == "heartbeat" and self.config.heartbeat_model:
             return self.config.heartbeat_model
         return self.config.model

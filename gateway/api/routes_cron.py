@@ -1,0 +1,101 @@
+"""Cron jobs, owner-scoped like sessions: add, list, show, pause, resume, cancel, runs.
+
+A job is read by the grammar of ``hbgw cron add`` (the same sentences, ``422``); another
+owner's job answers like a missing one (``404``); a change that does not fit the job's state
+(pausing a paused job, cancelling a cancelled one) is ``409`` with a sentence that says so.
+Every change reaches the due index like the CLI's (``Runtime.settle_job``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+from fastapi import APIRouter
+
+from core.errors import BadInput
+from gateway.api.auth import Principal
+from gateway.api.context import ApiContext
+from gateway.api.routes_sessions import Ctx, Who
+from gateway.api.schemas import JobSpec, errors
+from gateway.api.serial import run_json
+from sessions.grammar import check_prompt
+from sessions.grammar.job_schedule import parse_job_schedule
+from sessions.states import MissedPolicy
+from sessions.views import JobRoute, JobView, NewJob
+from state.connection import TRANSIENT_REDIS_ERRORS
+
+router = APIRouter(prefix="/v1/cron", tags=["cron"])
+
+
+def _owner(who: Principal) -> str | None:
+    """Whose jobs a request sees: an operator every one (None), an owner their own."""
+    return None if who.admin else who.owner
+
+
+def _settled(ctx: ApiContext, job: JobView) -> dict[str, Any]:
+    if ctx.rt is not None:
+        with contextlib.suppress(*TRANSIENT_REDIS_ERRORS):  # else the restore pass writes it
+            ctx.rt.settle_job(job.id)
+    return job.to_json()
+
+
+@router.post("", status_code=201, responses=errors(404, 409, 422))
+def add(body: JobSpec, ctx: Ctx, who: Who) -> dict[str, Any]:
+    """Add a job; nothing is stored when any part is refused."""
+    now = ctx.clock()
+    text = " ".join(body.schedule.split())
+    schedule = parse_job_schedule(text, now=now, min_interval=ctx.limits.min_interval, tz=body.tz)
+    prompt = check_prompt(body.prompt, ctx.limits, example='"prompt": "remind me"')
+    if body.missed not in {p.value for p in MissedPolicy}:
+        raise BadInput(f"missed is coalesce or skip, not {body.missed!r}.")
+    if body.session_id is not None:
+        ctx.session_for(who, body.session_id)  # a stranger's session answers 404
+    elif body.platform is not None:
+        ctx.served.check(body.platform)  # no job for a route nobody delivers to
+    route = JobRoute(body.session_id, body.platform, body.chat, body.thread)
+    new = NewJob(
+        schedule, text, prompt, route, who.owner, body.model, body.times, MissedPolicy(body.missed)
+    )
+    return _settled(ctx, ctx.store.create_job(new, now))
+
+
+@router.get("", responses=errors())
+def list_jobs(ctx: Ctx, who: Who) -> list[dict[str, Any]]:
+    """The jobs this token sees, oldest first."""
+    return [j.to_json() for j in ctx.store.jobs(owner=_owner(who))]
+
+
+@router.get("/{job_id}", responses=errors(404))
+def show(job_id: str, ctx: Ctx, who: Who) -> dict[str, Any]:
+    return ctx.store.job(job_id, owner=_owner(who)).to_json()
+
+
+@router.post("/{job_id}/pause", responses=errors(404, 409))
+def pause(job_id: str, ctx: Ctx, who: Who) -> dict[str, Any]:
+    """Stop running it but keep it."""
+    return _settled(ctx, ctx.store.pause_job(job_id, ctx.clock(), owner=_owner(who)))
+
+
+@router.post("/{job_id}/resume", responses=errors(404, 409))
+def resume(job_id: str, ctx: Ctx, who: Who) -> dict[str, Any]:
+    """Run it again, re-anchored now (no catch-up for the paused time)."""
+    return _settled(ctx, ctx.store.resume_job(job_id, ctx.clock(), owner=_owner(who)))
+
+
+@router.post("/{job_id}/cancel", responses=errors(404, 409))
+def cancel(job_id: str, ctx: Ctx, who: Who) -> dict[str, Any]:
+    """End it for good; a second cancel is 409 "already cancelled"."""
+    return _settled(ctx, ctx.store.cancel_job(job_id, ctx.clock(), owner=_owner(who)))
+
+
+@router.delete("/{job_id}", responses=errors(404, 409))
+def delete(job_id: str, ctx: Ctx, who: Who) -> dict[str, Any]:
+    """The same as ``POST /v1/cron/{id}/cancel`` (kept as cancelled for audit)."""
+    return cancel(job_id, ctx, who)
+
+
+@router.get("/{job_id}/runs", responses=errors(404))
+def runs(job_id: str, ctx: Ctx, who: Who) -> list[dict[str, Any]]:
+    """The job's runs in the ledger, oldest first: state, session, tokens, delivery."""
+    return [run_json(r, ctx.ids) for r in ctx.store.job_runs(job_id, owner=_owner(who))]

@@ -1,0 +1,139 @@
+"""The cron-job state machine. Pure: every function takes ``now`` and returns a new state.
+
+A job is the heartbeat's rules applied to a standalone prompt: due when active and now ≥ its
+next due time (``anchor`` + interval, the first cron time after the anchor, or a one-shot's
+time); a reservation counts the run and re-anchors at the fire time, so any number of missed
+due times give one run (``MissedPolicy.COALESCE``) — or none (``SKIP``); a refund puts both
+back. A job with a repeat count (a one-shot has 1) completes when its last run finishes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from datetime import datetime
+
+from core.errors import InvalidState
+from sessions.grammar.job_schedule import JobSchedule, OnceSchedule, job_next_fire
+from sessions.states import JobStatus, MissedPolicy
+
+MAX_MISSED_COUNTED = 1000
+MAX_TIMES = 1_000_000  # a repeat count beyond it is "forever": leave --times out
+
+
+@dataclass(frozen=True)
+class JobState:
+    prompt: str
+    schedule: JobSchedule
+    status: JobStatus
+    anchor: datetime
+    fire_count: int
+    times: int | None
+    generation: int
+    missed_policy: MissedPolicy = MissedPolicy.COALESCE
+    last_fired: datetime | None = None
+
+    def next_due(self) -> datetime | None:
+        if self.status != JobStatus.ACTIVE or self.runs_left() == 0:
+            return None
+        return job_next_fire(self.schedule, self.anchor, self.fire_count)
+
+    def runs_left(self) -> int | None:
+        return None if self.times is None else max(0, self.times - self.fire_count)
+
+    def is_due(self, now: datetime) -> bool:
+        due = self.next_due()
+        return due is not None and now >= due
+
+    def missed(self, now: datetime) -> int:
+        """Due times that passed besides the one a run now would serve (a metric, capped)."""
+        due = self.next_due()
+        if due is None or now < due or isinstance(self.schedule, OnceSchedule):
+            return 0
+        count, moment = 0, due
+        while count < MAX_MISSED_COUNTED:
+            following = job_next_fire(self.schedule, moment, self.fire_count)
+            if following is None or following > now:
+                break
+            count, moment = count + 1, following
+        return count
+
+
+def new_job(
+    *,
+    schedule: JobSchedule,
+    prompt: str,
+    times: int | None,
+    missed_policy: MissedPolicy,
+    now: datetime,
+) -> JobState:
+    if isinstance(schedule, OnceSchedule):
+        times = 1  # a one-shot runs once, whatever was asked
+    if times is not None and not 1 <= times <= MAX_TIMES:
+        raise InvalidState(f"--times must be between 1 and {MAX_TIMES}, not {times}.")
+    return JobState(
+        prompt=prompt,
+        schedule=schedule,
+        status=JobStatus.ACTIVE,
+        anchor=now,
+        fire_count=0,
+        times=times,
+        generation=1,
+        missed_policy=missed_policy,
+    )
+
+
+def _refuse_ended(state: JobState, job_id: str, verb: str) -> None:
+    if state.status == JobStatus.CANCELLED:
+        raise InvalidState(f"Job {job_id} is already cancelled; there is nothing to {verb}.")
+    if state.status == JobStatus.COMPLETED:
+        raise InvalidState(f"Job {job_id} has already completed; there is nothing to {verb}.")
+
+
+def pause(state: JobState, job_id: str, now: datetime) -> JobState:
+    _refuse_ended(state, job_id, "pause")
+    if state.status == JobStatus.PAUSED:
+        raise InvalidState(f"Job {job_id} is already paused — resume it to run it again.")
+    return replace(state, status=JobStatus.PAUSED, generation=state.generation + 1)
+
+
+def resume(state: JobState, job_id: str, now: datetime) -> JobState:
+    """Active again, re-anchored now: no catch-up run for what was missed while paused (a
+    one-shot whose time has passed runs at once)."""
+    _refuse_ended(state, job_id, "resume")
+    if state.status == JobStatus.ACTIVE:
+        raise InvalidState(f"Job {job_id} is already active.")
+    return replace(state, status=JobStatus.ACTIVE, anchor=now, generation=state.generation + 1)
+
+
+def cancel(state: JobState, job_id: str, now: datetime) -> JobState:
+    if state.status == JobStatus.CANCELLED:
+        raise InvalidState(f"Job {job_id} is already cancelled.")
+    if state.status == JobStatus.COMPLETED:
+        raise InvalidState(f"Job {job_id} has already completed; there is nothing to cancel.")
+    return replace(state, status=JobStatus.CANCELLED, generation=state.generation + 1)
+
+
+def reserve(state: JobState, now: datetime) -> JobState:
+    """One run, however late: the count goes up once and the anchor moves to the fire time."""
+    return replace(state, fire_count=state.fire_count + 1, anchor=now, last_fired=now)
+
+
+def refund(state: JobState, *, prev_anchor: datetime, prev_last_fired: datetime | None) -> JobState:
+    return replace(
+        state,
+        fire_count=max(0, state.fire_count - 1),
+        anchor=prev_anchor,
+        last_fired=prev_last_fired,
+    )
+
+
+def skip_missed(state: JobState, now: datetime) -> JobState:
+    """``SKIP``: what was missed never runs; the schedule goes on from now."""
+    return replace(state, anchor=now)
+
+
+def finished(state: JobState) -> JobState:
+    """After a run finished: completed when no run is left (a one-shot, the last of --times)."""
+    if state.status == JobStatus.ACTIVE and state.runs_left() == 0:
+        return replace(state, status=JobStatus.COMPLETED)
+    return state

@@ -1,0 +1,100 @@
+"""The ledger's steps for a cron job's run, each inside a caller's transaction: what a
+heartbeat's steps do to its heartbeat row (``ledger_steps.py``), done to the job's row."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from core.clock import from_ms
+from sessions import jobs
+from sessions.models import JobRow, RunRow, SessionRow
+from sessions.states import JobStatus, RefundReason, RunState, SessionStatus
+from sessions.store.job_records import apply_job_state, job_state
+from sessions.store.run_views import (
+    Duplicate,
+    RefusalReason,
+    Refused,
+    Reserved,
+    ReserveOutcome,
+    run_view,
+)
+
+
+def reserve_job_in(
+    db: Session,
+    session: SessionRow,
+    row: JobRow,
+    fire_id: str,
+    due_ms: int,
+    fence: int,
+    now: datetime,
+    worker: str | None,
+    deferred: bool,
+) -> ReserveOutcome:
+    """Reserve one run of ``row`` (locked) in ``session`` (locked, its fence claimed in this
+    transaction): count +1, anchor = now, one ledger row."""
+    existing = db.scalars(select(RunRow).where(RunRow.fire_id == fire_id)).first()
+    if existing is not None:
+        return Duplicate(run_view(existing))
+    state = job_state(row)
+    if state.status != JobStatus.ACTIVE or session.status != SessionStatus.ACTIVE:
+        return Refused(RefusalReason.INACTIVE)
+    if not state.is_due(now):
+        return Refused(RefusalReason.NOT_DUE, state.next_due())
+    session.updated_at = now
+    run = RunRow(
+        fire_id=fire_id,
+        heartbeat_id=None,
+        job_id=row.id,
+        session_id=session.id,
+        generation=state.generation,
+        fence=fence,
+        state=RunState.RESERVED,
+        due_at=from_ms(due_ms),
+        reserved_at=now,
+        prev_anchor_at=state.anchor,
+        prev_last_fired_at=state.last_fired,
+        worker=worker,
+        deferred=deferred,
+        missed=state.missed(now),
+    )
+    db.add(run)
+    apply_job_state(row, jobs.reserve(state, now), now)
+    db.flush()
+    return Reserved(run_view(run))
+
+
+def refund_job_run(db: Session, run: RunRow, reason: RefundReason, now: datetime) -> None:
+    """Give a reservation back to its job: only when neither its generation nor its anchor
+    moved since (else ``abandoned``: the newer configuration wins)."""
+    row = db.get(JobRow, run.job_id, with_for_update=True)
+    unchanged = (
+        row is not None and row.generation == run.generation and row.anchor_at == run.reserved_at
+    )
+    if row is not None and unchanged:
+        state = jobs.refund(
+            job_state(row), prev_anchor=run.prev_anchor_at, prev_last_fired=run.prev_last_fired_at
+        )
+        apply_job_state(row, state, now)
+        row.last_outcome = f"refunded: {reason}"[:255]
+        run.state = RunState.REFUNDED
+    else:
+        run.state = RunState.ABANDONED
+    run.finished_at = now
+    run.detail = reason.value
+
+
+def job_outcome_in(db: Session, run: RunRow, outcome: RunState, now: datetime) -> JobRow | None:
+    """A run of the job ended ``outcome``: its last outcome, and completed when it was the
+    last run it had (a one-shot, the last of ``--times``)."""
+    row = db.get(JobRow, run.job_id, with_for_update=True)
+    if row is None:
+        return None
+    row.last_outcome = outcome.value
+    row.updated_at = now
+    if row.generation == run.generation:
+        apply_job_state(row, jobs.finished(job_state(row)), now)
+    return row

@@ -1,0 +1,66 @@
+"""The cron-job store on SQLite and PostgreSQL: the ledger's UNIQUE fire id, reservation and
+refund for a job's run, completion, and cancel twice."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from core.clock import to_ms, utcnow
+from core.errors import InvalidState, StaleFence
+from sessions.grammar.job_schedule import parse_job_schedule
+from sessions.states import JobStatus, RefundReason, RunState
+from sessions.store import Store
+from sessions.views import Duplicate, JobRoute, NewJob, Reserved
+
+
+def _job(store: Store, schedule: str, age: float) -> tuple[str, str]:
+    set_at = utcnow() - timedelta(seconds=age)
+    sid = store.create_session(platform="slack", chat="C1", now=set_at).id
+    parsed = parse_job_schedule(schedule, now=set_at, min_interval=60)
+    job = store.create_job(NewJob(parsed, schedule, "p", JobRoute(session_id=sid)), set_at)
+    return job.id, sid
+
+
+def test_one_reservation_per_fire_id_and_a_refund_gives_it_back(store: Store) -> None:
+    jid, sid = _job(store, "every 1m", 61)
+    due = store.job(jid).next_due
+    assert due is not None
+    fid, now = f"job:{jid}:{to_ms(due)}", utcnow()
+    first = store.claim_job_fire(sid, 1, jid, fid, to_ms(due), now)
+    assert isinstance(first.outcome, Reserved) and first.job.state.fire_count == 1
+    # A newer grant proves the first turn lost its lock: its reservation is given back, and
+    # the same fire id again is a duplicate, never a second run.
+    again = store.claim_job_fire(sid, 2, jid, fid, to_ms(due), now)
+    assert isinstance(again.outcome, Duplicate)
+    with pytest.raises(StaleFence):
+        store.claim_job_fire(sid, 2, jid, fid, to_ms(due), now)
+    [run] = store.job_runs(jid)
+    assert run.state == RunState.REFUNDED and run.detail == RefundReason.ORPHANED
+    back = store.job(jid)
+    assert back.state.fire_count == 0 and back.next_due == due
+
+
+def test_a_one_shot_completes_at_its_finish_and_cancel_says_so(store: Store) -> None:
+    jid, sid = _job(store, "in 1m", 61)
+    due = store.job(jid).next_due
+    assert due is not None
+    fid, now = f"job:{jid}:{to_ms(due)}", utcnow()
+    claim = store.claim_job_fire(sid, 1, jid, fid, to_ms(due), now)
+    assert isinstance(claim.outcome, Reserved) and claim.job.next_due is None
+    started = store.start_job_fire(
+        claim.outcome.run.id, 1, now, conversation=1, owner_changed=False, prompt="p", history=5
+    )
+    store.mark_delivering(started.run.id, 1, now, channel="file", kind="heartbeat")
+    done = store.finish_job_fire(
+        started.run.id, RunState.COMPLETED, 1, now, reply="r", reply_kind="assistant"
+    )
+    assert done.job.status == JobStatus.COMPLETED and done.job.next_due is None
+    with pytest.raises(InvalidState, match="already completed"):
+        store.cancel_job(jid, now)
+    other, _ = _job(store, "every 1h", 0)
+    store.cancel_job(other, now)
+    with pytest.raises(InvalidState, match="already cancelled"):
+        store.cancel_job(other, now)
+    assert store.restorable_jobs_page("", 10).entries == []

@@ -1,0 +1,125 @@
+"""Admission of cron jobs' fires: the heartbeat's admission (``admission.py``) for a member
+``job:<id>`` of the due index.
+
+dedupe → load → (unknown, inactive or not due: settle the index, stop) → missed and ``skip``:
+move on without a run → the target session (the job's own, compression followed; or the run's
+fresh one) → owner of that session? (else forward) → accepted. Whether the session is idle is
+not asked here: the lock decides, on the turn thread (``try_begin_job``), and a busy session
+keeps the fire pending as the job's own, beside its heartbeat's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from core.clock import to_ms
+from sessions.states import JobStatus, MissedPolicy, SessionStatus, fire_id, job_of_member
+from sessions.views import JobAdmission, SessionView
+from state.dispatch import Dispatcher
+from state.ownership import Rendezvous
+from state.runtime import Runtime
+from workers.heartbeat_turn import Fire, settle_duplicate
+from workers.logfields import fields, log, report
+
+
+@dataclass(frozen=True)
+class JobFire(Fire):
+    """An admitted fire of a cron job, in the session it runs in."""
+
+    job_id: str = ""
+    member: str = ""
+
+
+Start = Callable[[str, Fire | None], None]
+
+
+class JobFires:
+    def __init__(self, rt: Runtime, dispatcher: Dispatcher, start: Start) -> None:
+        self.rt = rt
+        self.dispatcher = dispatcher
+        self.start = start
+
+    def fires(self, batch: Sequence[tuple[str, int]], *, deferred: bool = False) -> list[str]:
+        """One outcome per fire of ``batch`` ((member, due ms) pairs of jobs)."""
+        ids = [fire_id(member, due_ms) for member, due_ms in batch]
+        try:
+            jobs = [(job_of_member(m) or "", fid) for (m, _), fid in zip(batch, ids, strict=True)]
+            seen = self.rt.store.admit_jobs(jobs)
+            now = self.rt.clock()
+            owners = Rendezvous(self.rt.registry.live(to_ms(now)))
+        except RuntimeError:
+            raise
+        except Exception as exc:
+            for (member, _), fid in zip(batch, ids, strict=True):
+                report("job fire not accepted", exc, "job.error", member, fid)
+            return ["error"] * len(batch)
+        outcomes = []
+        for (member, due_ms), fid, one in zip(batch, ids, seen, strict=True):
+            try:
+                outcome = self._admit(member, due_ms, fid, one, now, owners, deferred)
+            except RuntimeError:
+                raise
+            except Exception as exc:
+                report("job fire not accepted", exc, "job.error", member, fid)
+                outcome = "error"
+            log.debug("job fire %s: %s", fid, outcome, extra=fields(f"job.{outcome}", member, fid))
+            outcomes.append(outcome)
+        return outcomes
+
+    def _admit(
+        self,
+        member: str,
+        due_ms: int,
+        fid: str,
+        seen: JobAdmission | None,
+        now: datetime,
+        owners: Rendezvous,
+        deferred: bool,
+    ) -> str:
+        rt = self.rt
+        if seen is None:
+            rt.index.remove(member)
+            return "unknown-job"
+        job = seen.job
+        if seen.existing is not None:
+            settle_duplicate(rt, member, seen.existing, job.next_due)
+            return "duplicate"
+        if job.status != JobStatus.ACTIVE:
+            rt.index.remove(member)
+            return "inactive"
+        if not job.state.is_due(now):
+            rt.apply_due(member, job.next_due)
+            return "not-due"
+        if job.state.missed_policy == MissedPolicy.SKIP and job.state.missed(now) > 0:
+            skipped = rt.store.skip_missed_job(job.id, job.state.generation, now)
+            rt.apply_due(member, skipped.next_due)
+            return "skipped"
+        session = self._session(seen, fid, now)
+        if session is None:
+            rt.index.remove(member)
+            return "inactive-session"
+        owner = owners.owner(session.id)
+        if owner is None:
+            return "no-owner"
+        if owner != rt.worker:
+            self.dispatcher.fires(owner, [(member, due_ms)])
+            return "forwarded"
+        self.start(session.id, JobFire(session, fid, due_ms, deferred, job.id, member))
+        return "accepted"
+
+    def _session(self, seen: JobAdmission, fid: str, now: datetime) -> SessionView | None:
+        """Where this run goes: the job's session, or the run's own fresh one; None (and the
+        job paused, saying why) when the job's session can run nothing any more."""
+        job = seen.job
+        if job.route.session_id is None:
+            return self.rt.store.run_session(job.id, fid, now)
+        session = seen.session
+        if session is not None and session.status == SessionStatus.ACTIVE:
+            return session
+        status = "gone" if session is None else session.status
+        self.rt.store.hold_job(
+            job.id, f"paused: its session {job.route.session_id} is {status}", now
+        )
+        return None

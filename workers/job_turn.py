@@ -1,0 +1,224 @@
+"""One cron job's run under a held session lock, on the turn skeleton (``workers/turn.py``).
+
+Step for step a heartbeat turn (``heartbeat_turn.py``), with the job's row where the heartbeat's
+was: claim the fence and reserve (one transaction) → re-check lock and estop (Redis), then
+session, conversation, the job's generation and owner, and refund or start with the prompt
+stored → agent → fenced mark with the delivery record ``pending`` → deliver to the session's
+chat and thread as a new message, quietly (no typing or progress) → finish, fenced, with the
+reply, the tokens and the delivery's outcome; the job completes there when that was its last
+run. The job's next due time goes to the index under ``job:<id>``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+
+from core.errors import StaleFence
+from core.metrics import count_delivery, gateway_metrics
+from sessions.grammar.job_schedule import describe_job_schedule
+from sessions.states import DeliveryState, JobStatus, RefundReason, RunState
+from sessions.views import (
+    DeliveryOutcome,
+    Duplicate,
+    JobClaim,
+    JobNotStarted,
+    JobStarted,
+    JobView,
+    ReplyStart,
+    Reserved,
+    RunView,
+)
+from workers.agents.base import TurnRequest
+from workers.heartbeat_tools import SessionHeartbeatTools
+from workers.heartbeat_turn import count_refund, settle_duplicate
+from workers.injection import is_silent
+from workers.job_admission import JobFire
+from workers.locks import Lease
+from workers.logfields import fields, log
+from workers.ports import Address
+from workers.turn import Composed, Outgoing, Sent, Turn
+from workers.turn_io import HISTORY_TURNS, Answer, Delivery, conversation_before
+
+
+def job_message(job: JobView) -> str:
+    """The prompt as the agent sees it: a header naming the job, then the prompt."""
+    schedule = describe_job_schedule(job.state.schedule)
+    return f"[Cron job {job.id} — scheduled prompt, {schedule}]\n{job.state.prompt}"
+
+
+@dataclass(frozen=True)
+class JobBegun:
+    fire: JobFire
+    started: JobStarted
+    address: Address
+    tools: SessionHeartbeatTools
+
+
+class JobTurn(Turn[JobBegun]):
+    # A scheduled turn, quiet like a heartbeat's (rule 8); the skeleton knows two kinds.
+    kind = "heartbeat"
+
+    def claim(self, lease: Lease, fire: JobFire) -> JobClaim:
+        rt = self.rt
+        claim = rt.store.claim_job_fire(
+            lease.session_id,
+            lease.fence,
+            fire.job_id,
+            fire.fire_id,
+            fire.due_ms,
+            rt.clock(),
+            worker=rt.worker,
+            deferred=fire.deferred,
+        )
+        count_delivery(self.io.channel.name, DeliveryState.UNKNOWN.value, claim.unknown)
+        return claim
+
+    def run(self, lease: Lease, fire: JobFire, claim: JobClaim) -> None:
+        begun = self._begin(lease, fire, claim)
+        if begun is not None:
+            self.execute(lease, begun)
+
+    def _begin(self, lease: Lease, fire: JobFire, claim: JobClaim) -> JobBegun | None:
+        run = self._reserved(fire, claim)
+        if run is None:
+            return None
+        rt, sid = self.rt, lease.session_id
+        reason = None
+        if lease.keeper.lost.is_set():
+            reason = RefundReason.LOCK_LOST
+        elif rt.gate.estop_active(sid):
+            reason = RefundReason.EMERGENCY_STOP
+        if reason is not None:
+            self._refunded(fire, rt.store.refund_job_fire(run.id, reason, rt.clock()))
+            return None
+        started = rt.store.start_job_fire(
+            run.id,
+            lease.fence,
+            rt.clock(),
+            conversation=fire.session.conversation,
+            owner_changed=rt.registry.owner(sid, rt.now_ms()) != rt.worker,
+            prompt=job_message(claim.job),
+            history=HISTORY_TURNS,
+        )
+        if isinstance(started, JobNotStarted):
+            self._refunded(fire, started)
+            return None
+        gateway_metrics().fire_lag.observe(max(0, rt.now_ms() - fire.due_ms) / 1000)
+        self.io.stamp(sid, "job:start")
+        session = fire.session
+        address = Address(session.platform, session.chat, session.thread)
+        return JobBegun(fire, started, address, self.io.toolbox(sid, "heartbeat", address))
+
+    def _reserved(self, fire: JobFire, claim: JobClaim) -> RunView | None:
+        rt, outcome = self.rt, claim.outcome
+        if isinstance(outcome, Reserved):
+            return outcome.run
+        if isinstance(outcome, Duplicate):
+            settle_duplicate(rt, fire.member, outcome.run, claim.job.next_due)
+            return None
+        log.info(
+            "job fire %s refused: %s",
+            fire.fire_id,
+            outcome.reason,
+            extra=fields("job.refused", fire.session.id, fire.fire_id),
+        )
+        rt.apply_due(fire.member, claim.job.next_due)
+        return None
+
+    def _refunded(self, fire: JobFire, refunded: JobNotStarted) -> None:
+        rt = self.rt
+        count_refund(refunded.reason)
+        log.info(
+            "job fire %s %s: %s",
+            fire.fire_id,
+            refunded.run.state,
+            refunded.reason,
+            extra=fields("job.refund", fire.session.id, fire.fire_id),
+        )
+        if refunded.job.status != JobStatus.ACTIVE or refunded.job.next_due is None:
+            rt.apply_due(fire.member, refunded.job.next_due)
+        else:
+            # Back off so a persistent cause of refusal (estop) cannot spin.
+            rt.index.schedule(fire.member, rt.now_ms() + int(rt.settings.refund_backoff * 1000))
+
+    # -- the skeleton's steps -----------------------------------------------------------------
+
+    def request(self, plan: JobBegun) -> TurnRequest:
+        injected = plan.started.message
+        history = conversation_before(injected, plan.started.history)
+        return TurnRequest(
+            plan.fire.session.id,
+            "heartbeat",
+            injected.text,
+            history,
+            heartbeat=plan.tools,
+            model=plan.started.job.model,
+        )
+
+    def progress_to(self, plan: JobBegun) -> Address | None:
+        return None  # a scheduled turn shows no typing or progress (rule 8)
+
+    def address(self, plan: JobBegun) -> Address:
+        return plan.address
+
+    def compose(self, plan: JobBegun, answer: Answer) -> Composed:
+        fid = plan.fire.fire_id
+        if answer.failure is not None:
+            text = f"⚠ Cron job {plan.fire.job_id} failed: {answer.failure}"
+            return Composed(answer, Outgoing(text, Delivery("failure", fid, fire_id=fid)))
+        if is_silent(answer.text):
+            return Composed(answer, None, suppressed_key=fid)
+        return Composed(answer, Outgoing(answer.text, Delivery("heartbeat", fid, fire_id=fid)))
+
+    def mark(self, lease: Lease, plan: JobBegun, composed: Composed) -> ReplyStart | None:
+        assert composed.reply is not None
+        rt, kind = self.rt, composed.reply.delivery.kind
+        rt.store.mark_delivering(
+            plan.started.run.id, lease.fence, rt.clock(), channel=self.io.channel.name, kind=kind
+        )
+        return ReplyStart(possible_repeat=False)  # a fire is sent by one grant only
+
+    def finish(
+        self,
+        lease: Lease,
+        plan: JobBegun,
+        composed: Composed,
+        sent: Sent | None,
+        outcome: DeliveryOutcome,
+    ) -> None:
+        rt, sid, fid, answer = self.rt, lease.session_id, plan.fire.fire_id, composed.answer
+        if sent is None:
+            reply, result = answer.text, RunState.SILENT
+        else:
+            reply = sent.reply.text
+            failed = answer.failure is not None or outcome.state is DeliveryState.FAILED
+            result = RunState.FAILED if failed else RunState.COMPLETED
+        finished = rt.store.finish_job_fire(
+            plan.started.run.id,
+            result,
+            lease.fence,
+            rt.clock(),
+            reply=reply,
+            reply_kind="notice" if result is RunState.FAILED else "assistant",
+            detail=outcome.error if outcome.state is DeliveryState.FAILED else None,
+            usage=answer.usage,
+            delivered=outcome,
+            channel=self.io.channel.name,
+        )
+        if sent is not None:
+            rt.wake_streams(sid)
+        gateway_metrics().fires.labels(result.value).inc()
+        log.info("job fire %s %s", fid, result, extra=fields("job.done", sid, fid))
+        rt.apply_due(plan.fire.member, finished.job.next_due)
+        self.io.stamp(sid, "idle")
+
+    def aborted(self, lease: Lease, plan: JobBegun, mark: ReplyStart | None, sent: int) -> None:
+        gateway_metrics().fires.labels(RunState.FAILED.value).inc()
+        assert sent == 0  # a job turn stops only at a check before its one send
+        with contextlib.suppress(StaleFence):
+            self.rt.store.settle_lost(
+                plan.started.run.id, lease.fence, self.rt.clock(), nothing_sent=True
+            )
+        if mark is not None:
+            count_delivery(self.io.channel.name, DeliveryState.FAILED.value)
