@@ -143,5 +143,9 @@ class Evidence:
     load_factor: float = 1.0  # the machine's load over its cores; the allowance grows with it
     interrupt_window: float = 1.0  # a kill or pause this soon after a send may cut its commit
     recovery_bound: float = 10.0  # seconds a fault may take to recover, times the load factor
+    # Seconds by which one fault's recovery varies with where it falls in a lease: a lock or a
+    # worker's entry that was fresh or about to lapse when the fault struck. Growth over a run
+    # is judged above this (the run's lock lease).
+    growth_floor: float = 3.0
     webhook: list[WebhookHit] = field(default_factory=list)  # what the webhook receiver got
     webhook_records: dict[str, str] = field(default_factory=dict)  # its keys' delivery states

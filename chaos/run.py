@@ -251,6 +251,7 @@ def _evidence(d: Deployment, profile: Profile, faults: Faults, grace: float) -> 
         snapshot=snapshot,
         grace=grace,
         allowance=s.claim_lease + s.restore_interval + s.refund_backoff,
+        growth_floor=s.lock_lease,
         load_factor=load_factor(),
         webhook=hooked,
         webhook_records=records,

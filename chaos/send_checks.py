@@ -109,14 +109,15 @@ def _median(values: list[float]) -> float:
 
 
 GROWTH = 2.0  # the last third's median may be at most this times the first third's
-GROWTH_FLOOR = 1.0  # seconds: below this a first third is noise, not a baseline
 
 
 def recovery_bounded(ev: Evidence) -> Check:
     """Each fault recovers within the bound (times the load factor), and a fault kind that
     repeats does not take longer and longer: its last third's median recovery is at most twice
-    its first third's (or twice a second, whichever is more). Recovery is measured in the
-    fault's own window, up to the next fault (chaos/recovery.py)."""
+    its first third's, or twice the run's lock lease, whichever is more (``growth_floor``: one
+    fault's recovery varies by up to a lease with where it strikes, so a first third under a
+    lease is no baseline). Recovery is measured in the fault's own window, up to the next fault
+    (chaos/recovery.py)."""
     check = Check("recovery_bounded")
     bound = ev.recovery_bound * ev.load_factor
     times: dict[str, list[float]] = defaultdict(list)
@@ -134,7 +135,7 @@ def recovery_bounded(ev: Evidence) -> Check:
         if third == 0:
             continue
         first, last = _median(series[:third]), _median(series[-third:])
-        if last > GROWTH * max(first, GROWTH_FLOOR):
+        if last > GROWTH * max(first, ev.growth_floor):
             check.failures.append(
                 f"{kind}: recovery grew over the run, median {first:.1f}s in the first third, "
                 f"{last:.1f}s in the last"

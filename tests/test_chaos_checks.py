@@ -321,6 +321,13 @@ def test_recovery_that_grows_over_the_run_fails() -> None:
     assert "grew over the run" in failed["recovery_bounded"].failures[0]
 
 
+def test_recovery_that_stays_within_a_lease_is_no_growth() -> None:
+    """A fault's recovery varies by up to a lease with where it strikes: 1 s early and 3 s
+    late in a run with a 3 s lock lease is noise (the long run of 2026-12-02 saw worker kills
+    recover in 0.4 s early and 2.5 s late, all well inside the bound)."""
+    assert failing(_repeated_faults([1, 1, 1, 2, 3, 3])) == {}
+
+
 def test_recovery_that_varies_without_growing_passes() -> None:
     assert failing(_repeated_faults([1, 3, 1, 2, 1, 1, 2, 1, 2])) == {}
 
