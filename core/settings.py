@@ -329,6 +329,19 @@ class Settings(BaseSettings, SlackSettings, TelegramSettings, DiscordSettings, W
             )
         return self
 
+    @model_validator(mode="before")
+    @classmethod
+    def _blank_is_unset(cls, values: Any) -> Any:
+        # compose and Helm pass an optional setting nobody set as an empty variable
+        # (`${HBGW_X:-}`): that is "unset", not an empty secret, key or URL.
+        if not isinstance(values, dict):
+            return values
+        optional = {n for n, f in cls.model_fields.items() if f.default is None}
+        return {
+            k: None if k in optional and isinstance(v, str) and not v.strip() else v
+            for k, v in values.items()
+        }
+
     @model_validator(mode="after")
     def _platforms_name_some(self) -> Settings:
         names = self.platform_names

@@ -6,9 +6,9 @@ child processes like any other setting.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from pydantic import BaseModel, Field, SecretStr, field_validator, model_validator
+from pydantic import BaseModel, Field, SecretStr, model_validator
 
 
 class SlackSettings(BaseModel):
@@ -32,12 +32,6 @@ class SlackSettings(BaseModel):
 
         @property
         def platform_names(self) -> frozenset[str] | None: ...
-
-    @field_validator("slack_signing_secret", "slack_bot_token", mode="before")
-    @classmethod
-    def _blank_is_unset(cls, value: Any) -> Any:
-        # compose and Helm pass an unset secret as an empty variable: no Slack, not an empty one.
-        return None if isinstance(value, str) and not value.strip() else value
 
     @model_validator(mode="after")
     def _slack_needs_both_secrets(self) -> SlackSettings:

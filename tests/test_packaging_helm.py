@@ -117,16 +117,24 @@ def test_default_workloads_are_hardened_and_probed(tmp_path: Path) -> None:
     assert config["data"]["HBGW_HOME"] == "/var/lib/hbgw"
 
 
-# Slack's pair goes to the roles that verify (api) and post (api, worker): both or neither.
-SLACK = {"HBGW_SLACK_SIGNING_SECRET", "HBGW_SLACK_BOT_TOKEN"}
+# The platforms' secrets go to the roles that verify (api) and post (api, worker); the default
+# webhook URL only to the workers, which POST to it. The broker's URL to every role that
+# sends or takes Celery messages.
+PLATFORMS = {
+    "HBGW_SLACK_SIGNING_SECRET",
+    "HBGW_SLACK_BOT_TOKEN",
+    "HBGW_TELEGRAM_BOT_TOKEN",
+    "HBGW_TELEGRAM_SECRET_TOKEN",
+    "HBGW_DISCORD_BOT_TOKEN",
+    "HBGW_WEBHOOK_SECRET",
+}
+STORES = {"HBGW_DATABASE_URL", "HBGW_REDIS_URL", "HBGW_BROKER_URL"}
 ROLE_SECRETS = {
     "migrate": {"HBGW_DATABASE_URL"},
-    "api": {"HBGW_DATABASE_URL", "HBGW_REDIS_URL", "HBGW_ADMIN_TOKEN", "HBGW_API_TOKENS", *SLACK},
-    "beat": {
-        "HBGW_DATABASE_URL", "HBGW_REDIS_URL", "HBGW_ALERT_WEBHOOK", "HBGW_ALERT_WEBHOOK_SECRET",
-    },
-    "worker": {"HBGW_DATABASE_URL", "HBGW_REDIS_URL", "HBGW_OPENAI_API_KEY", *SLACK},
-    "flower": {"HBGW_REDIS_URL", "HBGW_FLOWER_PASSWORD"},
+    "api": {*STORES, "HBGW_ADMIN_TOKEN", "HBGW_API_TOKENS", *PLATFORMS},
+    "beat": {*STORES, "HBGW_ALERT_WEBHOOK", "HBGW_ALERT_WEBHOOK_SECRET"},
+    "worker": {*STORES, "HBGW_OPENAI_API_KEY", *PLATFORMS, "HBGW_WEBHOOK_URL"},
+    "flower": {"HBGW_REDIS_URL", "HBGW_BROKER_URL", "HBGW_FLOWER_PASSWORD"},
 }  # fmt: skip
 
 
