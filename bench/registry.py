@@ -23,4 +23,13 @@ def benchmarks() -> dict[str, Bench]:
 
 
 # Each module: NAME (str) and run(ctx) -> dict. Add new benchmarks here.
-MODULES: list[str] = ["claim", "tick", "memory", "replicas", "e2e", "streams", "inflight"]
+MODULES: list[str] = [
+    "claim",
+    "tick",
+    "memory",
+    "replicas",
+    "e2e",
+    "streams",
+    "inflight",
+    "jitter_burst",
+]

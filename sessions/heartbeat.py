@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 
-from core.errors import InvalidState
-from sessions.grammar import CronSchedule, IntervalSchedule, Schedule, next_fire
+from core.errors import CommandError, InvalidState
+from sessions.grammar import CronSchedule, IntervalSchedule, Schedule, format_interval, next_fire
+from sessions.grammar.policy import NO_POLICY, Policy
+from sessions.jitter import jitter_offset
 from sessions.states import HeartbeatStatus
 
 MAX_MISSED_COUNTED = 1000
@@ -28,12 +30,54 @@ class HeartbeatState:
     last_outcome: str | None = None
     # Why it is paused when its route refused a delivery for good (None: paused by a person).
     paused_reason: str | None = None
+    policy: Policy = NO_POLICY
+    ends_at: datetime | None = None
+    """``for 7d``: the set time plus that; no fire is due after it."""
+    jitter_seed: str = ""
+    """The session id the jitter offset is drawn from ("" or ``exact``: none)."""
 
     def next_due(self) -> datetime | None:
-        """Interval: anchor + interval. Cron: the first occurrence after the anchor."""
+        """Interval: anchor + interval. Cron: the first occurrence after the anchor. Then the
+        jitter offset, and active hours: a due time outside them moves to the next start (plus
+        the offset); None when it would come after the end."""
         if self.status != HeartbeatStatus.ACTIVE:
             return None
-        return next_fire(self.schedule, self.anchor)
+        if self.policy.times is not None and self.fire_count >= self.policy.times:
+            return None
+        due = self._scheduled()
+        hours = self.policy.hours
+        if hours is not None and (opened := hours.next_open(due)) != due:
+            staggered = opened + self._offset()
+            due = staggered if hours.next_open(staggered) == staggered else opened
+        if self.ends_at is not None and due > self.ends_at:
+            return None
+        return due
+
+    def outside_hours(self) -> bool:
+        """Whether active hours moved the next due time (status says so)."""
+        hours = self.policy.hours
+        if hours is None or self.status != HeartbeatStatus.ACTIVE:
+            return False
+        due = self._scheduled()
+        return hours.next_open(due) != due
+
+    def _scheduled(self) -> datetime:
+        due = next_fire(self.schedule, self.anchor)
+        # An interval keeps the phase of its first fire: the offset is added once, to a due
+        # time counted from a set or resume (the anchor then is not a fire time).
+        if isinstance(self.schedule, CronSchedule) or self.anchor != self.last_fired:
+            due += self._offset()
+        return due
+
+    def _offset(self) -> timedelta:
+        if self.policy.exact or not self.jitter_seed:
+            return timedelta(0)
+        if isinstance(self.schedule, IntervalSchedule):
+            period = float(self.schedule.seconds)
+        else:
+            first = next_fire(self.schedule, self.anchor)
+            period = (next_fire(self.schedule, first) - first).total_seconds()
+        return jitter_offset(self.jitter_seed, period)
 
     def is_due(self, now: datetime) -> bool:
         due = self.next_due()
@@ -56,7 +100,8 @@ class HeartbeatState:
         return count
 
     def describe(self) -> str:
-        return self.schedule.describe()
+        policy = self.policy.describe()
+        return f"{self.schedule.describe()} {policy}" if policy else self.schedule.describe()
 
 
 def set_heartbeat(
@@ -68,10 +113,13 @@ def set_heartbeat(
     origin_chat: str,
     origin_thread: str | None,
     now: datetime,
+    policy: Policy = NO_POLICY,
+    jitter_seed: str = "",
 ) -> HeartbeatState:
     """Set or replace: the count starts at 0 and the clock anchors to now."""
     generation = current.generation + 1 if current else 1
-    return HeartbeatState(
+    lasts = policy.lasts
+    state = HeartbeatState(
         prompt=prompt,
         schedule=schedule,
         schedule_text=schedule_text,
@@ -81,7 +129,16 @@ def set_heartbeat(
         generation=generation,
         origin_chat=origin_chat,
         origin_thread=origin_thread,
+        policy=policy,
+        ends_at=None if lasts is None else now + timedelta(seconds=lasts),
+        jitter_seed=jitter_seed,
     )
+    if state.next_due() is None:
+        raise CommandError(
+            "This heartbeat would never fire — its first due time comes after its end "
+            f"(for {format_interval(lasts or 0)}); give a longer 'for' or a shorter interval."
+        )
+    return state
 
 
 def _require_live(current: HeartbeatState | None, verb: str) -> HeartbeatState:

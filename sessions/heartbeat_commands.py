@@ -53,6 +53,7 @@ def apply_command(
         now=now,
         origin_chat=origin_chat,
         origin_thread=origin_thread,
+        policy=command.policy,
     )
     return replies.set_reply(state)
 

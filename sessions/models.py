@@ -8,6 +8,7 @@ from typing import Any, TypeVar
 
 from sqlalchemy import (
     BigInteger,
+    Boolean,
     CheckConstraint,
     DateTime,
     ForeignKey,
@@ -33,6 +34,7 @@ from sessions.states import (
     SessionStatus,
 )
 from sessions.validation import (
+    ACTIVE_HOURS_CHARS,
     CHAT_CHARS,
     IDEMPOTENCY_KEY_CHARS,
     OWNER_CHARS,
@@ -185,6 +187,11 @@ class HeartbeatRow(Base):
     last_outcome: Mapped[str | None] = mapped_column(String(255))
     # Why it is paused when no person paused it (its route refused a delivery for good).
     paused_reason: Mapped[str | None] = mapped_column(String(PAUSED_REASON_CHARS))
+    # Policies (docs/contract.md "Policies"); NULL: none. Active hours as ActiveHours.describe().
+    active_hours: Mapped[str | None] = mapped_column(String(ACTIVE_HOURS_CHARS))
+    exact: Mapped[bool | None] = mapped_column(Boolean)
+    ends_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    max_fires: Mapped[int | None] = mapped_column(Integer)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime())
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime())
 

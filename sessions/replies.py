@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from zoneinfo import ZoneInfo
 
 from sessions.heartbeat import HeartbeatState
 from sessions.states import HeartbeatStatus
@@ -22,6 +23,16 @@ def when(moment: datetime, now: datetime) -> str:
     if seconds <= 0:
         return stamp
     return f"{stamp} (in {_rough(seconds)})"
+
+
+def local_when(moment: datetime, now: datetime, zone: str) -> str:
+    """``09:00 tomorrow`` in the active hours' zone: when a window opens, people read the clock
+    on their wall, and the day relative to theirs."""
+    tz = ZoneInfo(zone)
+    local, today = moment.astimezone(tz), now.astimezone(tz).date()
+    days = (local.date() - today).days
+    day = {0: "today", 1: "tomorrow"}.get(days, f"{local:%a %d %b}")
+    return f"{local:%H:%M} {day} ({zone})"
 
 
 def _rough(seconds: int) -> str:
@@ -68,6 +79,9 @@ def status_reply(status: HeartbeatStatusView, *, estop: bool = False) -> str:
         nxt = "held by an emergency stop (nothing fires until it is lifted)"
     elif status.waiting_for_idle or due is None:
         nxt = "due — waiting for the session to go idle"
+    elif state.outside_hours() and state.policy.hours is not None:
+        zone = state.policy.hours.timezone
+        nxt = f"next at {local_when(due, status.now, zone)} (outside active hours)"
     else:
         nxt = f"next at {when(due, status.now)}"
     return f"♥ Heartbeat ({state.describe()}): {preview(state.prompt)} — {nxt}, {fires}{outcome}."

@@ -18,6 +18,7 @@ from gateway.api.quotas import check_heartbeats
 from gateway.api.routes_sessions import Ctx, Who
 from gateway.api.schemas import HeartbeatChange, HeartbeatSpec, HeartbeatStatus, Reply, errors
 from sessions.grammar import Clear, Command, Pause, Resume, SetHeartbeat, parse_command
+from sessions.grammar.policy import policy_words
 from sessions.heartbeat_commands import apply_command
 from sessions.store.heartbeat_records import NO_HEARTBEAT
 from sessions.views import SessionView
@@ -84,7 +85,15 @@ def put(session_id: str, body: HeartbeatSpec, ctx: Ctx, who: Who) -> dict[str, A
 
 
 def _set_command(ctx: ApiContext, body: HeartbeatSpec) -> SetHeartbeat:
-    schedule = " ".join(body.schedule.split())
+    words = policy_words(
+        hours=body.active_hours,
+        weekdays=body.weekdays,
+        exact=body.exact,
+        lasts=body.lasts,
+        times=body.times,
+    )
+    tz = f"--tz {body.tz}" if body.tz else ""
+    schedule = " ".join(f"{body.schedule} {tz} {words}".split()) if body.schedule.strip() else ""
     if not schedule:
         raise CommandError(
             "The schedule is required — for example: every 15m, or cron 0 9 * * 1-5."

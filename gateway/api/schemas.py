@@ -30,8 +30,19 @@ class NewMessage(Request):
 
 class HeartbeatSpec(Request):
     schedule: str
-    """As after /heartbeat: ``every 15m``, ``15m``, ``cron 0 9 * * 1-5``, ``@daily --tz UTC``."""
+    """As after /heartbeat: ``every 15m``, ``15m``, ``cron 0 9 * * 1-5``, ``@daily --tz UTC``
+    (policy words included, or given in the fields below; docs/contract.md "Policies")."""
     prompt: str
+    active_hours: str | None = Field(default=None, max_length=11)
+    """``09:00-18:00``; crosses midnight when the end is earlier (``22:00-06:00``)."""
+    tz: str | None = Field(default=None, max_length=64)
+    """IANA zone of the active hours (and of a cron schedule)."""
+    weekdays: bool = False
+    exact: bool = False
+    """No jitter: fire on the exact due times."""
+    lasts: str | None = Field(default=None, alias="for", max_length=16)
+    """``7d``: the heartbeat ends that long after it is set."""
+    times: int | None = Field(default=None, ge=1, le=1_000_000)
 
 
 class JobSpec(Request):
@@ -136,6 +147,13 @@ class HeartbeatStatus(Response):
     fire_count: int
     # Set when the gateway paused it because its chat refused a message for good.
     paused_reason: str | None = None
+    active_hours: str | None = None
+    active_hours_tz: str | None = None
+    weekdays: bool = False
+    outside_active_hours: bool = False
+    exact: bool = False
+    ends_at: str | None = None
+    times: int | None = None
 
 
 class HeartbeatChange(Response):

@@ -50,28 +50,41 @@ def set_(
         None, "--cron", metavar="EXPR", help="Five cron fields, or @hourly, @daily, … (in quotes)."
     ),
     tz: str | None = typer.Option(
-        None, "--tz", metavar="ZONE", help="IANA timezone of --cron, such as Asia/Tokyo."
+        None,
+        "--tz",
+        metavar="ZONE",
+        help="IANA timezone of --cron and --hours, such as Europe/Paris.",
     ),
+    hours: str | None = typer.Option(
+        None, "--hours", metavar="HH:MM-HH:MM", help="Active hours (in --tz, else UTC)."
+    ),
+    weekdays: bool = typer.Option(False, "--weekdays", help="Only Monday to Friday."),
+    exact: bool = typer.Option(False, "--exact", help="No jitter: fire on the exact times."),
+    lasts: str | None = typer.Option(
+        None, "--for", metavar="DURATION", help="End this long after it is set, such as 7d."
+    ),
+    times: int | None = typer.Option(None, "--times", metavar="N", help="End after N fires."),
 ) -> None:
     """Set (or replace) the heartbeat: fire count 0, fresh anchor.
 
     Without --every or --cron it fires at the default interval (HBGW_DEFAULT_INTERVAL).
+    Policies: docs/contract.md "Policies".
     """
-    from sessions.grammar import (
-        IntervalSchedule,
-        SetHeartbeat,
-        check_prompt,
-        option_schedule,
-    )
+    from sessions.grammar import IntervalSchedule, SetHeartbeat, check_prompt, option_schedule
+    from sessions.grammar.policy import parse_policy, policy_words
 
     lim = limits()
-    schedule = option_schedule(every=every, cron=cron, tz=tz, limits=lim)
+    words = policy_words(hours=hours, weekdays=weekdays, exact=exact, lasts=lasts, times=times)
+    policy = parse_policy(words, tz=tz, minimum=lim.min_interval)
+    # With an interval, --tz can only be the active hours' zone.
+    schedule_tz = None if cron is None and policy.hours is not None else tz
+    schedule = option_schedule(every=every, cron=cron, tz=schedule_tz, limits=lim)
     text = check_prompt(" ".join(prompt), lim, example=CLI_EXAMPLE)
     if schedule is None:
-        command = SetHeartbeat(IntervalSchedule(lim.default_interval), text, "")
-    else:
-        command = SetHeartbeat(schedule, text, _schedule_text(every, cron, tz))
-    _apply(session_id, command)
+        schedule = IntervalSchedule(lim.default_interval)
+        every = f"{lim.default_interval}s" if words else None
+    written = _schedule_text(every, cron, tz, words) if every or cron else ""
+    _apply(session_id, SetHeartbeat(schedule, text, written, policy))
 
 
 @app.command(cls=Command)
@@ -105,9 +118,10 @@ def _apply(session_id: str, command: HeartbeatCommand) -> None:
     sync_index(session_id)
 
 
-def _schedule_text(every: str | None, cron: str | None, tz: str | None) -> str:
+def _schedule_text(every: str | None, cron: str | None, tz: str | None, words: str) -> str:
     """The options as the equivalent /heartbeat text: what the user wrote for the schedule."""
     parts = [f"--every {every}"] if every is not None else [f'--cron "{cron}"']
     if tz is not None:
         parts.append(f"--tz {tz}")
+    parts.append(words)
     return " ".join(" ".join(parts).split())

@@ -7,6 +7,7 @@ Each grammar owns its schedule type (``IntervalSchedule`` in ``intervals``, ``Cr
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from functools import lru_cache
 
 from sessions.grammar.cron import CronSchedule, cron_next
 from sessions.grammar.intervals import IntervalSchedule
@@ -23,4 +24,11 @@ def next_fire(schedule: Schedule, anchor: datetime) -> datetime:
     anchor = anchor.replace(tzinfo=UTC) if anchor.tzinfo is None else anchor.astimezone(UTC)
     if isinstance(schedule, IntervalSchedule):
         return anchor + timedelta(seconds=schedule.seconds)
+    return _cron_next(schedule, anchor)
+
+
+# Pure, and ~1 ms a call: heartbeats set in the same second (and a jittered cron's period, two
+# occurrences read per due time) ask the same question many times.
+@lru_cache(maxsize=4096)
+def _cron_next(schedule: CronSchedule, anchor: datetime) -> datetime:
     return cron_next(schedule, anchor)

@@ -42,6 +42,7 @@ from sessions.grammar.intervals import (
     unit_seconds,
 )
 from sessions.grammar.limits import GrammarLimits
+from sessions.grammar.policy import NO_POLICY, Policy, PolicyDraft
 from sessions.grammar.schedule import Schedule
 from sessions.grammar.text import edit_distance, quote
 
@@ -77,6 +78,7 @@ class SetHeartbeat:
     prompt: str
     schedule_text: str
     """What the user wrote for the schedule (whitespace collapsed); "" when the default applied."""
+    policy: Policy = NO_POLICY
 
 
 Command = ShowStatus | ShowHelp | Pause | Resume | Clear | SetHeartbeat
@@ -145,12 +147,12 @@ def parse_command(text: str, limits: GrammarLimits = GrammarLimits()) -> Command
             f"'/heartbeat {word}' takes nothing after it — to set a prompt that starts with "
             f"'{word}', give the schedule first, for example: /heartbeat every 5m {word} …"
         )
-    schedule, pos = _Head(rest, limits).parse()
+    schedule, pos, policy = _Head(rest, limits).parse()
     prompt = check_prompt(rest[pos:], limits)
     if schedule is None:
         _refuse_mistyped_keyword(prompt, limits)
         return SetHeartbeat(IntervalSchedule(limits.default_interval), prompt, "")
-    return SetHeartbeat(schedule, prompt, " ".join(rest[:pos].split()))
+    return SetHeartbeat(schedule, prompt, " ".join(rest[:pos].split()), policy)
 
 
 def _refuse_mistyped_keyword(prompt: str, limits: GrammarLimits) -> None:
@@ -221,11 +223,16 @@ class _Head:
         self.tz: str | None = None
         self.cron: str | None = None
         self.interval: int | None = None
+        self.draft = PolicyDraft()
 
-    def parse(self) -> tuple[Schedule | None, int]:
+    def parse(self) -> tuple[Schedule | None, int, Policy]:
         while (token := self._peek()) is not None and self._step(token):
             pass
-        return _schedule(self.interval, self.cron, self.tz, self.limits), self.pos
+        policy = self.draft.policy(self.tz)
+        # With an interval, --tz can only be the active hours' zone.
+        hours_tz = self.cron is None and self.draft.zone is None and policy.hours is not None
+        tz = None if hours_tz else self.tz
+        return _schedule(self.interval, self.cron, tz, self.limits), self.pos, policy
 
     def _step(self, token: str) -> bool:
         """Consume one schedule element at ``pos``; False when the prompt starts here."""
@@ -236,7 +243,8 @@ class _Head:
             self.tz = self._option_value(token, "--tz", "a timezone, like --tz Europe/Paris")
             return True
         if self.cron is not None or self.interval is not None:
-            return False  # one schedule only; whatever follows is the prompt
+            # One schedule only; then policy words, and whatever follows is the prompt.
+            return self.draft.step(self, self.limits.min_interval)
         if word.startswith("--every="):
             value = self._option_value(token, "--every", "an interval, like --every=10m")
             self.interval = parse_interval(value, minimum=self.limits.min_interval)

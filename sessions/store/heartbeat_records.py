@@ -12,6 +12,8 @@ from sqlalchemy.orm import Session
 from core.clock import iso
 from sessions import heartbeat as hb
 from sessions.grammar import CronSchedule, IntervalSchedule, Schedule
+from sessions.grammar.hours import ActiveHours
+from sessions.grammar.policy import Policy
 from sessions.models import PAUSED_REASON_CHARS, HeartbeatRow, SessionRow
 from sessions.states import HeartbeatStatus
 from sessions.store.base import Transactions, active_session_row, heartbeat_row, session_row
@@ -64,9 +66,25 @@ class HeartbeatStatusView:
             "last_fired_at": iso(live.last_fired) if live else None,
             "last_outcome": live.last_outcome if live else None,
             "paused_reason": live.paused_reason if live else None,
+            **policy_json(live),
             "origin_chat": live.origin_chat if live else None,
             "origin_thread": live.origin_thread if live else None,
         }
+
+
+def policy_json(state: hb.HeartbeatState | None) -> dict[str, Any]:
+    """The policies as status shows them (docs/contract.md "Policies")."""
+    policy = state.policy if state else Policy()
+    hours = policy.hours
+    return {
+        "active_hours": f"{hours.start:%H:%M}-{hours.end:%H:%M}" if hours else None,
+        "active_hours_tz": hours.timezone if hours else None,
+        "weekdays": bool(hours and hours.weekdays),
+        "outside_active_hours": bool(state and state.outside_hours()),
+        "exact": policy.exact,
+        "ends_at": iso(state.ends_at) if state else None,
+        "times": policy.times,
+    }
 
 
 def heartbeat_state(row: HeartbeatRow) -> hb.HeartbeatState:
@@ -83,7 +101,16 @@ def heartbeat_state(row: HeartbeatRow) -> hb.HeartbeatState:
         last_fired=row.last_fired_at,
         last_outcome=row.last_outcome,
         paused_reason=row.paused_reason,
+        policy=_policy(row),
+        ends_at=row.ends_at,
+        # NULL ``exact``: set without the command layer's policies (or before 0011): no jitter.
+        jitter_seed=row.session_id if row.exact is False else "",
     )
+
+
+def _policy(row: HeartbeatRow) -> Policy:
+    hours = ActiveHours.from_text(row.active_hours) if row.active_hours else None
+    return Policy(hours=hours, exact=bool(row.exact), times=row.max_fires)
 
 
 def apply_state(row: HeartbeatRow, state: hb.HeartbeatState, now: datetime) -> None:
@@ -99,6 +126,10 @@ def apply_state(row: HeartbeatRow, state: hb.HeartbeatState, now: datetime) -> N
     row.origin_thread = state.origin_thread
     row.last_fired_at = state.last_fired
     row.paused_reason = state.paused_reason[:PAUSED_REASON_CHARS] if state.paused_reason else None
+    row.active_hours = state.policy.hours.describe() if state.policy.hours else None
+    row.exact = True if state.policy.exact else (False if state.jitter_seed else None)
+    row.ends_at = state.ends_at
+    row.max_fires = state.policy.times
     row.updated_at = now
 
 
@@ -129,8 +160,10 @@ class HeartbeatRecords(Transactions):
         now: datetime,
         origin_chat: str | None = None,
         origin_thread: str | None = None,
+        policy: Policy | None = None,
     ) -> hb.HeartbeatState:
-        """Set or replace the session's heartbeat; replies go where it was set."""
+        """Set or replace the session's heartbeat; replies go where it was set. ``policy``:
+        the command's (jittered unless ``exact``); None: no policy at all, exact times."""
         check_storable(prompt, "prompt")
         check_schedule_text(schedule_text, hb.schedule_columns(schedule)[1])
         with self._transaction() as db:
@@ -144,6 +177,8 @@ class HeartbeatRecords(Transactions):
                 origin_chat=origin_chat if origin_chat is not None else session.chat,
                 origin_thread=origin_thread if origin_chat is not None else session.thread,
                 now=now,
+                policy=policy or Policy(),
+                jitter_seed=session_id if policy is not None else "",
             )
             if row is None:
                 row = HeartbeatRow(session_id=session_id, created_at=now)

@@ -14,8 +14,6 @@ from datetime import datetime
 
 from sqlalchemy import and_, or_, select
 
-from sessions import heartbeat as hb
-from sessions.grammar import next_fire
 from sessions.models import HeartbeatRow, MessageRow, SessionRow
 from sessions.states import ClosedReason, HeartbeatStatus, MessageState, SessionStatus
 from sessions.store.base import Transactions
@@ -60,10 +58,7 @@ class RestoreReads(Transactions):
             rows = db.execute(
                 select(
                     HeartbeatRow.session_id,
-                    HeartbeatRow.interval_seconds,
-                    HeartbeatRow.cron,
-                    HeartbeatRow.timezone,
-                    HeartbeatRow.anchor_at,
+                    HeartbeatRow.next_due_at,
                     SessionRow.fence,
                     SessionRow.status,
                 )
@@ -74,11 +69,13 @@ class RestoreReads(Transactions):
                 .limit(limit)
             ).all()
         entries = [
-            RestoreEntry(sid, next_fire(hb.schedule_from_columns(seconds, cron, tz), anchor), fence)
-            for sid, seconds, cron, tz, anchor, fence, status in rows
+            RestoreEntry(sid, due, fence)
+            for sid, due, fence, status in rows
             # Filtered here, not in SQL: the page stays a plain range of the index, and a
-            # suspended session's heartbeat is cleared with it, so such rows are rare.
-            if status == SessionStatus.ACTIVE
+            # suspended session's heartbeat is cleared with it, so such rows are rare. The due
+            # time is the one every write stores with the state (policies included); NULL: an
+            # ended heartbeat (its fire count or end reached), due never.
+            if status == SessionStatus.ACTIVE and due is not None
         ]
         return RestorablePage(entries, len(rows), rows[-1][0] if rows else "")
 

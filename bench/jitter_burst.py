@@ -1,0 +1,67 @@
+"""The largest one-second burst of due times for heartbeats all set in the same second.
+
+Pure computation of due times with the domain's own ``next_due`` (no Redis, no SQL): N
+heartbeats set at 12:00:00, every hour and ``@hourly``, with jitter and ``exact``. The burst is
+the most due times falling in one whole second: what beat and the workers would meet at once.
+``python -m bench quick --only jitter_burst`` (N is 100,000 in both profiles: it takes seconds).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import UTC, datetime
+
+from bench.context import BenchContext, Result
+from sessions import heartbeat as hb
+from sessions.grammar import CronSchedule, IntervalSchedule, Schedule
+from sessions.grammar.policy import Policy
+
+NAME = "jitter_burst"
+HEARTBEATS = 100_000
+SET_AT = datetime(2026, 12, 7, 12, 0, tzinfo=UTC)
+SCHEDULES: dict[str, Schedule] = {
+    "every_1h": IntervalSchedule(3600),
+    "every_15m": IntervalSchedule(900),
+    "cron_hourly": CronSchedule("@hourly"),
+}
+
+
+def burst(schedule: Schedule, count: int, *, exact: bool) -> dict[str, int]:
+    """The largest number of due times in one second, and the seconds they spread over."""
+    seconds: Counter[int] = Counter()
+    for n in range(count):
+        state = hb.set_heartbeat(
+            None,
+            schedule=schedule,
+            schedule_text="",
+            prompt="p",
+            origin_chat="C",
+            origin_thread=None,
+            now=SET_AT,
+            policy=Policy(exact=exact),
+            jitter_seed=f"s{n:015x}",  # the shape of a session id
+        )
+        due = state.next_due()
+        assert due is not None
+        seconds[int(due.timestamp())] += 1
+    return {"largest_burst": max(seconds.values()), "distinct_seconds": len(seconds)}
+
+
+def measure(count: int) -> Result:
+    out: Result = {"heartbeats": count, "set_at": SET_AT.isoformat()}
+    for label, schedule in SCHEDULES.items():
+        out[label] = {
+            "exact": burst(schedule, count, exact=True),
+            "jitter": burst(schedule, count, exact=False),
+        }
+    return out
+
+
+def run(ctx: BenchContext) -> Result:
+    return measure(HEARTBEATS)
+
+
+if __name__ == "__main__":
+    import json
+
+    print(json.dumps(measure(HEARTBEATS), indent=2))

@@ -1,0 +1,181 @@
+"""Heartbeat policies: the words after the schedule that shape when it fires and when it ends.
+
+``hours 09:00-18:00 [Area/City]`` (active hours; the zone defaults to ``--tz``, else UTC),
+``weekdays`` (only windows starting Monday to Friday; alone: whole weekdays), ``exact`` (no
+jitter), ``for 7d`` (ends that long after it is set) and ``times N`` (ends after N fires).
+
+They follow the schedule, in any order, each at most once. ``for`` and ``times`` are policy words
+only when a duration or a whole number follows (``every 1h for the release …`` is a prompt);
+``hours`` must be followed by a window.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import time
+from typing import Protocol
+
+from core.errors import CommandError
+from sessions.grammar.cron import parse_timezone
+from sessions.grammar.hours import ActiveHours
+from sessions.grammar.intervals import format_interval, parse_interval
+from sessions.grammar.text import quote
+
+MAX_TIMES = 1_000_000
+_WINDOW = re.compile(r"([01]?[0-9]|2[0-3]):([0-5][0-9])-([01]?[0-9]|2[0-3]):([0-5][0-9])")
+_ZONE = re.compile(r"UTC|[A-Za-z][A-Za-z0-9_+-]*(?:/[A-Za-z0-9_+-]+)+")
+_DURATION = re.compile(r"[0-9]+(?:\.[0-9]+)?[A-Za-z]+")
+_WHOLE = re.compile(r"[0-9]+")
+WINDOW_EXAMPLE = "hours 09:00-18:00 Europe/Paris"
+
+
+@dataclass(frozen=True)
+class Policy:
+    hours: ActiveHours | None = None
+    exact: bool = False
+    lasts: int | None = None
+    """Seconds from the set time to the end (``for 7d``)."""
+    times: int | None = None
+
+    def describe(self) -> str:
+        parts = [f"hours {self.hours.describe()}"] if self.hours else []
+        parts += ["exact"] if self.exact else []
+        parts += [f"for {format_interval(self.lasts)}"] if self.lasts else []
+        parts += [f"times {self.times}"] if self.times else []
+        return " ".join(parts)
+
+
+NO_POLICY = Policy()
+
+
+class Cursor(Protocol):
+    pos: int
+
+    def _peek(self) -> str | None: ...
+    def _skip(self, token: str) -> None: ...
+
+
+class Words:
+    """A cursor over policy text alone (the CLI's and the API's options)."""
+
+    def __init__(self, text: str) -> None:
+        self.text, self.pos = text, 0
+
+    def _peek(self) -> str | None:
+        match = re.compile(r"\S+").search(self.text, self.pos)
+        return match.group() if match else None
+
+    def _skip(self, token: str) -> None:
+        self.pos = self.text.index(token, self.pos) + len(token)
+
+
+def parse_policy(text: str, *, tz: str | None, minimum: float) -> Policy:
+    """Policy words only, as the CLI and the API give them; anything else is an error."""
+    words, draft = Words(text), PolicyDraft()
+    while draft.step(words, minimum):
+        pass
+    left = words._peek()
+    if left is not None:
+        raise CommandError(f"{quote(left)} is not a heartbeat policy.")
+    return draft.policy(tz)
+
+
+@dataclass
+class PolicyDraft:
+    """What the policy words said so far; ``zone`` is the hours' own zone, if given."""
+
+    window: tuple[time, time] | None = None
+    zone: str | None = None
+    weekdays: bool = False
+    exact: bool = False
+    lasts: int | None = None
+    times: int | None = None
+    seen: set[str] | None = None
+
+    def step(self, cursor: Cursor, minimum: float) -> bool:
+        """Consume one policy word (and its value) at the cursor; False: the prompt starts."""
+        token = cursor._peek()
+        word = (token or "").lower()
+        if word not in ("hours", "weekdays", "exact", "for", "times"):
+            return False
+        assert token is not None
+        value = _value_after(cursor, token) if word in ("hours", "for", "times") else None
+        if word in ("for", "times") and not _fits(word, value):
+            return False  # "for the release": the prompt starts here
+        self._once(word)
+        cursor._skip(token)
+        if value is not None:
+            cursor._skip(value)
+        if word == "hours":
+            self._hours(cursor, value)
+        elif word == "for":
+            assert value is not None
+            self.lasts = parse_interval(value, minimum=minimum)
+        elif word == "times":
+            self.times = _times(value)
+        else:
+            setattr(self, word, True)
+        return True
+
+    def _once(self, word: str) -> None:
+        self.seen = self.seen or set()
+        if word in self.seen:
+            raise CommandError(f"'{word}' is given twice — give each policy once.")
+        self.seen.add(word)
+
+    def _hours(self, cursor: Cursor, value: str | None) -> None:
+        match = _WINDOW.fullmatch(value or "")
+        if match is None:
+            shown = f"{quote(value)} is not a window" if value else "'hours' needs a window"
+            raise CommandError(
+                f"{shown} — write it as HH:MM-HH:MM in 24-hour time, like {WINDOW_EXAMPLE}."
+            )
+        h1, m1, h2, m2 = (int(part) for part in match.groups())
+        self.window = (time(h1, m1), time(h2, m2))
+        zone = cursor._peek()
+        if zone is not None and _ZONE.fullmatch(zone):
+            self.zone = parse_timezone(zone)
+            cursor._skip(zone)
+
+    def policy(self, tz: str | None) -> Policy:
+        """The policy; ``tz`` (from ``--tz``) is the hours' zone when they name none."""
+        hours = None
+        if self.window is not None or self.weekdays:
+            start, end = self.window or (time(0), time(0))
+            zone = self.zone or (parse_timezone(tz) if tz else "UTC")
+            hours = ActiveHours(start, end, zone, self.weekdays)
+        return Policy(hours=hours, exact=self.exact, lasts=self.lasts, times=self.times)
+
+
+def _value_after(cursor: Cursor, token: str) -> str | None:
+    """The token after ``token``, without consuming either."""
+    saved = cursor.pos
+    cursor._skip(token)
+    value = cursor._peek()
+    cursor.pos = saved
+    return value
+
+
+def _fits(word: str, value: str | None) -> bool:
+    pattern = _DURATION if word == "for" else _WHOLE
+    return value is not None and pattern.fullmatch(value) is not None
+
+
+def _times(value: str | None) -> int:
+    count = int(value or "0")
+    if not 1 <= count <= MAX_TIMES:
+        raise CommandError(f"'times' needs a whole number from 1 to {MAX_TIMES}.")
+    return count
+
+
+def policy_words(
+    *, hours: str | None, weekdays: bool, exact: bool, lasts: str | None, times: int | None
+) -> str:
+    """The CLI's and the API's policy options as the policy words of /heartbeat."""
+    parts = [f"hours {hours}"] if hours is not None else []
+    parts += ["weekdays"] if weekdays else []
+    parts += ["exact"] if exact else []
+    parts += [f"for {lasts}"] if lasts is not None else []
+    parts += [f"times {times}"] if times is not None else []
+    return " ".join(" ".join(parts).split())
