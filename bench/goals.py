@@ -176,6 +176,18 @@ def inflight_rows(doc: Doc) -> list[Row]:
     ]
 
 
+def jitter_rows(doc: Doc) -> list[Row]:
+    hourly = doc["every_1h"]
+    exact, jitter = hourly["exact"]["largest_burst"], hourly["jitter"]["largest_burst"]
+    return [
+        Row(
+            f"jitter spreads {doc['heartbeats']:,} hourly heartbeats set in one second",
+            f"largest one-second burst {jitter:,} with jitter, {exact:,} exact",
+            jitter * 10 <= exact,
+        )
+    ]
+
+
 ROWS: dict[str, Callable[[Doc], list[Row]]] = {
     "claim": claim_rows,
     "tick": tick_rows,
@@ -184,6 +196,7 @@ ROWS: dict[str, Callable[[Doc], list[Row]]] = {
     "e2e": e2e_rows,
     "streams": streams_rows,
     "inflight": inflight_rows,
+    "jitter_burst": jitter_rows,
 }
 
 

@@ -25,6 +25,13 @@ def when(moment: datetime, now: datetime) -> str:
     return f"{stamp} (in {_rough(seconds)})"
 
 
+def _end(state: HeartbeatState, now: datetime) -> str:
+    """``of 5`` and ``ends …``: how far the heartbeat is from its end, when it has one."""
+    times = f" of {state.policy.times}" if state.policy.times else ""
+    ends = f", ends {when(state.ends_at, now)}" if state.ends_at else ""
+    return times + ends
+
+
 def local_when(moment: datetime, now: datetime, zone: str) -> str:
     """``09:00 tomorrow`` in the active hours' zone: when a window opens, people read the clock
     on their wall, and the day relative to theirs."""
@@ -75,7 +82,10 @@ def status_reply(status: HeartbeatStatusView, *, estop: bool = False) -> str:
             f"{outcome}; /heartbeat resume starts it again."
         )
     due = status.next_due
-    if estop:
+    fires += _end(state, status.now)
+    if due is None and HeartbeatStatus(state.status) is HeartbeatStatus.ACTIVE:
+        nxt = "ended (its end came before the next due time; nothing fires)"
+    elif estop:
         nxt = "held by an emergency stop (nothing fires until it is lifted)"
     elif status.waiting_for_idle or due is None:
         nxt = "due — waiting for the session to go idle"

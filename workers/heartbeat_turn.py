@@ -37,6 +37,7 @@ from sessions.views import (
 )
 from state.runtime import Runtime
 from workers.agents.base import TurnRequest
+from workers.heartbeat_end import end_notice, split_done, with_notice
 from workers.heartbeat_tools import SessionHeartbeatTools
 from workers.injection import heartbeat_message, is_silent
 from workers.locks import Lease
@@ -224,12 +225,17 @@ class HeartbeatTurn(Turn[Begun]):
 
     def compose(self, plan: Begun, answer: Answer) -> Composed:
         fid = plan.fire.fire_id
+        notice = end_notice(plan.started.state, answer)  # this fire is the last: say so
         if answer.failure is not None:
-            text = f"⚠ Heartbeat failed: {answer.failure}"
+            text = with_notice(f"⚠ Heartbeat failed: {answer.failure}", notice)
             return Composed(answer, Outgoing(text, Delivery("failure", fid, fire_id=fid)))
-        if is_silent(answer.text):
-            return Composed(answer, None, suppressed_key=fid)
-        return Composed(answer, Outgoing(answer.text, Delivery("heartbeat", fid, fire_id=fid)))
+        body = split_done(answer.text)[0]
+        if is_silent(body):
+            if notice is None:
+                return Composed(answer, None, suppressed_key=fid)
+            return Composed(answer, Outgoing(notice, Delivery("heartbeat", fid, fire_id=fid)))
+        text = with_notice(body, notice)
+        return Composed(answer, Outgoing(text, Delivery("heartbeat", fid, fire_id=fid)))
 
     def mark(self, lease: Lease, plan: Begun, composed: Composed) -> ReplyStart | None:
         # SQL agrees this turn still holds the session (a stale turn's StaleFence ends it here,
@@ -272,6 +278,8 @@ class HeartbeatTurn(Turn[Begun]):
             usage=answer.usage,
             delivered=outcome,
             channel=self.io.label(plan.address.platform),
+            # The marker or the policy's end clears it with the reply that said so.
+            end_heartbeat=end_notice(plan.started.state, answer) is not None,
         )
         if sent is not None:
             rt.wake_streams(sid)  # the answer reaches the API's event streams now

@@ -24,6 +24,8 @@ Ambiguous forms, decided on purpose:
 - ``@hourly`` etc. start a cron schedule; any other ``@word`` (``@alice``) begins the prompt, except
   ``@midnight`` / ``@reboot``, which get an error rather than becoming a prompt.
 - An unknown ``--option`` at the start is an error, not a prompt.
+- Policy words (``hours``, ``weekdays``, ``exact``, ``for``, ``times``; ``grammar.policy``)
+  follow the schedule; a prompt given without a schedule never starts with one.
 """
 
 from __future__ import annotations
@@ -121,6 +123,8 @@ def help_text() -> str:
             '(also @hourly, @daily, @weekly, @monthly, --cron "0 9 * * *")',
             "/heartbeat TZ=Asia/Tokyo 0 9 * * * <prompt> — cron in a timezone "
             "(or add --tz Asia/Tokyo)",
+            "/heartbeat every 15m hours 09:00-18:00 Europe/Paris weekdays for 7d times 20 "
+            "<prompt> — policies after the schedule: active hours, an end; exact: no jitter",
             "/heartbeat status — show it; /heartbeat pause, /heartbeat resume — hold, restart",
             "/heartbeat clear (or stop, off) — remove it; /hb is short for /heartbeat",
         ]

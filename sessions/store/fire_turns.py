@@ -48,7 +48,7 @@ from sessions.store.deliveries import (
     insert_suppressed_in,
     record_outcome_in,
 )
-from sessions.store.heartbeat_records import heartbeat_state
+from sessions.store.heartbeat_records import apply_state, heartbeat_state
 from sessions.store.ledger_steps import (
     claim_in,
     finish_in,
@@ -229,13 +229,16 @@ class FireTurns(Transactions):
         usage: TokenUsage | None = None,
         delivered: DeliveryOutcome | None = None,
         channel: str = "",
+        end_heartbeat: bool = False,
     ) -> Finished:
         """Record how a started run ended (``outcome``: one of ``states.FINISHED``) and the turn's
         reply as a message, fenced, in one transaction; with the due time the index should hold
         now. ``usage``: the tokens the turn spent, failed turns included — in the same fenced
         transaction, so a stale turn records nothing. ``delivered``: the outcome of the send
         for the pending record ``mark_delivering`` wrote, or, for a reply never marked (silence),
-        a ``suppressed`` record through ``channel``."""
+        a ``suppressed`` record through ``channel``. ``end_heartbeat``: this fire was its
+        heartbeat's last (completion marker, ``times``, ``for``): cleared in the same
+        transaction, only the generation that fired."""
         final = finished_outcome(outcome)
         with self._transaction() as db:
             run = run_row(db, run_id)
@@ -247,10 +250,22 @@ class FireTurns(Transactions):
                     _record_delivery(db, run, fence, channel, delivered, now)
                 row = finish_in(db, run, final, now, detail, usage)
                 _add_message(db, session, run, "assistant", reply_kind, reply, now)
+                if end_heartbeat and _fired_by(row, run):
+                    assert row is not None
+                    apply_state(row, hb.clear(heartbeat_state(row), now), now)
             # The run's heartbeat (finish_in read it) is the session's unless it moved on.
             if row is None or row.session_id != session.id:
                 row = heartbeat_row(db, session.id)
             return Finished(run_view(run), index_due(session, row))
+
+
+def _fired_by(row: HeartbeatRow | None, run: RunRow) -> bool:
+    """The run's own heartbeat, still live: not one set again (or cleared) since it fired."""
+    return (
+        row is not None
+        and row.generation == run.generation
+        and row.status != HeartbeatStatus.CLEARED
+    )
 
 
 def _record_delivery(

@@ -21,5 +21,9 @@ if "FAIL" in text:
 if "QUIET" in text:
     print("  [silent] ")
     sys.exit(0)
+if "SAY: " in text:
+    # Answers exactly the rest of that line, with \n as a line break (the completion marker).
+    print(text.split("SAY: ", 1)[1].splitlines()[0].replace("\\n", "\n"))
+    sys.exit(0)
 first = text.strip().splitlines()[0] if text.strip() else ""
 print(f"{kind} reply to: {first}")
