@@ -120,3 +120,18 @@ def test_a_for_shorter_than_the_first_due_time_is_refused(gateway: Gateway) -> N
 )
 def test_split_done(reply: str, expected: tuple[str, bool]) -> None:
     assert split_done(reply) == expected
+
+
+def test_the_grammar_reads_an_end() -> None:
+    from core.errors import CommandError
+    from sessions.grammar import SetHeartbeat, parse_command
+
+    command = parse_command("/heartbeat every 1h for 7 days times 3 check")
+    assert isinstance(command, SetHeartbeat) and command.prompt == "check"
+    assert (command.policy.lasts, command.policy.times) == (7 * 86400, 3)
+    glued = parse_command("/heartbeat every 1h for 36h check")
+    assert isinstance(glued, SetHeartbeat) and glued.policy.lasts == 36 * 3600
+    with pytest.raises(CommandError, match="from 1 to"):
+        parse_command("/heartbeat every 1h times 0 check")
+    with pytest.raises(CommandError, match="given twice"):
+        parse_command("/heartbeat every 1h times 2 times 3 check")

@@ -2,7 +2,8 @@
 
 ``hours 09:00-18:00 [Area/City]`` (active hours; the zone defaults to ``--tz``, else UTC),
 ``weekdays`` (only windows starting Monday to Friday; alone: whole weekdays), ``exact`` (no
-jitter), ``for 7d`` (ends that long after it is set) and ``times N`` (ends after N fires).
+jitter), ``for 7d`` or ``for 7 days`` (ends that long after it is set) and ``times N`` (ends
+after N fires).
 
 They follow the schedule, in any order, each at most once. ``for`` and ``times`` are policy words
 only when a duration or a whole number follows (``every 1h for the release …`` is a prompt);
@@ -19,13 +20,14 @@ from typing import Protocol
 from core.errors import CommandError
 from sessions.grammar.cron import parse_timezone
 from sessions.grammar.hours import ActiveHours
-from sessions.grammar.intervals import format_interval, parse_interval
+from sessions.grammar.intervals import format_interval, parse_interval, unit_seconds
 from sessions.grammar.text import quote
 
 MAX_TIMES = 1_000_000
 _WINDOW = re.compile(r"([01]?[0-9]|2[0-3]):([0-5][0-9])-([01]?[0-9]|2[0-3]):([0-5][0-9])")
 _ZONE = re.compile(r"UTC|[A-Za-z][A-Za-z0-9_+-]*(?:/[A-Za-z0-9_+-]+)+")
-_DURATION = re.compile(r"[0-9]+(?:\.[0-9]+)?[A-Za-z]+")
+_NUMBER = re.compile(r"[0-9]+(?:\.[0-9]+)?")
+_DURATION = re.compile(r"[0-9]+(?:\.[0-9]+)?\s*[A-Za-z]+")
 _WHOLE = re.compile(r"[0-9]+")
 WINDOW_EXAMPLE = "hours 09:00-18:00 Europe/Paris"
 
@@ -77,7 +79,10 @@ def parse_policy(text: str, *, tz: str | None, minimum: float) -> Policy:
         pass
     left = words._peek()
     if left is not None:
-        raise CommandError(f"{quote(left)} is not a heartbeat policy.")
+        raise CommandError(
+            f"{quote(left)} is not a heartbeat policy — --for takes a duration like 7d and "
+            "--times a whole number."
+        )
     return draft.policy(tz)
 
 
@@ -100,13 +105,17 @@ class PolicyDraft:
         if word not in ("hours", "weekdays", "exact", "for", "times"):
             return False
         assert token is not None
-        value = _value_after(cursor, token) if word in ("hours", "for", "times") else None
+        wanted = {"hours": 1, "for": 2, "times": 1}.get(word, 0)
+        values = _values_after(cursor, token, wanted)
+        value = values[0] if values else None
+        if word == "for" and _spaced_duration(values):
+            value = " ".join(values)  # "for 7 days"
         if word in ("for", "times") and not _fits(word, value):
             return False  # "for the release": the prompt starts here
         self._once(word)
         cursor._skip(token)
-        if value is not None:
-            cursor._skip(value)
+        for part in (value or "").split():
+            cursor._skip(part)
         if word == "hours":
             self._hours(cursor, value)
         elif word == "for":
@@ -148,13 +157,23 @@ class PolicyDraft:
         return Policy(hours=hours, exact=self.exact, lasts=self.lasts, times=self.times)
 
 
-def _value_after(cursor: Cursor, token: str) -> str | None:
-    """The token after ``token``, without consuming either."""
-    saved = cursor.pos
+def _values_after(cursor: Cursor, token: str, count: int) -> list[str]:
+    """Up to ``count`` tokens after ``token``, without consuming any."""
+    saved, values = cursor.pos, []
     cursor._skip(token)
-    value = cursor._peek()
+    while len(values) < count and (value := cursor._peek()) is not None:
+        values.append(value)
+        cursor._skip(value)
     cursor.pos = saved
-    return value
+    return values
+
+
+def _spaced_duration(values: list[str]) -> bool:
+    return (
+        len(values) == 2
+        and _NUMBER.fullmatch(values[0]) is not None
+        and unit_seconds(values[1]) is not None
+    )
 
 
 def _fits(word: str, value: str | None) -> bool:

@@ -211,8 +211,8 @@ def _schedule(
         return parse_cron(cron, tz=tz, minimum=limits.min_interval)
     if tz is not None:
         raise CommandError(
-            '--tz only applies to cron schedules (cron …, @daily, TZ=…, --cron "…"); '
-            "an interval runs the same in every timezone."
+            '--tz only applies to cron schedules (cron …, @daily, TZ=…, --cron "…") and to '
+            "active hours (hours 09:00-18:00); an interval runs the same in every timezone."
         )
     return None if interval is None else IntervalSchedule(interval)
 
