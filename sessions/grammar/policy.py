@@ -159,7 +159,7 @@ class PolicyDraft:
 
 def _values_after(cursor: Cursor, token: str, count: int) -> list[str]:
     """Up to ``count`` tokens after ``token``, without consuming any."""
-    saved, values = cursor.pos, []
+    saved, values = cursor.pos, list[str]()
     cursor._skip(token)
     while len(values) < count and (value := cursor._peek()) is not None:
         values.append(value)
