@@ -179,7 +179,7 @@ class HeartbeatTurn(Turn[Begun]):
         assert claim.state is not None  # reserved: the heartbeat was there
         # Written from the state the reservation saw: the re-check refuses any other generation,
         # and prompt and schedule change only with a new one.
-        prompt = heartbeat_message(claim.state.prompt, claim.state.describe())
+        prompt = heartbeat_message(claim.state.prompt, claim.state.schedule.describe())
         return rt.store.start_fire(
             run.id,
             lease.fence,
