@@ -87,3 +87,26 @@ def test_chat_commands_are_jittered_unless_exact(store: Store) -> None:
     expected = T0 + timedelta(hours=1) + jitter_offset(sid, 3600)
     assert jittered == expected
     assert store.get_heartbeat(sid) == store.get_heartbeat(sid)  # read back the same
+
+
+def test_every_policy_reads_back_from_sql(store: Store) -> None:
+    from datetime import time
+
+    from sessions.grammar.hours import ActiveHours
+
+    sid = store.create_session(platform="slack", chat="C1", thread=None, now=T0).id
+    hours = ActiveHours(time(22), time(6), "Europe/Paris", weekdays=True)
+    policy = Policy(hours=hours, exact=True, lasts=7 * 86400, times=20)
+    set_state = store.set_heartbeat(
+        sid,
+        schedule=IntervalSchedule(900),
+        schedule_text="every 15m hours 22:00-06:00 Europe/Paris weekdays exact for 7d times 20",
+        prompt="night watch",
+        now=T0,
+        policy=policy,
+    )
+    read = store.get_heartbeat(sid)
+    assert read is not None
+    assert read.policy == Policy(hours=hours, exact=True, times=20)  # ``for`` lives on as ends_at
+    assert read.ends_at == T0 + timedelta(days=7) == set_state.ends_at
+    assert read.next_due() == set_state.next_due()
