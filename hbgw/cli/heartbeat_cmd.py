@@ -75,7 +75,7 @@ def set_(
 
     lim = limits()
     words = policy_words(hours=hours, weekdays=weekdays, exact=exact, lasts=lasts, times=times)
-    policy = parse_policy(words, tz=tz, minimum=lim.min_interval)
+    policy = parse_policy(words, tz=tz, minimum=lim.min_interval, jitter=lim.jitter)
     # With an interval, --tz can only be the active hours' zone.
     schedule_tz = None if cron is None and policy.hours is not None else tz
     schedule = option_schedule(every=every, cron=cron, tz=schedule_tz, limits=lim)

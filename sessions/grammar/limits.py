@@ -20,6 +20,8 @@ class GrammarLimits:
     """Seconds between fires of ``/heartbeat <prompt>`` (no schedule given)."""
     max_prompt_chars: int = 4000
     """Longest prompt accepted."""
+    jitter: bool = True
+    """Heartbeats set by a command are staggered (HBGW_JITTER), unless they say ``exact``."""
 
 
 def limits_from_settings(settings: Settings) -> GrammarLimits:
@@ -33,4 +35,5 @@ def limits_from_settings(settings: Settings) -> GrammarLimits:
         min_interval=settings.min_interval,
         default_interval=default,
         max_prompt_chars=settings.max_prompt_chars,
+        jitter=settings.jitter,
     )

@@ -39,6 +39,8 @@ class Policy:
     lasts: int | None = None
     """Seconds from the set time to the end (``for 7d``)."""
     times: int | None = None
+    stagger: bool = True
+    """Jittered unless ``exact`` (HBGW_JITTER=false: never); not shown, not a user's word."""
 
     def describe(self) -> str:
         parts = [f"hours {self.hours.describe()}"] if self.hours else []
@@ -72,7 +74,7 @@ class Words:
         self.pos = self.text.index(token, self.pos) + len(token)
 
 
-def parse_policy(text: str, *, tz: str | None, minimum: float) -> Policy:
+def parse_policy(text: str, *, tz: str | None, minimum: float, jitter: bool = True) -> Policy:
     """Policy words only, as the CLI and the API give them; anything else is an error."""
     words, draft = Words(text), PolicyDraft()
     while draft.step(words, minimum):
@@ -83,7 +85,7 @@ def parse_policy(text: str, *, tz: str | None, minimum: float) -> Policy:
             f"{quote(left)} is not a heartbeat policy — --for takes a duration like 7d and "
             "--times a whole number."
         )
-    return draft.policy(tz)
+    return draft.policy(tz, jitter=jitter)
 
 
 @dataclass
@@ -147,14 +149,17 @@ class PolicyDraft:
             self.zone = parse_timezone(zone)
             cursor._skip(zone)
 
-    def policy(self, tz: str | None) -> Policy:
-        """The policy; ``tz`` (from ``--tz``) is the hours' zone when they name none."""
+    def policy(self, tz: str | None, *, jitter: bool = True) -> Policy:
+        """The policy; ``tz`` (from ``--tz``) is the hours' zone when they name none;
+        ``jitter``: the operator's HBGW_JITTER."""
         hours = None
         if self.window is not None or self.weekdays:
             start, end = self.window or (time(0), time(0))
             zone = self.zone or (parse_timezone(tz) if tz else "UTC")
             hours = ActiveHours(start, end, zone, self.weekdays)
-        return Policy(hours=hours, exact=self.exact, lasts=self.lasts, times=self.times)
+        return Policy(
+            hours=hours, exact=self.exact, lasts=self.lasts, times=self.times, stagger=jitter
+        )
 
 
 def _values_after(cursor: Cursor, token: str, count: int) -> list[str]:

@@ -155,7 +155,7 @@ def parse_command(text: str, limits: GrammarLimits = GrammarLimits()) -> Command
     prompt = check_prompt(rest[pos:], limits)
     if schedule is None:
         _refuse_mistyped_keyword(prompt, limits)
-        return SetHeartbeat(IntervalSchedule(limits.default_interval), prompt, "")
+        return SetHeartbeat(IntervalSchedule(limits.default_interval), prompt, "", policy)
     return SetHeartbeat(schedule, prompt, " ".join(rest[:pos].split()), policy)
 
 
@@ -232,7 +232,7 @@ class _Head:
     def parse(self) -> tuple[Schedule | None, int, Policy]:
         while (token := self._peek()) is not None and self._step(token):
             pass
-        policy = self.draft.policy(self.tz)
+        policy = self.draft.policy(self.tz, jitter=self.limits.jitter)
         # With an interval, --tz can only be the active hours' zone.
         hours_tz = self.cron is None and self.draft.zone is None and policy.hours is not None
         tz = None if hours_tz else self.tz

@@ -178,7 +178,7 @@ class HeartbeatRecords(Transactions):
                 origin_thread=origin_thread if origin_chat is not None else session.thread,
                 now=now,
                 policy=policy or Policy(),
-                jitter_seed=session_id if policy is not None else "",
+                jitter_seed=session_id if policy is not None and policy.stagger else "",
             )
             if row is None:
                 row = HeartbeatRow(session_id=session_id, created_at=now)

@@ -41,6 +41,8 @@ FAST = {
     "refund_backoff": 1,
     "restore_interval": 1,
     "beat_max_sleep": 0.2,
+    # Tests that backdate a heartbeat by one interval expect it due; jitter has its own tests.
+    "jitter": False,
 }
 
 
