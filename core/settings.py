@@ -64,11 +64,7 @@ class Settings(BaseSettings, SlackSettings, TelegramSettings, DiscordSettings, W
     min_interval: float = Field(default=60.0, gt=0, description="Smallest interval, seconds.")
     default_interval: str = Field(default="5m", description="Interval of /heartbeat <prompt>.")
     max_prompt_chars: int = Field(default=4000, gt=0, description="Longest prompt accepted.")
-    jitter: bool = Field(
-        default=True,
-        description="Stagger each heartbeat set from now on by its session's offset "
-        "(docs/contract.md, Policies); the exact policy word opts one out.",
-    )
+    jitter: bool = Field(default=True, description="Stagger heartbeats (contract: Policies).")
     max_message_chars: int = Field(
         default=16_000, gt=0, description="Longest user message accepted, in characters."
     )
