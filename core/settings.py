@@ -23,6 +23,21 @@ DATABASE_SCHEMES = ("sqlite", "sqlite+pysqlite", "postgresql", "postgresql+psyco
 DATABASE_URLS = "use sqlite:///PATH or postgresql://USER:PASSWORD@HOST:PORT/DATABASE"
 
 
+# What each platform with a client of its own needs before a deployment may name it.
+PLATFORM_NEEDS = {
+    "slack": ("slack_configured", "HBGW_SLACK_SIGNING_SECRET and HBGW_SLACK_BOT_TOKEN"),
+    "telegram": (
+        "telegram_configured",
+        "HBGW_TELEGRAM_BOT_TOKEN and HBGW_TELEGRAM_SECRET_TOKEN",
+    ),
+    "discord": (
+        "discord_configured",
+        "HBGW_DISCORD_PUBLIC_KEY, HBGW_DISCORD_BOT_TOKEN and HBGW_DISCORD_APPLICATION_ID",
+    ),
+    "webhook": ("webhook_configured", "HBGW_WEBHOOK_SECRET"),
+}
+
+
 # Each platform's settings live in a module of their own (core/settings_<platform>.py).
 class Settings(BaseSettings, SlackSettings, TelegramSettings, DiscordSettings, WebhookSettings):
     model_config = SettingsConfigDict(env_prefix="HBGW_", extra="ignore")
@@ -341,6 +356,17 @@ class Settings(BaseSettings, SlackSettings, TelegramSettings, DiscordSettings, W
             k: None if k in optional and isinstance(v, str) and not v.strip() else v
             for k, v in values.items()
         }
+
+    def missing_platform_settings(self) -> list[str]:
+        """A sentence for each platform HBGW_PLATFORMS names without the settings it needs.
+        Checked by the roles that serve platforms (the API, the workers: ``Served``), not
+        here: beat and Flower serve none and get none of the platforms' secrets."""
+        names = self.platform_names or frozenset()
+        return [
+            f"HBGW_PLATFORMS names {platform}: set {needs} too"
+            for platform, (configured, needs) in PLATFORM_NEEDS.items()
+            if platform in names and not getattr(self, configured)
+        ]
 
     @model_validator(mode="after")
     def _platforms_name_some(self) -> Settings:
