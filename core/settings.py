@@ -198,6 +198,11 @@ class Settings(BaseSettings, SlackSettings, TelegramSettings, DiscordSettings, W
     api_max_heartbeats_per_owner: int = Field(
         default=100, ge=0, description="Most heartbeats (not cleared) of one owner; 0: any."
     )
+    api_max_jobs_per_owner: int = Field(
+        default=100,
+        ge=0,
+        description="Most cron jobs (active or paused) of one owner, by API or /cron; 0: any.",
+    )
     api_max_streams_per_owner: int = Field(
         default=20,
         ge=0,

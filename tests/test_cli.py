@@ -46,7 +46,7 @@ def test_session_and_heartbeat_walkthrough(hbgw: Hbgw) -> None:
     assert json.loads(hbgw("heartbeat", "status", child, "--json").out)["status"] == "active"
     shown = hbgw("session", "show", sid).out
     assert "closed (compressed)" in shown
-    assert hbgw("runs", child).out.startswith("No heartbeat runs")
+    assert hbgw("runs", child).out.startswith("No runs (heartbeat or cron job)")
     assert json.loads(hbgw("runs", child, "--json").out) == []
 
 

@@ -56,8 +56,8 @@ class JobBegun:
 
 
 class JobTurn(Turn[JobBegun]):
-    # A scheduled turn, quiet like a heartbeat's (rule 8); the skeleton knows two kinds.
-    kind = "heartbeat"
+    # A scheduled turn, quiet like a heartbeat's (rule 8); "job" in hbgw_turn_seconds.
+    kind = "job"
 
     def claim(self, lease: Lease, fire: JobFire) -> JobClaim:
         rt = self.rt
