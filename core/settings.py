@@ -12,6 +12,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from core.masking import mask_command, mask_url
 from core.settings_discord import DiscordSettings
+from core.settings_jobs import JobSettings
 from core.settings_slack import SlackSettings
 from core.settings_telegram import TelegramSettings
 from core.settings_webhook import WebhookSettings
@@ -24,7 +25,9 @@ DATABASE_URLS = "use sqlite:///PATH or postgresql://USER:PASSWORD@HOST:PORT/DATA
 
 
 # Each platform's settings live in a module of their own (core/settings_<platform>.py).
-class Settings(BaseSettings, SlackSettings, TelegramSettings, DiscordSettings, WebhookSettings):
+class Settings(
+    BaseSettings, SlackSettings, TelegramSettings, DiscordSettings, WebhookSettings, JobSettings
+):
     model_config = SettingsConfigDict(env_prefix="HBGW_", extra="ignore")
 
     home: Path = Field(default=Path("~/.hbgw"), description="Data directory.")
@@ -197,11 +200,6 @@ class Settings(BaseSettings, SlackSettings, TelegramSettings, DiscordSettings, W
     )
     api_max_heartbeats_per_owner: int = Field(
         default=100, ge=0, description="Most heartbeats (not cleared) of one owner; 0: any."
-    )
-    api_max_jobs_per_owner: int = Field(
-        default=100,
-        ge=0,
-        description="Most cron jobs (active or paused) of one owner, by API or /cron; 0: any.",
     )
     api_max_streams_per_owner: int = Field(
         default=20,

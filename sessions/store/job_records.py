@@ -84,6 +84,8 @@ class JobView:
             "next_due_at": iso(self.next_due),
             "last_fired_at": iso(s.last_fired),
             "last_outcome": self.last_outcome,
+            "retries": s.retries,
+            "retry_at": iso(s.retry_at),
             "created_at": iso(self.created_at),
         }
 
@@ -278,6 +280,8 @@ def job_state(row: JobRow) -> jobs.JobState:
         generation=row.generation,
         missed_policy=row.missed_policy,
         last_fired=row.last_fired_at,
+        retries=row.retries or 0,
+        retry_at=row.retry_at,
     )
 
 
@@ -304,6 +308,8 @@ def apply_job_state(row: JobRow, state: jobs.JobState, now: datetime) -> None:
     row.generation = state.generation
     row.missed_policy = state.missed_policy
     row.last_fired_at = state.last_fired
+    row.retries = state.retries
+    row.retry_at = state.retry_at
     row.next_due_at = state.next_due()
     row.updated_at = now
 
