@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import httpx
 import openai
@@ -18,15 +19,17 @@ from support.jobs import add_job, ago, backdate_retry
 
 from core.clock import utcnow
 from sessions.states import RunState
+from sessions.views import RunView
 from workers.agents.openai_agent import unreachable
 
+REQUEST: Any = httpx.Request("POST", "http://127.0.0.1:9/v1/chat/completions")  # refused
 LADDER = {"openai_max_retries": 0, "job_retry_delays": "60,300,900"}
 
 
-def attempts(gw: Gateway, job_id: str, count: int) -> list[object]:
+def attempts(gw: Gateway, job_id: str, count: int) -> list[RunView]:
     """The job's runs once ``count`` of them ended, each time letting beat fire what is due."""
 
-    def ended() -> list[object] | None:
+    def ended() -> list[RunView] | None:
         gw.tick()
         runs = [r for r in gw.store.job_runs(job_id) if r.finished_at is not None]
         return runs if len(runs) >= count else None
@@ -46,10 +49,12 @@ def test_503s_climb_the_ladder_then_the_run_completes(
             waiting = gw.store.job(job.id)
             assert waiting.state.retries == 1 and waiting.state.fire_count == 0
             planned = backdate_retry(gw, job.id)
+            assert first.finished_at is not None
             assert timedelta(seconds=55) < planned - first.finished_at < timedelta(seconds=65)
             [_, second] = attempts(gw, job.id, 2)
             assert "retry 2 of 3" in (second.detail or "")
             planned = backdate_retry(gw, job.id)
+            assert second.finished_at is not None
             assert timedelta(seconds=295) < planned - second.finished_at < timedelta(seconds=305)
             runs = attempts(gw, job.id, 3)
         assert [r.state for r in runs] == [RunState.FAILED, RunState.FAILED, RunState.COMPLETED]
@@ -96,8 +101,8 @@ def test_a_refused_request_is_not_retried(tmp_path: Path, redis_url: str, redis_
 @pytest.mark.parametrize(
     ("exc", "expected"),
     [
-        (openai.APIConnectionError(request=httpx.Request("POST", "http://x")), True),
-        (openai.APITimeoutError(request=httpx.Request("POST", "http://x")), True),
+        (openai.APIConnectionError(request=REQUEST), True),
+        (openai.APITimeoutError(request=REQUEST), True),
     ],
 )
 def test_connection_refused_and_timeouts_are_unreachable(
