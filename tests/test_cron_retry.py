@@ -2,10 +2,12 @@
 OpenAI endpoint: each failed attempt is a fire of its own in the ledger, nothing is said in the
 chat until the ladder ends, the job is due again after the rung's delay (backdated here instead
 of waited for); past the last rung the run has failed visibly and the job waits for its next
-scheduled time. A refusal of the request itself (a 400) is not retried."""
+scheduled time. A refusal of the request itself (a 400) is not retried; a refused connection
+is, like a 503."""
 
 from __future__ import annotations
 
+import socket
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -13,9 +15,11 @@ from typing import Any
 import httpx
 import openai
 import pytest
-from support.fake_openai import Fail, Text, openai_gateway
-from support.harness import Gateway, wait_until
+from support.fake_openai import Fail, FakeOpenAI, Text, openai_gateway
+from support.harness import Gateway, gateway_settings, wait_until
+from support.http_server import serving
 from support.jobs import add_job, ago, backdate_retry
+from support.tcp_proxy import tcp_proxy
 
 from core.clock import utcnow
 from sessions.states import RunState
@@ -109,3 +113,41 @@ def test_connection_refused_and_timeouts_are_unreachable(
     exc: openai.OpenAIError, expected: bool
 ) -> None:
     assert unreachable(exc) is expected
+
+
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_a_refused_connection_is_retried_then_the_run_completes(
+    tmp_path: Path, redis_url: str, redis_ns: str
+) -> None:
+    """The model's address refuses connections (the proxy in front of it finds nobody), then
+    the endpoint is back: the retry completes the run."""
+    endpoint = FakeOpenAI().then(Text("deployed"))
+    with serving(endpoint.app()) as url, tcp_proxy("127.0.0.1", _closed_port()) as proxy:
+        settings = gateway_settings(
+            tmp_path,
+            redis_url,
+            redis_ns,
+            agent="openai",
+            openai_base_url=f"http://127.0.0.1:{proxy.port}/v1",
+            openai_model="main-model",
+            openai_api_key="sk-test-key",
+            **LADDER,
+        )
+        gw = Gateway(settings, redis_url)
+        try:
+            with gw.worker("w1"):
+                job = add_job(gw, "every 1h", "deploy", set_at=ago(3601))
+                [first] = attempts(gw, job.id, 1)
+                assert "could not be reached" in (first.detail or "")
+                proxy.target = ("127.0.0.1", int(url.rsplit(":", 1)[1]))  # the endpoint is back
+                backdate_retry(gw, job.id)
+                runs = attempts(gw, job.id, 2)
+        finally:
+            gw.close()
+    assert [r.state for r in runs] == [RunState.FAILED, RunState.COMPLETED]
+    assert [d["text"] for d in gw.deliveries() if d["call"] == "send"] == ["deployed"]
