@@ -13,6 +13,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from core.masking import mask_command, mask_url
 from core.settings_delivery import BrokerSettings, DeliverySettings
 from core.settings_discord import DiscordSettings
+from core.settings_jobs import JobSettings
 from core.settings_slack import SlackSettings
 from core.settings_telegram import TelegramSettings
 from core.settings_webhook import WebhookSettings
@@ -48,6 +49,7 @@ class Settings(
     TelegramSettings,
     DiscordSettings,
     WebhookSettings,
+    JobSettings,
 ):
     model_config = SettingsConfigDict(env_prefix="HBGW_", extra="ignore")
 

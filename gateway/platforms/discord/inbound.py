@@ -47,7 +47,7 @@ def take_heartbeat(ctx: ApiContext, interaction: Interaction) -> str:
     except BadInput as exc:
         ctx.metrics.commands.labels("false").inc()
         return str(exc)
-    assert isinstance(result, Answered)  # the text is a /heartbeat command
+    assert isinstance(result, Answered)  # the text is a /heartbeat or /cron command
     ctx.metrics.commands.labels("true").inc()
     return result.text
 
