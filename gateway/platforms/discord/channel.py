@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from core.clock import pause
 from core.settings import Settings
 from gateway.platforms.discord.rest import DEFAULT_API, DiscordRest, Route, body_of
 from gateway.platforms.split import split_text
@@ -57,7 +58,7 @@ class DiscordChannel:
         *,
         base_url: str = DEFAULT_API,
         timeout: float = 10.0,
-        sleep: Callable[[float], None] = time.sleep,
+        sleep: Callable[[float], None] = pause,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.rest = DiscordRest(

@@ -10,9 +10,9 @@ passed (``routes.py``), on the API's own store, Runtime and clock — the same p
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable
 
+from core.clock import pause
 from core.errors import BadInput, DeliveryFailed
 from gateway.api.context import ApiContext
 from gateway.inbound import Answered
@@ -76,7 +76,7 @@ def follow_up(
     interaction: Interaction,
     answer: Callable[[], str],
     *,
-    sleep: Callable[[float], None] = time.sleep,
+    sleep: Callable[[float], None] = pause,
 ) -> None:
     """Compute the deferred answer and put it in place of "thinking…" (``PATCH …/@original``);
     parts past Discord's 2,000 characters follow as ephemeral follow-up messages. A failure is

@@ -26,6 +26,7 @@ from typing import Any
 
 import httpx
 
+from core.clock import pause
 from core.errors import DeliveryFailed, PermanentDelivery, TransientDelivery
 from gateway.platforms.discord.ratelimits import Buckets
 
@@ -76,7 +77,7 @@ class DiscordRest:
         *,
         base_url: str = DEFAULT_API,
         timeout: float = 10.0,
-        sleep: Callable[[float], None] = time.sleep,
+        sleep: Callable[[float], None] = pause,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.auth = {"Authorization": f"Bot {token}"}

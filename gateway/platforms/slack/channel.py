@@ -19,7 +19,6 @@ channel and thread (``thread_ts``), a new message, never a broadcast to the chan
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -30,6 +29,7 @@ from slack_sdk.http_retry.request import HttpRequest
 from slack_sdk.http_retry.response import HttpResponse
 from slack_sdk.http_retry.state import RetryState
 
+from core.clock import pause
 from core.errors import DeliveryFailed, PermanentDelivery, TransientDelivery
 from core.settings import Settings
 from gateway.platforms.split import split_text
@@ -125,7 +125,7 @@ class SlackChannel:
         *,
         base_url: str = "https://slack.com/api/",
         timeout: float = 10.0,
-        sleep: Callable[[float], None] = time.sleep,
+        sleep: Callable[[float], None] = pause,
     ) -> None:
         limits = self.limits = BoundedRateLimits(RATE_LIMIT_RETRIES, MAX_RETRY_AFTER, sleep)
         # Only the 429 handler: slack_sdk's default also repeats a request after a reset

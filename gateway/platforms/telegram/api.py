@@ -18,12 +18,13 @@ setWebhook, getUpdates). httpx is already the project's HTTP client; the Bot API
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
+
+from core.clock import pause
 
 RATE_LIMIT_RETRIES = 3
 MAX_RETRY_AFTER = 30.0
@@ -54,7 +55,7 @@ class BotApi:
         *,
         base_url: str = "https://api.telegram.org",
         timeout: float = 10.0,
-        sleep: Callable[[float], None] = time.sleep,
+        sleep: Callable[[float], None] = pause,
     ) -> None:
         self.token = token
         self.base = f"{base_url.rstrip('/')}/bot{token}/"

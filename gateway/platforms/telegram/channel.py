@@ -20,9 +20,9 @@ quote, never to another chat, never a private message instead.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 
+from core.clock import pause
 from core.errors import DeliveryFailed, PermanentDelivery, TransientDelivery
 from core.settings import Settings
 from gateway.platforms.split import split_text
@@ -62,13 +62,13 @@ class TelegramChannel:
         *,
         base_url: str = "https://api.telegram.org",
         timeout: float = 10.0,
-        sleep: Callable[[float], None] = time.sleep,
+        sleep: Callable[[float], None] = pause,
     ) -> None:
         self.api = BotApi(token, base_url=base_url, timeout=timeout, sleep=sleep)
 
     @classmethod
     def from_settings(
-        cls, settings: Settings, *, sleep: Callable[[float], None] = time.sleep
+        cls, settings: Settings, *, sleep: Callable[[float], None] = pause
     ) -> TelegramChannel:
         token = settings.telegram_bot_token
         assert token is not None  # built only when Telegram is configured

@@ -30,7 +30,7 @@ from typing import Any
 import httpx
 from tenacity import RetryCallState, Retrying, retry_if_exception_type, wait_random_exponential
 
-from core.clock import Clock, iso, utcnow
+from core.clock import Clock, iso, pause, utcnow
 from core.errors import PermanentDelivery, TransientDelivery
 from core.settings import Settings
 from gateway.platforms.webhook.redact import origin
@@ -73,7 +73,7 @@ class WebhookChannel:
         policy: Policy,
         *,
         clock: Clock = utcnow,
-        sleep: Callable[[float], None] = time.sleep,
+        sleep: Callable[[float], None] = pause,
     ) -> None:
         self.secret = secret
         self.urls = urls
