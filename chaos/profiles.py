@@ -33,6 +33,11 @@ SETTINGS: dict[str, Any] = {
     "webhook_timeout": 1.0,
     "webhook_retries": 3,
     "webhook_retry_seconds": 6.0,
+    # A delivery that failed for now is not sent again by a later grant here: the send checks
+    # judge every send by the grant of the turn it answers, and a later grant's resend of a
+    # retrying record would read as a stale send (tests/test_delivery_retries.py covers that
+    # path; judging it in the harness is open work, docs/reliability.md).
+    "delivery_retries": 0,
 }
 WEBHOOK_EVERY = 5
 WEBHOOK_HANG = 1.5  # seconds a hung answer takes: past webhook_timeout

@@ -39,6 +39,10 @@ class InvalidState(BadInput):
     """The request does not fit the current state (pause without a heartbeat, ...)."""
 
 
+class QuotaExceeded(BadInput):
+    """An owner is at a per-owner limit (HBGW_API_MAX_*_PER_OWNER); the message names it."""
+
+
 class StoreError(HbgwError):
     """The durable store failed or is not usable."""
 

@@ -11,7 +11,9 @@ from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from core.masking import mask_command, mask_url
+from core.settings_delivery import BrokerSettings, DeliverySettings
 from core.settings_discord import DiscordSettings
+from core.settings_jobs import JobSettings
 from core.settings_slack import SlackSettings
 from core.settings_telegram import TelegramSettings
 from core.settings_webhook import WebhookSettings
@@ -23,8 +25,32 @@ DATABASE_SCHEMES = ("sqlite", "sqlite+pysqlite", "postgresql", "postgresql+psyco
 DATABASE_URLS = "use sqlite:///PATH or postgresql://USER:PASSWORD@HOST:PORT/DATABASE"
 
 
+# What each platform with a client of its own needs before a deployment may name it.
+PLATFORM_NEEDS = {
+    "slack": ("slack_configured", "HBGW_SLACK_SIGNING_SECRET and HBGW_SLACK_BOT_TOKEN"),
+    "telegram": (
+        "telegram_configured",
+        "HBGW_TELEGRAM_BOT_TOKEN and HBGW_TELEGRAM_SECRET_TOKEN",
+    ),
+    "discord": (
+        "discord_configured",
+        "HBGW_DISCORD_PUBLIC_KEY, HBGW_DISCORD_BOT_TOKEN and HBGW_DISCORD_APPLICATION_ID",
+    ),
+    "webhook": ("webhook_configured", "HBGW_WEBHOOK_SECRET"),
+}
+
+
 # Each platform's settings live in a module of their own (core/settings_<platform>.py).
-class Settings(BaseSettings, SlackSettings, TelegramSettings, DiscordSettings, WebhookSettings):
+class Settings(
+    BaseSettings,
+    BrokerSettings,
+    DeliverySettings,
+    SlackSettings,
+    TelegramSettings,
+    DiscordSettings,
+    WebhookSettings,
+    JobSettings,
+):
     model_config = SettingsConfigDict(env_prefix="HBGW_", extra="ignore")
 
     home: Path = Field(default=Path("~/.hbgw"), description="Data directory.")
@@ -44,21 +70,6 @@ class Settings(BaseSettings, SlackSettings, TelegramSettings, DiscordSettings, W
     )
     redis_tls_key: Path | None = Field(
         default=None, description="PEM private key of HBGW_REDIS_TLS_CERT."
-    )
-    broker_url: str | None = Field(
-        default=None,
-        description="Celery's broker (redis://, rediss://, amqp://, amqps://); unset means the "
-        "state Redis of HBGW_REDIS_URL.",
-    )
-    broker_quorum: bool = Field(
-        default=True,
-        description="RabbitMQ broker: declare the gateway's queues as quorum queues "
-        "(replicated); off for classic queues.",
-    )
-    broker_tls_ca: Path | None = Field(
-        default=None,
-        description="PEM file of the CA that signed the RabbitMQ broker's certificate "
-        "(amqps://); unset means the system's CAs. The certificate is always verified.",
     )
     namespace: str = Field(default="hbgw", description="Prefix of every Redis key.")
     min_interval: float = Field(default=60.0, gt=0, description="Smallest interval, seconds.")
@@ -130,18 +141,6 @@ class Settings(BaseSettings, SlackSettings, TelegramSettings, DiscordSettings, W
         default="*",
         description="Platforms served, comma-separated (slack, cli, ...); a session on another "
         "is refused. '*': every platform, those without settings through HBGW_CHANNEL.",
-    )
-    delivery_retries: int = Field(
-        default=5,
-        ge=0,
-        le=50,
-        description="Times a delivery that failed for now (5xx, timeout) is sent again.",
-    )
-    delivery_backoff: float = Field(
-        default=10.0, ge=0, description="Seconds before a delivery's first retry; doubles after."
-    )
-    delivery_backoff_max: float = Field(
-        default=600.0, ge=0, description="Longest wait between two retries of a delivery, seconds."
     )
     openai_base_url: str | None = Field(
         default=None, description="Base URL of an OpenAI-compatible API (HBGW_AGENT=openai)."
@@ -342,6 +341,17 @@ class Settings(BaseSettings, SlackSettings, TelegramSettings, DiscordSettings, W
             k: None if k in optional and isinstance(v, str) and not v.strip() else v
             for k, v in values.items()
         }
+
+    def missing_platform_settings(self) -> list[str]:
+        """A sentence for each platform HBGW_PLATFORMS names without the settings it needs.
+        Checked by the roles that serve platforms (the API, the workers: ``Served``), not
+        here: beat and Flower serve none and get none of the platforms' secrets."""
+        names = self.platform_names or frozenset()
+        return [
+            f"HBGW_PLATFORMS names {platform}: set {needs} too"
+            for platform, (configured, needs) in PLATFORM_NEEDS.items()
+            if platform in names and not getattr(self, configured)
+        ]
 
     @model_validator(mode="after")
     def _platforms_name_some(self) -> Settings:

@@ -71,11 +71,6 @@ class DiscordSettings(BaseModel):
             raise ValueError(
                 f"set {DISCORD_TRIO} together (Discord is served only with all three), or none"
             )
-        # HBGW_PLATFORMS is Settings' field; read by name, this base does not declare it.
-        platforms = str(getattr(self, "platforms", "*"))
-        names = {name.strip() for name in platforms.split(",")}
-        if "discord" in names and "*" not in names and not self.discord_configured:
-            raise ValueError(f"HBGW_PLATFORMS names discord: set {DISCORD_TRIO} too")
         return self
 
     @property

@@ -42,12 +42,6 @@ class SlackSettings(BaseModel):
                 "set HBGW_SLACK_SIGNING_SECRET and HBGW_SLACK_BOT_TOKEN together (Slack is "
                 "served only with both), or neither"
             )
-        names = self.platform_names
-        if names is not None and "slack" in names and not self.slack_configured:
-            raise ValueError(
-                "HBGW_PLATFORMS names slack: set HBGW_SLACK_SIGNING_SECRET and "
-                "HBGW_SLACK_BOT_TOKEN too"
-            )
         return self
 
     @property

@@ -78,12 +78,6 @@ class TelegramSettings(BaseModel):
                 "set HBGW_TELEGRAM_BOT_TOKEN and HBGW_TELEGRAM_SECRET_TOKEN together (Telegram "
                 "is served only with both), or neither"
             )
-        names = self.platform_names
-        if names is not None and "telegram" in names and not self.telegram_configured:
-            raise ValueError(
-                "HBGW_PLATFORMS names telegram: set HBGW_TELEGRAM_BOT_TOKEN and "
-                "HBGW_TELEGRAM_SECRET_TOKEN too"
-            )
         return self
 
     @property

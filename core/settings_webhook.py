@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, Field, SecretStr, field_validator, model_validator
+from pydantic import BaseModel, Field, SecretStr, field_validator
 
 # A URL as kept on a session: long enough for a token in its path or query.
 WEBHOOK_URL_CHARS = 2048
@@ -67,14 +67,6 @@ class WebhookSettings(BaseModel):
     @classmethod
     def _postable_webhook_url(cls, value: str | None) -> str | None:
         return check_webhook_url(value) if value else None
-
-    @model_validator(mode="after")
-    def _named_webhook_has_its_secret(self) -> WebhookSettings:
-        # Named but unsigned would take no inbound request and sign no outbound one.
-        names = getattr(self, "platform_names", None)  # Settings' HBGW_PLATFORMS
-        if names is not None and "webhook" in names and not self.webhook_configured:
-            raise ValueError("HBGW_PLATFORMS names webhook: set HBGW_WEBHOOK_SECRET too")
-        return self
 
     @property
     def webhook_configured(self) -> bool:

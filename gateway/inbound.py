@@ -1,4 +1,5 @@
-"""What the edge does with an inbound message: answer a /heartbeat command, or queue a turn.
+"""What the edge does with an inbound message: answer a /heartbeat or /cron command, or queue
+a turn.
 
 SQL is the truth for user messages: once the row is stored ``queued`` the message is accepted,
 whatever Redis does next. Redis and the broker only make the answer come sooner; when they fail
@@ -19,7 +20,9 @@ from kombu.exceptions import KombuError
 from core.clock import to_ms
 from core.errors import InvalidState
 from gateway.platforms.served import Served
+from sessions.cron_commands import handle_cron
 from sessions.grammar import GrammarLimits, is_heartbeat_command
+from sessions.grammar.cron_slash import is_cron_command
 from sessions.heartbeat_commands import handle_slash
 from sessions.states import MessageState, SessionStatus
 from sessions.store import Store
@@ -65,6 +68,7 @@ def receive(
     idempotency_key: str | None = None,
     message_limits: MessageLimits = MessageLimits(),
     served: Served | None = None,
+    max_jobs: int = 0,
 ) -> Answered | Queued:
     """Slash commands are answered at once; anything else becomes a user turn via the owner.
 
@@ -72,6 +76,7 @@ def receive(
     there is none. Without Redis (``rt`` None) the message is stored and the heartbeat change
     reaches the due index on the next restore pass. ``served``: the platforms this deployment
     serves; a session on another is refused (``PlatformNotEnabled``) before anything is stored.
+    ``max_jobs``: the session owner's cron-job quota for ``/cron add`` (0: none, the operator's).
     """
     check_storable(session_id, "session id")
     check_storable(text, "message")
@@ -82,6 +87,8 @@ def receive(
         served.check(session.platform)
     if is_heartbeat_command(text):
         return _answer_command(store, session, text, now, limits, rt)
+    if is_cron_command(text):
+        return _answer_cron(store, session, text, now, limits, rt, max_jobs)
     check_message(text, message_limits)
     key = idempotency_key if idempotency_key is not None else uuid.uuid4().hex
     accepted = store.accept_message(session.id, text, now=now, idempotency_key=key)
@@ -117,6 +124,29 @@ def _answer_command(
     if rt is not None:
         _settle(rt, sid)
     return Answered(sid, reply)
+
+
+def _answer_cron(
+    store: Store,
+    session: SessionView,
+    text: str,
+    now: datetime,
+    limits: GrammarLimits,
+    rt: Runtime | None,
+    max_jobs: int,
+) -> Answered:
+    """A /cron command, applied and answered at once; the due index learns a changed job."""
+    answer = handle_cron(store, session, text, now, limits, max_jobs=max_jobs)
+    if rt is not None and answer.changed is not None:
+        try:
+            rt.settle_job(answer.changed)
+        except _HANDOFF_ERRORS as exc:
+            log.warning(
+                "cron job changed in SQL; Redis did not take it: %s",
+                exc,
+                extra={"action": "inbound.settle_failed", "session": session.id},
+            )
+    return Answered(session.id, answer.text)
 
 
 def _estop_holds(rt: Runtime | None, sid: str) -> bool:

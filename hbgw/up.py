@@ -117,6 +117,8 @@ def local_stack(
 ) -> Iterator[Stack]:
     """Embedded Redis (unless HBGW_REDIS_URL), SQLite (unless HBGW_DATABASE_URL), beat, workers,
     and with ``api`` the HTTP API on loopback."""
+    if workers:
+        preflight(settings)
     _terminate_on_signals()
     with home_lock(settings.home), _stack(settings, workers, beat, env_extra) as stack:
         try:
@@ -160,10 +162,40 @@ def _stack(
             redis_server.stop()
 
 
+def preflight(settings: Settings) -> None:
+    """What would stop a worker at start stops `up` before anything starts, with the worker's
+    own sentence: the agent's settings, the platforms HBGW_PLATFORMS names."""
+    from gateway.platforms.served import Served
+    from workers.agents import make_agent
+
+    make_agent(settings)
+    Served.from_settings(settings)
+
+
 def wait_forever(stack: Stack) -> None:
-    """Until Ctrl-C, SIGTERM, or a child dies."""
+    """Until Ctrl-C, SIGTERM, or a child dies; its own last words are said in the terminal,
+    not only in its log (issue 20: "exited with 2" told a newcomer nothing)."""
     while True:
         for role, proc in stack.procs.items():
             if proc.poll() is not None:
-                raise SystemExit(f"{role} exited with {proc.returncode}; stopping everything.")
+                why = last_words(stack.logs / f"{role}.log")
+                said = f"\n  {why}" if why else ""
+                raise SystemExit(
+                    f"{role} exited with {proc.returncode}; stopping everything.{said}\n"
+                    f"  Its log: {stack.logs / f'{role}.log'}"
+                )
         time.sleep(0.5)
+
+
+def last_words(log: Path, tail_bytes: int = 8192) -> str:
+    """The sentence a child printed before exiting: its log's last ``Error: …`` line, else its
+    last line; '' when the log is empty or gone."""
+    try:
+        with log.open("rb") as f:
+            f.seek(max(0, log.stat().st_size - tail_bytes))
+            lines = f.read().decode("utf-8", "replace").splitlines()
+    except OSError:
+        return ""
+    lines = [line.strip() for line in lines if line.strip()]
+    errors = [line for line in lines if line.startswith("Error:")]
+    return (errors or lines or [""])[-1][:500]

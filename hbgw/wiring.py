@@ -10,6 +10,7 @@ from typing import Any
 
 from core.settings import Settings
 from gateway.channels import make_channel
+from gateway.platforms.served import Served
 from hbgw.celery_app import make_celery
 from state.dispatch import Dispatcher, context_of
 from state.ownership import RegistryHeartbeat, claim_name
@@ -34,6 +35,7 @@ def assembled_worker(settings: Settings, name: str, *, threads: int) -> Iterator
     """Registered as live while inside; on exit it deregisters and waits for running turns."""
     # The agent first: a configuration error stops here, before a connection is opened.
     agent = make_agent(settings)
+    Served.from_settings(settings)  # HBGW_PLATFORMS naming a platform without its settings
     app = make_celery(settings, resolve_redis_url(settings))
     rt = Runtime.from_settings(settings, worker=name, turns=threads)
     try:

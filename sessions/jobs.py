@@ -31,10 +31,16 @@ class JobState:
     generation: int
     missed_policy: MissedPolicy = MissedPolicy.COALESCE
     last_fired: datetime | None = None
+    retries: int = 0
+    """Attempts of the retry ladder so far (a run whose model was unreachable, given back)."""
+    retry_at: datetime | None = None
+    """When that run is tried again: the next due time while it is set."""
 
     def next_due(self) -> datetime | None:
         if self.status != JobStatus.ACTIVE or self.runs_left() == 0:
             return None
+        if self.retry_at is not None:
+            return self.retry_at
         return job_next_fire(self.schedule, self.anchor, self.fire_count)
 
     def runs_left(self) -> int | None:
@@ -102,7 +108,14 @@ def resume(state: JobState, job_id: str, now: datetime) -> JobState:
     _refuse_ended(state, job_id, "resume")
     if state.status == JobStatus.ACTIVE:
         raise InvalidState(f"Job {job_id} is already active.")
-    return replace(state, status=JobStatus.ACTIVE, anchor=now, generation=state.generation + 1)
+    return replace(
+        state,
+        status=JobStatus.ACTIVE,
+        anchor=now,
+        generation=state.generation + 1,
+        retries=0,
+        retry_at=None,
+    )
 
 
 def cancel(state: JobState, job_id: str, now: datetime) -> JobState:
@@ -114,8 +127,11 @@ def cancel(state: JobState, job_id: str, now: datetime) -> JobState:
 
 
 def reserve(state: JobState, now: datetime) -> JobState:
-    """One run, however late: the count goes up once and the anchor moves to the fire time."""
-    return replace(state, fire_count=state.fire_count + 1, anchor=now, last_fired=now)
+    """One run, however late: the count goes up once and the anchor moves to the fire time (a
+    retry's too: the ladder's count stays until the run ends for good)."""
+    return replace(
+        state, fire_count=state.fire_count + 1, anchor=now, last_fired=now, retry_at=None
+    )
 
 
 def refund(state: JobState, *, prev_anchor: datetime, prev_last_fired: datetime | None) -> JobState:
@@ -127,13 +143,29 @@ def refund(state: JobState, *, prev_anchor: datetime, prev_last_fired: datetime 
     )
 
 
+def retry(
+    state: JobState,
+    *,
+    prev_anchor: datetime,
+    prev_last_fired: datetime | None,
+    retry_at: datetime,
+) -> JobState:
+    """The run's model was unreachable: the run is given back (as a refund) and due again at
+    ``retry_at``, one rung further up the ladder."""
+    given_back = refund(state, prev_anchor=prev_anchor, prev_last_fired=prev_last_fired)
+    return replace(given_back, retries=state.retries + 1, retry_at=retry_at)
+
+
 def skip_missed(state: JobState, now: datetime) -> JobState:
-    """``SKIP``: what was missed never runs; the schedule goes on from now."""
-    return replace(state, anchor=now)
+    """``SKIP``: what was missed never runs (a run waiting on the retry ladder neither); the
+    schedule goes on from now."""
+    return replace(state, anchor=now, retries=0, retry_at=None)
 
 
 def finished(state: JobState) -> JobState:
-    """After a run finished: completed when no run is left (a one-shot, the last of --times)."""
+    """After a run finished for good (the ladder, if any, is over): completed when no run is
+    left (a one-shot, the last of --times)."""
+    state = replace(state, retries=0, retry_at=None)
     if state.status == JobStatus.ACTIVE and state.runs_left() == 0:
         return replace(state, status=JobStatus.COMPLETED)
     return state

@@ -232,6 +232,9 @@ class JobRow(Base):
     generation: Mapped[int] = mapped_column(Integer, default=1)
     last_fired_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     last_outcome: Mapped[str | None] = mapped_column(String(255))
+    # The retry ladder of a run whose model was unreachable: attempts so far, and the next.
+    retries: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    retry_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     created_at: Mapped[datetime] = mapped_column(UTCDateTime())
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime())
 

@@ -16,7 +16,7 @@ def test_cron_add_list_show_pause_resume_cancel_and_runs(api: Api) -> None:
         job = created.json()
         assert (job["owner"], job["status"], job["interval_seconds"]) == (ALICE, "active", 7200)
         jid = job["id"]
-        assert [j["id"] for j in alice.get("/v1/cron").json()] == [jid]
+        assert [j["id"] for j in alice.get("/v1/cron").json()["jobs"]] == [jid]
         assert alice.get(f"/v1/cron/{jid}").json()["prompt"] == "check CI"
         assert alice.post(f"/v1/cron/{jid}/pause").json()["status"] == "paused"
         again = alice.post(f"/v1/cron/{jid}/pause")
@@ -37,7 +37,7 @@ def test_another_owners_job_and_session_answer_like_missing_ones(api: Api) -> No
         for path in (f"/v1/cron/{jid}", f"/v1/cron/{jid}/runs"):
             assert bob.get(path).status_code == 404
         assert bob.post(f"/v1/cron/{jid}/cancel").status_code == 404
-        assert bob.get("/v1/cron").json() == []
+        assert bob.get("/v1/cron").json()["jobs"] == []
         stolen = bob.post("/v1/cron", json={"schedule": "@daily", "prompt": "x", "session_id": sid})
         assert stolen.status_code == 404
         assert alice.get(f"/v1/cron/{jid}").json()["status"] == "active"
@@ -57,7 +57,7 @@ def test_bad_input_is_422_with_the_sentence_and_stores_nothing(api: Api) -> None
             assert answer.status_code == 422 and words in answer.text, answer.text
         no_target = alice.post("/v1/cron", json={"schedule": "@daily", "prompt": "x"})
         assert no_target.status_code == 422 and "needs a target" in no_target.text
-        assert alice.get("/v1/cron").json() == []
+        assert alice.get("/v1/cron").json()["jobs"] == []
 
 
 def test_a_routed_jobs_run_is_read_back_with_its_delivery(api: Api) -> None:

@@ -31,6 +31,12 @@ def test_session_and_heartbeat_walkthrough(hbgw: Hbgw) -> None:
     line = hbgw("send", sid, "/hb").out
     assert line.startswith("♥ Heartbeat (every 90m): check CI — next at ")
 
+    added = hbgw("send", sid, "/cron add every 2h -- check the deploy").out
+    assert added.startswith("⏰ Cron job j") and "every 2h" in added
+    job = json.loads(hbgw("cron", "list", "--json").out)[0]
+    assert (job["platform"], job["chat"], job["thread"]) == ("slack", "C1", "T9")
+    assert job["id"] in hbgw("send", sid, "/cron list").out
+
     assert hbgw("heartbeat", "pause", sid).out.startswith("♥ Heartbeat paused")
     assert json.loads(hbgw("heartbeat", "status", sid, "--json").out)["status"] == "paused"
     assert hbgw("heartbeat", "resume", sid).out.startswith("♥ Heartbeat resumed")
@@ -46,7 +52,7 @@ def test_session_and_heartbeat_walkthrough(hbgw: Hbgw) -> None:
     assert json.loads(hbgw("heartbeat", "status", child, "--json").out)["status"] == "active"
     shown = hbgw("session", "show", sid).out
     assert "closed (compressed)" in shown
-    assert hbgw("runs", child).out.startswith("No heartbeat runs")
+    assert hbgw("runs", child).out.startswith("No runs (heartbeat or cron job)")
     assert json.loads(hbgw("runs", child, "--json").out) == []
 
 
@@ -56,6 +62,8 @@ def test_session_and_heartbeat_walkthrough(hbgw: Hbgw) -> None:
         (("send", "SID", "/heartbeat every 10s check"), "Interval too small — minimum is 60s."),
         (("send", "SID", "/heartbeat every 10m"), "The prompt is required"),
         (("send", "SID", "/heartbeat cron 61 * * * * x"), "minute field"),
+        (("send", "SID", "/cron add 1-2-3 * * * * -- x"), "minute"),
+        (("send", "SID", "/cron pause j00000000000"), "no cron job j00000000000 in this chat"),
         (("heartbeat", "set", "SID", "--every", "banana", "x"), "is not an interval"),
         (("heartbeat", "set", "SID", "--cron", "*/0 * * * *", "x"), "step must be at least 1"),
         (("heartbeat", "pause", "SID"), "no heartbeat to pause"),

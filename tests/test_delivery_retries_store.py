@@ -68,3 +68,15 @@ def test_a_route_refusal_pauses_its_heartbeat_and_resume_clears_it(store: Store)
     assert store.pause_for_route(sid, None, "again", T1) is None  # paused already
     store.resume_heartbeat(sid, LATER)
     assert store.heartbeat_status(sid, LATER).to_json()["paused_reason"] is None
+
+
+def test_a_retry_whose_session_ended_is_given_up_with_its_reason(store: Store) -> None:
+    """A retry waits in its session; suspended meanwhile, nobody will ever send it: beat's ask
+    settles it failed, instead of asking for a drain at every pass for ever."""
+    sid, _fid = _retrying(store)
+    store.suspend(sid, T1)
+    assert store.sessions_with_due_retries(LATER, 10) == []
+    [run] = store.runs(sid)
+    assert run.delivery is not None and run.delivery.state == DeliveryState.FAILED
+    assert "session was compressed, closed or suspended" in (run.delivery.error or "")
+    assert store.sessions_with_due_retries(LATER, 10) == []

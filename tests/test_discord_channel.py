@@ -155,7 +155,7 @@ def test_register_commands_puts_the_command_set(
     _discord_env(monkeypatch, fake)
     done = hbgw("discord", "register-commands")
     assert done.code == 0, done
-    assert done.out == "Registered heartbeat, hb, ask, Ask the agent globally.\n"
+    assert done.out == "Registered heartbeat, hb, cron, ask, Ask the agent globally.\n"
     guild = hbgw("discord", "register-commands", "--guild", "2002")
     assert guild.code == 0 and guild.out.endswith("in guild 2002.\n")
     [globally, in_guild] = fake.of("commands")

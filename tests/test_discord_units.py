@@ -13,7 +13,7 @@ import pytest
 from nacl.signing import SigningKey
 from pydantic import ValidationError
 
-from core.errors import PermanentDelivery, TransientDelivery
+from core.errors import BadInput, PermanentDelivery, TransientDelivery
 from core.logs import configured_secrets
 from core.settings import Settings
 from gateway.channels import make_channel
@@ -25,6 +25,7 @@ from gateway.platforms.discord.rest import classify, retry_after
 from gateway.platforms.discord.routes import router
 from gateway.platforms.discord.signature import DiscordSignature
 from gateway.platforms.guard import Reject
+from gateway.platforms.served import Served
 from hbgw.local_api import LocalApi
 from hbgw.procs import ROLE_SECRETS, secrets_env, settings_env
 
@@ -216,8 +217,10 @@ def test_discord_settings_come_together_and_the_token_is_a_secret(tmp_path: Path
     assert isinstance(make_channel(configured).channel_for("discord"), DiscordChannel)
     with pytest.raises(ValidationError, match="set HBGW_DISCORD_PUBLIC_KEY, HBGW_DISCORD_BOT"):
         settings(tmp_path, discord_bot_token="only")
-    with pytest.raises(ValidationError, match="HBGW_PLATFORMS names discord"):
-        settings(tmp_path, platforms="discord")
+    # Named without its settings: refused by the roles that serve platforms, not by beat.
+    named = settings(tmp_path, platforms="discord")
+    with pytest.raises(BadInput, match="HBGW_PLATFORMS names discord"):
+        Served.from_settings(named)
     with pytest.raises(ValidationError, match="64 hexadecimal characters"):
         settings(tmp_path, **{**DISCORD, "discord_public_key": "abc"})
     with pytest.raises(ValidationError, match="digits only"):

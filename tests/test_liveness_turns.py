@@ -32,6 +32,7 @@ class PhaseAtSend:
         delivery_key: str,
         possible_repeat: bool = False,
         ref: str | None = None,
+        guard: object = None,
     ) -> None:
         (stamp,) = [s for s in self.gw.rt.liveness.all() if s.session == session_id]
         self.phases.append(f"{stamp.phase}@{stamp.worker}")

@@ -238,3 +238,28 @@ def test_0009_webhook_url_up_and_down_keeps_sessions_and_their_messages(db_url: 
         assert conn.execute(text("SELECT count(*) FROM sessions")).scalar() == 1
         assert conn.execute(text("SELECT count(*) FROM messages")).scalar() == 1
     engine.dispose()
+
+
+def test_0011_job_retries_up_and_down_keeps_jobs(db_url: str) -> None:
+    """Issue 18: a job's retry ladder; jobs made before it have none (0, NULL)."""
+    engine = make_engine(db_url)
+    upgrade(engine, "0010")
+    with engine.begin() as conn:
+        conn.execute(
+            text(
+                "INSERT INTO cron_jobs (id, prompt, schedule_text, interval_seconds, platform, "
+                "chat, missed_policy, status, anchor_at, fire_count, generation, created_at, "
+                "updated_at) VALUES ('j0', 'x', 'every 1h', 3600, 'cli', 'c', 'coalesce', "
+                "'active', :t, 0, 1, :t, :t)"
+            ),
+            {"t": datetime(2026, 12, 1)},
+        )
+    upgrade(engine, "0011")
+    with engine.connect() as conn:
+        row = conn.execute(text("SELECT retries, retry_at FROM cron_jobs")).one()
+    assert tuple(row) == (0, None)
+    downgrade(engine, "0010")
+    assert "retries" not in {c["name"] for c in inspect(engine).get_columns("cron_jobs")}
+    with engine.connect() as conn:
+        assert conn.execute(text("SELECT count(*) FROM cron_jobs")).scalar() == 1
+    engine.dispose()

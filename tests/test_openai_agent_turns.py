@@ -87,7 +87,7 @@ def test_user_turn_with_a_tool_call_then_a_heartbeat_turn(
     table = hbgw("runs", sid)
     assert "tokens in+out" in table.out and "40+3" in table.out
     header, line = table.out.splitlines()
-    assert "delivery" in header and " sent " in line
+    assert "delivery" in header and " delivered " in line
 
 
 def test_a_silent_heartbeat_sends_nothing(openai_gw: tuple[Gateway, FakeOpenAI]) -> None:

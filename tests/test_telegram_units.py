@@ -15,11 +15,12 @@ from support.fake_telegram import BLOCKED, CHAT_NOT_FOUND, TOKEN, Failure, FakeT
 from support.fake_telegram import fake_telegram as serve_fake
 from support.telegram_fixtures import message_update
 
-from core.errors import PermanentDelivery, TransientDelivery
+from core.errors import BadInput, PermanentDelivery, TransientDelivery
 from core.logs import configured_secrets
 from core.settings import Settings
 from gateway.channels import make_channel
 from gateway.channels.file import FileChannel
+from gateway.platforms.served import Served
 from gateway.platforms.telegram.api import Refused
 from gateway.platforms.telegram.channel import SPLIT_AT, TelegramChannel, classify, telegram_parts
 from gateway.platforms.telegram.updates import as_text, read_command, read_update
@@ -209,8 +210,10 @@ def test_settings_are_secrets_and_come_together(tmp_path: Path) -> None:
     assert isinstance(local.channel_for("telegram"), FileChannel)
     with pytest.raises(ValidationError, match="HBGW_TELEGRAM_BOT_TOKEN and HBGW_TELEGRAM_SECRET"):
         Settings(telegram_bot_token=TOKEN)
-    with pytest.raises(ValidationError, match="HBGW_PLATFORMS names telegram"):
-        Settings(platforms="telegram")
+    # Named without its settings: refused by the roles that serve platforms, not by beat.
+    named = Settings(platforms="telegram")
+    with pytest.raises(BadInput, match="HBGW_PLATFORMS names telegram"):
+        Served.from_settings(named)
     with pytest.raises(ValidationError, match="1-256 characters of A-Z"):
         Settings(**{**TELEGRAM, "telegram_secret_token": "has spaces"})  # type: ignore[arg-type]
     with pytest.raises(ValidationError, match="whole numbers like -1001234567890"):

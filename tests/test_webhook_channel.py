@@ -14,10 +14,11 @@ import pytest
 from pydantic import ValidationError
 from support.fake_webhook_receiver import FakeReceiver, Scripted, fake_receiver
 
-from core.errors import PermanentDelivery, TransientDelivery
+from core.errors import BadInput, PermanentDelivery, TransientDelivery
 from core.logs import configured_secrets
 from core.settings import Settings
 from gateway.channels.registry import ChannelRegistry
+from gateway.platforms.served import Served
 from gateway.platforms.webhook.channel import Policy, WebhookChannel
 from gateway.platforms.webhook.signature import problem, sign
 from workers.ports import Address
@@ -147,7 +148,7 @@ def test_settings_are_secret_checked_and_build_the_channel(tmp_path: object) -> 
     made = registry.channel_for("webhook")
     assert isinstance(made, WebhookChannel)
     OPEN.append(made)
-    with pytest.raises(ValidationError, match="set HBGW_WEBHOOK_SECRET too"):
-        Settings(platforms="webhook")
+    with pytest.raises(BadInput, match="set HBGW_WEBHOOK_SECRET too"):
+        Served.from_settings(Settings(platforms="webhook"))
     with pytest.raises(ValidationError, match="http:// or https://"):
         Settings(webhook_url="file:///etc/passwd")

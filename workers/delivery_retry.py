@@ -44,11 +44,14 @@ class DeliveryRetrier:
         address, text, what = resend_of(attempt)
         try:
             outcome = io.deliver(lease, address, text, what, attempts=attempt.delivery.attempts)
-        except TurnAborted:
-            # Not cleared: nothing left. Put the retry back while the fence is still ours (a
-            # newer grant's claim otherwise finds it pending; beat then says ``unknown``).
+        except TurnAborted as exc:
+            # Put the retry back while the fence is still ours (a newer grant's claim otherwise
+            # finds it pending; beat then says ``unknown``). Stopped mid-send by the guard,
+            # part of it may have left: the next attempt is marked a possible repeat.
+            sent_some = bool(getattr(exc, "mid_send", False))
             with contextlib.suppress(Exception):
-                rt.store.finish_retry(lease.session_id, lease.fence, _again(attempt), rt.clock())
+                again = _again(attempt, maybe_sent=sent_some)
+                rt.store.finish_retry(lease.session_id, lease.fence, again, rt.clock())
             raise
         rt.store.finish_retry(lease.session_id, lease.fence, outcome, rt.clock())
         log.info(
@@ -75,7 +78,7 @@ def resend_of(attempt: RetryAttempt) -> tuple[Address, str, Delivery]:
     return address, text, what
 
 
-def _again(attempt: RetryAttempt) -> DeliveryOutcome:
+def _again(attempt: RetryAttempt, *, maybe_sent: bool = False) -> DeliveryOutcome:
     """The retry as it was before this grant took it: retrying, due at once."""
     record = attempt.delivery
     assert record.text is not None and record.chat is not None
@@ -85,7 +88,7 @@ def _again(attempt: RetryAttempt) -> DeliveryOutcome:
         record.thread,
         record.reply_to,
         record.next_attempt_at or record.updated_at,
-        record.maybe_sent,
+        bool(record.maybe_sent) or maybe_sent,
     )
     return DeliveryOutcome(
         record.delivery_key, DeliveryState.RETRYING, error=record.error, resend=resend

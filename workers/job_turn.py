@@ -7,13 +7,20 @@ stored → agent → fenced mark with the delivery record ``pending`` → delive
 chat and thread as a new message, quietly (no typing or progress) → finish, fenced, with the
 reply, the tokens and the delivery's outcome; the job completes there when that was its last
 run. The job's next due time goes to the index under ``job:<id>``.
+
+A run whose model was unreachable (``TurnFailed.unreachable``) climbs the retry ladder
+(``HBGW_JOB_RETRY_DELAYS``): recorded failed with nothing sent to the chat, its reservation given
+back and the job due again after the rung's delay — a new fire, with its own fire id. Past the
+last rung the failure is delivered as any other, and the job waits for its next time.
 """
 
 from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
+from datetime import timedelta
 
+from core.clock import iso
 from core.errors import StaleFence
 from core.metrics import count_delivery, gateway_metrics
 from sessions.grammar.job_schedule import describe_job_schedule
@@ -29,7 +36,7 @@ from sessions.views import (
     Reserved,
     RunView,
 )
-from workers.agents.base import TurnRequest
+from workers.agents.base import TurnFailed, TurnRequest
 from workers.heartbeat_tools import SessionHeartbeatTools
 from workers.heartbeat_turn import count_refund, settle_duplicate
 from workers.injection import is_silent
@@ -56,8 +63,8 @@ class JobBegun:
 
 
 class JobTurn(Turn[JobBegun]):
-    # A scheduled turn, quiet like a heartbeat's (rule 8); the skeleton knows two kinds.
-    kind = "heartbeat"
+    # A scheduled turn, quiet like a heartbeat's (rule 8); "job" in hbgw_turn_seconds.
+    kind = "job"
 
     def claim(self, lease: Lease, fire: JobFire) -> JobClaim:
         rt = self.rt
@@ -164,6 +171,8 @@ class JobTurn(Turn[JobBegun]):
 
     def compose(self, plan: JobBegun, answer: Answer) -> Composed:
         fid = plan.fire.fire_id
+        if self._retry_delay(plan, answer) is not None:
+            return Composed(answer, None, suppressed_key=fid)  # nothing said until the ladder ends
         if answer.failure is not None:
             text = f"⚠ Cron job {plan.fire.job_id} failed: {answer.failure}"
             return Composed(answer, Outgoing(text, Delivery("failure", fid, fire_id=fid)))
@@ -188,6 +197,10 @@ class JobTurn(Turn[JobBegun]):
         outcome: DeliveryOutcome,
     ) -> None:
         rt, sid, fid, answer = self.rt, lease.session_id, plan.fire.fire_id, composed.answer
+        delay = self._retry_delay(plan, answer)
+        if sent is None and delay is not None:
+            self._retry(lease, plan, answer, delay)
+            return
         if sent is None:
             reply, result = answer.text, RunState.SILENT
         else:
@@ -212,6 +225,37 @@ class JobTurn(Turn[JobBegun]):
         log.info("job fire %s %s", fid, result, extra=fields("job.done", sid, fid))
         rt.apply_due(plan.fire.member, finished.job.next_due)
         self.io.stamp(sid, "idle")
+
+    def _retry_delay(self, plan: JobBegun, answer: Answer) -> float | None:
+        """Seconds to the ladder's next rung when the model was unreachable; None when the run
+        ends here (it did not fail so, or the ladder is climbed: then it fails visibly)."""
+        failure, ladder = answer.failure, self.rt.settings.job_retry_ladder
+        if not isinstance(failure, TurnFailed) or not failure.unreachable:
+            return None
+        rung = plan.started.job.state.retries
+        return ladder[rung] if rung < len(ladder) else None
+
+    def _retry(self, lease: Lease, plan: JobBegun, answer: Answer, delay: float) -> None:
+        rt, fid, job_id = self.rt, plan.fire.fire_id, plan.fire.job_id
+        now = rt.clock()
+        retry_at = now + timedelta(seconds=delay)
+        rung = plan.started.job.state.retries + 1
+        of = len(rt.settings.job_retry_ladder)
+        detail = f"model unreachable, retry {rung} of {of} at {iso(retry_at)}: {answer.failure}"
+        notice = f"⚠ Cron job {job_id}: {answer.failure} Trying again at {iso(retry_at)}."
+        finished = rt.store.retry_job_fire(
+            plan.started.run.id,
+            lease.fence,
+            now,
+            detail=detail,
+            notice=notice,
+            usage=answer.usage,
+            retry_at=retry_at,
+        )
+        gateway_metrics().fires.labels(RunState.FAILED.value).inc()
+        log.info("job fire %s %s", fid, detail, extra=fields("job.retry", lease.session_id, fid))
+        rt.apply_due(plan.fire.member, finished.job.next_due)
+        self.io.stamp(lease.session_id, "idle")
 
     def aborted(self, lease: Lease, plan: JobBegun, mark: ReplyStart | None, sent: int) -> None:
         gateway_metrics().fires.labels(RunState.FAILED.value).inc()

@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
+
+# Called by a channel before every request of one send after its first — a retry, the next
+# part of a split reply, a request after a rate-limit wait: it confirms the session's lock
+# afresh and raises ``TurnAborted`` when it cannot, so nothing more leaves once the lock may
+# have moved on (contract: nothing is sent unless ownership was confirmed just before).
+SendGuard = Callable[[], None]
 
 
 @dataclass(frozen=True)
@@ -39,6 +46,7 @@ class Channel(Protocol):
         delivery_key: str,
         possible_repeat: bool = False,
         ref: str | None = None,
+        guard: SendGuard | None = None,
     ) -> Receipt | None:
         """Post a new message; the platform's receipt, or None when it gives none (a failure
         raises: the exception's text is the delivery record's error). ``kind`` is reply,
@@ -49,7 +57,8 @@ class Channel(Protocol):
         reply to user message ``id``, the fire id for a heartbeat): a platform that
         de-duplicates by key can drop a repeat. ``possible_repeat``: an older turn may already
         have sent this message (its outcome is unknown); the text then carries a visible mark
-        too (``workers/turn_io.py``), for platforms that honour no key."""
+        too (``workers/turn_io.py``), for platforms that honour no key. ``guard``: see
+        ``SendGuard``; a channel that makes one request per send never calls it."""
         ...
 
     def typing(self, address: Address, *, session_id: str) -> None:

@@ -75,7 +75,7 @@ class Sent:
 
 
 class Turn(ABC, Generic[P]):
-    kind: Literal["heartbeat", "user"]
+    kind: Literal["heartbeat", "user", "job"]
 
     def __init__(self, io: TurnIO) -> None:
         self.io = io

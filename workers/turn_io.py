@@ -99,6 +99,13 @@ class TurnIO:
         self.stamp(lease.session_id, "delivering")
         lease.keeper.confirm()
 
+    def reconfirm(self, lease: Lease) -> None:
+        """A channel's send guard (``workers.ports.SendGuard``): before a request after the
+        first of one send — a retry, the next part, after a rate-limit wait — Redis confirms
+        the lock now, and the confirmation is checked as fresh; ``TurnAborted`` otherwise."""
+        lease.keeper.confirm()
+        lease.keeper.cleared()
+
     def deliver(
         self, lease: Lease, address: Address, text: str, what: Delivery, *, attempts: int = 1
     ) -> DeliveryOutcome:
@@ -118,7 +125,13 @@ class TurnIO:
                 delivery_key=what.key,
                 possible_repeat=what.possible_repeat,
                 ref=what.fire_id,
+                guard=lambda: self.reconfirm(lease),
             )
+        except TurnAborted as exc:
+            # The guard found the lock gone mid-send: nothing more left, but an earlier request
+            # of this send (a part, an attempt that timed out) may have.
+            exc.mid_send = True  # type: ignore[attr-defined]
+            raise
         except Exception as exc:
             log.warning(
                 "delivery to %s failed: %s",

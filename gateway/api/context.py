@@ -88,6 +88,7 @@ class ApiContext:
             idempotency_key=idempotency_key,
             message_limits=self.message_limits,
             served=self.served,
+            max_jobs=self.settings.api_max_jobs_per_owner,
         )
 
     def settle(self, *session_ids: str) -> None:

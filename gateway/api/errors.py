@@ -21,7 +21,7 @@ from fastapi.responses import JSONResponse
 from kombu.exceptions import KombuError
 from starlette.exceptions import HTTPException
 
-from core.errors import BadInput, HbgwError, InvalidState, NotFound, StoreError
+from core.errors import BadInput, HbgwError, InvalidState, NotFound, QuotaExceeded, StoreError
 
 log = logging.getLogger("hbgw.api")
 
@@ -58,11 +58,20 @@ def classify(exc: HbgwError) -> tuple[int, str]:
         return 404, "not_found"
     if isinstance(exc, InvalidState):
         return 409, "invalid_state"
+    if isinstance(exc, QuotaExceeded):
+        return 429, "quota_exceeded"
     if isinstance(exc, BadInput):
         return 422, "invalid_input"
     if isinstance(exc, StoreError):
         return 503, "unavailable"
     return 500, "internal"
+
+
+def command_error_code(exc: BadInput) -> str:
+    """The code of a command's refusal, answered as its reply (200, ``ok`` false)."""
+    if isinstance(exc, (NotFound, InvalidState, QuotaExceeded)):
+        return classify(exc)[1]
+    return "invalid_input"
 
 
 def validation_sentence(errors: Sequence[Any]) -> str:

@@ -2,26 +2,29 @@
 
 A job is read by the grammar of ``hbgw cron add`` (the same sentences, ``422``); another
 owner's job answers like a missing one (``404``); a change that does not fit the job's state
-(pausing a paused job, cancelling a cancelled one) is ``409`` with a sentence that says so.
+(pausing a paused job, cancelling a cancelled one) is ``409`` with a sentence that says so; an
+owner at HBGW_API_MAX_JOBS_PER_OWNER jobs (active or paused) gets ``429`` for another.
 Every change reaches the due index like the CLI's (``Runtime.settle_job``).
 """
 
 from __future__ import annotations
 
 import contextlib
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Query
 
 from core.errors import BadInput
 from gateway.api.auth import Principal
 from gateway.api.context import ApiContext
-from gateway.api.routes_sessions import Ctx, Who
+from gateway.api.routes_sessions import PAGE_MAX, Ctx, Who
 from gateway.api.schemas import JobSpec, errors
 from gateway.api.serial import run_json
+from sessions.cron_commands import check_job_quota
 from sessions.grammar import check_prompt
 from sessions.grammar.job_schedule import parse_job_schedule
 from sessions.states import MissedPolicy
+from sessions.validation import check_storable
 from sessions.views import JobRoute, JobView, NewJob
 from state.connection import TRANSIENT_REDIS_ERRORS
 
@@ -40,7 +43,7 @@ def _settled(ctx: ApiContext, job: JobView) -> dict[str, Any]:
     return job.to_json()
 
 
-@router.post("", status_code=201, responses=errors(404, 409, 422))
+@router.post("", status_code=201, responses=errors(404, 409, 422, 429))
 def add(body: JobSpec, ctx: Ctx, who: Who) -> dict[str, Any]:
     """Add a job; nothing is stored when any part is refused."""
     now = ctx.clock()
@@ -53,6 +56,8 @@ def add(body: JobSpec, ctx: Ctx, who: Who) -> dict[str, Any]:
         ctx.session_for(who, body.session_id)  # a stranger's session answers 404
     elif body.platform is not None:
         ctx.served.check(body.platform)  # no job for a route nobody delivers to
+    if not who.admin:
+        check_job_quota(ctx.store, who.owner, ctx.settings.api_max_jobs_per_owner)
     route = JobRoute(body.session_id, body.platform, body.chat, body.thread)
     new = NewJob(
         schedule, text, prompt, route, who.owner, body.model, body.times, MissedPolicy(body.missed)
@@ -60,10 +65,20 @@ def add(body: JobSpec, ctx: Ctx, who: Who) -> dict[str, Any]:
     return _settled(ctx, ctx.store.create_job(new, now))
 
 
-@router.get("", responses=errors())
-def list_jobs(ctx: Ctx, who: Who) -> list[dict[str, Any]]:
-    """The jobs this token sees, oldest first."""
-    return [j.to_json() for j in ctx.store.jobs(owner=_owner(who))]
+@router.get("", responses=errors(422))
+def list_jobs(
+    ctx: Ctx,
+    who: Who,
+    after: Annotated[str | None, Query(max_length=255)] = None,
+    limit: Annotated[int, Query(ge=1, le=PAGE_MAX)] = 50,
+) -> dict[str, Any]:
+    """The jobs this token sees, oldest first, paged: ``next_after`` (the page's last id) is
+    where the next page starts, null on the last page."""
+    if after is not None:
+        check_storable(after, "after")
+    jobs = ctx.store.jobs(owner=_owner(who), after=after, limit=limit)
+    next_after = jobs[-1].id if len(jobs) == limit else None
+    return {"jobs": [j.to_json() for j in jobs], "next_after": next_after}
 
 
 @router.get("/{job_id}", responses=errors(404))

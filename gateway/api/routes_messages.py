@@ -1,4 +1,5 @@
-"""A session's conversation: post a message (a /heartbeat command or a turn), read it back."""
+"""A session's conversation: post a message (a /heartbeat or /cron command, or a turn), read it
+back."""
 
 from __future__ import annotations
 
@@ -7,16 +8,16 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Header, Query
 from fastapi.responses import JSONResponse
 
-from core.errors import BadInput, GrammarError, InvalidState, NotFound
+from core.errors import BadInput, GrammarError, NotFound
 from gateway.api.auth import Principal
 from gateway.api.context import ApiContext
-from gateway.api.errors import not_found
+from gateway.api.errors import command_error_code, not_found
 from gateway.api.quotas import check_heartbeats, check_message_rate
 from gateway.api.routes_sessions import MAX_ID, PAGE_MAX, Ctx, Who
 from gateway.api.schemas import CommandAnswer, MessageAccepted, MessageList, NewMessage, errors
 from gateway.api.serial import message_json
 from gateway.inbound import Answered, Queued
-from sessions.grammar import SetHeartbeat, is_heartbeat_command, parse_command
+from sessions.grammar import SetHeartbeat, is_cron_command, is_heartbeat_command, parse_command
 from sessions.validation import IDEMPOTENCY_KEY_CHARS
 
 router = APIRouter(prefix="/v1/sessions", tags=["messages"])
@@ -38,21 +39,21 @@ def post_message(
         str | None, Header(alias="Idempotency-Key", max_length=IDEMPOTENCY_KEY_CHARS)
     ] = None,
 ) -> JSONResponse:
-    """A /heartbeat command is answered at once (200); other text becomes a turn (202).
+    """A /heartbeat or /cron command is answered at once (200); other text becomes a turn (202).
 
     With an ``Idempotency-Key``, a retry returns the first message instead of a second one.
     """
     session = ctx.session_for(who, session_id)
     check_message_rate(ctx.rt, session.id, ctx.settings.api_messages_per_minute)
-    command = is_heartbeat_command(body.text)
-    if command:
+    command = is_heartbeat_command(body.text) or is_cron_command(body.text)
+    if is_heartbeat_command(body.text):
         _heartbeat_quota(ctx, who, session.id, body.text)
     try:
         result = ctx.receive(session.id, body.text, idempotency_key=idempotency_key)
-    except NotFound:
-        raise not_found(session_id) from None
     except BadInput as exc:
         if not command:
+            if isinstance(exc, NotFound):
+                raise not_found(session_id) from None
             raise
         return _command_failed(ctx, session.id, exc)
     return _answer(ctx, result)
@@ -94,7 +95,7 @@ def _heartbeat_quota(ctx: ApiContext, who: Principal, session_id: str, text: str
 def _command_failed(ctx: ApiContext, session_id: str, exc: BadInput) -> JSONResponse:
     """A command's error is its answer: the same sentence, as a reply and as an error."""
     ctx.metrics.commands.labels("false").inc()
-    code = "invalid_state" if isinstance(exc, InvalidState) else "invalid_input"
+    code = command_error_code(exc)
     active = ctx.store.resolve_active(session_id).id
     sentence = str(exc)
     return JSONResponse(

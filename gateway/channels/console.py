@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 
 from core.terminal import inert
-from workers.ports import Address, Receipt
+from workers.ports import Address, Receipt, SendGuard
 
 
 class ConsoleChannel:
@@ -21,6 +21,7 @@ class ConsoleChannel:
         delivery_key: str,
         possible_repeat: bool = False,
         ref: str | None = None,
+        guard: SendGuard | None = None,
     ) -> Receipt | None:
         where = address.chat + (f"/{address.thread}" if address.thread else "")
         # A possible repeat says so before anything else on the line (its text is marked too).

@@ -10,7 +10,7 @@ from typing import Any
 from core.clock import Clock, utcnow
 from core.jsonl import append_line
 from core.private import private_dir
-from workers.ports import Address, Receipt
+from workers.ports import Address, Receipt, SendGuard
 
 
 class FileChannel:
@@ -31,6 +31,7 @@ class FileChannel:
         delivery_key: str,
         possible_repeat: bool = False,
         ref: str | None = None,
+        guard: SendGuard | None = None,
     ) -> Receipt | None:
         # The receipt's id, as a platform's would be: unique per message posted.
         message_id = uuid.uuid4().hex

@@ -24,7 +24,7 @@ from gateway.platforms.telegram.channel import TelegramChannel
 from gateway.platforms.webhook.channel import WebhookChannel
 from gateway.platforms.webhook.urls import StoredUrls
 from sessions.store import Store
-from workers.ports import Address, Channel, Receipt
+from workers.ports import Address, Channel, Receipt, SendGuard
 
 
 class ChannelRegistry:
@@ -74,6 +74,7 @@ class ChannelRegistry:
         delivery_key: str,
         possible_repeat: bool = False,
         ref: str | None = None,
+        guard: SendGuard | None = None,
     ) -> Receipt | None:
         try:
             channel = self.channel_for(address.platform)
@@ -89,6 +90,7 @@ class ChannelRegistry:
             delivery_key=delivery_key,
             possible_repeat=possible_repeat,
             ref=ref,
+            guard=guard,
         )
 
     def typing(self, address: Address, *, session_id: str) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from core.errors import PlatformNotEnabled
+from core.errors import BadInput, PlatformNotEnabled
 from core.settings import Settings
 
 
@@ -23,6 +23,11 @@ class Served:
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Served:
+        """What the deployment serves; ``BadInput`` (its sentences) when HBGW_PLATFORMS names
+        a platform without its settings: the API and the workers do not start so."""
+        missing = settings.missing_platform_settings()
+        if missing:
+            raise BadInput("; ".join(missing) + ".")
         configured = {"slack"} if settings.slack_configured else set()
         configured |= {"telegram"} if settings.telegram_configured else set()
         configured |= {"discord"} if settings.discord_configured else set()

@@ -65,7 +65,15 @@ def add(
 @app.command("list", cls=Command)
 def list_(owner: str | None = OWNER, as_json: bool = JSON) -> None:
     """Every job (or one owner's), oldest first."""
-    jobs = open_store().jobs(owner=owner)
+    from sessions.store.job_records import JOB_PAGE
+
+    store, jobs, after = open_store(), [], None
+    while True:  # every page: the operator sees them all, however many
+        page = store.jobs(owner=owner, after=after)
+        jobs += page
+        if len(page) < JOB_PAGE:
+            break
+        after = page[-1].id
     if as_json:
         out_json([j.to_json() for j in jobs])
         return

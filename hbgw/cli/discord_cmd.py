@@ -19,7 +19,7 @@ def register_commands(
         help="Register in this guild only (they appear at once; global ones can take a while).",
     ),
 ) -> None:
-    """Register /heartbeat, /hb, /ask and "Ask the agent" with the Discord application.
+    """Register /heartbeat, /hb, /cron, /ask and "Ask the agent" with the Discord application.
 
     They replace the application's commands (globally, or in the --guild). Needs
     HBGW_DISCORD_BOT_TOKEN and HBGW_DISCORD_APPLICATION_ID.

@@ -157,8 +157,8 @@ def runs(
     session_id: str = typer.Argument(..., metavar="SESSION", help="Session id."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
-    """List the fire ledger of a session, with the tokens each heartbeat turn spent and how
-    its delivery ended."""
+    """List the fire ledger of a session — its heartbeat's runs and its cron jobs' — with the
+    tokens each turn spent and how its delivery ended."""
     from core.clock import iso
     from hbgw.cli.common import delivery_cell, delivery_error
 
@@ -169,7 +169,7 @@ def runs(
         out_json([r.to_json() for r in rows])
         return
     if not rows:
-        out(f"No heartbeat runs for session {session_id} yet.")
+        out(f"No runs (heartbeat or cron job) for session {session_id} yet.")
         return
     out(
         f"{'fire id':<40} {'state':<10} {'fence':>5}  {'reserved':<27} {'started':<27} "

@@ -2,11 +2,13 @@
 
 Modules, bottom up: ``text`` (wording of errors), ``intervals`` (``10m``, ``every 90 minutes``),
 ``cron`` (five fields or an @alias, in a timezone), ``schedule`` (either one, and when it fires
-next), ``limits`` (what the settings allow) and ``slash`` (the /heartbeat command line). Callers
+next), ``limits`` (what the settings allow), ``slash`` (the /heartbeat command line),
+``job_schedule`` and ``cron_slash`` (a cron job's schedule, the /cron command line). Callers
 import from this package; the modules import each other only downwards, never lazily.
 """
 
 from sessions.grammar.cron import CronSchedule, cron_next, parse_cron, parse_timezone
+from sessions.grammar.cron_slash import is_cron_command
 from sessions.grammar.intervals import IntervalSchedule, format_interval, parse_interval
 from sessions.grammar.limits import GrammarLimits, limits_from_settings
 from sessions.grammar.schedule import Schedule, next_fire
@@ -41,6 +43,7 @@ __all__ = [
     "cron_next",
     "format_interval",
     "help_text",
+    "is_cron_command",
     "is_heartbeat_command",
     "limits_from_settings",
     "next_fire",

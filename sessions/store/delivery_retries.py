@@ -19,14 +19,19 @@ from datetime import datetime
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from sessions.models import DeliveryRow
-from sessions.states import DeliveryState
+from sessions.models import DeliveryRow, SessionRow
+from sessions.states import DeliveryState, SessionStatus
 from sessions.store.base import Transactions, fenced_session_row
 from sessions.store.deliveries import (
     DeliveryOutcome,
     DeliveryView,
     delivery_view,
     record_outcome_in,
+)
+
+# Why a retry that waited in a session that then ended was given up.
+ENDED_BEFORE_RETRY = (
+    "not sent again: the session was compressed, closed or suspended before the retry was due"
 )
 
 
@@ -56,18 +61,30 @@ def due_retries_in(db: Session, session_id: str, now: datetime, limit: int) -> l
 
 class DeliveryRetries(Transactions):
     def sessions_with_due_retries(self, now: datetime, limit: int) -> list[str]:
-        """Sessions with a retrying delivery due by ``now``, the longest waiting first."""
+        """Active sessions with a retrying delivery due by ``now``, the longest waiting first.
+
+        A retry whose session is no longer active (compressed, closed, suspended) can never
+        be sent by its session's grant: it is settled ``failed`` here, with the reason, instead
+        of being asked for at every pass for ever."""
         with self._transaction() as db:
             rows = db.execute(
-                select(DeliveryRow.session_id, DeliveryRow.next_attempt_at)
+                select(DeliveryRow, SessionRow.status)
+                .join(SessionRow, SessionRow.id == DeliveryRow.session_id)
                 .where(
                     DeliveryRow.state == DeliveryState.RETRYING,
                     DeliveryRow.next_attempt_at <= now,
                 )
                 .order_by(DeliveryRow.next_attempt_at, DeliveryRow.id)
                 .limit(limit)
-            )
-            return list(dict.fromkeys(str(sid) for sid, _ in rows))
+            ).all()
+            due: list[str] = []
+            for row, status in rows:
+                if status == SessionStatus.ACTIVE:
+                    due.append(row.session_id)
+                    continue
+                row.state, row.next_attempt_at, row.updated_at = DeliveryState.FAILED, None, now
+                row.error = ENDED_BEFORE_RETRY
+            return list(dict.fromkeys(due))
 
     def begin_retry(self, delivery_id: int, fence: int, now: datetime) -> RetryAttempt | None:
         """The fenced mark before a retry's send: ``pending`` under the grant ``fence``, one

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import ColumnElement, and_, func, or_, select
 from sqlalchemy.orm import Session
 
 from core.clock import iso
@@ -27,6 +27,8 @@ from sessions.store.base import Transactions, active_session_row
 from sessions.store.deliveries import deliveries_of_runs
 from sessions.store.run_views import RunView, run_view
 from sessions.validation import check_schedule_text, check_session_names, check_storable
+
+JOB_PAGE = 100  # the jobs one list call answers; a cursor reads on
 
 
 @dataclass(frozen=True)
@@ -82,6 +84,8 @@ class JobView:
             "next_due_at": iso(self.next_due),
             "last_fired_at": iso(s.last_fired),
             "last_outcome": self.last_outcome,
+            "retries": s.retries,
+            "retry_at": iso(s.retry_at),
             "created_at": iso(self.created_at),
         }
 
@@ -145,12 +149,42 @@ class JobRecords(Transactions):
         with self._transaction() as db:
             return job_view(job_row(db, job_id, owner=owner))
 
-    def jobs(self, *, owner: str | None = None, limit: int = 1000) -> list[JobView]:
+    def jobs(
+        self,
+        *,
+        owner: str | None = None,
+        limit: int = JOB_PAGE,
+        after: str | None = None,
+        route: JobRoute | None = None,
+    ) -> list[JobView]:
+        """One page of jobs, oldest first: those made after job ``after`` (the cursor: the last
+        id of the page before), ``owner``'s only when given, delivering to ``route`` (its
+        session, or its platform, chat and thread) when given."""
         query = select(JobRow).order_by(JobRow.created_at, JobRow.id).limit(limit)
         if owner is not None:
             query = query.where(JobRow.owner == owner)
+        if route is not None:
+            query = query.where(_delivers_to(route))
         with self._transaction() as db:
+            if after is not None:
+                cursor = db.get(JobRow, after)
+                if cursor is None:
+                    raise BadInput(f"after={after!r} is not a job id — give a page's last id.")
+                query = query.where(
+                    or_(
+                        JobRow.created_at > cursor.created_at,
+                        and_(JobRow.created_at == cursor.created_at, JobRow.id > cursor.id),
+                    )
+                )
             return [job_view(r) for r in db.scalars(query)]
+
+    def count_live_jobs(self, owner: str) -> int:
+        """The owner's jobs that may still run (active or paused): what the quota counts."""
+        live = (JobStatus.ACTIVE, JobStatus.PAUSED)
+        query = select(func.count()).select_from(JobRow)
+        query = query.where(JobRow.owner == owner, JobRow.status.in_(live))
+        with self._transaction() as db:
+            return int(db.scalar(query) or 0)
 
     def pause_job(self, job_id: str, now: datetime, *, owner: str | None = None) -> JobView:
         return self._change_job(job_id, jobs.pause, now, owner)
@@ -191,6 +225,13 @@ class JobRecords(Transactions):
             row = job_row(db, job_id, owner=owner, for_update=True)
             apply_job_state(row, transition(job_state(row), job_id, now), now)
             return job_view(row)
+
+
+def _delivers_to(route: JobRoute) -> ColumnElement[bool]:
+    """Jobs whose runs reach ``route``: turns in its session, or fresh sessions on its chat."""
+    thread = JobRow.thread.is_(None) if route.thread is None else JobRow.thread == route.thread
+    here = and_(JobRow.platform == route.platform, JobRow.chat == route.chat, thread)
+    return here if route.session_id is None else or_(JobRow.session_id == route.session_id, here)
 
 
 def _check_new(new: NewJob) -> None:
@@ -239,6 +280,8 @@ def job_state(row: JobRow) -> jobs.JobState:
         generation=row.generation,
         missed_policy=row.missed_policy,
         last_fired=row.last_fired_at,
+        retries=row.retries or 0,
+        retry_at=row.retry_at,
     )
 
 
@@ -265,6 +308,8 @@ def apply_job_state(row: JobRow, state: jobs.JobState, now: datetime) -> None:
     row.generation = state.generation
     row.missed_policy = state.missed_policy
     row.last_fired_at = state.last_fired
+    row.retries = state.retries
+    row.retry_at = state.retry_at
     row.next_due_at = state.next_due()
     row.updated_at = now
 

@@ -34,9 +34,10 @@ from sessions.store.fire_turns import (
     _record_delivery,
 )
 from sessions.store.job_records import JobView, apply_job_state, job_row, job_state, job_view
-from sessions.store.job_steps import reserve_job_in
+from sessions.store.job_steps import job_outcome_in, reserve_job_in
 from sessions.store.ledger_steps import (
     claim_in,
+    end_run,
     finish_in,
     finished_outcome,
     refund_in,
@@ -256,6 +257,42 @@ class JobTurns(Transactions):
                 _add_message(db, session, run, "assistant", reply_kind, reply, now)
             assert run.job_id is not None
             return JobFinished(run_view(run), job_view(job_row(db, run.job_id)))
+
+    @repeatable
+    def retry_job_fire(
+        self,
+        run_id: int,
+        fence: int,
+        now: datetime,
+        *,
+        detail: str,
+        notice: str,
+        usage: TokenUsage | None,
+        retry_at: datetime,
+    ) -> JobFinished:
+        """The run's model was unreachable: the run is recorded failed (its tokens too), the
+        notice stored in its session, and its reservation given back to the job, due again at
+        ``retry_at`` — unless the job changed since (then this was its run, failed)."""
+        with self._transaction() as db:
+            run = run_row(db, run_id)
+            session = fenced_session_row(db, run.session_id, fence)
+            assert run.job_id is not None
+            row = job_row(db, run.job_id, for_update=True)
+            if run.state != RunState.FAILED:
+                end_run(run, RunState.FAILED, now, detail, usage)
+                _add_message(db, session, run, "assistant", "notice", notice, now)
+                if row.generation == run.generation and row.anchor_at == run.reserved_at:
+                    state = jobs.retry(
+                        job_state(row),
+                        prev_anchor=run.prev_anchor_at,
+                        prev_last_fired=run.prev_last_fired_at,
+                        retry_at=retry_at,
+                    )
+                    apply_job_state(row, state, now)
+                    row.last_outcome = detail[:255]
+                else:
+                    job_outcome_in(db, run, RunState.FAILED, now)
+            return JobFinished(run_view(run), job_view(row))
 
 
 def _job_refusal(

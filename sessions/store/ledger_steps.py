@@ -234,6 +234,21 @@ def finished_outcome(outcome: RunState | str) -> RunState:
     raise ValueError(f"outcome must be one of {known}, not {outcome!r}")
 
 
+def end_run(
+    run: RunRow, final: RunState, now: datetime, detail: str | None, usage: TokenUsage | None
+) -> None:
+    """The run row's own end (the caller settles its heartbeat or job): only a started run."""
+    if run.state not in IN_TURN:
+        raise InvalidState(f"Run {run.fire_id} is {run.state}; only a started run finishes.")
+    run.state = final
+    run.finished_at = now
+    run.detail = detail
+    if usage is not None:
+        run.prompt_tokens = usage.prompt_tokens
+        run.completion_tokens = usage.completion_tokens
+        run.model = usage.model[:MODEL_CHARS]
+
+
 def finish_in(
     db: Session,
     run: RunRow,
@@ -244,15 +259,7 @@ def finish_in(
 ) -> HeartbeatRow | None:
     """Record how a started run ended, inside a caller's transaction, the run row locked and
     fenced; the run's heartbeat row, if any, for the caller to read on."""
-    if run.state not in IN_TURN:
-        raise InvalidState(f"Run {run.fire_id} is {run.state}; only a started run finishes.")
-    run.state = final
-    run.finished_at = now
-    run.detail = detail
-    if usage is not None:
-        run.prompt_tokens = usage.prompt_tokens
-        run.completion_tokens = usage.completion_tokens
-        run.model = usage.model[:MODEL_CHARS]
+    end_run(run, final, now, detail, usage)
     if run.job_id is not None:
         job_outcome_in(db, run, final, now)
         return None

@@ -7,12 +7,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, select, text
+from sqlalchemy import exists, func, select, text
 from sqlalchemy.orm import Session
 
 from core.clock import iso
 from core.errors import InvalidState
-from sessions.models import SessionRow
+from sessions.models import JobRow, RunRow, SessionRow
 from sessions.states import ClosedReason, SessionStatus
 from sessions.store.base import Transactions, active_session_row, heartbeat_row, session_row
 from sessions.store.heartbeat_records import clear_departing
@@ -96,7 +96,9 @@ class SessionRecords(Transactions):
         one when there is none and ``create`` (else None). A platform's inbound messages find
         their conversation here. Two first messages of one thread at once make one session:
         SQLite's writers queue (BEGIN IMMEDIATE); on PostgreSQL a transaction-scoped advisory
-        lock on the address serialises them."""
+        lock on the address serialises them. The fresh session of a routed cron job's run has
+        the chat's address too, but it is the run's conversation, not the chat's: never found
+        here, so a message in the chat does not land in a job's run."""
         check_session_names(platform=platform, chat=chat, thread=thread, owner=owner)
         with self._transaction() as db:
             if db.get_bind().dialect.name == "postgresql":
@@ -114,6 +116,7 @@ class SessionRecords(Transactions):
                     # Sessions of another owner at the same address are not this one's; the
                     # owner's index (owner, status) narrows the read until an address index.
                     SessionRow.owner.is_(None) if owner is None else SessionRow.owner == owner,
+                    ~_a_job_runs_own_session(),
                 )
                 .order_by(SessionRow.created_at.desc(), SessionRow.id.desc())
                 .limit(1)
@@ -252,3 +255,13 @@ def _close(row: SessionRow, reason: ClosedReason, now: datetime) -> None:
     row.status = SessionStatus.CLOSED
     row.closed_reason = reason
     row.updated_at = now
+
+
+def _a_job_runs_own_session() -> Any:
+    """True for a session made for one run of a routed job (its ledger row names the job, and
+    the job names no session of its own)."""
+    return exists().where(
+        RunRow.session_id == SessionRow.id,
+        RunRow.job_id == JobRow.id,
+        JobRow.session_id.is_(None),
+    )

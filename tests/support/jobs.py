@@ -5,8 +5,11 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
+from sqlalchemy.orm import Session
+
 from core.clock import utcnow
 from sessions.grammar.job_schedule import parse_job_schedule
+from sessions.models import JobRow
 from sessions.states import SETTLED, MissedPolicy
 from sessions.views import JobRoute, JobView, NewJob
 from support.harness import Gateway, wait_until
@@ -48,3 +51,15 @@ def job_runs(gw: Gateway, job_id: str, count: int = 1, timeout: float = 20.0) ->
         return runs if len(runs) >= count else None
 
     return wait_until(done, timeout, f"{count} finished runs of job {job_id}")  # type: ignore[no-any-return]
+
+
+def backdate_retry(gw: Gateway, job_id: str) -> datetime:
+    """Move a job's retry (the ladder's next rung) into the past, SQL then the index: the
+    retry is due now, without waiting out its delay. The retry time it had."""
+    with Session(gw.store.engine) as db, db.begin():
+        row = db.get(JobRow, job_id)
+        assert row is not None and row.retry_at is not None, "the job has no retry pending"
+        planned = row.retry_at
+        row.retry_at = row.next_due_at = utcnow() - timedelta(seconds=1)
+    gw.rt.settle_job(job_id)
+    return planned

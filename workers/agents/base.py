@@ -74,11 +74,17 @@ class AgentReply:
 
 
 class TurnFailed(AgentError):
-    """A failed turn that had spent tokens before it failed: they are recorded all the same."""
+    """A failed turn that had spent tokens before it failed: they are recorded all the same.
+    ``unreachable``: the model endpoint could not be reached or was down (no connection, a
+    timeout, 429 or 5xx after the client's own retries) — worth trying again later, unlike a
+    refusal of the request itself."""
 
-    def __init__(self, message: str, usage: TokenUsage | None = None) -> None:
+    def __init__(
+        self, message: str, usage: TokenUsage | None = None, *, unreachable: bool = False
+    ) -> None:
         super().__init__(message)
         self.usage = usage
+        self.unreachable = unreachable
 
 
 StepCallback = Callable[[str], None]

@@ -101,7 +101,7 @@ class OpenAIAgent:
                 tools=list(self.tools),  # type: ignore[arg-type]
             )
         except openai.OpenAIError as exc:
-            raise TurnFailed(self.explain(exc), usage) from exc
+            raise TurnFailed(self.explain(exc), usage, unreachable=unreachable(exc)) from exc
 
     def _tool_result(
         self, call: Any, request: TurnRequest, on_step: StepCallback, usage: TokenUsage | None
@@ -111,7 +111,7 @@ class OpenAIAgent:
         try:
             result = run_tool(name, call.function.arguments, request.heartbeat, self.tool_names)
         except TurnFailed as exc:
-            raise TurnFailed(str(exc), usage) from exc
+            raise TurnFailed(str(exc), usage, unreachable=exc.unreachable) from exc
         return {"role": "tool", "tool_call_id": call.id, "content": result}
 
     def explain(self, exc: openai.OpenAIError) -> str:
@@ -130,6 +130,15 @@ class OpenAIAgent:
         if isinstance(exc, openai.APIResponseValidationError):
             return "The model endpoint answered something that is not a chat completion."
         return f"The model call failed: {type(exc).__name__}."
+
+
+def unreachable(exc: openai.OpenAIError) -> bool:
+    """The endpoint was not there to answer (a later try may find it), not a refusal."""
+    if isinstance(exc, (openai.APITimeoutError, openai.APIConnectionError)):
+        return True
+    return isinstance(exc, openai.APIStatusError) and (
+        exc.status_code in RETRIED or exc.status_code >= 500
+    )
 
 
 def conversation(request: TurnRequest) -> list[dict[str, Any]]:

@@ -21,10 +21,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from core.clock import pause
 from core.settings import Settings
 from gateway.platforms.discord.rest import DEFAULT_API, DiscordRest, Route, body_of
 from gateway.platforms.split import split_text
-from workers.ports import Address, Receipt
+from workers.ports import Address, Receipt, SendGuard
 
 PLATFORM = "discord"
 SPLIT_AT = 2000
@@ -57,7 +58,7 @@ class DiscordChannel:
         *,
         base_url: str = DEFAULT_API,
         timeout: float = 10.0,
-        sleep: Callable[[float], None] = time.sleep,
+        sleep: Callable[[float], None] = pause,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.rest = DiscordRest(
@@ -84,18 +85,23 @@ class DiscordChannel:
         delivery_key: str,
         possible_repeat: bool = False,
         ref: str | None = None,
+        guard: SendGuard | None = None,
     ) -> Receipt:
         """Post ``text`` (in parts when long) into the address's thread or channel; the
         receipt names the first part's message id, where a reader sees the reply start."""
         first: str | None = None
         channel_id = target(address)
         for n, part in enumerate(split_text(text, SPLIT_AT)):
-            answer = self.post(channel_id, part, nonce(delivery_key, n))
+            if n and guard is not None:
+                guard()  # the next part: the lock confirmed afresh
+            answer = self.post(channel_id, part, nonce(delivery_key, n), guard)
             if first is None and answer.get("id") is not None:
                 first = str(answer["id"])
         return Receipt(message_id=first)
 
-    def post(self, channel_id: str, content: str, nonce: str) -> dict[str, Any]:
+    def post(
+        self, channel_id: str, content: str, nonce: str, guard: SendGuard | None = None
+    ) -> dict[str, Any]:
         """One message; Discord's answer (the message), or a typed ``DeliveryFailed``."""
         body = {
             "content": content,
@@ -103,7 +109,7 @@ class DiscordChannel:
             "nonce": nonce,
             "enforce_nonce": True,
         }
-        response = self.rest.call(messages_route(channel_id), body)
+        response = self.rest.call(messages_route(channel_id), body, guard=guard)
         assert response is not None  # a patient call is made or raises
         return body_of(response)
 

@@ -26,6 +26,9 @@ STRING = 3  # option type
 GUILD, BOT_DM = 0, 1  # interaction contexts the commands are offered in
 GUILD_INSTALL = 0
 HEARTBEAT_HELP = "every 15m <prompt> · cron 0 9 * * 1-5 <prompt> · status · pause · resume · clear"
+CRON_HELP = (
+    "add in 10m -- <prompt> · add every 2h -- <prompt> · list · show, pause, resume, cancel ID"
+)
 
 
 def _slash(name: str, description: str, option: str, *, required: bool) -> dict[str, Any]:
@@ -52,6 +55,9 @@ def definitions() -> list[dict[str, Any]]:
     return [
         _slash("heartbeat", heartbeat, HEARTBEAT_HELP, required=False),
         _slash("hb", heartbeat, HEARTBEAT_HELP, required=False),
+        _slash(
+            "cron", "Add, list or change the cron jobs that post here", CRON_HELP, required=False
+        ),
         _slash(ASK_NAME, "Ask the agent of this channel or thread", "Your message", required=True),
         {
             "name": ASK_MESSAGE_NAME,

@@ -10,9 +10,9 @@ passed (``routes.py``), on the API's own store, Runtime and clock — the same p
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable
 
+from core.clock import pause
 from core.errors import BadInput, DeliveryFailed
 from gateway.api.context import ApiContext
 from gateway.inbound import Answered
@@ -47,7 +47,7 @@ def take_heartbeat(ctx: ApiContext, interaction: Interaction) -> str:
     except BadInput as exc:
         ctx.metrics.commands.labels("false").inc()
         return str(exc)
-    assert isinstance(result, Answered)  # the text is a /heartbeat command
+    assert isinstance(result, Answered)  # the text is a /heartbeat or /cron command
     ctx.metrics.commands.labels("true").inc()
     return result.text
 
@@ -76,7 +76,7 @@ def follow_up(
     interaction: Interaction,
     answer: Callable[[], str],
     *,
-    sleep: Callable[[float], None] = time.sleep,
+    sleep: Callable[[float], None] = pause,
 ) -> None:
     """Compute the deferred answer and put it in place of "thinking…" (``PATCH …/@original``);
     parts past Discord's 2,000 characters follow as ephemeral follow-up messages. A failure is

@@ -15,6 +15,7 @@ ordinary channel messages (those need the Gateway websocket, out of scope):
 
 * ``/heartbeat text:…`` (or ``/hb``) — the /heartbeat command line, parsed by the one grammar
   every platform uses (``sessions.grammar``);
+* ``/cron text:…`` — the /cron command line: this channel's (or thread's) cron jobs;
 * ``/ask text:…`` — a user message: a turn whose reply is posted in the channel or thread;
 * the message command *Ask the agent* (a message's ⋯ → Apps) — that message's text, as a user
   message of the session of the channel it is in.
@@ -45,6 +46,7 @@ class Answer(IntEnum):
 
 
 HEARTBEAT_NAMES = frozenset({"heartbeat", "hb"})
+CRON_NAME = "cron"
 ASK_NAME = "ask"
 ASK_MESSAGE_NAME = "Ask the agent"
 TEXT_OPTION = "text"
@@ -77,8 +79,9 @@ class Interaction:
         return self.channel if self.parent else None
 
     @property
-    def is_heartbeat(self) -> bool:
-        return self.name in HEARTBEAT_NAMES
+    def is_command(self) -> bool:
+        """/heartbeat, /hb or /cron: a command line answered at once (deferred)."""
+        return self.name in HEARTBEAT_NAMES or self.name == CRON_NAME
 
     @property
     def idempotency_key(self) -> str:
@@ -86,9 +89,10 @@ class Interaction:
         return f"discord:{self.target or self.id}"
 
     def command_line(self) -> str:
-        """``/heartbeat <text>`` for the grammar; an /ask's text as it was written."""
-        if self.is_heartbeat:
-            return f"/heartbeat {self.text}".rstrip()
+        """``/heartbeat <text>`` (``/cron <text>``) for the grammar; an /ask's text as written."""
+        if self.is_command:
+            name = CRON_NAME if self.name == CRON_NAME else "heartbeat"
+            return f"/{name} {self.text}".rstrip()
         return self.text
 
 

@@ -32,7 +32,14 @@ class Buckets:
         self.bucket_of: dict[str, str] = {}  # route → Discord's bucket id
         self.empty_until: dict[tuple[str, str], float] = {}  # (bucket, major) → refill time
 
-    def wait_for(self, route: str, major: str, *, patient: bool = True) -> bool:
+    def wait_for(
+        self,
+        route: str,
+        major: str,
+        *,
+        patient: bool = True,
+        guard: Callable[[], None] | None = None,
+    ) -> bool:
         """Wait until the bucket of ``route`` for ``major`` has a request left; False when it
         is empty and ``patient`` is off (the caller skips the request)."""
         with self.lock:
@@ -53,6 +60,8 @@ class Buckets:
                 reason="ratelimited",
             )
         self.sleep(delay)
+        if guard is not None:
+            guard()  # the lock may have moved on while this waited
         return True
 
     def learn(self, route: str, major: str, headers: Mapping[str, str]) -> None:

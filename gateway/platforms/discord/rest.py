@@ -26,6 +26,7 @@ from typing import Any
 
 import httpx
 
+from core.clock import pause
 from core.errors import DeliveryFailed, PermanentDelivery, TransientDelivery
 from gateway.platforms.discord.ratelimits import Buckets
 
@@ -76,7 +77,7 @@ class DiscordRest:
         *,
         base_url: str = DEFAULT_API,
         timeout: float = 10.0,
-        sleep: Callable[[float], None] = time.sleep,
+        sleep: Callable[[float], None] = pause,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.auth = {"Authorization": f"Bot {token}"}
@@ -99,12 +100,14 @@ class DiscordRest:
         bot: bool = True,
         patient: bool = True,
         retries: int = RATE_LIMIT_RETRIES,
+        guard: Callable[[], None] | None = None,
     ) -> httpx.Response | None:
         """Make the call; its answer, or a typed ``DeliveryFailed``. ``bot``: send the bot's
         token (an interaction's webhook is authorised by its own token, in the path).
-        ``patient`` off: when the bucket is empty the call is skipped (None), not waited for."""
+        ``patient`` off: when the bucket is empty the call is skipped (None), not waited for.
+        ``guard``: called after every wait, before the request (``workers.ports.SendGuard``)."""
         for attempt in range(retries + 1):
-            if not self.buckets.wait_for(route.template, route.major, patient=patient):
+            if not self.buckets.wait_for(route.template, route.major, patient=patient, guard=guard):
                 return None
             response = self._send(route, body, bot=bot)
             if response.status_code != 429:  # a 429's own wait is its retry_after, below
@@ -116,6 +119,8 @@ class DiscordRest:
             if attempt == retries or wait > MAX_RETRY_AFTER:
                 break
             self.sleep(wait)
+            if guard is not None:
+                guard()
         raise TransientDelivery(
             "Discord is rate limiting this bot past the retries a send may wait for; it can be "
             "sent later.",

@@ -137,7 +137,7 @@ async def interactions(request: Request, background: BackgroundTasks) -> JSONRes
 async def _answer(
     ctx: ApiContext, discord: DiscordEdge, interaction: Interaction, background: BackgroundTasks
 ) -> dict[str, Any]:
-    if interaction.is_heartbeat:
+    if interaction.is_command:
         background.add_task(
             follow_up, discord.channel.rest, interaction, lambda: _apply(ctx, discord, interaction)
         )

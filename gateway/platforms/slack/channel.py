@@ -18,7 +18,7 @@ channel and thread (``thread_ts``), a new message, never a broadcast to the chan
 
 from __future__ import annotations
 
-import time
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -29,10 +29,11 @@ from slack_sdk.http_retry.request import HttpRequest
 from slack_sdk.http_retry.response import HttpResponse
 from slack_sdk.http_retry.state import RetryState
 
+from core.clock import pause
 from core.errors import DeliveryFailed, PermanentDelivery, TransientDelivery
 from core.settings import Settings
 from gateway.platforms.split import split_text
-from workers.ports import Address, Receipt
+from workers.ports import Address, Receipt, SendGuard
 
 PLATFORM = "slack"
 SPLIT_AT = 3900
@@ -71,6 +72,9 @@ class BoundedRateLimits(RateLimitErrorRetryHandler):
         super().__init__(max_retry_count=max_retry_count)
         self.max_wait = max_wait
         self.sleep = sleep
+        # The send guard of the send this thread is making (one WebClient serves every turn
+        # thread): after the wait, the lock is confirmed afresh before the request goes again.
+        self.sending = threading.local()
 
     def _can_retry(
         self,
@@ -95,6 +99,9 @@ class BoundedRateLimits(RateLimitErrorRetryHandler):
         assert response is not None  # _can_retry only says yes to a 429 answer
         state.next_attempt_requested = True
         self.sleep(retry_after(response))
+        guard = getattr(self.sending, "guard", None)
+        if guard is not None:
+            guard()  # raises TurnAborted out of the client: nothing more is sent
         state.increment_current_attempt()
 
 
@@ -118,9 +125,9 @@ class SlackChannel:
         *,
         base_url: str = "https://slack.com/api/",
         timeout: float = 10.0,
-        sleep: Callable[[float], None] = time.sleep,
+        sleep: Callable[[float], None] = pause,
     ) -> None:
-        limits = BoundedRateLimits(RATE_LIMIT_RETRIES, MAX_RETRY_AFTER, sleep)
+        limits = self.limits = BoundedRateLimits(RATE_LIMIT_RETRIES, MAX_RETRY_AFTER, sleep)
         # Only the 429 handler: slack_sdk's default also repeats a request after a reset
         # connection, which may post the message twice.
         self.client = WebClient(
@@ -147,15 +154,22 @@ class SlackChannel:
         delivery_key: str,
         possible_repeat: bool = False,
         ref: str | None = None,
+        guard: SendGuard | None = None,
     ) -> Receipt:
         """Post ``text`` (in parts when long) into the address's channel and thread; the
         receipt names the first part's ``ts``, the message a reader sees the reply start at."""
         first: str | None = None
-        for part in split_text(text, SPLIT_AT):
-            answer = self.post(address.chat, part, address.thread)
-            if first is None:
-                ts = answer.get("ts")
-                first = str(ts) if ts is not None else None
+        self.limits.sending.guard = guard
+        try:
+            for n, part in enumerate(split_text(text, SPLIT_AT)):
+                if n and guard is not None:
+                    guard()  # the next part: the lock confirmed afresh
+                answer = self.post(address.chat, part, address.thread)
+                if first is None:
+                    ts = answer.get("ts")
+                    first = str(ts) if ts is not None else None
+        finally:
+            self.limits.sending.guard = None
         return Receipt(message_id=first)
 
     def post(self, channel: str, text: str, thread_ts: str | None) -> dict[str, Any]:

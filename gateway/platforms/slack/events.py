@@ -29,7 +29,7 @@ from typing import Any
 PLATFORM = "slack"
 TAKEN_SUBTYPES = frozenset({"", "thread_broadcast"})
 CHANNEL_TYPES = frozenset({"channel", "group", "mpim", "im"})
-COMMAND_WORDS = frozenset({"heartbeat", "hb"})
+COMMAND_WORDS = frozenset({"heartbeat", "hb", "cron"})
 _MENTION = re.compile(r"^\s*<@([A-Z0-9]+)(?:\|[^>]*)?>[\s:,]*")
 
 
@@ -120,7 +120,8 @@ def strip_mention(text: str, me: str | None) -> tuple[str, bool]:
 
 
 def as_command(text: str, *, addressed: bool) -> str:
-    """``/heartbeat …`` and ``/hb …`` stay commands; ``heartbeat …`` said to the app (after a
+    """``/heartbeat …``, ``/hb …`` and ``/cron …`` stay commands; ``heartbeat …`` (``cron …``)
+    said to the app (after a
     mention, in a DM, or as the slash command's text) becomes one too."""
     stripped = text.strip()
     if stripped.startswith("/"):
@@ -164,5 +165,6 @@ def command_usage(name: str) -> str:
     return (
         f"Use {name} heartbeat (or {name} hb) with a /heartbeat command: "
         f"{name} heartbeat every 15m <prompt>, {name} hb status, {name} hb pause, "
-        f"{name} hb resume, {name} hb clear."
+        f"{name} hb resume, {name} hb clear; {name} cron add in 10m -- <prompt>, "
+        f"{name} cron list for scheduled prompts."
     )

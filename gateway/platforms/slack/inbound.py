@@ -82,7 +82,7 @@ def take_event(ctx: ApiContext, payload: dict[str, Any]) -> Answer | None:
 def take_command(ctx: ApiContext, command: SlashCommand, name: str) -> str:
     """The reply sentence of ``/hbgw heartbeat …`` (or ``hb``), for the channel's session."""
     text = as_command(command.text, addressed=True)
-    if not text.startswith(("/heartbeat", "/hb")):
+    if not text.startswith(("/heartbeat", "/hb", "/cron")):
         return command_usage(name)
     session = ctx.store.session_at(
         platform=PLATFORM, chat=command.channel, thread=None, now=ctx.clock(), owner=command.owner
@@ -97,7 +97,7 @@ def take_command(ctx: ApiContext, command: SlashCommand, name: str) -> str:
     except BadInput as exc:
         ctx.metrics.commands.labels("false").inc()
         return str(exc)
-    assert isinstance(result, Answered)  # the text is a /heartbeat command
+    assert isinstance(result, Answered)  # the text is a /heartbeat or /cron command
     ctx.metrics.commands.labels("true").inc()
     return result.text
 

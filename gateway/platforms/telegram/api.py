@@ -18,12 +18,13 @@ setWebhook, getUpdates). httpx is already the project's HTTP client; the Bot API
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
+
+from core.clock import pause
 
 RATE_LIMIT_RETRIES = 3
 MAX_RETRY_AFTER = 30.0
@@ -54,7 +55,7 @@ class BotApi:
         *,
         base_url: str = "https://api.telegram.org",
         timeout: float = 10.0,
-        sleep: Callable[[float], None] = time.sleep,
+        sleep: Callable[[float], None] = pause,
     ) -> None:
         self.token = token
         self.base = f"{base_url.rstrip('/')}/bot{token}/"
@@ -70,10 +71,17 @@ class BotApi:
         return self.token.partition(":")[0]
 
     def call(
-        self, method: str, params: dict[str, Any], *, patient: bool = True, wait: float = 0.0
+        self,
+        method: str,
+        params: dict[str, Any],
+        *,
+        patient: bool = True,
+        wait: float = 0.0,
+        guard: Callable[[], None] | None = None,
     ) -> Any:
         """``method``'s result. ``patient``: wait out 429s (bounded); ``wait``: extra seconds
-        the answer may take (getUpdates' long poll)."""
+        the answer may take (getUpdates' long poll); ``guard``: called after a 429's wait,
+        before the request is made again (``workers.ports.SendGuard``)."""
         retries = RATE_LIMIT_RETRIES if patient else 0
         while True:
             try:
@@ -86,6 +94,8 @@ class BotApi:
                     raise
                 retries -= 1
                 self.sleep(delay)
+                if guard is not None:
+                    guard()
 
     def _once(self, method: str, params: dict[str, Any], wait: float) -> Any:
         body = {k: v for k, v in params.items() if v is not None}

@@ -20,14 +20,14 @@ quote, never to another chat, never a private message instead.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 
+from core.clock import pause
 from core.errors import DeliveryFailed, PermanentDelivery, TransientDelivery
 from core.settings import Settings
 from gateway.platforms.split import split_text
 from gateway.platforms.telegram.api import BotApi, Refused, Unreachable
-from workers.ports import Address, Receipt
+from workers.ports import Address, Receipt, SendGuard
 
 PLATFORM = "telegram"
 SPLIT_AT = 4096
@@ -62,13 +62,13 @@ class TelegramChannel:
         *,
         base_url: str = "https://api.telegram.org",
         timeout: float = 10.0,
-        sleep: Callable[[float], None] = time.sleep,
+        sleep: Callable[[float], None] = pause,
     ) -> None:
         self.api = BotApi(token, base_url=base_url, timeout=timeout, sleep=sleep)
 
     @classmethod
     def from_settings(
-        cls, settings: Settings, *, sleep: Callable[[float], None] = time.sleep
+        cls, settings: Settings, *, sleep: Callable[[float], None] = pause
     ) -> TelegramChannel:
         token = settings.telegram_bot_token
         assert token is not None  # built only when Telegram is configured
@@ -89,12 +89,15 @@ class TelegramChannel:
         delivery_key: str,
         possible_repeat: bool = False,
         ref: str | None = None,
+        guard: SendGuard | None = None,
     ) -> Receipt:
         """Send ``text`` (in parts when long) into the address's chat and topic; the receipt
         names the first part's ``message_id``, where a reader sees the reply start."""
         first: str | None = None
-        for part in telegram_parts(text):
-            sent = self.call("sendMessage", address, text=part)
+        for n, part in enumerate(telegram_parts(text)):
+            if n and guard is not None:
+                guard()  # the next part: the lock confirmed afresh
+            sent = self.call("sendMessage", address, guard=guard, text=part)
             if first is None and isinstance(sent, dict) and sent.get("message_id") is not None:
                 first = str(sent["message_id"])
         return Receipt(message_id=first)
@@ -106,11 +109,19 @@ class TelegramChannel:
     def progress(self, address: Address, text: str, *, session_id: str) -> None:
         return None
 
-    def call(self, method: str, address: Address, *, patient: bool = True, **params: str) -> object:
+    def call(
+        self,
+        method: str,
+        address: Address,
+        *,
+        patient: bool = True,
+        guard: SendGuard | None = None,
+        **params: str,
+    ) -> object:
         """One Bot API call into the address's chat and topic, or a typed ``DeliveryFailed``."""
         where = {"chat_id": address.chat, "message_thread_id": thread_id(address.thread)}
         try:
-            return self.api.call(method, {**where, **params}, patient=patient)
+            return self.api.call(method, {**where, **params}, patient=patient, guard=guard)
         except Refused as refused:
             raise classify(refused) from None
         except Unreachable as exc:

@@ -108,7 +108,7 @@ def read_command(text: str) -> Command | None:
 def as_text(command: Command | None, text: str) -> str:
     """The text the gateway hands on: ``/heartbeat@bot every 15m …`` as ``/heartbeat every
     15m …`` (the suffix only says which bot the command is for); anything else unchanged."""
-    if command is None or command.name not in ("heartbeat", "hb"):
+    if command is None or command.name not in ("heartbeat", "hb", "cron"):
         return text
     return f"/{command.name} {command.rest}".rstrip()
 
@@ -116,5 +116,6 @@ def as_text(command: Command | None, text: str) -> str:
 def usage() -> str:
     return (
         "Send /heartbeat (or /hb) with a command: /heartbeat every 15m <prompt>, /hb status, "
-        "/hb pause, /hb resume, /hb clear. Any other message is for the agent."
+        "/hb pause, /hb resume, /hb clear; /cron add in 10m -- <prompt>, /cron list for "
+        "scheduled prompts. Any other message is for the agent."
     )

@@ -30,13 +30,13 @@ from typing import Any
 import httpx
 from tenacity import RetryCallState, Retrying, retry_if_exception_type, wait_random_exponential
 
-from core.clock import Clock, iso, utcnow
+from core.clock import Clock, iso, pause, utcnow
 from core.errors import PermanentDelivery, TransientDelivery
 from core.settings import Settings
 from gateway.platforms.webhook.redact import origin
 from gateway.platforms.webhook.signature import signed_headers
 from gateway.platforms.webhook.urls import StoredUrls
-from workers.ports import Address, Receipt
+from workers.ports import Address, Receipt, SendGuard
 
 log = logging.getLogger("hbgw.webhook")
 
@@ -73,7 +73,7 @@ class WebhookChannel:
         policy: Policy,
         *,
         clock: Clock = utcnow,
-        sleep: Callable[[float], None] = time.sleep,
+        sleep: Callable[[float], None] = pause,
     ) -> None:
         self.secret = secret
         self.urls = urls
@@ -104,6 +104,7 @@ class WebhookChannel:
         delivery_key: str,
         possible_repeat: bool = False,
         ref: str | None = None,
+        guard: SendGuard | None = None,
     ) -> Receipt:
         """POST the message to the session's URL, again on a failure that may pass."""
         url = self._url(session_id)
@@ -126,6 +127,9 @@ class WebhookChannel:
             stop=lambda state: self._stop(state, started),
             wait=lambda state: self._wait(state, started),
             retry=retry_if_exception_type(_Again),
+            # Every attempt after the first confirms the lock afresh (it may have moved on
+            # while this one waited); a TurnAborted from it ends the send, not retried.
+            before=lambda state: guard() if guard and state.attempt_number > 1 else None,
             before_sleep=lambda state: _log_retry(state, url, session_id),
             reraise=True,
         )

@@ -17,11 +17,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from core.errors import BadInput, InvalidState
+from core.errors import BadInput
 from gateway.api.context import ApiContext
+from gateway.api.errors import command_error_code
 from gateway.api.quotas import check_message_rate
 from gateway.inbound import Answered
-from sessions.grammar import is_heartbeat_command
+from sessions.grammar import is_cron_command, is_heartbeat_command
 
 PLATFORM = "webhook"
 DEFAULT_OWNER = "webhook"
@@ -87,14 +88,14 @@ def take_message(ctx: ApiContext, message: WebhookMessage) -> tuple[int, dict[st
     )
     assert session is not None  # create=True
     check_message_rate(ctx.rt, session.id, ctx.settings.api_messages_per_minute)
-    command = is_heartbeat_command(message.text)
+    command = is_heartbeat_command(message.text) or is_cron_command(message.text)
     try:
         result = ctx.receive(session.id, message.text, idempotency_key=message.idempotency_key)
     except BadInput as exc:
         if not command:
             raise  # 422 with its sentence, nothing stored
         ctx.metrics.commands.labels("false").inc()
-        code = "invalid_state" if isinstance(exc, InvalidState) else "invalid_input"
+        code = command_error_code(exc)
         failed = {"kind": "command", "session_id": session.id, "ok": False, "reply": str(exc)}
         return 200, {**failed, "error": {"code": code, "message": str(exc)}}
     if isinstance(result, Answered):

@@ -1,0 +1,148 @@
+"""The /cron commands at work: a parsed command applied to the store, answered in sentences.
+
+A job added in a chat belongs to the session's owner and runs, each time, in a fresh session
+delivered to this chat and thread — a standalone prompt, as the issue has it; a prompt that
+needs the conversation is a /heartbeat. ``list`` shows the owner's jobs that reach this chat
+(fresh sessions here, or turns in this session, as ``hbgw cron add --session`` makes them);
+``show``, ``pause``, ``resume`` and ``cancel`` act on those only: any other id, another owner's
+or another chat's, is "not in this chat", the same answer as an unknown one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from core.errors import NotFound, QuotaExceeded
+from sessions.cron_replies import job_line, job_lines
+from sessions.grammar.cron_slash import (
+    AddJob,
+    CronCommand,
+    CronHelp,
+    JobVerb,
+    ListJobs,
+    cron_help,
+    parse_cron_command,
+)
+from sessions.grammar.limits import GrammarLimits
+from sessions.store import Store
+from sessions.store.job_records import JOB_PAGE, JobRoute, JobView, NewJob
+from sessions.store.session_records import SessionView
+
+QUOTA_SETTING = "HBGW_API_MAX_JOBS_PER_OWNER"
+
+
+@dataclass(frozen=True)
+class CronAnswer:
+    text: str
+    changed: str | None = None
+    """The job whose state changed (the due index must learn it), if any."""
+
+
+def check_job_quota(store: Store, owner: str | None, limit: int) -> None:
+    """``limit`` jobs that may still run (active or paused) per owner; 0: no limit."""
+    if not limit or owner is None:
+        return
+    if store.count_live_jobs(owner) >= limit:
+        raise QuotaExceeded(
+            f"This owner already has {limit} cron jobs, the most allowed ({QUOTA_SETTING}); "
+            "cancel some first (/cron list shows them), or ask the operator for more."
+        )
+
+
+def handle_cron(
+    store: Store,
+    session: SessionView,
+    text: str,
+    now: datetime,
+    limits: GrammarLimits,
+    *,
+    max_jobs: int = 0,
+) -> CronAnswer:
+    """Parse and apply; grammar, state and quota errors propagate as typed errors."""
+    return apply_cron(store, session, parse_cron_command(text, now, limits), now, max_jobs=max_jobs)
+
+
+def apply_cron(
+    store: Store, session: SessionView, command: CronCommand, now: datetime, *, max_jobs: int = 0
+) -> CronAnswer:
+    if isinstance(command, CronHelp):
+        return CronAnswer(cron_help())
+    if isinstance(command, ListJobs):
+        return CronAnswer(_list(store, session))
+    if isinstance(command, AddJob):
+        return _add(store, session, command, now, max_jobs)
+    return _verb(store, session, command, now)
+
+
+def chat_route(session: SessionView) -> JobRoute:
+    """Where a job made in this chat delivers: a fresh session per run, on this chat."""
+    return JobRoute(platform=session.platform, chat=session.chat, thread=session.thread)
+
+
+def _add(
+    store: Store, session: SessionView, command: AddJob, now: datetime, max_jobs: int
+) -> CronAnswer:
+    check_job_quota(store, session.owner, max_jobs)
+    new = NewJob(
+        command.schedule, command.schedule_text, command.prompt, chat_route(session), session.owner
+    )
+    job = store.create_job(new, now)
+    return CronAnswer(
+        f"⏰ Cron job {job.id} added ({job_line(job)}): {job.state.prompt}\n"
+        "Each run is a fresh conversation; its reply comes to this chat. "
+        f"/cron cancel {job.id} stops it.",
+        job.id,
+    )
+
+
+def _list(store: Store, session: SessionView) -> str:
+    route = JobRoute(session.id, session.platform, session.chat, session.thread)
+    found = [
+        j
+        for j in store.jobs(owner=session.owner, route=route, limit=JOB_PAGE)
+        if j.owner == session.owner
+    ]
+    if not found:
+        return (
+            "No cron jobs deliver to this chat — add one: /cron add in 10m -- remind me to deploy."
+        )
+    more = len(found) == JOB_PAGE
+    lines = [f"Cron jobs of this chat ({len(found)}{'+' if more else ''}):"]
+    lines += [f"{j.id} {job_line(j)}: {j.state.prompt[:80]}" for j in found]
+    if more:
+        lines.append("… and more: hbgw cron list or GET /v1/cron pages through them all.")
+    return "\n".join(lines)
+
+
+def _verb(store: Store, session: SessionView, command: JobVerb, now: datetime) -> CronAnswer:
+    job_id = command.job_id
+    _here(store, session, job_id)
+    if command.verb == "show":
+        return CronAnswer("\n".join(job_lines(store.job(job_id))))
+    change = {
+        "pause": store.pause_job,
+        "resume": store.resume_job,
+        "cancel": store.cancel_job,
+    }[command.verb]
+    job = change(job_id, now, owner=session.owner)
+    done = {"pause": "paused", "resume": "resumed", "cancel": "cancelled"}[command.verb]
+    return CronAnswer(f"⏰ Cron job {job.id} {done} ({job_line(job)}).", job.id)
+
+
+def _here(store: Store, session: SessionView, job_id: str) -> JobView:
+    """The job, when it is the session owner's and delivers to this chat; else NotFound."""
+    try:
+        job = store.job(job_id, owner=session.owner)
+    except NotFound:
+        job = None
+    route = job.route if job is not None else None
+    ours = job is not None and job.owner == session.owner
+    here = route is not None and (
+        route.session_id == session.id
+        or (route.platform, route.chat, route.thread)
+        == (session.platform, session.chat, session.thread)
+    )
+    if job is None or not (ours and here):
+        raise NotFound(f"There is no cron job {job_id} in this chat — /cron list shows its jobs.")
+    return job

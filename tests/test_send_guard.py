@@ -1,0 +1,103 @@
+"""The send guard (``workers.ports.SendGuard``): a channel that makes more than one request for
+one send — a retry after a failure that may pass, a 429's wait, the next part of a long reply —
+asks the guard first, and a ``TurnAborted`` from it (the session's lock could not be
+confirmed afresh) ends the send: nothing more leaves. The chaos long run found the webhook
+channel's own retries posting 9 s after the lock had moved on. Each channel against its fake
+on loopback, through its official client or documented API."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from support.discord_fixtures import BOT_TOKEN
+from support.fake_discord import Failure as DiscordFailure
+from support.fake_discord import fake_discord
+from support.fake_slack import Failure as SlackFailure
+from support.fake_slack import fake_slack
+from support.fake_telegram import TOKEN, fake_telegram
+from support.fake_telegram import Failure as TelegramFailure
+from support.fake_webhook_receiver import FakeReceiver, Scripted, fake_receiver
+
+from core.errors import TurnAborted
+from gateway.platforms.discord.channel import DiscordChannel
+from gateway.platforms.slack.channel import SlackChannel
+from gateway.platforms.telegram.channel import TelegramChannel
+from gateway.platforms.webhook.channel import Policy, WebhookChannel
+from workers.ports import Address
+
+
+class LockGone:
+    """A guard whose lock moved on: every call refuses, and is counted."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def __call__(self) -> None:
+        self.calls += 1
+        raise TurnAborted("the lock moved on; nothing more is sent")
+
+
+def no_sleep(_seconds: float) -> None:
+    return None
+
+
+@pytest.fixture
+def receiver() -> Iterator[FakeReceiver]:
+    with fake_receiver() as fake:
+        yield fake
+
+
+def test_the_webhook_channel_asks_before_a_retry(receiver: FakeReceiver) -> None:
+    url = receiver.hook()
+    ch = WebhookChannel("s" * 32, lambda _sid: url, Policy(1.0, 3, 10.0), sleep=no_sleep)
+    try:
+        receiver.next(Scripted(500))
+        guard = LockGone()
+        with pytest.raises(TurnAborted):
+            ch.send(Address("webhook", "C1"), "hi", session_id="s1", kind="reply",
+                    delivery_key="k1", guard=guard)  # fmt: skip
+        assert guard.calls == 1 and len(receiver.requests) == 1
+    finally:
+        ch.close()
+
+
+def test_slack_asks_after_a_429_wait_and_before_the_next_part() -> None:
+    with fake_slack() as fake:
+        ch = SlackChannel("xoxb-guard", base_url=fake.api_url, sleep=no_sleep)
+        fake.fail_next("chat.postMessage", SlackFailure(status=429, retry_after=1))
+        guard = LockGone()
+        with pytest.raises(TurnAborted):
+            ch.send(Address("slack", "C1"), "hi", session_id="s1", kind="reply",
+                    delivery_key="k1", guard=guard)  # fmt: skip
+        assert guard.calls == 1 and len(fake.of("chat.postMessage")) == 1
+        long = "para one.\n\n" + "x" * 5000
+        with pytest.raises(TurnAborted):
+            ch.send(Address("slack", "C1"), long, session_id="s1", kind="reply",
+                    delivery_key="k2", guard=LockGone())  # fmt: skip
+        assert len(fake.posts()) == 1  # the first part only
+
+
+def test_telegram_asks_after_a_429_wait() -> None:
+    with fake_telegram() as fake:
+        ch = TelegramChannel(TOKEN, base_url=fake.url, timeout=5, sleep=no_sleep)
+        fake.fail_next("sendMessage", TelegramFailure(429, "Too Many Requests", retry_after=1))
+        guard = LockGone()
+        with pytest.raises(TurnAborted):
+            ch.send(Address("telegram", "-1001"), "hi", session_id="s1", kind="reply",
+                    delivery_key="k1", guard=guard)  # fmt: skip
+        assert guard.calls == 1 and len(fake.of("sendMessage")) == 1
+
+
+def test_discord_asks_after_a_429_wait_and_before_the_next_part() -> None:
+    with fake_discord() as fake:
+        ch = DiscordChannel(BOT_TOKEN, base_url=fake.api_url, sleep=no_sleep)
+        fake.fail_next("message", DiscordFailure(429, retry_after=0.5))
+        with pytest.raises(TurnAborted):
+            ch.send(Address("discord", "111"), "hi", session_id="s1", kind="reply",
+                    delivery_key="k1", guard=LockGone())  # fmt: skip
+        assert len(fake.of("message")) == 1
+        with pytest.raises(TurnAborted):
+            ch.send(Address("discord", "111"), "y" * 2500, session_id="s1", kind="reply",
+                    delivery_key="k2", guard=LockGone())  # fmt: skip
+        assert [c.status for c in fake.of("message")] == [429, 200]  # one part of two
