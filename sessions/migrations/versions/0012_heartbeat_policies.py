@@ -1,7 +1,7 @@
 """heartbeat policies: active hours, exact (no jitter), an end (ends_at, max_fires)
 
-Revision ID: 0011
-Revises: 0010
+Revision ID: 0012
+Revises: 0011
 Create Date: 2026-12-06
 
 Nullable columns: a heartbeat set before this revision has no policy (NULL everywhere, and NULL
@@ -13,8 +13,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0011"
-down_revision = "0010"
+revision = "0012"
+down_revision = "0011"
 branch_labels = None
 depends_on = None
 
