@@ -8,6 +8,7 @@ on loopback, through its official client or documented API."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from support.discord_fixtures import BOT_TOKEN
@@ -18,12 +19,15 @@ from support.fake_slack import fake_slack
 from support.fake_telegram import TOKEN, fake_telegram
 from support.fake_telegram import Failure as TelegramFailure
 from support.fake_webhook_receiver import FakeReceiver, Scripted, fake_receiver
+from support.harness import wait_until
+from support.slack_fixtures import slack_deployment
 
 from core.errors import TurnAborted
 from gateway.platforms.discord.channel import DiscordChannel
 from gateway.platforms.slack.channel import SlackChannel
 from gateway.platforms.telegram.channel import TelegramChannel
 from gateway.platforms.webhook.channel import Policy, WebhookChannel
+from sessions.states import LostLockDetail, RunState
 from workers.ports import Address
 
 
@@ -101,3 +105,24 @@ def test_discord_asks_after_a_429_wait_and_before_the_next_part() -> None:
             ch.send(Address("discord", "111"), "y" * 2500, session_id="s1", kind="reply",
                     delivery_key="k2", guard=LockGone())  # fmt: skip
         assert [c.status for c in fake.of("message")] == [429, 200]  # one part of two
+
+
+def test_a_turn_whose_lock_moves_on_during_a_429_wait_sends_nothing_more(
+    tmp_path: Path, redis_url: str, redis_ns: str
+) -> None:
+    """End to end: a worker's heartbeat turn meets a 429 (Retry-After 1 s); while it waits,
+    its lock is gone (deleted, as an expiry would). After the wait the guard cannot confirm the
+    lock: no second post, and the run says its reply may have left."""
+    with slack_deployment(tmp_path, redis_url, redis_ns) as slack:
+        fake, gw = slack.fake, slack.gw
+        fake.fail_next("chat.postMessage", SlackFailure(status=429, retry_after=1))
+        sid = gw.session(chat="C0CHAN", thread="1700000000.000100")
+        with gw.worker("w1"):
+            wait_until(lambda: gw.rt.registry.live(gw.rt.now_ms()) == ["w1"], 30, "w1 live")
+            gw.due_now(sid)
+            gw.tick()
+            wait_until(lambda: fake.of("chat.postMessage"), 30, "the first post (a 429)")
+            gw.rt.client.delete(gw.rt.keys.lock(sid))  # the lock moves on during the wait
+            [run] = gw.final_runs(sid)
+        assert [c.status for c in fake.of("chat.postMessage")] == [429]
+        assert (run.state, run.detail) == (RunState.FAILED, LostLockDetail.DURING_DELIVERY)

@@ -291,15 +291,19 @@ class HeartbeatTurn(Turn[Begun]):
     def aborted(self, lease: Lease, plan: Begun, mark: ReplyStart | None, sent: int) -> None:
         gateway_metrics().fires.labels(RunState.FAILED.value).inc()
         # The lock is gone but perhaps nobody holds it yet: the fence still lets this turn say
-        # how its run ended (its delivery, if marked, ``failed``: not sent). StaleFence: a
-        # newer grant said it at its claim. Nothing was sent: a heartbeat turn stops only at a
-        # check before its one send, never after it.
-        assert sent == 0
+        # how its run ended. StaleFence: a newer grant said it at its claim. ``sent`` 0: the
+        # turn stopped at a check before its one send (its delivery, if marked, ``failed``);
+        # 1: the send guard stopped it mid-send, after a request that may have left (the run
+        # ``lock lost during delivery``, its delivery ``unknown``).
         run = plan.started.run
+        nothing_sent = sent == 0
         with contextlib.suppress(StaleFence):
-            self.rt.store.settle_lost(run.id, lease.fence, self.rt.clock(), nothing_sent=True)
+            self.rt.store.settle_lost(
+                run.id, lease.fence, self.rt.clock(), nothing_sent=nothing_sent
+            )
         if mark is not None:
-            count_delivery(self.io.label(plan.address.platform), DeliveryState.FAILED.value)
+            state = DeliveryState.FAILED if nothing_sent else DeliveryState.UNKNOWN
+            count_delivery(self.io.label(plan.address.platform), state.value)
 
 
 def count_refund(reason: RefundReason) -> None:

@@ -113,7 +113,11 @@ class Turn(ABC, Generic[P]):
             sent += 1
             self.finish(lease, plan, composed, Sent(reply, outcome), outcome)
             self._settled(lease, plan, outcome)
-        except TurnAborted:
+        except TurnAborted as exc:
+            if getattr(exc, "mid_send", False):
+                sent += (
+                    1  # stopped by the send guard: an earlier request of that send may have left
+                )
             self.aborted(lease, plan, mark, sent)
             raise
         finally:
