@@ -45,14 +45,19 @@ def test_a_sentinel_url_is_read_or_refused_with_a_sentence() -> None:
 
 def test_the_client_follows_a_failover(sentinel_cluster: SentinelCluster) -> None:
     client = connect(sentinel_cluster.url)
-    client.set("k", "before")
-    wait_until(lambda: sentinel_cluster.replica.client().get("k") == "before", 10, "replication")
-    old = sentinel_cluster.kill_primary()
-    sentinel_cluster.wait_failover(old)
-    # The pool asks the sentinels again when its connection to the dead primary fails.
-    wait_until(lambda: _writes(client), 30, "a write to the promoted replica")
-    assert client.get("k") == "before"
-    assert client.connection_pool.connection_kwargs["db"] == 0
+    try:
+        client.set("k", "before")
+        replica = sentinel_cluster.replica.client()
+        with replica:
+            wait_until(lambda: replica.get("k") == "before", 10, "replication")
+        old = sentinel_cluster.kill_primary()
+        sentinel_cluster.wait_failover(old)
+        # The pool asks the sentinels again when its connection to the dead primary fails.
+        wait_until(lambda: _writes(client), 30, "a write to the promoted replica")
+        assert client.get("k") == "before"
+        assert client.connection_pool.connection_kwargs["db"] == 0
+    finally:
+        client.close()
 
 
 def _writes(client: object) -> bool:
