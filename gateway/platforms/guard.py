@@ -9,13 +9,17 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from dataclasses import dataclass
 from enum import StrEnum
 
 from prometheus_client import CollectorRegistry, Counter
 
+from core.errors import DeliveryFailed
 from core.metrics import CHAT_PLATFORMS
+from gateway.api.errors import ApiError
 from state.connection import TRANSIENT_REDIS_ERRORS
 from state.runtime import Runtime
+from workers.ports import Address, Channel
 
 log = logging.getLogger("hbgw.platforms")
 
@@ -58,6 +62,46 @@ class InboundRejects:
         parts = path.split("/")
         if len(parts) > 2 and parts[1] == "platforms":
             self.count(parts[2], reason)
+
+
+@dataclass(frozen=True)
+class Answer:
+    """A command's sentence, to post into its conversation once the platform has had its
+    answer to the request (each platform answers fast and posts after)."""
+
+    session_id: str
+    address: Address
+    text: str
+    key: str
+
+
+def post_answer(channel: Channel, answer: Answer, platform: str) -> None:
+    """Post ``answer``; a failure is logged, not raised: the command has been applied, and
+    asking ``/heartbeat status`` again shows its state."""
+    try:
+        channel.send(
+            answer.address,
+            answer.text,
+            session_id=answer.session_id,
+            kind="notice",
+            delivery_key=answer.key,
+        )
+    except DeliveryFailed as exc:
+        log.warning(
+            "the answer to a %s command was not posted: %s",
+            platform,
+            exc,
+            extra={"action": f"{platform}.answer_failed", "session": answer.session_id},
+        )
+
+
+def unsigned(
+    rejects: InboundRejects, platform: str, problem: Reject, *, stale: str, forged: str
+) -> ApiError:
+    """A request whose signature ``problem`` refused it: counted, and the 401 to raise with
+    the platform's sentence for a stale (``Reject.REPLAY``) or a forged request."""
+    rejects.count(platform, problem)
+    return ApiError(401, "unauthorized", stale if problem is Reject.REPLAY else forged)
 
 
 class SeenEvents:

@@ -44,7 +44,7 @@ from gateway.platforms.discord.interactions import (
     usage,
 )
 from gateway.platforms.discord.signature import DiscordSignature
-from gateway.platforms.guard import InboundRejects, Reject, SeenEvents
+from gateway.platforms.guard import InboundRejects, Reject, SeenEvents, unsigned
 
 log = logging.getLogger("hbgw.discord")
 
@@ -71,13 +71,14 @@ class DiscordEdge:
         body = await request.body()
         problem = self.signature.problem(request.headers, body)
         if problem is not None:
-            self.rejects.count(PLATFORM, problem)
-            sentence = (
-                "The request is older than five minutes; Discord signs every interaction anew."
-                if problem is Reject.REPLAY
-                else "The request does not carry a valid Discord signature."
+            raise unsigned(
+                self.rejects,
+                PLATFORM,
+                problem,
+                stale="The request is older than five minutes; Discord signs every interaction "
+                "anew.",
+                forged="The request does not carry a valid Discord signature.",
             )
-            raise ApiError(401, "unauthorized", sentence)
         return body
 
     def check_guild(self, interaction: Interaction) -> None:

@@ -9,15 +9,16 @@ passed (``routes.py``), on the API's own store, Runtime and clock — the same p
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 from typing import Any
 
-from core.errors import BadInput, DeliveryFailed, GrammarError
+from core.errors import BadInput, GrammarError
 from gateway.api.auth import Principal
 from gateway.api.context import ApiContext
 from gateway.api.errors import ApiError
 from gateway.api.quotas import check_heartbeats, check_message_rate
 from gateway.inbound import Answered
+from gateway.platforms import guard
+from gateway.platforms.guard import Answer
 from gateway.platforms.slack.channel import SlackChannel
 from gateway.platforms.slack.events import (
     PLATFORM,
@@ -31,16 +32,6 @@ from sessions.grammar import SetHeartbeat, parse_command
 from workers.ports import Address
 
 log = logging.getLogger("hbgw.slack")
-
-
-@dataclass(frozen=True)
-class Answer:
-    """A sentence to post into a conversation after Slack has had its 200."""
-
-    session_id: str
-    address: Address
-    text: str
-    key: str
 
 
 def take_event(ctx: ApiContext, payload: dict[str, Any]) -> Answer | None:
@@ -127,19 +118,5 @@ def sets_heartbeat(text: str, ctx: ApiContext) -> bool:
 
 
 def post_answer(channel: SlackChannel, answer: Answer) -> None:
-    """Post a command's answer into its conversation; a failure is logged (the command has
-    been applied: asking ``/heartbeat status`` again shows its state)."""
-    try:
-        channel.send(
-            answer.address,
-            answer.text,
-            session_id=answer.session_id,
-            kind="notice",
-            delivery_key=answer.key,
-        )
-    except DeliveryFailed as exc:
-        log.warning(
-            "the answer to a Slack command was not posted: %s",
-            exc,
-            extra={"action": "slack.answer_failed", "session": answer.session_id},
-        )
+    """Post a command's answer into its conversation (``guard.post_answer``)."""
+    guard.post_answer(channel, answer, PLATFORM)

@@ -25,7 +25,7 @@ from starlette.concurrency import run_in_threadpool
 from core.settings import Settings
 from gateway.api.context import ApiContext, context
 from gateway.api.errors import ApiError
-from gateway.platforms.guard import InboundRejects, Reject, SeenEvents
+from gateway.platforms.guard import InboundRejects, Reject, SeenEvents, unsigned
 from gateway.platforms.slack.channel import SlackChannel
 from gateway.platforms.slack.events import PLATFORM, read_command
 from gateway.platforms.slack.inbound import post_answer, take_command, take_event
@@ -61,13 +61,13 @@ class SlackEdge:
         body = await request.body()
         problem = self.signature.problem(request.headers, body)
         if problem is not None:
-            self.rejects.count(PLATFORM, problem)
-            sentence = (
-                "The request is older than five minutes; Slack signs every request anew."
-                if problem is Reject.REPLAY
-                else "The request does not carry a valid Slack signature."
+            raise unsigned(
+                self.rejects,
+                PLATFORM,
+                problem,
+                stale="The request is older than five minutes; Slack signs every request anew.",
+                forged="The request does not carry a valid Slack signature.",
             )
-            raise ApiError(401, "unauthorized", sentence)
         return body
 
     def check_team(self, team: str) -> None:

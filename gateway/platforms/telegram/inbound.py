@@ -11,14 +11,13 @@ the same path as ``POST /v1/sessions/{id}/messages``.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 from typing import Any
 
-from core.errors import BadInput, DeliveryFailed
+from core.errors import BadInput
 from core.settings import Settings
 from gateway.api.context import ApiContext
 from gateway.inbound import Answered
-from gateway.platforms.guard import InboundRejects, Reject, SeenEvents
+from gateway.platforms.guard import Answer, InboundRejects, Reject, SeenEvents, post_answer
 from gateway.platforms.telegram.api import Refused, Unreachable
 from gateway.platforms.telegram.channel import TelegramChannel
 from gateway.platforms.telegram.updates import (
@@ -35,16 +34,6 @@ from gateway.platforms.telegram.updates import (
 from workers.ports import Address
 
 log = logging.getLogger("hbgw.telegram")
-
-
-@dataclass(frozen=True)
-class Answer:
-    """A sentence to post into a chat (and topic) once Telegram has had its answer."""
-
-    session_id: str
-    address: Address
-    text: str
-    key: str
 
 
 class TelegramBot:
@@ -135,19 +124,5 @@ class TelegramBot:
         return None
 
     def post(self, answer: Answer) -> None:
-        """Post a command's answer into its chat and topic; a failure is logged (the command
-        has been applied: ``/hb status`` shows its state)."""
-        try:
-            self.channel.send(
-                answer.address,
-                answer.text,
-                session_id=answer.session_id,
-                kind="notice",
-                delivery_key=answer.key,
-            )
-        except DeliveryFailed as exc:
-            log.warning(
-                "the answer to a Telegram command was not sent: %s",
-                exc,
-                extra={"action": "telegram.answer_failed", "session": answer.session_id},
-            )
+        """Post a command's answer into its chat and topic (``guard.post_answer``)."""
+        post_answer(self.channel, answer, PLATFORM)

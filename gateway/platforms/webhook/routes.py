@@ -21,7 +21,7 @@ from starlette.concurrency import run_in_threadpool
 from core.clock import Clock
 from gateway.api.context import ApiContext, context
 from gateway.api.errors import ApiError
-from gateway.platforms.guard import InboundRejects, Reject, SeenEvents
+from gateway.platforms.guard import InboundRejects, Reject, SeenEvents, unsigned
 from gateway.platforms.webhook import signature
 from gateway.platforms.webhook.inbound import PLATFORM, NotAMessage, read_message, take_message
 
@@ -44,15 +44,15 @@ class WebhookEdge:
         body = await request.body()
         problem = signature.problem(self.secret, request.headers, body, self.clock().timestamp())
         if problem is not None:
-            self.rejects.count(PLATFORM, problem)
-            sentence = (
-                "The request's X-Hbgw-Timestamp is more than five minutes from the gateway's "
-                "clock; sign every request anew."
-                if problem is Reject.REPLAY
-                else "The request does not carry a valid X-Hbgw-Signature (HMAC-SHA256 of "
-                "'<X-Hbgw-Timestamp>.<body>' with the shared secret)."
+            raise unsigned(
+                self.rejects,
+                PLATFORM,
+                problem,
+                stale="The request's X-Hbgw-Timestamp is more than five minutes from the "
+                "gateway's clock; sign every request anew.",
+                forged="The request does not carry a valid X-Hbgw-Signature (HMAC-SHA256 of "
+                "'<X-Hbgw-Timestamp>.<body>' with the shared secret).",
             )
-            raise ApiError(401, "unauthorized", sentence)
         return body
 
     def malformed(self, sentence: str) -> ApiError:
