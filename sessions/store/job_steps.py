@@ -8,11 +8,11 @@ from datetime import datetime
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from core.clock import from_ms
 from sessions import jobs
 from sessions.models import JobRow, RunRow, SessionRow
 from sessions.states import JobStatus, RefundReason, RunState, SessionStatus
 from sessions.store.job_records import apply_job_state, job_state
+from sessions.store.reservations import reserved_run
 from sessions.store.run_views import (
     Duplicate,
     RefusalReason,
@@ -45,21 +45,16 @@ def reserve_job_in(
     if not state.is_due(now):
         return Refused(RefusalReason.NOT_DUE, state.next_due())
     session.updated_at = now
-    run = RunRow(
-        fire_id=fire_id,
-        heartbeat_id=None,
-        job_id=row.id,
-        session_id=session.id,
-        generation=state.generation,
+    run = reserved_run(
+        fire_id,
+        session.id,
+        state,
         fence=fence,
-        state=RunState.RESERVED,
-        due_at=from_ms(due_ms),
-        reserved_at=now,
-        prev_anchor_at=state.anchor,
-        prev_last_fired_at=state.last_fired,
+        due_ms=due_ms,
+        now=now,
         worker=worker,
         deferred=deferred,
-        missed=state.missed(now),
+        job_id=row.id,
     )
     db.add(run)
     apply_job_state(row, jobs.reserve(state, now), now)

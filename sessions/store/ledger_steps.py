@@ -10,7 +10,6 @@ from datetime import datetime
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from core.clock import from_ms
 from core.errors import InvalidState, StaleFence
 from core.usage import TokenUsage
 from sessions import heartbeat as hb
@@ -28,6 +27,7 @@ from sessions.store.base import session_row
 from sessions.store.deliveries import settle_pending_in
 from sessions.store.heartbeat_records import apply_state, heartbeat_state
 from sessions.store.job_steps import job_outcome_in, refund_job_run
+from sessions.store.reservations import reserved_run
 from sessions.store.run_views import (
     Duplicate,
     RefusalReason,
@@ -84,20 +84,16 @@ def reserve_in(
         return admitted
     assert row is not None  # _admit refused otherwise
     session.updated_at = now
-    run = RunRow(
-        fire_id=fire_id,
-        heartbeat_id=row.id,
-        session_id=session.id,
-        generation=admitted.generation,
+    run = reserved_run(
+        fire_id,
+        session.id,
+        admitted,
         fence=fence,
-        state=RunState.RESERVED,
-        due_at=from_ms(due_ms),
-        reserved_at=now,
-        prev_anchor_at=admitted.anchor,
-        prev_last_fired_at=admitted.last_fired,
+        due_ms=due_ms,
+        now=now,
         worker=worker,
         deferred=deferred,
-        missed=admitted.missed(now),
+        heartbeat_id=row.id,
     )
     db.add(run)
     apply_state(row, hb.reserve(admitted, now), now)
