@@ -15,7 +15,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import pairwise
 
-from chaos.evidence import IN_TURN_STATES, REACHED_AGENT, Delivery, Evidence, Run, exit_cause
+from chaos.evidence import (
+    IN_TURN_STATES,
+    REACHED_AGENT,
+    Delivery,
+    Evidence,
+    Run,
+    exit_cause,
+    on_schedule,
+)
+from chaos.schedule_checks import jitter_applied, no_fire_outside_hours, one_run_per_due_time
 from chaos.send_checks import recovery_bounded, send_after_lock_moved, unmarked_repeat
 from chaos.verdict import Check as Check
 from chaos.verdict import sends_in_order
@@ -187,7 +196,10 @@ def _gaps(ev: Evidence, sid: str, interval: float, since: float) -> list[tuple[f
     fires = sorted(
         r.reserved
         for r in ev.runs
-        if r.session == sid and r.state in REACHED_AGENT and since < r.reserved <= ev.snapshot
+        if r.session == sid
+        and r.job is None
+        and r.state in REACHED_AGENT
+        and since < r.reserved <= ev.snapshot
     )
     points = [since, *fires, ev.snapshot]
     return [(a, b - a - interval) for a, b in pairwise(points)]
@@ -204,7 +216,7 @@ def heartbeat_lateness(ev: Evidence) -> Check:
     allowance = max(ev.allowance, min(ev.allowance * ev.load_factor, quiet / 2))
     worst = 0.0
     for hb in ev.heartbeats:
-        if not hb.active:
+        if not on_schedule(ev, hb):
             continue
         since = max(last_fault, hb.set_at)
         for start, late in _gaps(ev, hb.session, hb.interval, since):
@@ -370,6 +382,9 @@ ALL_CHECKS: list[Callable[[Evidence], Check]] = [
     send_after_lock_moved,
     unmarked_repeat,
     webhook_delivered_once,
+    one_run_per_due_time,
+    no_fire_outside_hours,
+    jitter_applied,
     recovery_bounded,
     processes_stayed_up,
 ]

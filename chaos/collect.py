@@ -13,8 +13,10 @@ from pathlib import Path
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
-from chaos.evidence import Delivery, Heartbeat, Reply, Run, UserMessage
-from sessions.models import DeliveryRow, HeartbeatRow, MessageRow, RunRow, SessionRow
+from chaos.evidence import Delivery, Heartbeat, Job, Reply, Run, UserMessage
+from sessions.grammar.job_schedule import OnceSchedule, job_next_fire
+from sessions.models import DeliveryRow, HeartbeatRow, JobRow, MessageRow, RunRow, SessionRow
+from sessions.store.job_records import schedule_of
 
 
 def _ts(value: datetime | None) -> float | None:
@@ -65,6 +67,7 @@ def read_runs(engine: Engine) -> list[Run]:
                 finished=_ts(r.finished_at),
                 worker=r.worker,
                 detail=r.detail,
+                job=r.job_id,
             )
             for r in db.scalars(select(RunRow).order_by(RunRow.id))
         ]
@@ -99,10 +102,37 @@ def read_heartbeats(engine: Engine) -> list[Heartbeat]:
             interval=float(hb.interval_seconds or 0),
             set_at=hb.set_at.timestamp(),
             active=str(hb.status) == "active" and str(status) == "active",
+            hours=hb.active_hours,
+            jittered=hb.exact is False,
         )
         for hb, status in rows
         if hb.interval_seconds
     ]
+
+
+def read_jobs(engine: Engine) -> list[Job]:
+    with Session(engine) as db:
+        rows = list(db.scalars(select(JobRow).order_by(JobRow.id)))
+    return [
+        Job(
+            id=row.id,
+            session=row.session_id,
+            period=_period(row),
+            set_at=row.created_at.timestamp(),
+            active=str(row.status) == "active",
+        )
+        for row in rows
+    ]
+
+
+def _period(row: JobRow) -> float:
+    """Seconds between two due times (0: a one-shot)."""
+    schedule = schedule_of(row)
+    if isinstance(schedule, OnceSchedule):
+        return 0.0
+    first = job_next_fire(schedule, row.anchor_at, 0)
+    second = job_next_fire(schedule, first, 0) if first else None
+    return (second - first).total_seconds() if first and second else 0.0
 
 
 def queued_messages(engine: Engine) -> int:

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 
+from sessions.grammar.hours import ActiveHours
 from sessions.states import IN_TURN
 from sessions.states import REACHED_AGENT as _REACHED
 
@@ -29,6 +31,7 @@ class Run:
     finished: float | None = None
     worker: str | None = None
     detail: str | None = None
+    job: str | None = None  # the cron job of the run (None: a heartbeat's fire)
 
 
 @dataclass(frozen=True)
@@ -71,6 +74,20 @@ class Delivery:
 class Heartbeat:
     session: str
     interval: float
+    set_at: float
+    active: bool = True
+    hours: str | None = None  # active hours as ActiveHours.describe() (None: always)
+    jittered: bool = False  # its due times carry the session's jitter offset
+
+
+@dataclass(frozen=True)
+class Job:
+    """A cron job of the run: its target session (None: a fresh session per run) and period
+    (the interval, or the gap between its cron times)."""
+
+    id: str
+    session: str | None
+    period: float
     set_at: float
     active: bool = True
 
@@ -132,6 +149,7 @@ class Evidence:
     replies: list[Reply] = field(default_factory=list)
     deliveries: list[Delivery] = field(default_factory=list)
     heartbeats: list[Heartbeat] = field(default_factory=list)
+    jobs: list[Job] = field(default_factory=list)
     faults: list[Disruption] = field(default_factory=list)
     exits: list[ProcessExit] = field(default_factory=list)
     accepted: list[int] = field(default_factory=list)  # ids the edge answered Queued for
@@ -149,3 +167,17 @@ class Evidence:
     growth_floor: float = 3.0
     webhook: list[WebhookHit] = field(default_factory=list)  # what the webhook receiver got
     webhook_records: dict[str, str] = field(default_factory=dict)  # its keys' delivery states
+
+
+def inside_hours(hours: str | None, at: float) -> bool:
+    """Whether epoch second ``at`` is inside active hours ``hours`` (None: always)."""
+    if hours is None:
+        return True
+    moment = datetime.fromtimestamp(at, UTC)
+    return ActiveHours.from_text(hours).next_open(moment) == moment
+
+
+def on_schedule(ev: Evidence, hb: Heartbeat) -> bool:
+    """An active heartbeat whose active hours (if any) hold from its set time to the snapshot:
+    one that must keep firing. (One outside its hours must not fire at all.)"""
+    return hb.active and inside_hours(hb.hours, hb.set_at) and inside_hours(hb.hours, ev.snapshot)

@@ -52,6 +52,22 @@ INTERVALS = (5, 6, 8, 10, 12)
 SESSIONS = 50
 MESSAGE_RATE = 0.5
 LONGEST_INTERVAL = max(INTERVALS)
+# Issue 18: heartbeats with policies, in sessions of their own (traffic.py): active hours that
+# hold the whole run, hours it never reaches (that heartbeat must never fire), jittered ones
+# (HBGW_JITTER is on: an offset of up to 10% of the interval, in whole seconds, so intervals
+# of 30 s and more) and an exact one.
+POLICY_HEARTBEATS = (
+    "every 20s hours {inside}",
+    "every 5s hours {outside}",
+    "every 30s",
+    "every 40s",
+    "every 60s",
+    "every 30s exact",
+)
+# Cron jobs added with /cron in a chat (a fresh session per run, delivered to that chat), and
+# jobs into existing sessions that have a heartbeat (turns under the session's lock).
+JOBS = ("every 5s", "every 7s", "* * * * *")
+SESSION_JOBS = ("every 5s", "every 9s")
 # Past the lease and the worker TTL, and then one longest interval: while the worker sleeps its
 # sessions move on and every one of them takes a new lock grant, so a turn it was running wakes
 # up behind a newer fence.

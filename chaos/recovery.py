@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from chaos.evidence import REACHED_AGENT, Evidence, Heartbeat
+from chaos.evidence import REACHED_AGENT, Evidence, Heartbeat, on_schedule
 
 
 def next_fault(ev: Evidence, ended: float) -> float | None:
@@ -37,7 +37,7 @@ def recovery(ev: Evidence, began: float, ended: float) -> dict[str, Any]:
     until = next_fault(ev, ended)
     firsts: list[float | None] = []
     for hb in ev.heartbeats:
-        if hb.active:
+        if on_schedule(ev, hb):
             after = [t for t in fires[hb.session] if t > ended]
             firsts.append(after[0] if after else None)
     answered = {r.reply_to: r.created for r in ev.replies}
@@ -73,7 +73,7 @@ def recovery(ev: Evidence, began: float, ended: float) -> dict[str, Any]:
 def _fires(ev: Evidence) -> dict[str, list[float]]:
     out: dict[str, list[float]] = defaultdict(list)
     for r in ev.runs:
-        if r.state in REACHED_AGENT:
+        if r.state in REACHED_AGENT and r.job is None:  # a heartbeat's fire, not a job's run
             out[r.session].append(r.reserved)
     for times in out.values():
         times.sort()
@@ -92,7 +92,7 @@ def heartbeat_delay(
     fires = _fires(ev) if fires is None else fires
     worst, cut = 0.0, False
     for hb in ev.heartbeats:
-        if not hb.active:
+        if not on_schedule(ev, hb):
             continue
         due = _due_after(hb, fires[hb.session], ended)
         if until is not None and due >= until:

@@ -233,6 +233,7 @@ def _evidence(d: Deployment, profile: Profile, faults: Faults, grace: float) -> 
         runs = collect.read_runs(engine)
         messages, replies = collect.read_messages(engine)
         heartbeats = collect.read_heartbeats(engine)
+        jobs = collect.read_jobs(engine)
         records = collect.read_delivery_states(engine, {h.key for h in hooked if h.key})
     finally:
         engine.dispose()
@@ -243,6 +244,7 @@ def _evidence(d: Deployment, profile: Profile, faults: Faults, grace: float) -> 
         replies=replies,
         deliveries=deliveries + webhook_sends(hooked),
         heartbeats=heartbeats,
+        jobs=jobs,
         faults=[Disruption(r.kind, r.target, r.began, r.ended or r.began) for r in faults.records],
         exits=list(d.cluster.exits),
         accepted=list(d.traffic.accepted),

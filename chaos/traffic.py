@@ -13,14 +13,17 @@ import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from datetime import timedelta
 
-from chaos.profiles import WEBHOOK_EVERY, Profile
+from chaos.profiles import JOBS, POLICY_HEARTBEATS, SESSION_JOBS, WEBHOOK_EVERY, Profile
 from core.clock import utcnow
 from core.settings import Settings
 from gateway.inbound import Queued, receive
 from hbgw.celery_app import make_celery
 from sessions.grammar import limits_from_settings
+from sessions.grammar.job_schedule import parse_job_schedule
 from sessions.store import Store
+from sessions.views import JobRoute, NewJob
 from state.connection import connect
 from state.dispatch import Dispatcher
 from state.runtime import Runtime
@@ -65,6 +68,36 @@ class Traffic:
             self.sessions.append(sid)
             every = intervals[i % len(intervals)]
             self._receive(sid, f"/heartbeat every {every}s status of job {i}")
+        self._policy_heartbeats()
+        self._jobs()
+
+    def _policy_heartbeats(self) -> None:
+        """Heartbeats with policies, each in a session of its own that users also write to:
+        active hours that hold the whole run and hours that it never reaches, jittered and
+        exact ones (``{inside}``/``{outside}``: windows of whole hours around now, in UTC)."""
+        now = utcnow()
+        inside = f"{now - timedelta(hours=1):%H}:00-{now + timedelta(hours=2):%H}:00 UTC"
+        outside = f"{now + timedelta(hours=3):%H}:00-{now + timedelta(hours=4):%H}:00 UTC"
+        for n, policy in enumerate(POLICY_HEARTBEATS):
+            sid = self.rt.store.create_session(
+                platform="chaos", chat=f"policy-{n:02d}", thread=None, now=utcnow()
+            ).id
+            self.sessions.append(sid)
+            words = policy.format(inside=inside, outside=outside)
+            self._receive(sid, f"/heartbeat {words} policy check {n}")
+
+    def _jobs(self) -> None:
+        """Cron jobs: ``JOBS`` added by /cron in a session's chat (each run a fresh session
+        delivered there), ``SESSION_JOBS`` into existing sessions that have a heartbeat."""
+        chat = self.sessions[1]
+        for n, schedule in enumerate(JOBS):
+            self._receive(chat, f"/cron add {schedule} -- cron job {n}")
+        for n, schedule in enumerate(SESSION_JOBS):
+            sid, now = self.sessions[2 + n], utcnow()
+            parsed = parse_job_schedule(schedule, now=now, min_interval=self.limits.min_interval)
+            route = JobRoute(session_id=sid)
+            job = self.rt.store.create_job(NewJob(parsed, schedule, f"job in {sid}", route), now)
+            self.rt.settle_job(job.id)
 
     def _receive(self, sid: str, text: str) -> Queued | None:
         result = receive(

@@ -27,7 +27,8 @@ S = "s1"
 
 
 def _run(n: int, fence: int, at: float, state: str = "completed", worker: str = "w1") -> Run:
-    return Run(f"{S}:{n}", S, fence, state, at, at + 0.01, at + 0.3, worker)
+    # The fire id names its due time in ms, as the beat makes it.
+    return Run(f"{S}:{int(at * 1000)}", S, fence, state, at, at + 0.01, at + 0.3, worker)
 
 
 def clean() -> Evidence:
@@ -216,10 +217,12 @@ def test_a_role_that_exited_is_flagged_and_a_missing_fault_too() -> None:
 
 def test_in_flight_work_at_the_snapshot_is_not_judged() -> None:
     ev = clean()
-    young = Run(f"{S}:500", S, 100, "started", T + 59, T + 59.1, None, "w1")
+    young = Run(f"{S}:{int((T + 60) * 1000)}", S, 100, "started", T + 59, T + 59.1, None, "w1")
     ev.runs.append(young)
     ev.deliveries.append(Delivery("send", S, T + 59.3, "heartbeat", ref=young.fire_id))
-    finished_unseen = Run(f"{S}:501", S, 101, "completed", T + 59.5, T + 59.5, T + 59.8, "w1")
+    finished_unseen = Run(
+        f"{S}:{int((T + 62) * 1000)}", S, 101, "completed", T + 59.5, T + 59.5, T + 59.8, "w1"
+    )
     ev.runs.append(finished_unseen)  # finished after the channel file was read
     assert failing(ev) == {}
 

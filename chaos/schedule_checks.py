@@ -1,0 +1,99 @@
+"""The checks added with issue 18 (run with the others from chaos/checks.py's ``ALL_CHECKS``):
+cron jobs and heartbeat policies.
+
+- ``one_run_per_due_time``: no due time of a heartbeat or a cron job reached the agent twice —
+  neither under one fire id nor under two: a run re-anchors at its fire time, so two runs that
+  reached the agent are at least one period apart in their due times (the ms in the fire id).
+  A run the retry ladder gave back (``model unreachable``) is not counted.
+- ``no_fire_outside_active_hours``: a heartbeat's fires are due inside its active hours.
+- ``jitter_applied``: a jittered heartbeat's first fire is due no earlier than its set time plus
+  its interval plus its session's offset (``sessions.jitter``), a jittered job's likewise.
+
+A job into a session never overlapping that session's heartbeat or user turns is
+``no_overlapping_turns``: a job's runs are in the ledger under the session they ran in.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from itertools import pairwise
+
+from chaos.evidence import REACHED_AGENT, Evidence, Run, inside_hours
+from chaos.verdict import Check
+from sessions.jitter import jitter_offset
+
+TOLERANCE = 0.01  # seconds: a fire id's due time is in whole milliseconds
+RETRIED = "model unreachable"
+
+
+def due_time(fire_id: str) -> float | None:
+    """Epoch seconds of the due time a fire id names (``sid:ms``, ``job:id:ms``)."""
+    _, _, due = fire_id.rpartition(":")
+    return int(due) / 1000 if due.isdigit() else None
+
+
+def _counted(r: Run) -> bool:
+    return r.state in REACHED_AGENT and not (r.detail or "").startswith(RETRIED)
+
+
+def _schedules(ev: Evidence) -> dict[str, tuple[float, list[Run]]]:
+    """Each heartbeat's and each job's (period, runs that reached the agent), by a name."""
+    periods = {f"heartbeat of {h.session}": h.interval for h in ev.heartbeats}
+    periods.update({f"job {j.id}": j.period for j in ev.jobs})
+    runs: dict[str, list[Run]] = defaultdict(list)
+    for r in ev.runs:
+        if _counted(r):
+            runs[f"job {r.job}" if r.job else f"heartbeat of {r.session}"].append(r)
+    return {name: (periods.get(name, 0.0), found) for name, found in runs.items()}
+
+
+def one_run_per_due_time(ev: Evidence) -> Check:
+    check = Check("one_run_per_due_time")
+    for name, (period, runs) in _schedules(ev).items():
+        dues = sorted((d, r.fire_id) for r in runs if (d := due_time(r.fire_id)) is not None)
+        for (before, first), (after, second) in pairwise(dues):
+            if after - before < period - TOLERANCE:
+                check.failures.append(
+                    f"{name} (every {period:g}s): {second} is due {after - before:.3f}s after "
+                    f"{first} — one due time ran twice"
+                )
+    check.figures["jobs"] = len(ev.jobs)
+    check.figures["job_runs"] = sum(1 for r in ev.runs if r.job and _counted(r))
+    return check
+
+
+def no_fire_outside_hours(ev: Evidence) -> Check:
+    check = Check("no_fire_outside_active_hours")
+    windows = {h.session: h.hours for h in ev.heartbeats if h.hours}
+    for r in ev.runs:
+        hours = windows.get(r.session)
+        due = due_time(r.fire_id)
+        if r.job or hours is None or due is None or r.state not in REACHED_AGENT:
+            continue
+        if not inside_hours(hours, due):
+            check.failures.append(f"{r.fire_id} is due outside its active hours {hours}")
+    check.figures["with_active_hours"] = len(windows)
+    return check
+
+
+def jitter_applied(ev: Evidence) -> Check:
+    check = Check("jitter_applied")
+    firsts: dict[str, float] = {}
+    for r in ev.runs:
+        due = due_time(r.fire_id)
+        if r.job is None and due is not None and r.state in REACHED_AGENT:
+            firsts[r.session] = min(due, firsts.get(r.session, due))
+    jittered = [h for h in ev.heartbeats if h.jittered and h.session in firsts]
+    for hb in jittered:
+        offset = jitter_offset(hb.session, hb.interval).total_seconds()
+        earliest = hb.set_at + hb.interval + offset
+        if firsts[hb.session] < earliest - TOLERANCE:
+            check.failures.append(
+                f"{hb.session} (every {hb.interval:g}s, offset {offset:g}s) first fired "
+                f"{earliest - firsts[hb.session]:.2f}s before its staggered due time"
+            )
+    check.figures["jittered_heartbeats"] = len(jittered)
+    check.figures["jittered_with_an_offset"] = sum(
+        1 for h in jittered if jitter_offset(h.session, h.interval)
+    )
+    return check
