@@ -2,12 +2,15 @@
 cron jobs and heartbeat policies.
 
 - ``one_run_per_due_time``: no due time of a heartbeat or a cron job reached the agent twice —
-  neither under one fire id nor under two: a run re-anchors at its fire time, so two runs that
-  reached the agent are at least one period apart in their due times (the ms in the fire id).
-  A run the retry ladder gave back (``model unreachable``) is not counted.
-- ``no_fire_outside_active_hours``: a heartbeat's fires are due inside its active hours.
-- ``jitter_applied``: a jittered heartbeat's first fire is due no earlier than its set time plus
-  its interval plus its session's offset (``sessions.jitter``), a jittered job's likewise.
+  neither under one fire id nor under two. A reservation re-anchors at its own time, so two
+  runs that reached the agent are reserved at least one period apart. (Not the due times the
+  fire ids name: an id is the due index's score when the fire was sent, which a back-off after
+  a refusal or a fire delivered late makes earlier than the due time the run serves.) A run the
+  retry ladder gave back (``model unreachable``) is not counted.
+- ``no_fire_outside_active_hours``: a heartbeat's fires are due (or at least reserved) inside
+  its active hours.
+- ``jitter_applied``: a jittered heartbeat's first fire is reserved no earlier than its set
+  time plus its interval plus its session's offset (``sessions.jitter``).
 
 A job into a session never overlapping that session's heartbeat or user turns is
 ``no_overlapping_turns``: a job's runs are in the ledger under the session they ran in.
@@ -50,12 +53,12 @@ def _schedules(ev: Evidence) -> dict[str, tuple[float, list[Run]]]:
 def one_run_per_due_time(ev: Evidence) -> Check:
     check = Check("one_run_per_due_time")
     for name, (period, runs) in _schedules(ev).items():
-        dues = sorted((d, r.fire_id) for r in runs if (d := due_time(r.fire_id)) is not None)
-        for (before, first), (after, second) in pairwise(dues):
+        reserved = sorted((r.reserved, r.fire_id) for r in runs)
+        for (before, first), (after, second) in pairwise(reserved):
             if after - before < period - TOLERANCE:
                 check.failures.append(
-                    f"{name} (every {period:g}s): {second} is due {after - before:.3f}s after "
-                    f"{first} — one due time ran twice"
+                    f"{name} (every {period:g}s): {second} was reserved {after - before:.3f}s "
+                    f"after {first} — one due time ran twice"
                 )
     check.figures["jobs"] = len(ev.jobs)
     check.figures["job_runs"] = sum(1 for r in ev.runs if r.job and _counted(r))
@@ -70,7 +73,7 @@ def no_fire_outside_hours(ev: Evidence) -> Check:
         due = due_time(r.fire_id)
         if r.job or hours is None or due is None or r.state not in REACHED_AGENT:
             continue
-        if not inside_hours(hours, due):
+        if not inside_hours(hours, due) and not inside_hours(hours, r.reserved):
             check.failures.append(f"{r.fire_id} is due outside its active hours {hours}")
     check.figures["with_active_hours"] = len(windows)
     return check
@@ -80,9 +83,8 @@ def jitter_applied(ev: Evidence) -> Check:
     check = Check("jitter_applied")
     firsts: dict[str, float] = {}
     for r in ev.runs:
-        due = due_time(r.fire_id)
-        if r.job is None and due is not None and r.state in REACHED_AGENT:
-            firsts[r.session] = min(due, firsts.get(r.session, due))
+        if r.job is None and r.state in REACHED_AGENT:
+            firsts[r.session] = min(r.reserved, firsts.get(r.session, r.reserved))
     jittered = [h for h in ev.heartbeats if h.jittered and h.session in firsts]
     for hb in jittered:
         offset = jitter_offset(hb.session, hb.interval).total_seconds()
