@@ -5,15 +5,21 @@ next due time (``anchor`` + interval, the first cron time after the anchor, or a
 time); a reservation counts the run and re-anchors at the fire time, so any number of missed
 due times give one run (``MissedPolicy.COALESCE``) — or none (``SKIP``); a refund puts both
 back. A job with a repeat count (a one-shot has 1) completes when its last run finishes.
+
+Jitter as for heartbeats (``sessions.jitter``): a repeating job not marked ``exact`` is offset
+by a fixed fraction of its period drawn from its id — an interval once per phase (the first
+due time after an add, a resume or a skip), a cron schedule at every occurrence.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from core.errors import InvalidState
+from sessions.grammar import CronSchedule, IntervalSchedule
 from sessions.grammar.job_schedule import JobSchedule, OnceSchedule, job_next_fire
+from sessions.jitter import jitter_offset
 from sessions.states import JobStatus, MissedPolicy
 
 MAX_MISSED_COUNTED = 1000
@@ -35,13 +41,35 @@ class JobState:
     """Attempts of the retry ladder so far (a run whose model was unreachable, given back)."""
     retry_at: datetime | None = None
     """When that run is tried again: the next due time while it is set."""
+    jitter_seed: str = ""
+    """The job id its jitter offset is drawn from ("": exact times)."""
 
     def next_due(self) -> datetime | None:
         if self.status != JobStatus.ACTIVE or self.runs_left() == 0:
             return None
         if self.retry_at is not None:
             return self.retry_at
-        return job_next_fire(self.schedule, self.anchor, self.fire_count)
+        due = job_next_fire(self.schedule, self.anchor, self.fire_count)
+        # An interval keeps the phase of its first run: the offset is added once, to a due
+        # time counted from an add, resume or skip (the anchor then is not a fire time).
+        if due is not None and (
+            isinstance(self.schedule, CronSchedule) or self.anchor != self.last_fired
+        ):
+            due += self.offset()
+        return due
+
+    def offset(self) -> timedelta:
+        """The jitter offset of this job's schedule (0: exact, or a one-shot)."""
+        schedule = self.schedule
+        if not self.jitter_seed or isinstance(schedule, OnceSchedule):
+            return timedelta(0)
+        if isinstance(schedule, IntervalSchedule):
+            return jitter_offset(self.jitter_seed, float(schedule.seconds))
+        first = job_next_fire(schedule, self.anchor, 0)
+        following = job_next_fire(schedule, first, 0) if first is not None else None
+        if first is None or following is None:
+            return timedelta(0)
+        return jitter_offset(self.jitter_seed, (following - first).total_seconds())
 
     def runs_left(self) -> int | None:
         return None if self.times is None else max(0, self.times - self.fire_count)

@@ -19,7 +19,8 @@ def _job(store: Store, schedule: str, age: float) -> tuple[str, str]:
     set_at = utcnow() - timedelta(seconds=age)
     sid = store.create_session(platform="slack", chat="C1", now=set_at).id
     parsed = parse_job_schedule(schedule, now=set_at, min_interval=60)
-    job = store.create_job(NewJob(parsed, schedule, "p", JobRoute(session_id=sid)), set_at)
+    text = f"{schedule} exact"  # on its exact times: the fire ids below name them
+    job = store.create_job(NewJob(parsed, text, "p", JobRoute(session_id=sid)), set_at)
     return job.id, sid
 
 

@@ -21,7 +21,8 @@ HERE = JobRoute(platform="slack", chat="C1", thread="T1")
 
 def _job(store: Store, schedule: str, at: datetime, route: JobRoute = HERE) -> JobView:
     parsed = parse_job_schedule(schedule, now=at, min_interval=60)
-    return store.create_job(NewJob(parsed, schedule, "p", route, owner="alice"), at)
+    text = f"{schedule} exact"  # on its exact times: backdated by one period, it is due
+    return store.create_job(NewJob(parsed, text, "p", route, owner="alice"), at)
 
 
 def test_the_list_pages_by_cursor_and_filters_to_a_chat(store: Store) -> None:

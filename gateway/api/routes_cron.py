@@ -22,7 +22,7 @@ from gateway.api.schemas import JobSpec, errors
 from gateway.api.serial import run_json
 from sessions.cron_commands import check_job_quota
 from sessions.grammar import check_prompt
-from sessions.grammar.job_schedule import parse_job_schedule
+from sessions.grammar.job_schedule import exact_text, parse_job_schedule
 from sessions.states import MissedPolicy
 from sessions.validation import check_storable
 from sessions.views import JobRoute, JobView, NewJob
@@ -59,6 +59,7 @@ def add(body: JobSpec, ctx: Ctx, who: Who) -> dict[str, Any]:
     if not who.admin:
         check_job_quota(ctx.store, who.owner, ctx.settings.api_max_jobs_per_owner)
     route = JobRoute(body.session_id, body.platform, body.chat, body.thread)
+    text = exact_text(text, schedule, body.exact or not ctx.limits.jitter)
     new = NewJob(
         schedule, text, prompt, route, who.owner, body.model, body.times, MissedPolicy(body.missed)
     )

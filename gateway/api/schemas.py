@@ -60,6 +60,8 @@ class JobSpec(Request):
     model: str | None = None
     tz: str | None = None
     missed: str = "coalesce"
+    exact: bool = False
+    """No jitter: run on the exact due times (also a last word ``exact`` in ``schedule``)."""
 
 
 class ErrorDetail(BaseModel):

@@ -33,6 +33,7 @@ def add(
     times: int | None = typer.Option(None, "--times", min=1, help="Run at most N times."),
     model: str | None = typer.Option(None, "--model", help="The model its runs ask for."),
     tz: str | None = typer.Option(None, "--tz", metavar="ZONE", help="IANA zone of a cron."),
+    exact: bool = typer.Option(False, "--exact", help="No jitter: run on the exact times."),
     missed: str = typer.Option(
         "coalesce", "--missed", metavar="POLICY", help="coalesce (one run) or skip."
     ),
@@ -42,7 +43,7 @@ def add(
     """Add a job; nothing is stored when any part is refused."""
     from core.errors import BadInput
     from sessions.grammar import check_prompt
-    from sessions.grammar.job_schedule import parse_job_schedule, split_schedule
+    from sessions.grammar.job_schedule import exact_text, parse_job_schedule, split_schedule
     from sessions.states import MissedPolicy
     from sessions.views import JobRoute, NewJob
 
@@ -53,6 +54,7 @@ def add(
     if missed not in {p.value for p in MissedPolicy}:
         raise BadInput(f"--missed is coalesce or skip, not {missed!r}.")
     route = JobRoute(session, platform, chat, thread)
+    schedule_text = exact_text(schedule_text, schedule, exact or not lim.jitter)
     new = NewJob(schedule, schedule_text, prompt, route, owner, model, times, MissedPolicy(missed))
     job = open_store().create_job(new, at)
     _sync(job.id)

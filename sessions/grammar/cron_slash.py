@@ -15,7 +15,13 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from core.errors import CommandError
-from sessions.grammar.job_schedule import FORMS, JobSchedule, parse_job_schedule, split_schedule
+from sessions.grammar.job_schedule import (
+    FORMS,
+    JobSchedule,
+    exact_text,
+    parse_job_schedule,
+    split_schedule,
+)
 from sessions.grammar.limits import GrammarLimits
 from sessions.grammar.slash import check_prompt
 from sessions.grammar.text import quote
@@ -66,7 +72,8 @@ def cron_help() -> str:
             "reply comes to this chat (use /heartbeat when it needs this conversation):",
             "/cron add in 10m -- <prompt> — once (also at 2027-01-05T09:00+01:00)",
             "/cron add every 2h -- <prompt> — repeating (also @daily, or five cron fields "
-            "with a zone: TZ=Europe/Paris 0 9 * * 1-5)",
+            "with a zone: TZ=Europe/Paris 0 9 * * 1-5); staggered by a few seconds unless "
+            "the schedule ends with exact: /cron add @hourly exact -- <prompt>",
             "/cron list — this chat's jobs; /cron show ID, /cron pause ID, /cron resume ID, "
             "/cron cancel ID",
         ]
@@ -122,4 +129,4 @@ def _add(args: list[str], now: datetime, limits: GrammarLimits) -> AddJob:
         schedule_text, prompt_words = split_schedule(args)
     schedule = parse_job_schedule(schedule_text, now=now, min_interval=limits.min_interval)
     prompt = check_prompt(" ".join(prompt_words), limits, example=EXAMPLE)
-    return AddJob(schedule, schedule_text, prompt)
+    return AddJob(schedule, exact_text(schedule_text, schedule, not limits.jitter), prompt)

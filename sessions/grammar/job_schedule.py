@@ -3,7 +3,9 @@ cron fields (``0 9 * * 1-5``, optionally ``cron`` first or ``TZ=Area/City`` in f
 @alias. Pure: ``now`` is an argument.
 
 ``in`` and ``at`` run once; ``every`` and cron repeat, and HBGW_MIN_INTERVAL binds them as it
-binds heartbeats (cron's two closest fires included, ``cron.smallest_gap``).
+binds heartbeats (cron's two closest fires included, ``cron.smallest_gap``). A repeating
+schedule is jittered (``sessions.jobs``) unless its text ends with the word ``exact``: the
+stored schedule text is where a job keeps that choice.
 """
 
 from __future__ import annotations
@@ -33,13 +35,32 @@ class OnceSchedule:
 
 
 JobSchedule = OnceSchedule | IntervalSchedule | CronSchedule
+EXACT = "exact"
+
+
+def is_exact(text: str) -> bool:
+    """Whether a job's schedule text opts out of jitter (its last word is ``exact``)."""
+    words = text.split()
+    return bool(words) and words[-1].lower() == EXACT
+
+
+def exact_text(text: str, schedule: JobSchedule, exact: bool) -> str:
+    """The schedule text to store: ``exact`` added to a repeating schedule that should fire on
+    its exact times (asked for, or HBGW_JITTER=false), once."""
+    if exact and not is_exact(text) and not isinstance(schedule, OnceSchedule):
+        return f"{text} {EXACT}"
+    return text
 
 
 def parse_job_schedule(
     text: str, *, now: datetime, min_interval: float, tz: str | None = None
 ) -> JobSchedule:
-    """Every failure is a GrammarError with one sentence naming what to change."""
+    """Every failure is a GrammarError with one sentence naming what to change. A last word
+    ``exact`` (no jitter) is not part of the schedule."""
     words = text.split()
+    if is_exact(text):
+        words = words[:-1]
+        text = " ".join(words)
     if not words:
         raise CommandError(f"A job needs a schedule — {FORMS}.")
     head, rest = words[0].lower(), " ".join(words[1:])
@@ -61,12 +82,15 @@ def parse_job_schedule(
 def split_schedule(words: list[str]) -> tuple[str, list[str]]:
     """(schedule, prompt words) of ``SCHEDULE PROMPT…`` without quotes: the schedule's length
     follows from its first word (``in 10m``, ``every 90 minutes``, ``at <time>``, ``@daily``,
-    ``[cron] [TZ=zone] <five fields>``). A first word with spaces in it is the whole schedule."""
+    ``[cron] [TZ=zone] <five fields>``), and a word ``exact`` after it. A first word with spaces
+    in it is the whole schedule."""
     if not words:
         raise CommandError(f"A job needs a schedule and a prompt — {FORMS}.")
     if " " in words[0].strip():
         return words[0], words[1:]
     n = _schedule_words(words)
+    if len(words) > n and words[n].lower() == EXACT:
+        n += 1
     return " ".join(words[:n]), words[n:]
 
 

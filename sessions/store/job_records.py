@@ -20,7 +20,12 @@ from core.clock import iso
 from core.errors import BadInput, NotFound
 from sessions import jobs
 from sessions.grammar import CronSchedule, IntervalSchedule
-from sessions.grammar.job_schedule import JobSchedule, OnceSchedule, describe_job_schedule
+from sessions.grammar.job_schedule import (
+    JobSchedule,
+    OnceSchedule,
+    describe_job_schedule,
+    is_exact,
+)
 from sessions.models import MODEL_CHARS, JobRow, RunRow
 from sessions.states import JobStatus, MissedPolicy
 from sessions.store.base import Transactions, active_session_row
@@ -73,6 +78,7 @@ class JobView:
             else None,
             "cron": schedule.expr if isinstance(schedule, CronSchedule) else None,
             "timezone": schedule.timezone if isinstance(schedule, CronSchedule) else None,
+            "exact": not s.jitter_seed,
             "session_id": self.route.session_id,
             "platform": self.route.platform,
             "chat": self.route.chat,
@@ -126,11 +132,13 @@ class JobRecords(Transactions):
             missed_policy=new.missed_policy,
             now=now,
         )
+        job_id = "j" + uuid.uuid4().hex[:11]
+        state = dataclasses.replace(state, jitter_seed=_seed(job_id, new.schedule_text))
         with self._transaction() as db:
             if new.route.session_id is not None:
                 active_session_row(db, new.route.session_id, "schedule a job in")
             row = JobRow(
-                id="j" + uuid.uuid4().hex[:11],
+                id=job_id,
                 owner=new.owner,
                 schedule_text=new.schedule_text,
                 session_id=new.route.session_id,
@@ -282,7 +290,13 @@ def job_state(row: JobRow) -> jobs.JobState:
         last_fired=row.last_fired_at,
         retries=row.retries or 0,
         retry_at=row.retry_at,
+        jitter_seed=_seed(row.id, row.schedule_text),
     )
+
+
+def _seed(job_id: str, schedule_text: str) -> str:
+    """Jittered by its id unless its schedule text ends with ``exact``."""
+    return "" if is_exact(schedule_text) else job_id
 
 
 def schedule_of(row: JobRow) -> JobSchedule:

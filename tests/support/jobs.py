@@ -8,7 +8,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from core.clock import utcnow
-from sessions.grammar.job_schedule import parse_job_schedule
+from sessions.grammar.job_schedule import exact_text, parse_job_schedule
 from sessions.models import JobRow
 from sessions.states import SETTLED, MissedPolicy
 from sessions.views import JobRoute, JobView, NewJob
@@ -31,8 +31,10 @@ def add_job(
     at = set_at or utcnow()
     parsed = parse_job_schedule(schedule, now=at, min_interval=gw.settings.min_interval, tz=tz)
     route = JobRoute(session_id=session) if session else JobRoute(platform="slack", chat="CJ")
+    # As the surfaces store it: HBGW_JITTER=false (the harness) marks a repeating job exact.
+    text = exact_text(schedule, parsed, not gw.settings.jitter)
     job = gw.store.create_job(
-        NewJob(parsed, schedule, prompt, route, model=model, times=times, missed_policy=missed),
+        NewJob(parsed, text, prompt, route, model=model, times=times, missed_policy=missed),
         at,
     )
     gw.rt.settle_job(job.id)
