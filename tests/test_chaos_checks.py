@@ -27,7 +27,7 @@ S = "s1"
 
 
 def _run(n: int, fence: int, at: float, state: str = "completed", worker: str = "w1") -> Run:
-    # The fire id names its due time in ms, as the beat makes it.
+    """A heartbeat's fire; its id names its due time in ms, as the beat makes it."""
     return Run(f"{S}:{int(at * 1000)}", S, fence, state, at, at + 0.01, at + 0.3, worker)
 
 
@@ -217,8 +217,7 @@ def test_a_role_that_exited_is_flagged_and_a_missing_fault_too() -> None:
 
 def test_in_flight_work_at_the_snapshot_is_not_judged() -> None:
     ev = clean()
-    # The fires due at T + 56 and T + 58 are the two below, still in flight at the snapshot.
-    dropped = {r.fire_id for r in ev.runs[-2:]}
+    dropped = {r.fire_id for r in ev.runs[-2:]}  # due at T + 56 and T + 58: the two below
     ev.runs = ev.runs[:-2]
     ev.deliveries = [d for d in ev.deliveries if d.ref not in dropped]
     young = Run(f"{S}:{int((T + 56) * 1000)}", S, 100, "started", T + 57, T + 57.1, None, "w1")
