@@ -38,6 +38,10 @@ SETTINGS: dict[str, Any] = {
     # retrying record would read as a stale send (tests/test_delivery_retries.py covers that
     # path; judging it in the harness is open work, docs/reliability.md).
     "delivery_retries": 0,
+    # A run cut off in a session that never gets another grant (a cron job's fresh session)
+    # is settled by beat past dead_after (900 s by default): short here, so the run sees it.
+    "stale_after": 10,
+    "dead_after": 15,
 }
 WEBHOOK_EVERY = 5
 WEBHOOK_HANG = 1.5  # seconds a hung answer takes: past webhook_timeout

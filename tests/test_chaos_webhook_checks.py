@@ -53,11 +53,21 @@ def test_unsigned_mismatched_and_untrue_records_fail() -> None:
     mismatched = replace(hit("s1:2", 0), delivery_key="s1:3")
     assert not webhook_delivered_once(Evidence(webhook=[mismatched])).ok
     never = hit("s1:4", 0, 500, taken=False)
-    lying = Evidence(webhook=[never], webhook_records={"s1:4": "sent"})
+    lying = Evidence(webhook=[never], webhook_records={"s1:4": "sent"}, snapshot=T + 60)
     failed = webhook_delivered_once(lying)
     assert failed.failures == ["s1:4 is recorded sent, but the receiver never took it"]
-    honest = Evidence(webhook=[never], webhook_records={"s1:4": "failed"})
+    honest = Evidence(webhook=[never], webhook_records={"s1:4": "failed"}, snapshot=T + 60)
     assert webhook_delivered_once(honest).ok
+
+
+def test_a_key_refused_inside_the_grace_may_still_be_retried() -> None:
+    """The receiver is read before SQL: a retry taken in between reads "sent" with no arrival
+    (chaos quick, refused 0.2 s before the snapshot)."""
+    late = hit("s1:5", 59.8, 500, taken=False)
+    ev = Evidence(webhook=[late], webhook_records={"s1:5": "sent"}, snapshot=T + 60, grace=10)
+    assert webhook_delivered_once(ev).ok
+    early = replace(ev, webhook=[replace(late, at=T + 40)])
+    assert not webhook_delivered_once(early).ok
 
 
 def test_receiver_records_are_saved_for_a_recheck(tmp_path: Path) -> None:
