@@ -88,11 +88,11 @@ def test_a_changelog_has_an_unreleased_section() -> None:
 def test_the_demo_summary_explains_its_failed_runs(
     hbgw: Hbgw, monkeypatch: pytest.MonkeyPatch, failed: int
 ) -> None:
-    import hbgw.demo
+    from hbgw import demo as demo_module
 
     details = {"lock lost before delivery": failed} if failed else {}
     summary = {"sessions": 30, "failed": failed, "failed_details": details, "invariants_ok": True}
-    monkeypatch.setattr(hbgw.demo, "run_demo", lambda *_a, **_k: summary)
+    monkeypatch.setattr(demo_module, "run_demo", lambda *_a, **_k: summary)
     result = hbgw("demo")
     assert result.code == 0, result.err
     text = " ".join(result.out.split())
