@@ -22,7 +22,7 @@ COPY chaos chaos
 COPY requirements.lock ./
 # The build context has no .git, so the version (from git tags elsewhere) comes in as an
 # argument: docker build --build-arg HBGW_VERSION="$(.venv/bin/hbgw --version | cut -d' ' -f2)" .
-ARG HBGW_VERSION=0.0.0+unknown
+ARG HBGW_VERSION=0.0.0
 # A regular (non-editable) install at the locked versions: the final image carries /opt/hbgw
 # only, not /src.
 RUN SETUPTOOLS_SCM_PRETEND_VERSION="${HBGW_VERSION}" \
