@@ -33,8 +33,8 @@ def _annotations(extra: str, tmp_path: Path) -> dict[str, dict[str, str]]:
 def test_a_secret_change_rolls_the_pods_that_read_it(tmp_path: Path) -> None:
     before = _annotations("", tmp_path / "a")
     assert set(before) == {"api", "beat", "worker", "flower"}
-    for role, annotations in before.items():
-        assert {"checksum/config", "checksum/secret"} <= set(annotations), role
+    for role, pod in before.items():
+        assert {"checksum/config", "checksum/secret"} <= set(pod), role
     rotated = _annotations(
         "secrets: {adminToken: rotated-admin, flowerPassword: ci-flower-password}\n",
         tmp_path / "b",
