@@ -123,4 +123,4 @@ def test_every_placeholder_of_dotenv_example_is_refused() -> None:
             "REDIS_PASSWORD": {"redis_url": f"redis://:{value}@redis:6379/0"},
         }.get(key, {key.removeprefix("HBGW_").lower(): value})
         with pytest.raises(ValidationError):
-            Settings(**given)
+            Settings.model_validate(given)
