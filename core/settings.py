@@ -14,6 +14,7 @@ from core.masking import mask_command, mask_url
 from core.settings_delivery import BrokerSettings, DeliverySettings
 from core.settings_discord import DiscordSettings
 from core.settings_jobs import JobSettings
+from core.settings_placeholders import PlaceholderCheck
 from core.settings_slack import SlackSettings
 from core.settings_telegram import TelegramSettings
 from core.settings_webhook import WebhookSettings
@@ -40,7 +41,7 @@ PLATFORM_NEEDS = {
 }
 
 
-# Each platform's settings live in a module of their own (core/settings_<platform>.py).
+# Each platform's settings, and the refusal of placeholders, live in modules of their own.
 class Settings(
     BaseSettings,
     BrokerSettings,
@@ -50,6 +51,7 @@ class Settings(
     DiscordSettings,
     WebhookSettings,
     JobSettings,
+    PlaceholderCheck,
 ):
     model_config = SettingsConfigDict(env_prefix="HBGW_", extra="ignore")
 
@@ -343,9 +345,8 @@ class Settings(
         }
 
     def missing_platform_settings(self) -> list[str]:
-        """A sentence for each platform HBGW_PLATFORMS names without the settings it needs.
-        Checked by the roles that serve platforms (the API, the workers: ``Served``), not
-        here: beat and Flower serve none and get none of the platforms' secrets."""
+        """A sentence for each platform HBGW_PLATFORMS names without the settings it needs;
+        checked by the roles that serve platforms (``Served``): beat and Flower get none."""
         names = self.platform_names or frozenset()
         return [
             f"HBGW_PLATFORMS names {platform}: set {needs} too"
@@ -377,8 +378,7 @@ class Settings(
         return self.liveness_dir or self.home / "liveness"
 
     def masked(self) -> dict[str, Any]:
-        """Effective settings for display: secrets are starred, and so is every secret inside
-        a URL or the agent command (``core.masking``)."""
+        """Effective settings for display; secrets starred, in URLs too (``core.masking``)."""
         out: dict[str, Any] = {}
         for name in type(self).model_fields:
             value = getattr(self, name)

@@ -12,6 +12,7 @@ import random
 import signal
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -182,6 +183,7 @@ class Demo:
     def summary(self) -> dict[str, Any]:
         runs = self.rt.store.runs()
         reached = [r for r in runs if r.state in REACHED_AGENT]
+        failed = [r for r in runs if r.state == RunState.FAILED]
         path = self.settings.channel_file
         sends = [r for r in read_records(Path(path)) if r["call"] == "send"] if path else []
         report = check(self.rt, utcnow())
@@ -192,7 +194,9 @@ class Demo:
             "coalesced": sum(r.missed for r in reached),
             "refunds": sum(1 for r in runs if r.state in GIVEN_BACK),
             "silent": sum(1 for r in runs if r.state == RunState.SILENT),
-            "failed": sum(1 for r in runs if r.state == RunState.FAILED),
+            "failed": len(failed),
+            # Why each failed run failed (its detail): the summary explains them.
+            "failed_details": dict(Counter(r.detail or "no detail" for r in failed)),
             "delivered": len(sends),
             "heartbeat_deliveries": sum(1 for r in sends if r["kind"] == "heartbeat"),
             "user_replies": sum(1 for r in sends if r["kind"] in ("reply", "notice")),

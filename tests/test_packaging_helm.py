@@ -78,10 +78,21 @@ def test_values_the_schema_forbids_are_rejected(values: str, where: str, tmp_pat
 
 def test_missing_store_urls_stop_the_render_with_a_sentence(tmp_path: Path) -> None:
     empty = tmp_path / "values.yaml"
-    empty.write_text("{}\n")
+    empty.write_text("image: {repository: registry.example/heartbeat-gateway}\n")
     code, result = chart_check("render", CHART, empty, tmp_path / "out")
     assert code == 1
     assert "set database.url" in result["error"]
+
+
+def test_a_missing_image_stops_the_render_with_a_sentence(tmp_path: Path) -> None:
+    # Issue 20: the chart named an image that does not exist, and the README set none.
+    values = tmp_path / "values.yaml"
+    text = (CHART / "ci" / "default-values.yaml").read_text()
+    values.write_text("\n".join(line for line in text.splitlines() if "image:" not in line))
+    code, result = chart_check("render", CHART, values, tmp_path / "out")
+    assert code == 1
+    assert "set image.repository to the image you built and pushed" in result["error"]
+    assert "docker build" in result["error"]
 
 
 def test_default_workloads_are_hardened_and_probed(tmp_path: Path) -> None:
@@ -105,13 +116,30 @@ def test_default_workloads_are_hardened_and_probed(tmp_path: Path) -> None:
                 assert container["livenessProbe"] and container["readinessProbe"]
     job = by_kind["Job"][0]
     assert job["metadata"]["annotations"]["helm.sh/hook"] == "pre-install,pre-upgrade"
+    # The job's own hook Secret and account; the release's Secret, ConfigMap and account are
+    # ordinary objects, updated in place on upgrade (issue 20: they were recreated hooks).
+    hooks = {
+        (o["kind"], o["metadata"]["name"])
+        for o in [*by_kind["Secret"], *by_kind["ConfigMap"], *by_kind["ServiceAccount"]]
+        if "helm.sh/hook" in o["metadata"].get("annotations", {})
+    }
+    assert hooks == {
+        ("Secret", "hbgw-heartbeat-gateway-migrate"),
+        ("ServiceAccount", "hbgw-heartbeat-gateway-migrate"),
+    }
+    job_pod = job["spec"]["template"]["spec"]
+    assert job_pod["serviceAccountName"] == "hbgw-heartbeat-gateway-migrate"
+    job_env = {e["name"]: e for e in job_pod["containers"][0]["env"]}
+    ref = job_env["HBGW_DATABASE_URL"]["valueFrom"]["secretKeyRef"]
+    assert ref["name"] == "hbgw-heartbeat-gateway-migrate"
+    assert job_env["HBGW_HOME"]["value"] == "/var/lib/hbgw"
+    assert "envFrom" not in job_pod["containers"][0]
     worker = next(d for d in by_kind["Deployment"] if d["metadata"]["name"].endswith("-worker"))
     container = worker["spec"]["template"]["spec"]["containers"][0]
     assert container["args"][:3] == ["worker", "--name", "$(POD_NAME)"]
     pod_name = next(e for e in container["env"] if e["name"] == "POD_NAME")
     assert pod_name["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
     assert len(by_kind["PodDisruptionBudget"]) == 3
-    assert "Secret" in by_kind
     config = next(c for c in by_kind["ConfigMap"] if c["metadata"]["name"].endswith("-config"))
     assert config["data"]["HBGW_METRICS_HOST"] == "0.0.0.0"
     assert config["data"]["HBGW_HOME"] == "/var/lib/hbgw"
@@ -131,7 +159,7 @@ PLATFORMS = {
 STORES = {"HBGW_DATABASE_URL", "HBGW_REDIS_URL", "HBGW_BROKER_URL"}
 ROLE_SECRETS = {
     "migrate": {"HBGW_DATABASE_URL"},
-    "api": {*STORES, "HBGW_ADMIN_TOKEN", "HBGW_API_TOKENS", *PLATFORMS},
+    "api": {*STORES, "HBGW_ADMIN_TOKEN", "HBGW_API_TOKENS", "HBGW_API_ID_KEY", *PLATFORMS},
     "beat": {*STORES, "HBGW_ALERT_WEBHOOK", "HBGW_ALERT_WEBHOOK_SECRET"},
     "worker": {*STORES, "HBGW_OPENAI_API_KEY", *PLATFORMS, "HBGW_WEBHOOK_URL"},
     "flower": {"HBGW_REDIS_URL", "HBGW_BROKER_URL", "HBGW_FLOWER_PASSWORD"},
@@ -166,7 +194,7 @@ def test_the_alert_webhook_and_its_signing_secret_are_secret_keys(tmp_path: Path
         " alertWebhookSecret: whsec}\n"
     )
     by_kind = kinds(render(values, tmp_path / "out"))
-    (secret,) = by_kind["Secret"]
+    (secret,) = [s for s in by_kind["Secret"] if s["metadata"]["name"].endswith("-secret")]
     assert secret["stringData"]["HBGW_ALERT_WEBHOOK"] == "https://hooks.example/T/x"
     assert secret["stringData"]["HBGW_ALERT_WEBHOOK_SECRET"] == "whsec"
     config = next(c for c in by_kind["ConfigMap"] if c["metadata"]["name"].endswith("-config"))

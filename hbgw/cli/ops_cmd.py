@@ -204,8 +204,24 @@ def demo(
     else:
         console.print("\n[bold]Summary[/]")
         for key, value in summary.items():
-            console.print(f"  {key:<22} {value}")
+            if key != "failed_details":
+                console.print(f"  {key:<22} {value}")
+        if summary["failed"]:
+            console.print(FAILED_RUNS.format(details=_details(summary["failed_details"])))
         verdict = "hold" if summary["invariants_ok"] else "FAILED"
         console.print(f"Invariants I1–I5 {verdict}.")
     if not summary["invariants_ok"]:
         sys.exit(1)
+
+
+# The demo SIGKILLs worker w2 halfway: a turn it held then never finishes and is settled
+# `failed` (docs/contract.md, the ledger); its heartbeat fires again on a later tick.
+FAILED_RUNS = (
+    "  [dim]failed: runs whose turn did not finish ({details}); expected when the demo "
+    "SIGKILLs worker w2 during a turn: that run is settled failed, and its heartbeat fires "
+    "again on a later tick.[/]"
+)
+
+
+def _details(counts: dict[str, int]) -> str:
+    return ", ".join(f"{detail} ×{count}" for detail, count in sorted(counts.items()))
