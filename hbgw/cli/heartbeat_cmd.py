@@ -6,7 +6,7 @@ accepted or refused, in the same words, whichever way it is given.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -83,7 +83,7 @@ def set_(
     from sessions.grammar.policy import policy_words
 
     lim = limits()
-    chosen = {"lasts": lasts, "times": times, "budget": budget, "model": model}
+    chosen: dict[str, Any] = {"lasts": lasts, "times": times, "budget": budget, "model": model}
     words = policy_words(hours=hours, weekdays=weekdays, exact=exact, **chosen)
     policy = _policy(words, tz, budget)
     # With an interval, --tz can only be the active hours' zone.
