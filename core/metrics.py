@@ -75,6 +75,7 @@ class GatewayMetrics:
             registry=r,
         )
         self._add_delivery_metrics(r)
+        self._add_cost_metrics(r)
         self._add_liveness_metrics(r)
         self._add_registry_gauges(r)
 
@@ -90,6 +91,18 @@ class GatewayMetrics:
         for platform in DELIVERY_PLATFORMS:  # every series from the start: rates need a zero
             for outcome in DELIVERY_OUTCOMES:
                 self.deliveries.labels(platform, outcome)
+
+    def _add_cost_metrics(self, r: CollectorRegistry) -> None:
+        """What heartbeat turns spend; per heartbeat and day (a session id is no label): its
+        status and `hbgw runs`."""
+        self.heartbeat_tokens = Counter(
+            "hbgw_heartbeat_tokens", "Tokens heartbeat turns spent.", registry=r
+        )
+        self.budget_pauses = Counter(
+            "hbgw_heartbeat_budget_pauses",
+            "Heartbeats paused because their token budget for the day was spent.",
+            registry=r,
+        )
 
     def _add_liveness_metrics(self, r: CollectorRegistry) -> None:
         """Beat's reconciler: stalled turns, and the alerts it sent about them."""

@@ -11,6 +11,7 @@ from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from core.masking import mask_command, mask_url
+from core.settings_costs import CostSettings
 from core.settings_delivery import BrokerSettings, DeliverySettings
 from core.settings_discord import DiscordSettings
 from core.settings_jobs import JobSettings
@@ -51,6 +52,7 @@ class Settings(
     DiscordSettings,
     WebhookSettings,
     JobSettings,
+    CostSettings,
     PlaceholderCheck,
 ):
     model_config = SettingsConfigDict(env_prefix="HBGW_", extra="ignore")
@@ -70,9 +72,7 @@ class Settings(
     redis_tls_cert: Path | None = Field(
         default=None, description="PEM client certificate for Redis (with HBGW_REDIS_TLS_KEY)."
     )
-    redis_tls_key: Path | None = Field(
-        default=None, description="PEM private key of HBGW_REDIS_TLS_CERT."
-    )
+    redis_tls_key: Path | None = Field(default=None, description="PEM private key of the cert.")
     namespace: str = Field(default="hbgw", description="Prefix of every Redis key.")
     min_interval: float = Field(default=60.0, gt=0, description="Smallest interval, seconds.")
     default_interval: str = Field(default="5m", description="Interval of /heartbeat <prompt>.")

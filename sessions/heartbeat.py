@@ -172,8 +172,9 @@ def resume(current: HeartbeatState | None, now: datetime) -> HeartbeatState:
 
 
 def pause_for_route(current: HeartbeatState, reason: str) -> HeartbeatState:
-    """Paused because its route refused a message for good: no fire spends tokens on a chat
-    nobody can read until a person resumes it (which clears ``reason``)."""
+    """Paused by the gateway with ``reason``: its route refused a message for good (no fire
+    spends tokens on a chat nobody can read), or its token budget for the day is spent. Until
+    a person resumes it (which clears ``reason``)."""
     return replace(
         current,
         status=HeartbeatStatus.PAUSED,

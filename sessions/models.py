@@ -192,6 +192,9 @@ class HeartbeatRow(Base):
     exact: Mapped[bool | None] = mapped_column(Boolean)
     ends_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     max_fires: Mapped[int | None] = mapped_column(Integer)
+    # Cost caps (migration 0013): tokens per UTC day, and the model its turns ask for.
+    daily_tokens: Mapped[int | None] = mapped_column(BigInteger)
+    model: Mapped[str | None] = mapped_column(String(MODEL_CHARS))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime())
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime())
 

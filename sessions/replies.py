@@ -32,6 +32,15 @@ def _end(state: HeartbeatState, now: datetime) -> str:
     return times + ends
 
 
+def _spend(status: HeartbeatStatusView) -> str:
+    """``, 1,234 of 50,000 tokens today (UTC)``: what it spent, when it spends or is capped."""
+    budget = status.state.policy.budget if status.state else None
+    if not budget and not status.tokens_today:
+        return ""
+    cap = f" of {budget:,}" if budget else ""
+    return f", {status.tokens_today:,}{cap} tokens today (UTC)"
+
+
 def local_when(moment: datetime, now: datetime, zone: str) -> str:
     """``09:00 tomorrow`` in the active hours' zone: when a window opens, people read the clock
     on their wall, and the day relative to theirs."""
@@ -79,10 +88,10 @@ def status_reply(status: HeartbeatStatusView, *, estop: bool = False) -> str:
         why = f" — paused: {state.paused_reason}" if state.paused_reason else ""
         return (
             f"♥ Heartbeat paused ({state.describe()}): {preview(state.prompt)}{why} — {fires}"
-            f"{outcome}; /heartbeat resume starts it again."
+            f"{_spend(status)}{outcome}; /heartbeat resume starts it again."
         )
     due = status.next_due
-    fires += _end(state, status.now)
+    fires += _end(state, status.now) + _spend(status)
     if due is None and HeartbeatStatus(state.status) is HeartbeatStatus.ACTIVE:
         nxt = "ended (its end came before the next due time; nothing fires)"
     elif estop:

@@ -86,8 +86,9 @@ def test_user_turn_with_a_tool_call_then_a_heartbeat_turn(
     assert (row["delivery"]["state"], row["delivery"]["kind"]) == ("sent", "heartbeat")
     table = hbgw("runs", sid)
     assert "tokens in+out" in table.out and "40+3" in table.out
-    header, line = table.out.splitlines()
+    header, line, per_day = table.out.splitlines()
     assert "delivery" in header and " delivered " in line
+    assert per_day.startswith("Heartbeat tokens per UTC day") and per_day.endswith(" 43")
 
 
 def test_a_silent_heartbeat_sends_nothing(openai_gw: tuple[Gateway, FakeOpenAI]) -> None:

@@ -37,7 +37,13 @@ from sessions.views import (
 )
 from state.runtime import Runtime
 from workers.agents.base import TurnRequest
-from workers.heartbeat_end import end_notice, split_done, with_notice
+from workers.heartbeat_end import (
+    budget_notice,
+    budget_reason,
+    end_notice,
+    split_done,
+    with_notice,
+)
 from workers.heartbeat_tools import SessionHeartbeatTools
 from workers.injection import heartbeat_message, is_silent
 from workers.locks import Lease
@@ -214,8 +220,10 @@ class HeartbeatTurn(Turn[Begun]):
     def request(self, plan: Begun) -> TurnRequest:
         injected = plan.started.message
         history = conversation_before(injected, plan.started.history)
-        sid = plan.fire.session.id
-        return TurnRequest(sid, "heartbeat", injected.text, history, heartbeat=plan.tools)
+        sid, model = plan.fire.session.id, plan.started.state.policy.model
+        return TurnRequest(
+            sid, "heartbeat", injected.text, history, heartbeat=plan.tools, model=model
+        )
 
     def progress_to(self, plan: Begun) -> Address | None:
         return None  # rule 8: no typing or progress during a heartbeat turn
@@ -225,7 +233,7 @@ class HeartbeatTurn(Turn[Begun]):
 
     def compose(self, plan: Begun, answer: Answer) -> Composed:
         fid = plan.fire.fire_id
-        notice = end_notice(plan.started.state, answer)  # this fire is the last: say so
+        notice = _notice(plan, answer)  # this fire is the last, or spends the budget: say so
         if answer.failure is not None:
             text = with_notice(f"⚠ Heartbeat failed: {answer.failure}", notice)
             return Composed(answer, Outgoing(text, Delivery("failure", fid, fire_id=fid)))
@@ -278,9 +286,12 @@ class HeartbeatTurn(Turn[Begun]):
             usage=answer.usage,
             delivered=outcome,
             channel=self.io.label(plan.address.platform),
-            # The marker or the policy's end clears it with the reply that said so.
+            # The marker or the policy's end clears it with the reply that said so; a spent
+            # budget pauses it.
             end_heartbeat=end_notice(plan.started.state, answer) is not None,
+            pause_reason=_budget(plan, answer),
         )
+        count_tokens(answer, paused=_budget(plan, answer) is not None)
         if sent is not None:
             rt.wake_streams(sid)  # the answer reaches the API's event streams now
         gateway_metrics().fires.labels(result.value).inc()
@@ -304,6 +315,25 @@ class HeartbeatTurn(Turn[Begun]):
         if mark is not None:
             state = DeliveryState.FAILED if nothing_sent else DeliveryState.UNKNOWN
             count_delivery(self.io.label(plan.address.platform), state.value)
+
+
+def _budget(plan: Begun, answer: Answer) -> str | None:
+    return budget_reason(plan.started.state, plan.started.spent_today, answer)
+
+
+def _notice(plan: Begun, answer: Answer) -> str | None:
+    """The end's notice, else the spent budget's (an end clears: nothing is left to pause)."""
+    ended = end_notice(plan.started.state, answer)
+    reason = None if ended else _budget(plan, answer)
+    return budget_notice(reason) if reason else ended
+
+
+def count_tokens(answer: Answer, *, paused: bool) -> None:
+    metrics = gateway_metrics()
+    if answer.usage is not None:
+        metrics.heartbeat_tokens.inc(answer.usage.total_tokens)
+    if paused:
+        metrics.budget_pauses.inc()
 
 
 def count_refund(reason: RefundReason) -> None:

@@ -18,6 +18,7 @@ from gateway.api.quotas import check_heartbeats
 from gateway.api.routes_sessions import Ctx, Who
 from gateway.api.schemas import HeartbeatChange, HeartbeatSpec, HeartbeatStatus, Reply, errors
 from sessions.grammar import Clear, Command, Pause, Resume, SetHeartbeat, parse_command
+from sessions.grammar.costs import check_model, parse_budget
 from sessions.grammar.policy import policy_words
 from sessions.heartbeat_commands import apply_command
 from sessions.store.heartbeat_records import NO_HEARTBEAT
@@ -91,6 +92,10 @@ def _set_command(ctx: ApiContext, body: HeartbeatSpec) -> SetHeartbeat:
         exact=body.exact,
         lasts=body.lasts,
         times=body.times,
+        budget=None if body.budget is None else _budget_word(body.budget),
+        model=body.model
+        if body.model is None
+        else check_model(body.model, ctx.limits.allowed_models),
     )
     tz = f"--tz {body.tz}" if body.tz else ""
     schedule = " ".join(f"{body.schedule} {tz} {words}".split()) if body.schedule.strip() else ""
@@ -107,6 +112,14 @@ def _set_command(ctx: ApiContext, body: HeartbeatSpec) -> SetHeartbeat:
             "or @daily --tz Asia/Tokyo."
         )
     return command
+
+
+def _budget_word(budget: int | str) -> str:
+    """The budget as its policy word, refused here with the grammar's sentence when it is none
+    (the words would read it as the prompt's start)."""
+    word = str(budget).strip()
+    parse_budget(word)
+    return word
 
 
 @router.delete("", response_model=Reply, responses=errors(404, 409))

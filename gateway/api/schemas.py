@@ -43,6 +43,10 @@ class HeartbeatSpec(Request):
     lasts: str | None = Field(default=None, alias="for", max_length=16)
     """``7d``: the heartbeat ends that long after it is set."""
     times: int | None = Field(default=None, ge=1, le=1_000_000)
+    budget: int | str | None = None
+    """Tokens per UTC day (``50000`` or ``"50k"``); when spent the heartbeat pauses."""
+    model: str | None = Field(default=None, max_length=128)
+    """Its turns' model, one of HBGW_ALLOWED_MODELS."""
 
 
 class JobSpec(Request):
@@ -156,6 +160,10 @@ class HeartbeatStatus(Response):
     exact: bool = False
     ends_at: str | None = None
     times: int | None = None
+    daily_tokens: int | None = None
+    model: str | None = None
+    # What its runs spent on the UTC day of the request.
+    tokens_today: int = 0
 
 
 class HeartbeatChange(Response):

@@ -6,7 +6,7 @@ accepted or refused, in the same words, whichever way it is given.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import typer
 
@@ -16,10 +16,17 @@ from hbgw.cli.help import Command, Group
 
 if TYPE_CHECKING:
     from sessions.grammar import Command as HeartbeatCommand
+    from sessions.grammar.policy import Policy
 
 app = typer.Typer(cls=Group, help="Show, set, pause, resume or clear the heartbeat of a session.")
 
 SESSION = typer.Argument(..., metavar="SESSION", help="Session id.")
+BUDGET = typer.Option(
+    None, "--budget", metavar="TOKENS", help="Tokens per UTC day, such as 50k; then it pauses."
+)
+MODEL = typer.Option(
+    None, "--model", metavar="NAME", help="Its turns' model, one of HBGW_ALLOWED_MODELS."
+)
 CLI_EXAMPLE = "for example: hbgw heartbeat set SESSION --every 10m check CI"
 
 
@@ -64,6 +71,8 @@ def set_(
         None, "--for", metavar="DURATION", help="End this long after it is set, such as 7d."
     ),
     times: int | None = typer.Option(None, "--times", metavar="N", help="End after N fires."),
+    budget: str | None = BUDGET,
+    model: str | None = MODEL,
 ) -> None:
     """Set (or replace) the heartbeat: fire count 0, fresh anchor.
 
@@ -71,11 +80,12 @@ def set_(
     Policies: docs/contract.md "Policies".
     """
     from sessions.grammar import IntervalSchedule, SetHeartbeat, check_prompt, option_schedule
-    from sessions.grammar.policy import parse_policy, policy_words
+    from sessions.grammar.policy import policy_words
 
     lim = limits()
-    words = policy_words(hours=hours, weekdays=weekdays, exact=exact, lasts=lasts, times=times)
-    policy = parse_policy(words, tz=tz, minimum=lim.min_interval, jitter=lim.jitter)
+    chosen: dict[str, Any] = {"lasts": lasts, "times": times, "budget": budget, "model": model}
+    words = policy_words(hours=hours, weekdays=weekdays, exact=exact, **chosen)
+    policy = _policy(words, tz, budget)
     # With an interval, --tz can only be the active hours' zone.
     schedule_tz = None if cron is None and policy.hours is not None else tz
     schedule = option_schedule(every=every, cron=cron, tz=schedule_tz, limits=lim)
@@ -109,6 +119,24 @@ def clear(session_id: str = SESSION) -> None:
     from sessions.grammar import Clear
 
     _apply(session_id, Clear())
+
+
+def _policy(words: str, tz: str | None, budget: str | None) -> Policy:
+    """The policy options, read by the /heartbeat grammar with the operator's limits."""
+    from sessions.grammar.costs import parse_budget
+    from sessions.grammar.policy import parse_policy
+
+    lim = limits()
+    if budget is not None:
+        parse_budget(budget)  # its own sentence: the words would read it as the prompt's start
+    return parse_policy(
+        words,
+        tz=tz,
+        minimum=lim.min_interval,
+        jitter=lim.jitter,
+        models=lim.allowed_models,
+        budget=lim.daily_tokens,
+    )
 
 
 def _apply(session_id: str, command: HeartbeatCommand) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import sys
 import traceback
+from datetime import UTC
 from typing import TYPE_CHECKING
 
 import typer
@@ -29,7 +30,7 @@ from hbgw.cli.common import err, limits, now, open_store, out, out_json, setting
 from hbgw.cli.help import INSPECT, OPERATE, RUN, TALK, Command, Group
 
 if TYPE_CHECKING:
-    pass
+    from sessions.store.run_views import RunView
 
 PACKAGE = "heartbeat-gateway"
 
@@ -183,6 +184,19 @@ def runs(
             f"{iso(r.started_at) or '-':<27} {tokens:<15} {delivery_cell(r.delivery):<13} "
             f"{r.detail or delivery_error(r.delivery)}"
         )
+    per_day = tokens_per_day(rows)
+    if per_day:
+        out(f"Heartbeat tokens per UTC day (its budget counts these): {per_day}")
+
+
+def tokens_per_day(rows: list[RunView]) -> str:
+    """``2026-12-02 12,345, …``: the heartbeat runs' tokens by the UTC day they were reserved."""
+    days: dict[str, int] = {}
+    for r in rows:
+        if r.job_id is None and r.usage is not None:
+            day = r.reserved_at.astimezone(UTC).date().isoformat()
+            days[day] = days.get(day, 0) + r.usage.total_tokens
+    return ", ".join(f"{day} {tokens:,}" for day, tokens in sorted(days.items()))
 
 
 # `hbgw --help` shows one panel per kind of use: start the processes, talk to sessions as a user

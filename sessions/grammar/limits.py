@@ -22,6 +22,10 @@ class GrammarLimits:
     """Longest prompt accepted."""
     jitter: bool = True
     """Heartbeats set by a command are staggered (HBGW_JITTER), unless they say ``exact``."""
+    allowed_models: tuple[str, ...] = ()
+    """The models ``model NAME`` may choose (HBGW_ALLOWED_MODELS)."""
+    daily_tokens: int | None = None
+    """The budget of a heartbeat set without ``budget`` (HBGW_HEARTBEAT_DAILY_TOKENS)."""
 
 
 def limits_from_settings(settings: Settings) -> GrammarLimits:
@@ -36,4 +40,6 @@ def limits_from_settings(settings: Settings) -> GrammarLimits:
         default_interval=default,
         max_prompt_chars=settings.max_prompt_chars,
         jitter=settings.jitter,
+        allowed_models=settings.allowed_model_names,
+        daily_tokens=settings.heartbeat_daily_tokens,
     )

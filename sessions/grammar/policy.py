@@ -3,7 +3,7 @@
 ``hours 09:00-18:00 [Area/City]`` (active hours; the zone defaults to ``--tz``, else UTC),
 ``weekdays`` (only windows starting Monday to Friday; alone: whole weekdays), ``exact`` (no
 jitter), ``for 7d`` or ``for 7 days`` (ends that long after it is set) and ``times N`` (ends
-after N fires).
+after N fires); ``budget 50k`` and ``model NAME`` (``grammar.costs``).
 
 They follow the schedule, in any order, each at most once. ``for`` and ``times`` are policy words
 only when a duration or a whole number follows (``every 1h for the release …`` is a prompt);
@@ -18,6 +18,7 @@ from datetime import time
 from typing import Protocol
 
 from core.errors import CommandError
+from sessions.grammar.costs import check_model, format_tokens, is_budget, parse_budget
 from sessions.grammar.cron import parse_timezone
 from sessions.grammar.hours import ActiveHours
 from sessions.grammar.intervals import format_interval, parse_interval, unit_seconds
@@ -41,12 +42,17 @@ class Policy:
     times: int | None = None
     stagger: bool = True
     """Jittered unless ``exact`` (HBGW_JITTER=false: never); not shown, not a user's word."""
+    budget: int | None = None
+    """Tokens per UTC day (``budget 50k``, else HBGW_HEARTBEAT_DAILY_TOKENS when set)."""
+    model: str | None = None
 
     def describe(self) -> str:
         parts = [f"hours {self.hours.describe()}"] if self.hours else []
         parts += ["exact"] if self.exact else []
         parts += [f"for {format_interval(self.lasts)}"] if self.lasts else []
         parts += [f"times {self.times}"] if self.times else []
+        parts += [f"budget {format_tokens(self.budget)}"] if self.budget else []
+        parts += [f"model {self.model}"] if self.model else []
         return " ".join(parts)
 
 
@@ -74,7 +80,15 @@ class Words:
         self.pos = self.text.index(token, self.pos) + len(token)
 
 
-def parse_policy(text: str, *, tz: str | None, minimum: float, jitter: bool = True) -> Policy:
+def parse_policy(
+    text: str,
+    *,
+    tz: str | None,
+    minimum: float,
+    jitter: bool = True,
+    models: tuple[str, ...] = (),
+    budget: int | None = None,
+) -> Policy:
     """Policy words only, as the CLI and the API give them; anything else is an error."""
     words, draft = Words(text), PolicyDraft()
     while draft.step(words, minimum):
@@ -83,9 +97,9 @@ def parse_policy(text: str, *, tz: str | None, minimum: float, jitter: bool = Tr
     if left is not None:
         raise CommandError(
             f"{quote(left)} is not a heartbeat policy — --for takes a duration like 7d and "
-            "--times a whole number."
+            "--times a whole number, --budget tokens like 50k and --model a model's name."
         )
-    return draft.policy(tz, jitter=jitter)
+    return draft.policy(tz, jitter=jitter, models=models, budget=budget)
 
 
 @dataclass
@@ -98,21 +112,23 @@ class PolicyDraft:
     exact: bool = False
     lasts: int | None = None
     times: int | None = None
+    budget: int | None = None
+    model: str | None = None
     seen: set[str] | None = None
 
     def step(self, cursor: Cursor, minimum: float) -> bool:
         """Consume one policy word (and its value) at the cursor; False: the prompt starts."""
         token = cursor._peek()
         word = (token or "").lower()
-        if word not in ("hours", "weekdays", "exact", "for", "times"):
+        if word not in ("hours", "weekdays", "exact", "for", "times", "budget", "model"):
             return False
         assert token is not None
-        wanted = {"hours": 1, "for": 2, "times": 1}.get(word, 0)
+        wanted = {"hours": 1, "for": 2, "times": 1, "budget": 1, "model": 1}.get(word, 0)
         values = _values_after(cursor, token, wanted)
         value = values[0] if values else None
         if word == "for" and _spaced_duration(values):
             value = " ".join(values)  # "for 7 days"
-        if word in ("for", "times") and not _fits(word, value):
+        if word in ("for", "times", "budget") and not _fits(word, value):
             return False  # "for the release": the prompt starts here
         self._once(word)
         cursor._skip(token)
@@ -125,9 +141,17 @@ class PolicyDraft:
             self.lasts = parse_interval(value, minimum=minimum)
         elif word == "times":
             self.times = _times(value)
+        elif word in ("budget", "model"):
+            self._cost(word, value or "")
         else:
             setattr(self, word, True)
         return True
+
+    def _cost(self, word: str, value: str) -> None:
+        if word == "budget":
+            self.budget = parse_budget(value)
+        else:
+            self.model = value
 
     def _once(self, word: str) -> None:
         self.seen = self.seen or set()
@@ -149,16 +173,30 @@ class PolicyDraft:
             self.zone = parse_timezone(zone)
             cursor._skip(zone)
 
-    def policy(self, tz: str | None, *, jitter: bool = True) -> Policy:
+    def policy(
+        self,
+        tz: str | None,
+        *,
+        jitter: bool = True,
+        models: tuple[str, ...] = (),
+        budget: int | None = None,
+    ) -> Policy:
         """The policy; ``tz`` (from ``--tz``) is the hours' zone when they name none;
-        ``jitter``: the operator's HBGW_JITTER."""
+        ``jitter``: the operator's HBGW_JITTER; ``models``: HBGW_ALLOWED_MODELS; ``budget``:
+        HBGW_HEARTBEAT_DAILY_TOKENS, the budget when the words give none."""
         hours = None
         if self.window is not None or self.weekdays:
             start, end = self.window or (time(0), time(0))
             zone = self.zone or (parse_timezone(tz) if tz else "UTC")
             hours = ActiveHours(start, end, zone, self.weekdays)
         return Policy(
-            hours=hours, exact=self.exact, lasts=self.lasts, times=self.times, stagger=jitter
+            hours=hours,
+            exact=self.exact,
+            lasts=self.lasts,
+            times=self.times,
+            stagger=jitter,
+            budget=self.budget or budget,
+            model=None if self.model is None else check_model(self.model, models),
         )
 
 
@@ -182,6 +220,8 @@ def _spaced_duration(values: list[str]) -> bool:
 
 
 def _fits(word: str, value: str | None) -> bool:
+    if word == "budget":
+        return is_budget(value)
     pattern = _DURATION if word == "for" else _WHOLE
     return value is not None and pattern.fullmatch(value) is not None
 
@@ -194,7 +234,14 @@ def _times(value: str | None) -> int:
 
 
 def policy_words(
-    *, hours: str | None, weekdays: bool, exact: bool, lasts: str | None, times: int | None
+    *,
+    hours: str | None,
+    weekdays: bool,
+    exact: bool,
+    lasts: str | None,
+    times: int | None,
+    budget: str | None = None,
+    model: str | None = None,
 ) -> str:
     """The CLI's and the API's policy options as the policy words of /heartbeat."""
     parts = [f"hours {hours}"] if hours is not None else []
@@ -202,4 +249,6 @@ def policy_words(
     parts += ["exact"] if exact else []
     parts += [f"for {lasts}"] if lasts is not None else []
     parts += [f"times {times}"] if times is not None else []
+    parts += [f"budget {budget}"] if budget is not None else []
+    parts += [f"model {model}"] if model is not None else []
     return " ".join(" ".join(parts).split())

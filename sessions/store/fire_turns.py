@@ -48,6 +48,7 @@ from sessions.store.deliveries import (
     insert_suppressed_in,
     record_outcome_in,
 )
+from sessions.store.heartbeat_costs import tokens_on_day_in
 from sessions.store.heartbeat_records import apply_state, heartbeat_state
 from sessions.store.ledger_steps import (
     claim_in,
@@ -100,6 +101,8 @@ class Started:
     state: hb.HeartbeatState
     message: MessageView
     history: list[MessageView]
+    spent_today: int = 0
+    """Tokens the heartbeat's runs spent on this UTC day before this one (``heartbeat_costs``)."""
 
 
 @dataclass(frozen=True)
@@ -189,7 +192,8 @@ class FireTurns(Transactions):
             if run.state == RunState.STARTED and run.fence == fence:
                 assert state is not None  # it started: the re-check found the heartbeat
                 message = _prompt_of(db, run)  # a repeat after a COMMIT whose answer was lost
-                return Started(run_view(run), state, message, _before(db, message, history))
+                before = _before(db, message, history)
+                return Started(run_view(run), state, message, before, _spent(db, run))
             reason = _refusal(session, row, run, conversation, owner_changed)
             if reason is not None:
                 if run.state != RunState.RESERVED and run.detail == reason.value:
@@ -199,7 +203,8 @@ class FireTurns(Transactions):
             assert state is not None  # _refusal answered HEARTBEAT_CHANGED otherwise
             start_in(run, now)
             message = _add_message(db, session, run, "user", "heartbeat", prompt, now)
-            return Started(run_view(run), state, message, _before(db, message, history))
+            before = _before(db, message, history)
+            return Started(run_view(run), state, message, before, _spent(db, run))
 
     def refund_fire(self, run_id: int, reason: RefundReason, now: datetime) -> NotStarted:
         """Give back a reservation that never reached the agent, answering the session's heartbeat
@@ -230,6 +235,7 @@ class FireTurns(Transactions):
         delivered: DeliveryOutcome | None = None,
         channel: str = "",
         end_heartbeat: bool = False,
+        pause_reason: str | None = None,
     ) -> Finished:
         """Record how a started run ended (``outcome``: one of ``states.FINISHED``) and the turn's
         reply as a message, fenced, in one transaction; with the due time the index should hold
@@ -238,7 +244,8 @@ class FireTurns(Transactions):
         for the pending record ``mark_delivering`` wrote, or, for a reply never marked (silence),
         a ``suppressed`` record through ``channel``. ``end_heartbeat``: this fire was its
         heartbeat's last (completion marker, ``times``, ``for``): cleared in the same
-        transaction, only the generation that fired."""
+        transaction, only the generation that fired. ``pause_reason``: this fire spent its
+        heartbeat's token budget for the day: paused with that reason, likewise."""
         final = finished_outcome(outcome)
         with self._transaction() as db:
             run = run_row(db, run_id)
@@ -250,13 +257,29 @@ class FireTurns(Transactions):
                     _record_delivery(db, run, fence, channel, delivered, now)
                 row = finish_in(db, run, final, now, detail, usage)
                 _add_message(db, session, run, "assistant", reply_kind, reply, now)
-                if end_heartbeat and _fired_by(row, run):
+                if (end_heartbeat or pause_reason) and _fired_by(row, run):
                     assert row is not None
-                    apply_state(row, hb.clear(heartbeat_state(row), now), now)
+                    _end_or_pause(row, pause_reason if not end_heartbeat else None, now)
             # The run's heartbeat (finish_in read it) is the session's unless it moved on.
             if row is None or row.session_id != session.id:
                 row = heartbeat_row(db, session.id)
             return Finished(run_view(run), index_due(session, row))
+
+
+def _spent(db: Session, run: RunRow) -> int:
+    """Tokens of the run's heartbeat today (its own are not recorded yet: it has not finished)."""
+    if run.heartbeat_id is None:
+        return 0
+    return tokens_on_day_in(db, run.heartbeat_id, run.reserved_at)
+
+
+def _end_or_pause(row: HeartbeatRow, pause_reason: str | None, now: datetime) -> None:
+    """Clear the heartbeat (its end), or pause it with ``pause_reason`` (its budget) if active."""
+    state = heartbeat_state(row)
+    if pause_reason is None:
+        apply_state(row, hb.clear(state, now), now)
+    elif row.status == HeartbeatStatus.ACTIVE:
+        apply_state(row, hb.pause_for_route(state, pause_reason), now)
 
 
 def _fired_by(row: HeartbeatRow | None, run: RunRow) -> bool:

@@ -17,6 +17,7 @@ from sessions.grammar.policy import Policy
 from sessions.models import PAUSED_REASON_CHARS, HeartbeatRow, SessionRow
 from sessions.states import HeartbeatStatus
 from sessions.store.base import Transactions, active_session_row, heartbeat_row, session_row
+from sessions.store.heartbeat_costs import tokens_on_day_in
 from sessions.validation import check_schedule_text, check_storable
 
 # What status shows for a session without a live heartbeat; never stored.
@@ -30,6 +31,8 @@ class HeartbeatStatusView:
     session_id: str
     state: hb.HeartbeatState | None
     now: datetime
+    tokens_today: int = 0
+    """Tokens its runs spent on the UTC day of ``now`` (``heartbeat_costs``)."""
 
     @property
     def status(self) -> str:
@@ -67,6 +70,7 @@ class HeartbeatStatusView:
             "last_outcome": live.last_outcome if live else None,
             "paused_reason": live.paused_reason if live else None,
             **policy_json(live),
+            "tokens_today": self.tokens_today if live else 0,
             "origin_chat": live.origin_chat if live else None,
             "origin_thread": live.origin_thread if live else None,
         }
@@ -84,6 +88,8 @@ def policy_json(state: hb.HeartbeatState | None) -> dict[str, Any]:
         "exact": policy.exact,
         "ends_at": iso(state.ends_at) if state else None,
         "times": policy.times,
+        "daily_tokens": policy.budget,
+        "model": policy.model,
     }
 
 
@@ -110,7 +116,13 @@ def heartbeat_state(row: HeartbeatRow) -> hb.HeartbeatState:
 
 def _policy(row: HeartbeatRow) -> Policy:
     hours = ActiveHours.from_text(row.active_hours) if row.active_hours else None
-    return Policy(hours=hours, exact=bool(row.exact), times=row.max_fires)
+    return Policy(
+        hours=hours,
+        exact=bool(row.exact),
+        times=row.max_fires,
+        budget=row.daily_tokens,
+        model=row.model,
+    )
 
 
 def apply_state(row: HeartbeatRow, state: hb.HeartbeatState, now: datetime) -> None:
@@ -130,6 +142,8 @@ def apply_state(row: HeartbeatRow, state: hb.HeartbeatState, now: datetime) -> N
     row.exact = True if state.policy.exact else (False if state.jitter_seed else None)
     row.ends_at = state.ends_at
     row.max_fires = state.policy.times
+    row.daily_tokens = state.policy.budget
+    row.model = state.policy.model
     row.updated_at = now
 
 
@@ -148,7 +162,13 @@ class HeartbeatRecords(Transactions):
             return heartbeat_state(row) if row else None
 
     def heartbeat_status(self, session_id: str, now: datetime) -> HeartbeatStatusView:
-        return HeartbeatStatusView(session_id, self.get_heartbeat(session_id), now)
+        with self._transaction() as db:
+            session_row(db, session_id)
+            row = heartbeat_row(db, session_id)
+            if row is None:
+                return HeartbeatStatusView(session_id, None, now)
+            spent = tokens_on_day_in(db, row.id, now)
+            return HeartbeatStatusView(session_id, heartbeat_state(row), now, spent)
 
     def set_heartbeat(
         self,

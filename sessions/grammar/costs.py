@@ -1,0 +1,62 @@
+"""The cost policies' words: ``budget 50k`` (tokens per UTC day) and ``model NAME`` (one of the
+models the operator allows, HBGW_ALLOWED_MODELS). Pure: no I/O.
+
+``budget`` takes whole tokens, with an optional ``k`` (thousand) or ``m`` (million): ``50k``,
+``1.5m``, ``20000``; ``budget`` followed by anything else begins the prompt. ``model`` must be
+followed by a model's name, like ``hours`` by a window (``model the data`` is refused: ``the``
+is no allowed model).
+"""
+
+from __future__ import annotations
+
+import re
+
+from core.errors import CommandError
+from sessions.grammar.text import quote
+
+MAX_BUDGET = 10**12
+BUDGET = re.compile(r"([0-9]+(?:\.[0-9]+)?)([kKmM]?)")
+_SCALE = {"": 1, "k": 1_000, "m": 1_000_000}
+
+
+def is_budget(value: str | None) -> bool:
+    return value is not None and BUDGET.fullmatch(value) is not None
+
+
+def parse_budget(value: str) -> int:
+    """``50k`` as 50000 tokens; a fraction of a token or a budget out of range is refused."""
+    match = BUDGET.fullmatch(value)
+    if match is None:
+        raise CommandError(f"{quote(value)} is not a token budget — write it like budget 50k.")
+    number, unit = match.groups()
+    tokens = float(number) * _SCALE[unit.lower()]
+    if tokens != int(tokens) or not 1 <= tokens <= MAX_BUDGET:
+        raise CommandError(
+            f"A token budget is a whole number of tokens from 1 to {MAX_BUDGET:,}, "
+            f"not {quote(value)}."
+        )
+    return int(tokens)
+
+
+def format_tokens(tokens: int) -> str:
+    """50000 as ``50k``, 1500000 as ``1.5m``; anything else as written."""
+    for unit, size in (("m", 1_000_000), ("k", 1_000)):
+        if tokens >= size and (tokens * 10) % size == 0:
+            whole, tenth = tokens // size, tokens % size * 10 // size
+            return f"{whole}.{tenth}{unit}" if tenth else f"{whole}{unit}"
+    return str(tokens)
+
+
+def check_model(model: str, allowed: tuple[str, ...]) -> str:
+    """The model, when the operator allows it; otherwise the sentence names the allowed ones."""
+    if not model:
+        raise CommandError("'model' needs the name of a model the gateway allows after it.")
+    if model in allowed:
+        return model
+    if not allowed:
+        raise CommandError(
+            f"Model {quote(model)} is not allowed — this gateway allows no model choice "
+            "(the operator lists models in HBGW_ALLOWED_MODELS); leave 'model' out."
+        )
+    names = ", ".join(allowed)
+    raise CommandError(f"Model {quote(model)} is not allowed — the allowed models are: {names}.")
