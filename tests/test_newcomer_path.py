@@ -1,0 +1,54 @@
+"""Issue 20, the newcomer's path: a session made by `hbgw session create` next to `hbgw up`
+is one its API token (and so `hbgw chat`) can reach; `session show` says whose it is."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from support.api_fixtures import ALICE, BOB, TOKENS, Api
+from support.cli_fixtures import Hbgw
+
+
+def test_a_session_made_without_an_owner_belongs_to_the_local_owner(hbgw: Hbgw) -> None:
+    created = hbgw("session", "create", "--platform", "cli", "--chat", "me")
+    assert created.code == 0, created.err
+    sid = created.out.strip()
+    assert "\n" not in sid  # `sid=$(hbgw session create …)` still gets the id alone
+    assert "Owner: local" in created.err
+    assert "owner     local" in hbgw("session", "show", sid).out
+    assert json.loads(hbgw("session", "show", sid, "--json").out)["owner"] == "local"
+
+
+def test_a_named_owner_is_kept_and_not_announced(hbgw: Hbgw) -> None:
+    created = hbgw("session", "create", "--platform", "cli", "--chat", "me", "--owner", "zoe")
+    assert created.err == ""
+    assert "owner     zoe" in hbgw("session", "show", created.out.strip()).out
+
+
+def test_the_running_up_token_reaches_a_cli_made_session(
+    hbgw: Hbgw, api: Api, tmp_path: Path
+) -> None:
+    # What `hbgw up` writes while it runs: its API, its token, and the owner the token speaks for.
+    (tmp_path / "api.json").write_text(
+        json.dumps({"url": api.url, "token": TOKENS[BOB], "owner": BOB})
+    )
+    created = hbgw("session", "create", "--platform", "cli", "--chat", "me")
+    sid = created.out.strip()
+    assert f"Owner: {BOB}" in created.err
+    with api.owner(BOB) as bob, api.owner(ALICE) as alice:
+        assert bob.get(f"/v1/sessions/{sid}").status_code == 200  # what `hbgw chat` asks first
+        assert sid in [s["id"] for s in bob.get("/v1/sessions").json()["sessions"]]
+        assert alice.get(f"/v1/sessions/{sid}").status_code == 404
+
+
+def test_without_up_the_first_configured_token_owns_it(
+    hbgw: Hbgw, api: Api, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pairs = ",".join(f"{owner}:{token}" for owner, token in TOKENS.items())
+    monkeypatch.setenv("HBGW_API_TOKENS", pairs)
+    sid = hbgw("session", "create", "--platform", "cli", "--chat", "me").out.strip()
+    with api.owner(ALICE) as alice:
+        assert alice.get(f"/v1/sessions/{sid}").status_code == 200
