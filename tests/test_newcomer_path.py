@@ -1,5 +1,6 @@
 """Issue 20, the newcomer's path: a session made by `hbgw session create` next to `hbgw up`
-is one its API token (and so `hbgw chat`) can reach; `session show` says whose it is."""
+is one its API token (and so `hbgw chat`) can reach; `session show` says whose it is. A turn
+whose model failed is `hbgw send`'s exit 5, its sentence naming the endpoint by host only."""
 
 from __future__ import annotations
 
@@ -10,6 +11,11 @@ import pytest
 
 from support.api_fixtures import ALICE, BOB, TOKENS, Api
 from support.cli_fixtures import Hbgw
+from support.harness import Gateway, gateway_settings
+from support.tls_redis import free_port
+
+from hbgw.cli.send_out import FAILED_TURN_EXIT
+from workers.agents.openai_agent import endpoint_host
 
 
 def test_a_session_made_without_an_owner_belongs_to_the_local_owner(hbgw: Hbgw) -> None:
@@ -52,3 +58,40 @@ def test_without_up_the_first_configured_token_owns_it(
     sid = hbgw("session", "create", "--platform", "cli", "--chat", "me").out.strip()
     with api.owner(ALICE) as alice:
         assert alice.get(f"/v1/sessions/{sid}").status_code == 200
+
+
+def test_the_endpoint_is_named_by_host_and_port_only() -> None:
+    assert endpoint_host("https://api.example.com/v1") == "api.example.com"
+    assert endpoint_host("http://user:pw@127.0.0.1:11434/v1/k-secret") == "127.0.0.1:11434"
+    assert endpoint_host("http://[::1]:8000/v1") == "[::1]:8000"
+    assert endpoint_host("not a url") == "HBGW_OPENAI_BASE_URL"
+
+
+def test_send_of_a_turn_whose_model_is_unreachable_exits_5_naming_the_host(
+    hbgw: Hbgw, tmp_path: Path, redis_url: str, redis_ns: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    port = free_port()  # nothing listens there
+    settings = gateway_settings(
+        tmp_path,
+        redis_url,
+        redis_ns,
+        agent="openai",
+        openai_base_url=f"http://bob:hunter2@127.0.0.1:{port}/v1/path-key",
+        openai_model="m",
+        openai_api_key="sk-never-shown",
+        openai_max_retries=0,
+    )
+    gw = Gateway(settings, redis_url)
+    try:
+        for name, value in gw.env().items():
+            monkeypatch.setenv(name, value)
+        sid = gw.session()
+        with gw.worker("w1"):
+            result = hbgw("send", sid, "hello", "--timeout", "60")
+    finally:
+        gw.close()
+    assert result.code == FAILED_TURN_EXIT, result
+    assert result.out.startswith("⚠ The turn failed: ")
+    assert f"The model endpoint at 127.0.0.1:{port} could not be reached" in result.out
+    for secret in ("hunter2", "bob", "path-key", "sk-never-shown"):
+        assert secret not in result.out + result.err
