@@ -5,6 +5,7 @@ whose model failed is `hbgw send`'s exit 5, its sentence naming the endpoint by 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ from support.cli_fixtures import Hbgw
 from support.harness import Gateway, gateway_settings
 from support.tls_redis import free_port
 
+from hbgw.cli.common import path_hint
 from hbgw.cli.send_out import FAILED_TURN_EXIT
 from workers.agents.openai_agent import endpoint_host
 
@@ -95,3 +97,44 @@ def test_send_of_a_turn_whose_model_is_unreachable_exits_5_naming_the_host(
     assert f"The model endpoint at 127.0.0.1:{port} could not be reached" in result.out
     for secret in ("hunter2", "bob", "path-key", "sk-never-shown"):
         assert secret not in result.out + result.err
+
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _using_it_lines() -> list[str]:
+    text = (ROOT / "README.md").read_text()
+    section = text[text.index("## Using it") : text.index("| command | what it does |")]
+    blocks = re.findall(r"```sh\n(.*?)```", section, flags=re.DOTALL)
+    return [line.split("  #")[0].strip() for block in blocks for line in block.splitlines()]
+
+
+def test_the_readme_path_uses_commands_that_exist(hbgw: Hbgw) -> None:
+    lines = _using_it_lines()
+    assert lines[0] == "make install && . .venv/bin/activate"
+    assert re.search(r"^install:", (ROOT / "Makefile").read_text(), flags=re.MULTILINE)
+    makefile = (ROOT / "Makefile").read_text()
+    assert "VENV := .venv" in makefile and "-m venv $(VENV)" in makefile  # makes bin/activate
+    commands = [re.sub(r"^\w+=\$\(|\)$|\s*&$", "", line) for line in lines[1:]]
+    assert all(c.startswith("hbgw ") for c in commands), commands
+    for command in commands:
+        words = [w for w in command.split()[1:] if re.fullmatch(r"[a-z]+", w)][:2]
+        shown = hbgw(*words[:1], "--help")
+        if "COMMAND" in shown.out and len(words) > 1:
+            shown = hbgw(*words, "--help")
+        assert shown.code == 0, (command, shown.err)
+        options = re.findall(r"--[a-z-]+", command)
+        assert all(option in shown.out for option in options), (command, options)
+
+
+def test_the_path_hint_says_how_to_put_hbgw_on_the_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    hint = path_hint()
+    assert hint is not None and "not on this shell's PATH" in hint
+    assert "activate" in hint or "pipx install -e ." in hint
+    script = tmp_path / "hbgw"
+    script.write_text("#!/bin/sh\n")
+    script.chmod(0o755)
+    assert path_hint() is None

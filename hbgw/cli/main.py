@@ -47,6 +47,7 @@ class Root(Group):
         "cron",
         "send",
         "chat",
+        "watch",
         "runs",
         "config",
     )
@@ -206,6 +207,7 @@ for _command, _panel in (
     (ops_cmd.flower, RUN),
     (send, TALK),
     (chat_cmd.chat, TALK),
+    (chat_cmd.watch, TALK),
     (runs, INSPECT),
     (config, INSPECT),
     (live_cmd.agents, INSPECT),

@@ -6,7 +6,7 @@ import socket
 
 import typer
 
-from hbgw.cli.common import out, settings
+from hbgw.cli.common import out, path_hint, settings
 
 
 def worker(
@@ -178,6 +178,9 @@ def up(
             out(f"api      {stack.api.url} (OpenAPI: {stack.api.url}/docs)")
             token = stack.api.token if stack.api.generated else "the first of HBGW_API_TOKENS"
             out(f"token    {token} (owner {stack.api.owner}; also in {s.home / 'api.json'})")
+        hint = path_hint()
+        if hint:
+            out(hint)
         out("Ready. Try: hbgw session create --platform cli --chat me; Ctrl-C stops everything.")
         try:
             wait_forever(stack)
