@@ -106,8 +106,8 @@ def flower(
 ) -> None:
     """Run Flower on the gateway's Celery app: workers, fires and drains as they happen.
 
-    Needs HBGW_FLOWER_PASSWORD (basic auth as HBGW_FLOWER_USER) or Flower's OAuth settings,
-    unless bound to loopback with --unauthenticated-loopback.
+    Needs HBGW_FLOWER_PASSWORD (basic auth as HBGW_FLOWER_USER) or Flower's OAuth settings, \
+unless bound to loopback with --unauthenticated-loopback.
     """
     import os
 
