@@ -1,14 +1,19 @@
-"""`hbgw … --help` in an 80-column terminal (issue 20, item 9): every option's name whole, no
-Python type labels (``<str>``, ``<int range>``, ``<list[str]>``)."""
+"""Issue 20, item 9's smaller items: `hbgw … --help` in an 80-column terminal (every option's
+name whole, no Python type labels such as ``<str>``), `hbgw stamp` saying when the configured
+Redis is down, no stars for a password that is not set."""
 
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
 import typer
 from support.cli_fixtures import Hbgw
+from support.tls_redis import free_port
+
+from core.masking import mask_url
 
 from hbgw.cli.main import app
 
@@ -42,3 +47,24 @@ def test_help_has_whole_option_names_and_no_type_labels(
     for option in _options(path):
         assert re.search(rf"{re.escape(option)}(?![\w-])", text), (option, text)
     assert "…" not in "".join(re.findall(r"│ (--\S+)", text)), text
+
+
+def test_stamp_says_so_when_the_configured_redis_does_not_answer(
+    hbgw: Hbgw, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("HBGW_REDIS_URL", f"redis://:pw-not-shown@127.0.0.1:{free_port()}/0")
+    result = hbgw("stamp", "--session", "nightly", "idle")
+    assert result.code == 0, result
+    assert str(tmp_path / "liveness") in result.out
+    assert "did not answer" in result.err and "HBGW_REDIS_URL" in result.err
+    assert "pw-not-shown" not in result.err
+
+
+def test_stamp_into_a_chosen_directory_says_nothing_more(hbgw: Hbgw, tmp_path: Path) -> None:
+    assert hbgw("stamp", "--dir", str(tmp_path / "d"), "idle").err == ""
+
+
+def test_an_empty_password_is_not_starred() -> None:
+    assert mask_url("redis://:@127.0.0.1:6379/0") == "redis://:@127.0.0.1:6379/0"
+    assert mask_url("redis://u:@h/0") == "redis://u:@h/0"
+    assert mask_url("redis://u:p@h/0") == "redis://u:********@h/0"
