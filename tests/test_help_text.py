@@ -14,7 +14,6 @@ from support.cli_fixtures import Hbgw
 from support.tls_redis import free_port
 
 from core.masking import mask_url
-
 from hbgw.cli.main import app
 
 

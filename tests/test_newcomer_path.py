@@ -9,7 +9,6 @@ import re
 from pathlib import Path
 
 import pytest
-
 from support.api_fixtures import ALICE, BOB, TOKENS, Api
 from support.cli_fixtures import Hbgw
 from support.harness import Gateway, gateway_settings
