@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 import typer
 from support.cli_fixtures import Hbgw
+from support.harness import Gateway, wait_until
 from support.tls_redis import free_port
 
 from core.masking import mask_url
@@ -67,3 +68,21 @@ def test_an_empty_password_is_not_starred() -> None:
     assert mask_url("redis://:@127.0.0.1:6379/0") == "redis://:@127.0.0.1:6379/0"
     assert mask_url("redis://u:@h/0") == "redis://u:@h/0"
     assert mask_url("redis://u:p@h/0") == "redis://u:********@h/0"
+
+
+def test_the_runs_table_lines_up(
+    hbgw: Hbgw, gateway: Gateway, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name, value in gateway.env().items():
+        monkeypatch.setenv(name, value)
+    sid = gateway.session()
+    with gateway.worker("w1"):
+        for _ in range(2):
+            gateway.due_now(sid, seconds=600, prompt="check CI")
+            gateway.tick()
+            wait_until(lambda: len(gateway.final_runs(sid)) >= 1, 30, "a run")
+    header, *rows = hbgw("runs", sid).out.splitlines()
+    assert rows
+    for column in ("state", "reserved", "started", "tokens in+out", "delivery"):
+        at = header.index(column)
+        assert all(row[at - 2 : at] == "  " and row[at] != " " for row in rows), (column, rows)
