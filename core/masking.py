@@ -35,8 +35,9 @@ def mask_url(url: str) -> str:
     if "@" in before:
         # The last @ before the query: a password may itself hold @ or /.
         creds, _, host = before.rpartition("@")
-        if ":" in creds:
-            before = f"{creds.split(':', 1)[0]}:{STARS}@{host}"
+        user, colon, password = creds.partition(":")
+        if colon and password:  # an empty password is not a secret to star (issue 20)
+            before = f"{user}:{STARS}@{host}"
     if query:
         query, hash_mark, fragment = query.partition("#")
         query = "&".join(_mask_pair(pair) for pair in query.split("&")) + hash_mark + fragment

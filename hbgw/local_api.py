@@ -64,6 +64,24 @@ def plan(settings: Settings) -> LocalApi:
     return LocalApi(url, LOCAL_OWNER, secrets.token_urlsafe(24), generated=True)
 
 
+def local_owner(settings: Settings) -> str:
+    """Who owns what is made on this machine without naming an owner: the owner `hbgw up`'s
+    token speaks for (``api.json`` while it runs), else the first of HBGW_API_TOKENS, else
+    ``local`` — the owner the next `hbgw up` gives its token to, so `hbgw chat` finds it."""
+    try:
+        written = json.loads((settings.home / API_FILE).read_text())
+    except (OSError, ValueError):
+        written = None
+    if isinstance(written, dict) and isinstance(written.get("owner"), str) and written["owner"]:
+        return str(written["owner"])
+    configured = settings.api_tokens.get_secret_value() if settings.api_tokens else ""
+    if configured.strip():
+        from gateway.api.auth import parse_tokens
+
+        return parse_tokens(configured)[0][0]
+    return LOCAL_OWNER
+
+
 def _free(port: int) -> bool:
     if port == 0:
         return False

@@ -98,7 +98,7 @@ def test_help_groups_the_commands_in_a_deliberate_order(hbgw: Hbgw) -> None:
     assert [title or name for title, name in shown] == [
         *("Options", "--version", "--help"),
         *("Run", "up", "demo", "worker", "beat", "api", "flower"),
-        *("Talk to sessions", "session", "heartbeat", "cron", "send", "chat"),
+        *("Talk to sessions", "session", "heartbeat", "cron", "send", "chat", "watch"),
         *("Inspect", "runs", "config", "agents"),
         *("Operate", "migrate", "estop", "stamp", "telegram", "discord"),
     ]

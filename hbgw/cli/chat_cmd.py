@@ -11,7 +11,7 @@ from pathlib import Path
 import typer
 
 from core.errors import BadInput
-from hbgw.cli.common import out, settings
+from hbgw.cli.common import out, path_hint, settings
 
 API_FILE = "api.json"  # written by `hbgw up` while it runs
 NO_ADDRESS = (
@@ -105,5 +105,35 @@ def chat(
         if session_id is None:
             session_id = str(client.create_session("api", f"terminal-{_user()}")["id"])
             out(f"New session {session_id} — come back to it with: hbgw chat {session_id}")
+            hint = path_hint()
+            if hint:
+                out(hint)
         code = run_chat(client, session_id)
+    raise typer.Exit(code)
+
+
+def watch(
+    session_id: str = typer.Argument(..., metavar="SESSION", help="Session id."),
+    last: int = typer.Option(
+        5, "--last", min=0, metavar="N", help="Messages of history shown first (0: none)."
+    ),
+    url: str | None = typer.Option(
+        None, "--url", metavar="URL", help="The API's base URL (default: HBGW_API_URL, `hbgw up`)."
+    ),
+    token: str | None = typer.Option(
+        None, "--token", metavar="TOKEN", help="Bearer token (default: HBGW_API_TOKEN, `hbgw up`)."
+    ),
+) -> None:
+    """Follow a session's deliveries through the HTTP API: replies (agent>), heartbeat turns
+    (agent ♥>) and notices, as they are delivered; Ctrl-C stops.
+
+    What a CLI session delivers goes to the console channel (a worker's log); this shows it.
+    """
+    from hbgw.chat.client import ApiClient
+    from hbgw.chat.watch import run_watch
+
+    address, bearer, from_file = api_address(url, token)
+    rediscover = _rediscover(settings().home) if from_file else None
+    with ApiClient(address, bearer, rediscover=rediscover) as client:
+        code = run_watch(client, session_id, last=last)
     raise typer.Exit(code)

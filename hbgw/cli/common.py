@@ -70,6 +70,19 @@ def now() -> datetime:
         client.close()
 
 
+def path_hint() -> str | None:
+    """A sentence when `hbgw` is not on this shell's PATH, saying how to put it there: every
+    hint `hbgw` prints (`Try: hbgw session create …`, `hbgw chat SID`) is written that way."""
+    import shutil
+    from pathlib import Path
+
+    if shutil.which("hbgw"):
+        return None
+    activate = Path(sys.executable).parent / "activate"
+    how = f"`. {activate}`" if activate.is_file() else "`pipx install -e .` in the checkout"
+    return f"Note: `hbgw` is not on this shell's PATH; {how} puts it there, for the commands below."
+
+
 def out(text: str) -> None:
     # Flushed line by line: `hbgw up > up.log` or a supervisor's pipe must see "Ready." when it
     # is written, not when a block buffer fills. Prompts, replies and chat names may carry escape

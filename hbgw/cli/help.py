@@ -2,7 +2,8 @@
 
 Typer's own usage line wraps required arguments in braces and appends "..." even to a name
 that already says it repeats (``{TEXT…}...``), and labels every flag ``<bool>``. These classes
-keep the usage line to the metavars as written and leave a flag's type column empty.
+keep the usage line to the metavars as written, leave a flag's type column empty and name an
+option's value instead of its Python type.
 """
 
 from __future__ import annotations
@@ -33,10 +34,43 @@ def _usage_pieces(command: TyperCommand | TyperGroup, ctx: Any) -> list[str]:
     return pieces
 
 
+def _no_type(ctx: Any) -> None:
+    return None
+
+
+def _no_range() -> None:
+    return None
+
+
+def _range_in_help(param: Any) -> None:
+    """A number's bounds as words at the end of its help (``Range: 1–65535.``), not in the type
+    column, whose width cut the longest option name off in an 80-column terminal."""
+    if getattr(param, "_range_moved", False):
+        return  # get_params runs more than once per help page
+    param._range_moved = True
+    low, high = getattr(param, "min", None), getattr(param, "max", None)
+    if low is None and high is None:
+        return
+    if low is not None and high is not None:
+        bounds = f"{low}–{high}"
+    else:
+        bounds = f"at least {low}" if low is not None else f"at most {high}"
+    param.help = f"{(param.help or '').rstrip()} Range: {bounds}.".lstrip()
+    param._get_number_range_help_str = _no_range
+
+
 def _without_flag_types(params: list[Any]) -> list[Any]:
+    """No Python type labels (``<str>``, ``<int range>``, ``<list[str]>``) in the help: a flag
+    shows nothing, an option its value's name (``--host HOST``), an argument only its name."""
     for param in params:
-        if getattr(param, "is_flag", False) and param.metavar is None:
+        if param.param_type_name == "argument":
+            param.display_type_rich = _no_type  # its metavar is in the name column already
+        elif getattr(param, "is_flag", False) and param.metavar is None:
             param.metavar = ""  # a flag takes no value, so it has no type to show
+        else:
+            if param.metavar is None and param.name:
+                param.metavar = param.name.upper()
+            _range_in_help(param)
     return params
 
 

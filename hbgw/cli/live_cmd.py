@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from hbgw.cli.common import out, out_json, settings
+from hbgw.cli.common import err, out, out_json, settings
 
 if TYPE_CHECKING:
     from state.liveness import Liveness, Stamp, Thresholds, Verdict
@@ -76,6 +76,14 @@ def stamp(
                 return
     path = LivenessDir(directory or settings().effective_liveness_dir).write(record)
     out(f"Stamped {name}: {record.phase} ({path}).")
+    configured = settings().redis_url
+    if directory is None and configured:
+        from core.settings import mask_url
+
+        err(
+            f"Note: the configured Redis ({mask_url(configured)}, HBGW_REDIS_URL) did not "
+            "answer, so the stamp went into the stamp directory instead."
+        )
 
 
 def agents(

@@ -48,6 +48,7 @@ class Root(Group):
         "cron",
         "send",
         "chat",
+        "watch",
         "runs",
         "config",
     )
@@ -172,18 +173,21 @@ def runs(
     if not rows:
         out(f"No runs (heartbeat or cron job) for session {session_id} yet.")
         return
-    out(
-        f"{'fire id':<40} {'state':<10} {'fence':>5}  {'reserved':<27} {'started':<27} "
-        f"{'tokens in+out':<15} {'delivery':<13} detail"
-    )
+    table = [["fire id", "state", "fence", "reserved", "started", "tokens in+out", "delivery"]]
+    details = ["detail"]
     for r in rows:
         usage = r.usage
         tokens = f"{usage.prompt_tokens}+{usage.completion_tokens}" if usage else "-"
-        out(
-            f"{r.fire_id:<40} {r.state:<10} {r.fence:>5}  {iso(r.reserved_at) or '':<27} "
-            f"{iso(r.started_at) or '-':<27} {tokens:<15} {delivery_cell(r.delivery):<13} "
-            f"{r.detail or delivery_error(r.delivery)}"
-        )
+        reserved, started = iso(r.reserved_at) or "", iso(r.started_at) or "-"
+        cells = [r.fire_id, str(r.state), str(r.fence), reserved, started, tokens]
+        table.append([*cells, delivery_cell(r.delivery)])
+        details.append(r.detail or delivery_error(r.delivery))
+    # Each column as wide as its widest cell: fire ids and times differ in length by kind.
+    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
+    for row, detail in zip(table, details, strict=True):
+        pairs = enumerate(zip(row, widths, strict=True))
+        line = [c.rjust(w) if i == 2 else c.ljust(w) for i, (c, w) in pairs]  # fence: a number
+        out("  ".join([*line, detail]).rstrip())
     per_day = tokens_per_day(rows)
     if per_day:
         out(f"Heartbeat tokens per UTC day (its budget counts these): {per_day}")
@@ -220,6 +224,7 @@ for _command, _panel in (
     (ops_cmd.flower, RUN),
     (send, TALK),
     (chat_cmd.chat, TALK),
+    (chat_cmd.watch, TALK),
     (runs, INSPECT),
     (config, INSPECT),
     (live_cmd.agents, INSPECT),

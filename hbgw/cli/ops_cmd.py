@@ -6,7 +6,7 @@ import socket
 
 import typer
 
-from hbgw.cli.common import out, settings
+from hbgw.cli.common import out, path_hint, settings
 
 
 def worker(
@@ -106,8 +106,8 @@ def flower(
 ) -> None:
     """Run Flower on the gateway's Celery app: workers, fires and drains as they happen.
 
-    Needs HBGW_FLOWER_PASSWORD (basic auth as HBGW_FLOWER_USER) or Flower's OAuth settings,
-    unless bound to loopback with --unauthenticated-loopback.
+    Needs HBGW_FLOWER_PASSWORD (basic auth as HBGW_FLOWER_USER) or Flower's OAuth settings, \
+unless bound to loopback with --unauthenticated-loopback.
     """
     import os
 
@@ -178,6 +178,9 @@ def up(
             out(f"api      {stack.api.url} (OpenAPI: {stack.api.url}/docs)")
             token = stack.api.token if stack.api.generated else "the first of HBGW_API_TOKENS"
             out(f"token    {token} (owner {stack.api.owner}; also in {s.home / 'api.json'})")
+        hint = path_hint()
+        if hint:
+            out(hint)
         out("Ready. Try: hbgw session create --platform cli --chat me; Ctrl-C stops everything.")
         try:
             wait_forever(stack)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import typer
 
 from core.clock import iso
-from hbgw.cli.common import now, open_store, out, out_json
+from hbgw.cli.common import err, now, open_store, out, out_json, settings
 from hbgw.cli.gateway_ctx import sync_index
 from hbgw.cli.help import Command, Group
 
@@ -22,13 +22,23 @@ def create(
     platform: str = typer.Option(..., "--platform", help="slack, telegram, webhook, cli, …"),
     chat: str = typer.Option(..., "--chat", help="Chat (channel) id on the platform."),
     thread: str | None = typer.Option(None, "--thread", help="Thread or topic id."),
-    owner: str | None = typer.Option(None, "--owner", help="The user who owns the session."),
+    owner: str | None = typer.Option(
+        None,
+        "--owner",
+        help="The user who owns the session (default: the owner of `hbgw up`'s API token, "
+        "`local`, so `hbgw chat` and the API find it).",
+    ),
 ) -> None:
-    """Create a session; prints its id alone on a line."""
+    """Create a session; prints its id alone on a line (its owner on stderr)."""
+    from hbgw.local_api import local_owner
+
+    chosen = owner if owner is not None else local_owner(settings())
     session = open_store().create_session(
-        platform=platform, chat=chat, thread=thread, owner=owner, now=now()
+        platform=platform, chat=chat, thread=thread, owner=chosen, now=now()
     )
     out(session.id)
+    if owner is None:
+        err(f"Owner: {chosen} (the owner of `hbgw up`'s API token; --owner names another).")
 
 
 @app.command(cls=Command)
@@ -50,6 +60,7 @@ def show(
         + (f" ({session.closed_reason})" if session.closed_reason else "")
     )
     out(f"where     {session.platform}: {where}")
+    out(f"owner     {session.owner or '(none: only the admin token sees it)'}")
     if session.parent_id:
         out(f"parent    {session.parent_id}")
     out(f"created   {iso(session.created_at)}")

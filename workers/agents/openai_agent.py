@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 import openai
 
@@ -55,6 +56,7 @@ class OpenAIAgent:
             timeout=config.timeout,
             max_retries=config.max_retries,
         )
+        self.where = endpoint_host(config.base_url)
         self.tools = tool_list(config.heartbeat_write)
         self.tool_names = tuple(t["function"]["name"] for t in self.tools)
 
@@ -119,17 +121,33 @@ class OpenAIAgent:
         not repeated (the key in particular never is)."""
         attempts = self.config.max_retries + 1
         tries = f"{attempts} attempt{'s' if attempts != 1 else ''}"
+        at = self.where
         if isinstance(exc, openai.APITimeoutError):
-            return f"The model did not answer within {self.config.timeout:g}s ({tries})."
+            return f"The model at {at} did not answer within {self.config.timeout:g}s ({tries})."
         if isinstance(exc, openai.APIConnectionError):
-            return f"The model endpoint could not be reached ({tries})."
+            return f"The model endpoint at {at} could not be reached ({tries})."
         if isinstance(exc, openai.APIStatusError):
             code = exc.status_code
             retried = code in RETRIED or code >= 500
-            return f"The model endpoint answered HTTP {code}" + (f" ({tries})." if retried else ".")
+            head = f"The model endpoint at {at} answered HTTP {code}"
+            return head + (f" ({tries})." if retried else ".")
         if isinstance(exc, openai.APIResponseValidationError):
-            return "The model endpoint answered something that is not a chat completion."
+            return f"The model endpoint at {at} answered something that is not a chat completion."
         return f"The model call failed: {type(exc).__name__}."
+
+
+def endpoint_host(base_url: str) -> str:
+    """Where the model is, for a failure sentence: the host and port only — never a user name,
+    password or path of HBGW_OPENAI_BASE_URL, which may carry credentials."""
+    try:
+        parts = urlsplit(base_url)
+        host, port = parts.hostname, parts.port
+    except ValueError:
+        return "HBGW_OPENAI_BASE_URL"
+    if not host:
+        return "HBGW_OPENAI_BASE_URL"
+    shown = f"[{host}]" if ":" in host else host
+    return f"{shown}:{port}" if port is not None else shown
 
 
 def unreachable(exc: openai.OpenAIError) -> bool:
