@@ -32,20 +32,22 @@ def run_watch(
     active = str(info.get("active_id") or session_id)
     if active != session_id:
         screen.say(f"Session {session_id} continues as {active} (compressed).")
-    screen.say(f"Watching session {active}: its deliveries as they come; Ctrl-C stops.")
     recent = client.history(active, last=last) if last > 0 else []
     for message in recent:
         shown = render(message, live=False)
         if shown is not None:
             screen.say(shown)
     problems: list[str] = []
+    opened: list[bool] = []
     stream = EventStream(
         client,
         active,
         after=recent[-1].id if recent else None,
         stop=stop,
         on_problem=lambda sentence, _delay: _once(screen, problems, sentence),
-        on_connect=lambda: _back(screen, problems),
+        # Said once the stream is open: what is delivered from then on is shown (a session with
+        # no message yet starts at the stream's opening, so a word before it could be missed).
+        on_connect=lambda: _back(screen, problems, active, opened),
     )
     try:
         for item in stream:
@@ -68,7 +70,10 @@ def _once(screen: Screen, problems: list[str], sentence: str) -> None:
     problems.append(sentence)
 
 
-def _back(screen: Screen, problems: list[str]) -> None:
-    if problems:
+def _back(screen: Screen, problems: list[str], active: str, opened: list[bool]) -> None:
+    if not opened:
+        opened.append(True)
+        screen.say(f"Watching session {active}: its deliveries as they come; Ctrl-C stops.")
+    elif problems:
         screen.say("(following again)")
     problems.clear()
