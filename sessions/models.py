@@ -192,6 +192,13 @@ class HeartbeatRow(Base):
     exact: Mapped[bool | None] = mapped_column(Boolean)
     ends_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     max_fires: Mapped[int | None] = mapped_column(Integer)
+    # Dedupe (NULL: off) and backoff's ceiling, seconds; the quiet fires in a row; the digest
+    # of the last reply delivered on its route (sessions/dedupe.py) and when.
+    dedupe_seconds: Mapped[int | None] = mapped_column(Integer)
+    backoff_seconds: Mapped[int | None] = mapped_column(Integer)
+    quiet_fires: Mapped[int | None] = mapped_column(Integer)
+    last_reply_hash: Mapped[str | None] = mapped_column(String(64))
+    last_reply_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     created_at: Mapped[datetime] = mapped_column(UTCDateTime())
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime())
 

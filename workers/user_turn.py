@@ -5,7 +5,7 @@ begin: the message (skipped when answered already), its session, a typing indica
 skeleton: agent → confirm the lock and ``begin_reply`` (fenced: the message's durable mark and
 the delivery records ``pending``) → the heartbeat announcements, each stored with its outcome
 as it leaves → the reply → finish: the reply stored with its outcome, the message marked done
-(one fenced transaction).
+(one fenced transaction); then a heartbeat backing off snaps back (``Store.user_spoke``).
 """
 
 from __future__ import annotations
@@ -145,6 +145,10 @@ class UserTurn(Turn[Asked]):
             delivered=outcome,
         )
         rt.wake_streams(sid)  # the reply (and its notices) reach the API's streams now
+        # The user spoke: a heartbeat backing off snaps back to its interval (docs/contract.md).
+        snapped = rt.store.user_spoke(sid, lease.fence, rt.clock())
+        if snapped is not None:
+            rt.apply_due(sid, snapped.next_due)
         gateway_metrics().user_turns.labels(kind).inc()
         self.io.stamp(sid, "idle")
 

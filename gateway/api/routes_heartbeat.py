@@ -91,6 +91,8 @@ def _set_command(ctx: ApiContext, body: HeartbeatSpec) -> SetHeartbeat:
         exact=body.exact,
         lasts=body.lasts,
         times=body.times,
+        dedupe=body.dedupe,
+        backoff=body.backoff,
     )
     tz = f"--tz {body.tz}" if body.tz else ""
     schedule = " ".join(f"{body.schedule} {tz} {words}".split()) if body.schedule.strip() else ""

@@ -43,6 +43,10 @@ class HeartbeatSpec(Request):
     lasts: str | None = Field(default=None, alias="for", max_length=16)
     """``7d``: the heartbeat ends that long after it is set."""
     times: int | None = Field(default=None, ge=1, le=1_000_000)
+    dedupe: str | None = Field(default=None, max_length=16)
+    """``6h``: a reply repeated on its route within that window is held back; ``0``: off."""
+    backoff: str | None = Field(default=None, max_length=16)
+    """``4h``: quiet fires double the interval up to that ceiling."""
 
 
 class JobSpec(Request):
@@ -154,6 +158,10 @@ class HeartbeatStatus(Response):
     exact: bool = False
     ends_at: str | None = None
     times: int | None = None
+    dedupe_seconds: int = 0
+    backoff_seconds: int | None = None
+    backing_off: bool = False
+    interval_now_seconds: int | None = None
 
 
 class HeartbeatChange(Response):

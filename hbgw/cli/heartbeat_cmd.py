@@ -16,11 +16,14 @@ from hbgw.cli.help import Command, Group
 
 if TYPE_CHECKING:
     from sessions.grammar import Command as HeartbeatCommand
+    from sessions.grammar.policy import Policy
 
 app = typer.Typer(cls=Group, help="Show, set, pause, resume or clear the heartbeat of a session.")
 
 SESSION = typer.Argument(..., metavar="SESSION", help="Session id.")
 CLI_EXAMPLE = "for example: hbgw heartbeat set SESSION --every 10m check CI"
+DEDUPE_HELP = "Hold back a reply repeated within this window (default HBGW_DEDUPE; 0: off)."
+BACKOFF_HELP = "Quiet fires double the interval up to this ceiling, such as 4h."
 
 
 @app.command(cls=Command)
@@ -64,6 +67,8 @@ def set_(
         None, "--for", metavar="DURATION", help="End this long after it is set, such as 7d."
     ),
     times: int | None = typer.Option(None, "--times", metavar="N", help="End after N fires."),
+    dedupe: str | None = typer.Option(None, "--dedupe", metavar="DURATION", help=DEDUPE_HELP),
+    backoff: str | None = typer.Option(None, "--backoff", metavar="DURATION", help=BACKOFF_HELP),
 ) -> None:
     """Set (or replace) the heartbeat: fire count 0, fresh anchor.
 
@@ -71,11 +76,10 @@ def set_(
     Policies: docs/contract.md "Policies".
     """
     from sessions.grammar import IntervalSchedule, SetHeartbeat, check_prompt, option_schedule
-    from sessions.grammar.policy import parse_policy, policy_words
 
     lim = limits()
-    words = policy_words(hours=hours, weekdays=weekdays, exact=exact, lasts=lasts, times=times)
-    policy = parse_policy(words, tz=tz, minimum=lim.min_interval, jitter=lim.jitter)
+    words = _words(hours, weekdays, exact, lasts, times, dedupe, backoff)
+    policy = _policy(words, tz)
     # With an interval, --tz can only be the active hours' zone.
     schedule_tz = None if cron is None and policy.hours is not None else tz
     schedule = option_schedule(every=every, cron=cron, tz=schedule_tz, limits=lim)
@@ -116,6 +120,38 @@ def _apply(session_id: str, command: HeartbeatCommand) -> None:
 
     out(apply_command(open_store(), session_id, command, now()))
     sync_index(session_id)
+
+
+def _words(
+    hours: str | None,
+    weekdays: bool,
+    exact: bool,
+    lasts: str | None,
+    times: int | None,
+    dedupe: str | None,
+    backoff: str | None,
+) -> str:
+    """The policy options as the policy words of /heartbeat."""
+    from sessions.grammar.policy import policy_words
+
+    return policy_words(
+        hours=hours,
+        weekdays=weekdays,
+        exact=exact,
+        lasts=lasts,
+        times=times,
+        dedupe=dedupe,
+        backoff=backoff,
+    )
+
+
+def _policy(words: str, tz: str | None) -> Policy:
+    from sessions.grammar.policy import parse_policy
+
+    lim = limits()
+    return parse_policy(
+        words, tz=tz, minimum=lim.min_interval, jitter=lim.jitter, dedupe=lim.dedupe
+    )
 
 
 def _schedule_text(every: str | None, cron: str | None, tz: str | None, words: str) -> str:

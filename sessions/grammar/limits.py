@@ -22,10 +22,14 @@ class GrammarLimits:
     """Longest prompt accepted."""
     jitter: bool = True
     """Heartbeats set by a command are staggered (HBGW_JITTER), unless they say ``exact``."""
+    dedupe: int = 0
+    """Seconds a repeated reply is held back when a command names no ``dedupe`` (HBGW_DEDUPE,
+    24h unless set; 0 here: off, for callers that build limits without the settings)."""
 
 
 def limits_from_settings(settings: Settings) -> GrammarLimits:
-    """HBGW_MIN_INTERVAL, HBGW_DEFAULT_INTERVAL and HBGW_MAX_PROMPT_CHARS as grammar limits."""
+    """HBGW_MIN_INTERVAL, HBGW_DEFAULT_INTERVAL, HBGW_MAX_PROMPT_CHARS, HBGW_JITTER and
+    HBGW_DEDUPE as grammar limits."""
     try:
         default = parse_interval(settings.default_interval, minimum=settings.min_interval)
     except IntervalError as exc:
@@ -36,4 +40,14 @@ def limits_from_settings(settings: Settings) -> GrammarLimits:
         default_interval=default,
         max_prompt_chars=settings.max_prompt_chars,
         jitter=settings.jitter,
+        dedupe=_dedupe(settings.dedupe),
     )
+
+
+def _dedupe(text: str) -> int:
+    if text.strip() in ("0", "off"):
+        return 0
+    try:
+        return parse_interval(text, minimum=1)
+    except IntervalError as exc:
+        raise IntervalError(f"HBGW_DEDUPE is not usable (0 turns it off): {exc}") from exc

@@ -2,8 +2,10 @@
 
 ``hours 09:00-18:00 [Area/City]`` (active hours; the zone defaults to ``--tz``, else UTC),
 ``weekdays`` (only windows starting Monday to Friday; alone: whole weekdays), ``exact`` (no
-jitter), ``for 7d`` or ``for 7 days`` (ends that long after it is set) and ``times N`` (ends
-after N fires).
+jitter), ``for 7d`` or ``for 7 days`` (ends that long after it is set), ``times N`` (ends
+after N fires), ``dedupe 6h`` (a reply identical to the last one delivered on its route within
+that window is not sent; ``dedupe 0``: off; unsaid: the operator's HBGW_DEDUPE) and
+``backoff 4h`` (quiet fires double the interval up to that ceiling).
 
 They follow the schedule, in any order, each at most once. ``for`` and ``times`` are policy words
 only when a duration or a whole number follows (``every 1h for the release …`` is a prompt);
@@ -24,6 +26,11 @@ from sessions.grammar.intervals import format_interval, parse_interval, unit_sec
 from sessions.grammar.text import quote
 
 MAX_TIMES = 1_000_000
+DEFAULT_DEDUPE = 86400
+SILENT = (0, DEFAULT_DEDUPE)  # dedupe windows describe() leaves out
+_WORDS = {"hours": 1, "for": 2, "times": 1, "dedupe": 2, "backoff": 2}  # word: values to read
+_DURATIONS = ("for", "dedupe", "backoff")
+_ZERO = re.compile(r"0+(?:\.0+)?\s*[A-Za-z]*")
 _WINDOW = re.compile(r"([01]?[0-9]|2[0-3]):([0-5][0-9])-([01]?[0-9]|2[0-3]):([0-5][0-9])")
 _ZONE = re.compile(r"UTC|[A-Za-z][A-Za-z0-9_+-]*(?:/[A-Za-z0-9_+-]+)+")
 _NUMBER = re.compile(r"[0-9]+(?:\.[0-9]+)?")
@@ -41,12 +48,19 @@ class Policy:
     times: int | None = None
     stagger: bool = True
     """Jittered unless ``exact`` (HBGW_JITTER=false: never); not shown, not a user's word."""
+    dedupe: int = 0
+    """Seconds an identical reply on the same route is not sent again (0: off)."""
+    backoff: int | None = None
+    """The ceiling, in seconds, that quiet fires double an interval up to (None: no backoff)."""
 
     def describe(self) -> str:
         parts = [f"hours {self.hours.describe()}"] if self.hours else []
         parts += ["exact"] if self.exact else []
         parts += [f"for {format_interval(self.lasts)}"] if self.lasts else []
         parts += [f"times {self.times}"] if self.times else []
+        # The usual window goes unsaid (status shows it); another one is said.
+        parts += [f"dedupe {format_interval(self.dedupe)}"] if self.dedupe not in SILENT else []
+        parts += [f"backoff {format_interval(self.backoff)}"] if self.backoff else []
         return " ".join(parts)
 
 
@@ -74,7 +88,9 @@ class Words:
         self.pos = self.text.index(token, self.pos) + len(token)
 
 
-def parse_policy(text: str, *, tz: str | None, minimum: float, jitter: bool = True) -> Policy:
+def parse_policy(
+    text: str, *, tz: str | None, minimum: float, jitter: bool = True, dedupe: int = 0
+) -> Policy:
     """Policy words only, as the CLI and the API give them; anything else is an error."""
     words, draft = Words(text), PolicyDraft()
     while draft.step(words, minimum):
@@ -82,10 +98,10 @@ def parse_policy(text: str, *, tz: str | None, minimum: float, jitter: bool = Tr
     left = words._peek()
     if left is not None:
         raise CommandError(
-            f"{quote(left)} is not a heartbeat policy — --for takes a duration like 7d and "
-            "--times a whole number."
+            f"{quote(left)} is not a heartbeat policy — --for, --dedupe and --backoff take a "
+            "duration like 7d (--dedupe also 0) and --times a whole number."
         )
-    return draft.policy(tz, jitter=jitter)
+    return draft.policy(tz, jitter=jitter, dedupe=dedupe)
 
 
 @dataclass
@@ -99,20 +115,21 @@ class PolicyDraft:
     lasts: int | None = None
     times: int | None = None
     seen: set[str] | None = None
+    dedupe: int | None = None
+    backoff: int | None = None
 
     def step(self, cursor: Cursor, minimum: float) -> bool:
         """Consume one policy word (and its value) at the cursor; False: the prompt starts."""
         token = cursor._peek()
         word = (token or "").lower()
-        if word not in ("hours", "weekdays", "exact", "for", "times"):
+        if word not in ("hours", "weekdays", "exact", *_WORDS):
             return False
         assert token is not None
-        wanted = {"hours": 1, "for": 2, "times": 1}.get(word, 0)
-        values = _values_after(cursor, token, wanted)
+        values = _values_after(cursor, token, _WORDS.get(word, 0))
         value = values[0] if values else None
-        if word == "for" and _spaced_duration(values):
+        if word in _DURATIONS and _spaced_duration(values):
             value = " ".join(values)  # "for 7 days"
-        if word in ("for", "times") and not _fits(word, value):
+        if word in _WORDS and word != "hours" and not _fits(word, value):
             return False  # "for the release": the prompt starts here
         self._once(word)
         cursor._skip(token)
@@ -125,6 +142,10 @@ class PolicyDraft:
             self.lasts = parse_interval(value, minimum=minimum)
         elif word == "times":
             self.times = _times(value)
+        elif word in ("dedupe", "backoff"):
+            assert value is not None
+            zero = word == "dedupe" and _ZERO.fullmatch(value) is not None
+            setattr(self, word, 0 if zero else parse_interval(value, minimum=1))
         else:
             setattr(self, word, True)
         return True
@@ -149,16 +170,22 @@ class PolicyDraft:
             self.zone = parse_timezone(zone)
             cursor._skip(zone)
 
-    def policy(self, tz: str | None, *, jitter: bool = True) -> Policy:
+    def policy(self, tz: str | None, *, jitter: bool = True, dedupe: int = 0) -> Policy:
         """The policy; ``tz`` (from ``--tz``) is the hours' zone when they name none;
-        ``jitter``: the operator's HBGW_JITTER."""
+        ``jitter``: the operator's HBGW_JITTER; ``dedupe``: the window when none is given."""
         hours = None
         if self.window is not None or self.weekdays:
             start, end = self.window or (time(0), time(0))
             zone = self.zone or (parse_timezone(tz) if tz else "UTC")
             hours = ActiveHours(start, end, zone, self.weekdays)
         return Policy(
-            hours=hours, exact=self.exact, lasts=self.lasts, times=self.times, stagger=jitter
+            hours=hours,
+            exact=self.exact,
+            lasts=self.lasts,
+            times=self.times,
+            stagger=jitter,
+            dedupe=dedupe if self.dedupe is None else self.dedupe,
+            backoff=self.backoff,
         )
 
 
@@ -182,7 +209,9 @@ def _spaced_duration(values: list[str]) -> bool:
 
 
 def _fits(word: str, value: str | None) -> bool:
-    pattern = _DURATION if word == "for" else _WHOLE
+    pattern = _DURATION if word in _DURATIONS else _WHOLE
+    if value is not None and word == "dedupe" and _ZERO.fullmatch(value):
+        return True  # "dedupe 0": off
     return value is not None and pattern.fullmatch(value) is not None
 
 
@@ -194,7 +223,14 @@ def _times(value: str | None) -> int:
 
 
 def policy_words(
-    *, hours: str | None, weekdays: bool, exact: bool, lasts: str | None, times: int | None
+    *,
+    hours: str | None,
+    weekdays: bool,
+    exact: bool,
+    lasts: str | None,
+    times: int | None,
+    dedupe: str | None = None,
+    backoff: str | None = None,
 ) -> str:
     """The CLI's and the API's policy options as the policy words of /heartbeat."""
     parts = [f"hours {hours}"] if hours is not None else []
@@ -202,4 +238,6 @@ def policy_words(
     parts += ["exact"] if exact else []
     parts += [f"for {lasts}"] if lasts is not None else []
     parts += [f"times {times}"] if times is not None else []
+    parts += [f"dedupe {dedupe}"] if dedupe is not None else []
+    parts += [f"backoff {backoff}"] if backoff is not None else []
     return " ".join(" ".join(parts).split())

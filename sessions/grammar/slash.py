@@ -24,7 +24,8 @@ Ambiguous forms, decided on purpose:
 - ``@hourly`` etc. start a cron schedule; any other ``@word`` (``@alice``) begins the prompt, except
   ``@midnight`` / ``@reboot``, which get an error rather than becoming a prompt.
 - An unknown ``--option`` at the start is an error, not a prompt.
-- Policy words (``hours``, ``weekdays``, ``exact``, ``for``, ``times``; ``grammar.policy``)
+- Policy words (``hours``, ``weekdays``, ``exact``, ``for``, ``times``, ``dedupe``,
+  ``backoff``; ``grammar.policy``)
   follow the schedule; a prompt given without a schedule never starts with one.
 """
 
@@ -125,6 +126,8 @@ def help_text() -> str:
             "(or add --tz Asia/Tokyo)",
             "/heartbeat every 15m hours 09:00-18:00 Europe/Paris weekdays for 7d times 20 "
             "<prompt> — policies after the schedule: active hours, an end; exact: no jitter",
+            "/heartbeat every 15m dedupe 6h backoff 4h <prompt> — hold back a reply repeated "
+            "within 6h (default 1d, dedupe 0: off); quiet fires double the interval up to 4h",
             "/heartbeat status — show it; /heartbeat pause, /heartbeat resume — hold, restart",
             "/heartbeat clear (or stop, off) — remove it; /hb is short for /heartbeat",
         ]
@@ -232,7 +235,7 @@ class _Head:
     def parse(self) -> tuple[Schedule | None, int, Policy]:
         while (token := self._peek()) is not None and self._step(token):
             pass
-        policy = self.draft.policy(self.tz, jitter=self.limits.jitter)
+        policy = self.draft.policy(self.tz, jitter=self.limits.jitter, dedupe=self.limits.dedupe)
         # With an interval, --tz can only be the active hours' zone.
         hours_tz = self.cron is None and self.draft.zone is None and policy.hours is not None
         tz = None if hours_tz else self.tz

@@ -230,6 +230,8 @@ class FireTurns(Transactions):
         delivered: DeliveryOutcome | None = None,
         channel: str = "",
         end_heartbeat: bool = False,
+        quiet: bool = False,
+        delivered_hash: str | None = None,
     ) -> Finished:
         """Record how a started run ended (``outcome``: one of ``states.FINISHED``) and the turn's
         reply as a message, fenced, in one transaction; with the due time the index should hold
@@ -238,7 +240,9 @@ class FireTurns(Transactions):
         for the pending record ``mark_delivering`` wrote, or, for a reply never marked (silence),
         a ``suppressed`` record through ``channel``. ``end_heartbeat``: this fire was its
         heartbeat's last (completion marker, ``times``, ``for``): cleared in the same
-        transaction, only the generation that fired."""
+        transaction, only the generation that fired. ``quiet``: the reply was silent or a held-back
+        repeat (backoff counts it); ``delivered_hash``: the digest of a reply that left, kept for
+        dedupe (``hb.after_reply``)."""
         final = finished_outcome(outcome)
         with self._transaction() as db:
             run = run_row(db, run_id)
@@ -250,6 +254,12 @@ class FireTurns(Transactions):
                     _record_delivery(db, run, fence, channel, delivered, now)
                 row = finish_in(db, run, final, now, detail, usage)
                 _add_message(db, session, run, "assistant", reply_kind, reply, now)
+                if _fired_by(row, run):
+                    assert row is not None
+                    state = hb.after_reply(
+                        heartbeat_state(row), quiet=quiet, delivered_hash=delivered_hash, now=now
+                    )
+                    apply_state(row, state, now)
                 if end_heartbeat and _fired_by(row, run):
                     assert row is not None
                     apply_state(row, hb.clear(heartbeat_state(row), now), now)

@@ -15,8 +15,14 @@ from sessions.grammar import CronSchedule, IntervalSchedule, Schedule
 from sessions.grammar.hours import ActiveHours
 from sessions.grammar.policy import Policy
 from sessions.models import PAUSED_REASON_CHARS, HeartbeatRow, SessionRow
-from sessions.states import HeartbeatStatus
-from sessions.store.base import Transactions, active_session_row, heartbeat_row, session_row
+from sessions.states import HeartbeatStatus, SessionStatus
+from sessions.store.base import (
+    Transactions,
+    active_session_row,
+    fenced_session_row,
+    heartbeat_row,
+    session_row,
+)
 from sessions.validation import check_schedule_text, check_storable
 
 # What status shows for a session without a live heartbeat; never stored.
@@ -84,6 +90,10 @@ def policy_json(state: hb.HeartbeatState | None) -> dict[str, Any]:
         "exact": policy.exact,
         "ends_at": iso(state.ends_at) if state else None,
         "times": policy.times,
+        "dedupe_seconds": policy.dedupe,
+        "backoff_seconds": policy.backoff,
+        "backing_off": bool(state and state.backing_off()),
+        "interval_now_seconds": state.interval_seconds() if state else None,
     }
 
 
@@ -105,12 +115,21 @@ def heartbeat_state(row: HeartbeatRow) -> hb.HeartbeatState:
         ends_at=row.ends_at,
         # NULL ``exact``: set without the command layer's policies (or before 0011): no jitter.
         jitter_seed=row.session_id if row.exact is False else "",
+        quiet_fires=row.quiet_fires or 0,
+        last_reply_hash=row.last_reply_hash,
+        last_reply_at=row.last_reply_at,
     )
 
 
 def _policy(row: HeartbeatRow) -> Policy:
     hours = ActiveHours.from_text(row.active_hours) if row.active_hours else None
-    return Policy(hours=hours, exact=bool(row.exact), times=row.max_fires)
+    return Policy(
+        hours=hours,
+        exact=bool(row.exact),
+        times=row.max_fires,
+        dedupe=row.dedupe_seconds or 0,
+        backoff=row.backoff_seconds,
+    )
 
 
 def apply_state(row: HeartbeatRow, state: hb.HeartbeatState, now: datetime) -> None:
@@ -130,7 +149,22 @@ def apply_state(row: HeartbeatRow, state: hb.HeartbeatState, now: datetime) -> N
     row.exact = True if state.policy.exact else (False if state.jitter_seed else None)
     row.ends_at = state.ends_at
     row.max_fires = state.policy.times
+    row.dedupe_seconds = state.policy.dedupe or None
+    row.backoff_seconds = state.policy.backoff
+    row.quiet_fires = state.quiet_fires or None
+    row.last_reply_hash, row.last_reply_at = state.last_reply_hash, state.last_reply_at
     row.updated_at = now
+
+
+@dataclass(frozen=True)
+class SnappedBack:
+    """A backed-off heartbeat is back at its interval; ``next_due`` is for the index."""
+
+    next_due: datetime | None
+
+
+def _backing_off(row: HeartbeatRow | None) -> bool:
+    return row is not None and row.status == HeartbeatStatus.ACTIVE and bool(row.quiet_fires)
 
 
 def clear_departing(db: Session, session_id: str, now: datetime) -> None:
@@ -226,6 +260,22 @@ class HeartbeatRecords(Transactions):
             state = hb.pause_for_route(heartbeat_state(row), reason)
             apply_state(row, state, now)
             return state
+
+    def user_spoke(self, session_id: str, fence: int, now: datetime) -> SnappedBack | None:
+        """A user turn of the session ended (``fence``: its grant): a backed-off active
+        heartbeat snaps back (``hb.user_spoke``), with the due time the index should hold
+        then; None when nothing changed. One read when nothing backs off."""
+        with self._transaction() as db:
+            if not _backing_off(heartbeat_row(db, session_id)):
+                return None
+            session = fenced_session_row(db, session_id, fence)
+            row = heartbeat_row(db, session_id, for_update=True)
+            state = hb.user_spoke(heartbeat_state(row), now) if _backing_off(row) else None
+            if row is None or state is None:
+                return None
+            apply_state(row, state, now)
+            active = session.status == SessionStatus.ACTIVE
+            return SnappedBack(state.next_due() if active else None)
 
     def _change(
         self,
