@@ -75,7 +75,8 @@ class HeartbeatState:
         base, ceiling = self.schedule.seconds, self.policy.backoff
         if ceiling is None or self.quiet_fires == 0:
             return base
-        return max(base, min(base * 2 ** min(self.quiet_fires, MAX_QUIET_COUNTED), ceiling))
+        doubled: int = base << min(self.quiet_fires, MAX_QUIET_COUNTED)
+        return max(base, min(doubled, ceiling))
 
     def backing_off(self) -> bool:
         """Whether quiet fires have stretched the interval (status says so)."""

@@ -270,8 +270,10 @@ class HeartbeatRecords(Transactions):
                 return None
             session = fenced_session_row(db, session_id, fence)
             row = heartbeat_row(db, session_id, for_update=True)
-            state = hb.user_spoke(heartbeat_state(row), now) if _backing_off(row) else None
-            if row is None or state is None:
+            if row is None or not _backing_off(row):
+                return None
+            state = hb.user_spoke(heartbeat_state(row), now)
+            if state is None:
                 return None
             apply_state(row, state, now)
             active = session.status == SessionStatus.ACTIVE
