@@ -21,7 +21,7 @@ from sessions.replies import status_reply
 from sessions.states import DeliveryState, RunState, fire_id
 from sessions.store import Store
 from sessions.store.heartbeat_records import HeartbeatStatusView
-from sessions.views import DeliveryOutcome, Reserved
+from sessions.views import DeliveryOutcome, Outbound, ReplyStart, Reserved
 
 ROUTE = ("slack", "C1", "T1")
 HASH = reply_hash(*ROUTE, "all green")
@@ -197,6 +197,16 @@ def fire(store: Store, sid: str, fence: int, due: datetime, *, quiet: bool) -> d
     return finished.next_due
 
 
+def user_turn_mark(store: Store, sid: str, fence: int, now: datetime) -> ReplyStart:
+    """A user message and its turn's fenced mark (``begin_reply``): the user spoke."""
+    store.claim_fence(sid, fence, now)
+    message = store.accept_message(sid, "hi", now=now, idempotency_key=f"k{fence}").message
+    outbound = [Outbound(f"msg:{message.id}", "reply")]
+    start = store.begin_reply(sid, message.id, fence, now, channel="slack", outbound=outbound)
+    assert start is not None
+    return start
+
+
 def test_the_store_keeps_the_digest_and_the_quiet_fires(store: Store) -> None:
     sid = store.create_session(platform="slack", chat="C1", thread="T1", now=T0).id
     set_hb(store, sid)
@@ -215,9 +225,9 @@ def test_the_store_keeps_the_digest_and_the_quiet_fires(store: Store) -> None:
     kept = store.get_heartbeat(sid)
     assert kept is not None and kept.last_reply_at == first  # a held-back repeat is no delivery
     spoke = third + timedelta(minutes=5)
-    snapped = store.user_spoke(sid, 3, spoke)
-    assert snapped is not None and snapped.next_due == spoke + timedelta(minutes=10)
-    assert store.user_spoke(sid, 3, spoke) is None  # nothing backs off any more
+    snapped = user_turn_mark(store, sid, 4, spoke)
+    assert snapped.snapped and snapped.next_due == spoke + timedelta(minutes=10)
+    assert not user_turn_mark(store, sid, 5, spoke).snapped  # nothing backs off any more
     set_hb(store, sid, spoke)  # set again: the route's memory stays, the backoff starts over
     again = store.get_heartbeat(sid)
     assert again is not None and (again.last_reply_hash, again.quiet_fires) == (HASH, 0)

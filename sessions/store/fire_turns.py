@@ -253,16 +253,12 @@ class FireTurns(Transactions):
                 if delivered is not None:
                     _record_delivery(db, run, fence, channel, delivered, now)
                 row = finish_in(db, run, final, now, detail, usage)
-                _add_message(db, session, run, "assistant", reply_kind, reply, now)
-                if _fired_by(row, run):
-                    assert row is not None
+                if row is not None and _fired_by(row, run):
                     state = hb.after_reply(
                         heartbeat_state(row), quiet=quiet, delivered_hash=delivered_hash, now=now
                     )
-                    apply_state(row, state, now)
-                if end_heartbeat and _fired_by(row, run):
-                    assert row is not None
-                    apply_state(row, hb.clear(heartbeat_state(row), now), now)
+                    apply_state(row, hb.clear(state, now) if end_heartbeat else state, now)
+                _add_message(db, session, run, "assistant", reply_kind, reply, now)
             # The run's heartbeat (finish_in read it) is the session's unless it moved on.
             if row is None or row.session_id != session.id:
                 row = heartbeat_row(db, session.id)

@@ -16,13 +16,7 @@ from sessions.grammar.hours import ActiveHours
 from sessions.grammar.policy import Policy
 from sessions.models import PAUSED_REASON_CHARS, HeartbeatRow, SessionRow
 from sessions.states import HeartbeatStatus, SessionStatus
-from sessions.store.base import (
-    Transactions,
-    active_session_row,
-    fenced_session_row,
-    heartbeat_row,
-    session_row,
-)
+from sessions.store.base import Transactions, active_session_row, heartbeat_row, session_row
 from sessions.validation import check_schedule_text, check_storable
 
 # What status shows for a session without a live heartbeat; never stored.
@@ -163,8 +157,18 @@ class SnappedBack:
     next_due: datetime | None
 
 
-def _backing_off(row: HeartbeatRow | None) -> bool:
-    return row is not None and row.status == HeartbeatStatus.ACTIVE and bool(row.quiet_fires)
+def user_spoke_in(db: Session, session: SessionRow, now: datetime) -> SnappedBack | None:
+    """The user spoke in ``session`` (locked by the caller's fenced step): a backed-off active
+    heartbeat snaps back (``hb.user_spoke``), with the due time the index should hold then;
+    None when nothing changed (one read)."""
+    row = heartbeat_row(db, session.id, for_update=True)
+    if row is None or row.status != HeartbeatStatus.ACTIVE or not row.quiet_fires:
+        return None
+    state = hb.user_spoke(heartbeat_state(row), now)
+    if state is None:
+        return None
+    apply_state(row, state, now)
+    return SnappedBack(state.next_due() if session.status == SessionStatus.ACTIVE else None)
 
 
 def clear_departing(db: Session, session_id: str, now: datetime) -> None:
@@ -260,24 +264,6 @@ class HeartbeatRecords(Transactions):
             state = hb.pause_for_route(heartbeat_state(row), reason)
             apply_state(row, state, now)
             return state
-
-    def user_spoke(self, session_id: str, fence: int, now: datetime) -> SnappedBack | None:
-        """A user turn of the session ended (``fence``: its grant): a backed-off active
-        heartbeat snaps back (``hb.user_spoke``), with the due time the index should hold
-        then; None when nothing changed. One read when nothing backs off."""
-        with self._transaction() as db:
-            if not _backing_off(heartbeat_row(db, session_id)):
-                return None
-            session = fenced_session_row(db, session_id, fence)
-            row = heartbeat_row(db, session_id, for_update=True)
-            if row is None or not _backing_off(row):
-                return None
-            state = hb.user_spoke(heartbeat_state(row), now)
-            if state is None:
-                return None
-            apply_state(row, state, now)
-            active = session.status == SessionStatus.ACTIVE
-            return SnappedBack(state.next_due() if active else None)
 
     def _change(
         self,
