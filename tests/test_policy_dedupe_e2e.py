@@ -1,12 +1,15 @@
 """Dedupe and backing off through real beat and workers (backdated state, not sleeps): a repeat
 is held back and recorded as such until its window has passed; quiet fires stretch the interval
-the due index holds, and a user turn snaps it back."""
+the due index holds, and a user turn snaps it back; and the words through chat, CLI and API."""
 
 from __future__ import annotations
 
+import json
 from datetime import datetime, timedelta
 
 from sqlalchemy import update
+from support.api_fixtures import ALICE, Api
+from support.cli_fixtures import Hbgw
 from support.harness import Gateway, wait_until
 from support.scenarios import send
 
@@ -101,3 +104,30 @@ def test_quiet_fires_back_off_and_the_user_snaps_it_back(gateway: Gateway) -> No
         row = heartbeat_row(gw, sid)
         assert row.anchor_at >= spoke and row.next_due_at == row.anchor_at + timedelta(seconds=60)
         assert gw.rt.index.due_ms(sid) == to_ms(row.next_due_at)
+
+
+def test_chat_cli_and_api_set_dedupe_and_backoff(hbgw: Hbgw, api: Api) -> None:
+    sid = hbgw("session", "create", "--platform", "slack", "--chat", "C1").out.strip()
+    said = hbgw("send", sid, "/heartbeat every 15m dedupe 6h backoff 4h check CI").out.strip()
+    assert said == "♥ Heartbeat set (every 15m dedupe 6h backoff 4h): check CI"
+    status = json.loads(hbgw("heartbeat", "status", sid, "--json").out)
+    assert (status["dedupe_seconds"], status["backoff_seconds"]) == (21600, 14400)
+    assert (status["backing_off"], status["interval_now_seconds"]) == (False, 900)
+    hbgw("send", sid, "/heartbeat every 15m check CI")
+    assert json.loads(hbgw("heartbeat", "status", sid, "--json").out)["dedupe_seconds"] == 86400
+    cli = hbgw("heartbeat", "set", sid, "--every", "1h", "--dedupe", "0", "--backoff", "1d", "x")
+    assert cli.code == 0, cli.err
+    status = json.loads(hbgw("heartbeat", "status", sid, "--json").out)
+    assert (status["dedupe_seconds"], status["backoff_seconds"]) == (0, 86400)
+    bad = hbgw("heartbeat", "set", sid, "--every", "1h", "--backoff", "30m", "x")
+    assert bad.code == 2 and "give more than the interval (1h)" in bad.err
+    with api.owner(ALICE) as alice:
+        api_sid = api.new_session(alice)
+        body = {"schedule": "every 15m", "prompt": "x", "dedupe": "2h", "backoff": "2h"}
+        put = alice.put(f"/v1/sessions/{api_sid}/heartbeat", json=body)
+        assert put.status_code == 200, put.text
+        shown = put.json()["heartbeat"]
+        assert (shown["dedupe_seconds"], shown["backoff_seconds"]) == (7200, 7200)
+        body = {"schedule": "cron 0 9 * * *", "prompt": "x", "backoff": "2h"}
+        bad_api = alice.put(f"/v1/sessions/{api_sid}/heartbeat", json=body)
+        assert bad_api.status_code == 422 and "doubles an interval" in bad_api.text
