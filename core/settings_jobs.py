@@ -1,5 +1,6 @@
-"""The cron-job settings (``HBGW_API_MAX_JOBS_PER_OWNER``, ``HBGW_JOB_RETRY_DELAYS``), a part of
-``Settings`` kept in a module of its own like each platform's."""
+"""The cron-job settings (``HBGW_API_MAX_JOBS_PER_OWNER``, ``HBGW_JOB_RETRY_DELAYS``) and the
+heartbeats' default dedupe window (``HBGW_DEDUPE``), a part of ``Settings`` kept in a module of
+its own like each platform's."""
 
 from __future__ import annotations
 
@@ -18,6 +19,11 @@ class JobSettings(BaseModel):
         default="60,300,900",
         description="Seconds before each retry of a job run whose model was unreachable, "
         "comma-separated ('' none); after the last, the run has failed.",
+    )
+    dedupe: str = Field(
+        default="24h",
+        description="Dedupe window of a heartbeat set by a command that names none "
+        "(contract: Policies); 0: off.",
     )
 
     @field_validator("job_retry_delays")

@@ -13,6 +13,7 @@ from sessions.jitter import jitter_offset
 from sessions.states import HeartbeatStatus
 
 MAX_MISSED_COUNTED = 1000
+MAX_QUIET_COUNTED = 32  # 2**32 times any interval is past every ceiling (at most 366d)
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,11 @@ class HeartbeatState:
     """``for 7d``: the set time plus that; no fire is due after it."""
     jitter_seed: str = ""
     """The session id the jitter offset is drawn from ("" or ``exact``: none)."""
+    quiet_fires: int = 0
+    """Fires in a row whose reply was silent or a held-back repeat (``backoff`` counts them)."""
+    last_reply_hash: str | None = None
+    """The digest of the last reply delivered (``sessions.dedupe``: its route and its text)."""
+    last_reply_at: datetime | None = None
 
     def next_due(self) -> datetime | None:
         """Interval: anchor + interval. Cron: the first occurrence after the anchor. Then the
@@ -61,8 +67,28 @@ class HeartbeatState:
         due = self._scheduled()
         return hours.next_open(due) != due
 
+    def interval_seconds(self) -> int | None:
+        """The interval now: the schedule's, doubled for each quiet fire up to the ``backoff``
+        ceiling; None for a cron schedule."""
+        if not isinstance(self.schedule, IntervalSchedule):
+            return None
+        base, ceiling = self.schedule.seconds, self.policy.backoff
+        if ceiling is None or self.quiet_fires == 0:
+            return base
+        doubled: int = base << min(self.quiet_fires, MAX_QUIET_COUNTED)
+        return max(base, min(doubled, ceiling))
+
+    def backing_off(self) -> bool:
+        """Whether quiet fires have stretched the interval (status says so)."""
+        interval = self.interval_seconds()
+        return isinstance(self.schedule, IntervalSchedule) and interval != self.schedule.seconds
+
+    def _current(self) -> Schedule:
+        interval = self.interval_seconds()
+        return self.schedule if interval is None else IntervalSchedule(interval)
+
     def _scheduled(self) -> datetime:
-        due = next_fire(self.schedule, self.anchor)
+        due = next_fire(self._current(), self.anchor)
         # An interval keeps the phase of its first fire: the offset is added once, to a due
         # time counted from a set or resume (the anchor then is not a fire time).
         if isinstance(self.schedule, CronSchedule) or self.anchor != self.last_fired:
@@ -88,8 +114,9 @@ class HeartbeatState:
         due = self.next_due()
         if due is None or now < due:
             return 0
-        if isinstance(self.schedule, IntervalSchedule):
-            return int((now - due).total_seconds() // self.schedule.seconds)
+        interval = self.interval_seconds()
+        if interval is not None:
+            return int((now - due).total_seconds() // interval)
         count, moment = 0, due
         # A metric only: the cap keeps a years-late every-minute cron cheap (~0.2 ms per step).
         while count < MAX_MISSED_COUNTED:
@@ -132,13 +159,55 @@ def set_heartbeat(
         policy=policy,
         ends_at=None if lasts is None else now + timedelta(seconds=lasts),
         jitter_seed=jitter_seed,
+        # The route's memory of its last reply outlives a new setting (dedupe is per route).
+        last_reply_hash=current.last_reply_hash if current else None,
+        last_reply_at=current.last_reply_at if current else None,
     )
+    _check_backoff(schedule, policy)
     if state.next_due() is None:
         raise CommandError(
             "This heartbeat would never fire — its first due time comes after its end "
             f"(for {format_interval(lasts or 0)}); give a longer 'for' or a shorter interval."
         )
     return state
+
+
+def _check_backoff(schedule: Schedule, policy: Policy) -> None:
+    if policy.backoff is None:
+        return
+    if not isinstance(schedule, IntervalSchedule):
+        raise CommandError(
+            "'backoff' doubles an interval — give the schedule as every <interval>, not cron."
+        )
+    if policy.backoff <= schedule.seconds:
+        raise CommandError(
+            f"'backoff {format_interval(policy.backoff)}' is the ceiling the interval doubles "
+            f"up to — give more than the interval ({format_interval(schedule.seconds)})."
+        )
+
+
+def after_reply(
+    state: HeartbeatState, *, quiet: bool, delivered_hash: str | None, now: datetime
+) -> HeartbeatState:
+    """A fire's reply is recorded: ``quiet`` (silent, or a repeat held back) counts towards the
+    backoff; anything else snaps the interval back. ``delivered_hash``: the digest of a reply
+    that was delivered, remembered with the time for dedupe."""
+    quiet_fires = min(state.quiet_fires + 1, MAX_QUIET_COUNTED) if quiet else 0
+    if state.policy.backoff is None:
+        quiet_fires = 0
+    if delivered_hash is None:
+        return replace(state, quiet_fires=quiet_fires)
+    return replace(
+        state, quiet_fires=quiet_fires, last_reply_hash=delivered_hash, last_reply_at=now
+    )
+
+
+def user_spoke(state: HeartbeatState, now: datetime) -> HeartbeatState | None:
+    """The user spoke in the session: a backed-off heartbeat snaps back to its interval,
+    counted from now (no instant catch-up fire, as on resume); None when nothing changes."""
+    if state.quiet_fires == 0:
+        return None
+    return replace(state, quiet_fires=0, anchor=now)
 
 
 def _require_live(current: HeartbeatState | None, verb: str) -> HeartbeatState:
@@ -168,6 +237,7 @@ def resume(current: HeartbeatState | None, now: datetime) -> HeartbeatState:
         anchor=now,
         generation=state.generation + 1,
         paused_reason=None,
+        quiet_fires=0,
     )
 
 

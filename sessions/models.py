@@ -195,6 +195,13 @@ class HeartbeatRow(Base):
     # Cost caps (migration 0013): tokens per UTC day, and the model its turns ask for.
     daily_tokens: Mapped[int | None] = mapped_column(BigInteger)
     model: Mapped[str | None] = mapped_column(String(MODEL_CHARS))
+    # Dedupe (NULL: off) and backoff's ceiling, seconds; the quiet fires in a row; the digest
+    # of the last reply delivered on its route (sessions/dedupe.py) and when.
+    dedupe_seconds: Mapped[int | None] = mapped_column(Integer)
+    backoff_seconds: Mapped[int | None] = mapped_column(Integer)
+    quiet_fires: Mapped[int | None] = mapped_column(Integer)
+    last_reply_hash: Mapped[str | None] = mapped_column(String(64))
+    last_reply_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     created_at: Mapped[datetime] = mapped_column(UTCDateTime())
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime())
 

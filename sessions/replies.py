@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from zoneinfo import ZoneInfo
 
+from sessions.grammar import IntervalSchedule, format_interval
 from sessions.heartbeat import HeartbeatState
 from sessions.states import HeartbeatStatus
 from sessions.store.heartbeat_records import NO_HEARTBEAT, HeartbeatStatusView
@@ -103,4 +104,14 @@ def status_reply(status: HeartbeatStatusView, *, estop: bool = False) -> str:
         nxt = f"next at {local_when(due, status.now, zone)} (outside active hours)"
     else:
         nxt = f"next at {when(due, status.now)}"
-    return f"♥ Heartbeat ({state.describe()}): {preview(state.prompt)} — {nxt}, {fires}{outcome}."
+    tail = f"{fires}{outcome}{_backing_off(state)}"
+    return f"♥ Heartbeat ({state.describe()}): {preview(state.prompt)} — {nxt}, {tail}."
+
+
+def _backing_off(state: HeartbeatState) -> str:
+    """``, backing off: every 1h (base 15m)`` while quiet fires stretch the interval."""
+    interval, schedule = state.interval_seconds(), state.schedule
+    if not state.backing_off() or interval is None or not isinstance(schedule, IntervalSchedule):
+        return ""
+    base = format_interval(schedule.seconds)
+    return f", backing off: every {format_interval(interval)} (base {base})"

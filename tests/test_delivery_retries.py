@@ -100,6 +100,7 @@ def test_spent_retries_are_failed_with_the_reason_in_runs_and_the_api(
         assert shown["delivery"]["error"] == run.delivery.error
     listed = hbgw("runs", sid)
     assert listed.code == 0, listed.err
-    header, row = listed.out.splitlines()
+    header, row, per_day = listed.out.splitlines()
+    assert per_day.startswith("Heartbeat tokens per UTC day")
     assert header.index("delivery") == row.index("failed×2")  # the columns stay aligned
     assert "delivery failed after 2 attempts" in row

@@ -87,7 +87,7 @@ def test_user_turn_with_a_tool_call_then_a_heartbeat_turn(
     table = hbgw("runs", sid)
     assert "tokens in+out" in table.out and "40+3" in table.out
     header, line, per_day = table.out.splitlines()
-    assert "delivery" in header and " delivered " in line
+    assert "delivery" in header and " delivered " in f"{line} "
     assert per_day.startswith("Heartbeat tokens per UTC day") and per_day.endswith(" 43")
 
 

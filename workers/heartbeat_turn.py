@@ -22,6 +22,7 @@ from datetime import datetime
 from core.clock import to_ms
 from core.errors import StaleFence
 from core.metrics import count_delivery, gateway_metrics
+from sessions.dedupe import DUPLICATE_DETAIL, is_duplicate, reply_hash
 from sessions.heartbeat import HeartbeatState
 from sessions.states import DeliveryState, HeartbeatStatus, RefundReason, RunState
 from sessions.views import (
@@ -238,12 +239,20 @@ class HeartbeatTurn(Turn[Begun]):
             text = with_notice(f"⚠ Heartbeat failed: {answer.failure}", notice)
             return Composed(answer, Outgoing(text, Delivery("failure", fid, fire_id=fid)))
         body = split_done(answer.text)[0]
-        if is_silent(body):
+        if is_silent(body) or self._repeats(plan, body):
             if notice is None:
                 return Composed(answer, None, suppressed_key=fid)
             return Composed(answer, Outgoing(notice, Delivery("heartbeat", fid, fire_id=fid)))
         text = with_notice(body, notice)
         return Composed(answer, Outgoing(text, Delivery("heartbeat", fid, fire_id=fid)))
+
+    def _repeats(self, plan: Begun, body: str) -> bool:
+        """Dedupe: the same reply as the last one delivered on this route, within the window."""
+        return is_duplicate(plan.started.state, self._hash(plan, body), self.rt.clock())
+
+    def _hash(self, plan: Begun, body: str) -> str:
+        address = plan.address
+        return reply_hash(address.platform, address.chat, address.thread, body)
 
     def mark(self, lease: Lease, plan: Begun, composed: Composed) -> ReplyStart | None:
         # SQL agrees this turn still holds the session (a stale turn's StaleFence ends it here,
@@ -266,12 +275,18 @@ class HeartbeatTurn(Turn[Begun]):
         outcome: DeliveryOutcome,
     ) -> None:
         rt, sid, fid, answer = self.rt, lease.session_id, plan.fire.fire_id, composed.answer
+        body, detail = split_done(answer.text)[0], None
+        if outcome.state is DeliveryState.FAILED:
+            detail = outcome.error
         if sent is None:
             reply, result = answer.text, RunState.SILENT  # kept for the record, never sent
+            detail = None if is_silent(body) else DUPLICATE_DETAIL  # else a held-back repeat
         else:
             reply = sent.reply.text
             failed = answer.failure is not None or outcome.state is DeliveryState.FAILED
             result = RunState.FAILED if failed else RunState.COMPLETED
+        left = outcome.state in (DeliveryState.SENT, DeliveryState.RETRYING)
+        spoke = left and answer.failure is None and not is_silent(body)
         # One fenced transaction: the outcome, what the turn spent (failed turns included:
         # heartbeats cost money), the reply, the delivery's outcome, and the due time the
         # index gets without a read.
@@ -282,7 +297,7 @@ class HeartbeatTurn(Turn[Begun]):
             rt.clock(),
             reply=reply,
             reply_kind="notice" if result is RunState.FAILED else "assistant",
-            detail=outcome.error if outcome.state is DeliveryState.FAILED else None,
+            detail=detail,
             usage=answer.usage,
             delivered=outcome,
             channel=self.io.label(plan.address.platform),
@@ -290,6 +305,8 @@ class HeartbeatTurn(Turn[Begun]):
             # budget pauses it.
             end_heartbeat=end_notice(plan.started.state, answer) is not None,
             pause_reason=_budget(plan, answer),
+            quiet=sent is None,
+            delivered_hash=self._hash(plan, body) if spoke else None,
         )
         count_tokens(answer, paused=_budget(plan, answer) is not None)
         if sent is not None:

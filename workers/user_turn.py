@@ -5,7 +5,8 @@ begin: the message (skipped when answered already), its session, a typing indica
 skeleton: agent → confirm the lock and ``begin_reply`` (fenced: the message's durable mark and
 the delivery records ``pending``) → the heartbeat announcements, each stored with its outcome
 as it leaves → the reply → finish: the reply stored with its outcome, the message marked done
-(one fenced transaction).
+(one fenced transaction). The mark also snaps back a heartbeat that is backing off: the user
+spoke.
 """
 
 from __future__ import annotations
@@ -104,6 +105,8 @@ class UserTurn(Turn[Asked]):
         )
         if start is not None:
             count_delivery(channel, DeliveryState.UNKNOWN.value, start.unknown)
+            if start.snapped:  # the user spoke: a heartbeat backing off is back at its interval
+                rt.apply_due(lease.session_id, start.next_due)
         return start
 
     def store_sent(self, lease: Lease, out: Outgoing, outcome: DeliveryOutcome) -> None:

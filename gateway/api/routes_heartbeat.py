@@ -96,6 +96,8 @@ def _set_command(ctx: ApiContext, body: HeartbeatSpec) -> SetHeartbeat:
         model=body.model
         if body.model is None
         else check_model(body.model, ctx.limits.allowed_models),
+        dedupe=body.dedupe,
+        backoff=body.backoff,
     )
     tz = f"--tz {body.tz}" if body.tz else ""
     schedule = " ".join(f"{body.schedule} {tz} {words}".split()) if body.schedule.strip() else ""

@@ -47,6 +47,10 @@ class HeartbeatSpec(Request):
     """Tokens per UTC day (``50000`` or ``"50k"``); when spent the heartbeat pauses."""
     model: str | None = Field(default=None, max_length=128)
     """Its turns' model, one of HBGW_ALLOWED_MODELS."""
+    dedupe: str | None = Field(default=None, max_length=16)
+    """``6h``: a reply repeated on its route within that window is held back; ``0``: off."""
+    backoff: str | None = Field(default=None, max_length=16)
+    """``4h``: quiet fires double the interval up to that ceiling."""
 
 
 class JobSpec(Request):
@@ -164,6 +168,10 @@ class HeartbeatStatus(Response):
     model: str | None = None
     # What its runs spent on the UTC day of the request.
     tokens_today: int = 0
+    dedupe_seconds: int = 0
+    backoff_seconds: int | None = None
+    backing_off: bool = False
+    interval_now_seconds: int | None = None
 
 
 class HeartbeatChange(Response):

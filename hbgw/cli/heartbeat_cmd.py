@@ -28,6 +28,8 @@ MODEL = typer.Option(
     None, "--model", metavar="NAME", help="Its turns' model, one of HBGW_ALLOWED_MODELS."
 )
 CLI_EXAMPLE = "for example: hbgw heartbeat set SESSION --every 10m check CI"
+DEDUPE_HELP = "Hold back a reply repeated within this window (default HBGW_DEDUPE; 0: off)."
+BACKOFF_HELP = "Quiet fires double the interval up to this ceiling, such as 4h."
 
 
 @app.command(cls=Command)
@@ -73,18 +75,20 @@ def set_(
     times: int | None = typer.Option(None, "--times", metavar="N", help="End after N fires."),
     budget: str | None = BUDGET,
     model: str | None = MODEL,
+    dedupe: str | None = typer.Option(None, "--dedupe", metavar="DURATION", help=DEDUPE_HELP),
+    backoff: str | None = typer.Option(None, "--backoff", metavar="DURATION", help=BACKOFF_HELP),
 ) -> None:
     """Set (or replace) the heartbeat: fire count 0, fresh anchor.
 
-    Without --every or --cron it fires at the default interval (HBGW_DEFAULT_INTERVAL).
-    Policies: docs/contract.md "Policies".
+    Without --every or --cron it fires every HBGW_DEFAULT_INTERVAL; policies: docs/contract.md.
     """
     from sessions.grammar import IntervalSchedule, SetHeartbeat, check_prompt, option_schedule
     from sessions.grammar.policy import policy_words
 
     lim = limits()
     chosen: dict[str, Any] = {"lasts": lasts, "times": times, "budget": budget, "model": model}
-    words = policy_words(hours=hours, weekdays=weekdays, exact=exact, **chosen)
+    chosen |= {"dedupe": dedupe, "backoff": backoff, "hours": hours, "weekdays": weekdays}
+    words = policy_words(exact=exact, **chosen)
     policy = _policy(words, tz, budget)
     # With an interval, --tz can only be the active hours' zone.
     schedule_tz = None if cron is None and policy.hours is not None else tz
@@ -136,6 +140,7 @@ def _policy(words: str, tz: str | None, budget: str | None) -> Policy:
         jitter=lim.jitter,
         models=lim.allowed_models,
         budget=lim.daily_tokens,
+        dedupe=lim.dedupe,
     )
 
 

@@ -26,10 +26,14 @@ class GrammarLimits:
     """The models ``model NAME`` may choose (HBGW_ALLOWED_MODELS)."""
     daily_tokens: int | None = None
     """The budget of a heartbeat set without ``budget`` (HBGW_HEARTBEAT_DAILY_TOKENS)."""
+    dedupe: int = 0
+    """Seconds a repeated reply is held back when a command names no ``dedupe`` (HBGW_DEDUPE,
+    24h unless set; 0 here: off, for callers that build limits without the settings)."""
 
 
 def limits_from_settings(settings: Settings) -> GrammarLimits:
-    """HBGW_MIN_INTERVAL, HBGW_DEFAULT_INTERVAL and HBGW_MAX_PROMPT_CHARS as grammar limits."""
+    """HBGW_MIN_INTERVAL, HBGW_DEFAULT_INTERVAL, HBGW_MAX_PROMPT_CHARS, HBGW_JITTER and
+    HBGW_DEDUPE as grammar limits."""
     try:
         default = parse_interval(settings.default_interval, minimum=settings.min_interval)
     except IntervalError as exc:
@@ -42,4 +46,14 @@ def limits_from_settings(settings: Settings) -> GrammarLimits:
         jitter=settings.jitter,
         allowed_models=settings.allowed_model_names,
         daily_tokens=settings.heartbeat_daily_tokens,
+        dedupe=_dedupe(settings.dedupe),
     )
+
+
+def _dedupe(text: str) -> int:
+    if text.strip() in ("0", "off"):
+        return 0
+    try:
+        return parse_interval(text, minimum=1)
+    except IntervalError as exc:
+        raise IntervalError(f"HBGW_DEDUPE is not usable (0 turns it off): {exc}") from exc

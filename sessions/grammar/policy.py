@@ -2,8 +2,11 @@
 
 ``hours 09:00-18:00 [Area/City]`` (active hours; the zone defaults to ``--tz``, else UTC),
 ``weekdays`` (only windows starting Monday to Friday; alone: whole weekdays), ``exact`` (no
-jitter), ``for 7d`` or ``for 7 days`` (ends that long after it is set) and ``times N`` (ends
-after N fires); ``budget 50k`` and ``model NAME`` (``grammar.costs``).
+jitter), ``for 7d`` or ``for 7 days`` (ends that long after it is set), ``times N`` (ends
+after N fires), ``dedupe 6h`` (a reply identical to the last one delivered on its route within
+that window is not sent; ``dedupe 0``: off; unsaid: the operator's HBGW_DEDUPE) and
+``backoff 4h`` (quiet fires double the interval up to that ceiling); ``budget 50k`` and
+``model NAME`` (``grammar.costs``).
 
 They follow the schedule, in any order, each at most once. ``for`` and ``times`` are policy words
 only when a duration or a whole number follows (``every 1h for the release …`` is a prompt);
@@ -25,6 +28,19 @@ from sessions.grammar.intervals import format_interval, parse_interval, unit_sec
 from sessions.grammar.text import quote
 
 MAX_TIMES = 1_000_000
+DEFAULT_DEDUPE = 86400
+SILENT = (0, DEFAULT_DEDUPE)  # dedupe windows describe() leaves out
+_WORDS = {
+    "hours": 1,
+    "for": 2,
+    "times": 1,
+    "dedupe": 2,
+    "backoff": 2,
+    "budget": 1,
+    "model": 1,
+}  # word: values to read
+_DURATIONS = ("for", "dedupe", "backoff")
+_ZERO = re.compile(r"0+(?:\.0+)?\s*[A-Za-z]*")
 _WINDOW = re.compile(r"([01]?[0-9]|2[0-3]):([0-5][0-9])-([01]?[0-9]|2[0-3]):([0-5][0-9])")
 _ZONE = re.compile(r"UTC|[A-Za-z][A-Za-z0-9_+-]*(?:/[A-Za-z0-9_+-]+)+")
 _NUMBER = re.compile(r"[0-9]+(?:\.[0-9]+)?")
@@ -45,6 +61,10 @@ class Policy:
     budget: int | None = None
     """Tokens per UTC day (``budget 50k``, else HBGW_HEARTBEAT_DAILY_TOKENS when set)."""
     model: str | None = None
+    dedupe: int = 0
+    """Seconds an identical reply on the same route is not sent again (0: off)."""
+    backoff: int | None = None
+    """The ceiling, in seconds, that quiet fires double an interval up to (None: no backoff)."""
 
     def describe(self) -> str:
         parts = [f"hours {self.hours.describe()}"] if self.hours else []
@@ -53,6 +73,9 @@ class Policy:
         parts += [f"times {self.times}"] if self.times else []
         parts += [f"budget {format_tokens(self.budget)}"] if self.budget else []
         parts += [f"model {self.model}"] if self.model else []
+        # The usual window goes unsaid (status shows it); another one is said.
+        parts += [f"dedupe {format_interval(self.dedupe)}"] if self.dedupe not in SILENT else []
+        parts += [f"backoff {format_interval(self.backoff)}"] if self.backoff else []
         return " ".join(parts)
 
 
@@ -88,6 +111,7 @@ def parse_policy(
     jitter: bool = True,
     models: tuple[str, ...] = (),
     budget: int | None = None,
+    dedupe: int = 0,
 ) -> Policy:
     """Policy words only, as the CLI and the API give them; anything else is an error."""
     words, draft = Words(text), PolicyDraft()
@@ -96,10 +120,11 @@ def parse_policy(
     left = words._peek()
     if left is not None:
         raise CommandError(
-            f"{quote(left)} is not a heartbeat policy — --for takes a duration like 7d and "
-            "--times a whole number, --budget tokens like 50k and --model a model's name."
+            f"{quote(left)} is not a heartbeat policy — --for, --dedupe and --backoff take a "
+            "duration like 7d (--dedupe also 0), --times a whole number, --budget tokens like "
+            "50k and --model a model's name."
         )
-    return draft.policy(tz, jitter=jitter, models=models, budget=budget)
+    return draft.policy(tz, jitter=jitter, models=models, budget=budget, dedupe=dedupe)
 
 
 @dataclass
@@ -115,20 +140,21 @@ class PolicyDraft:
     budget: int | None = None
     model: str | None = None
     seen: set[str] | None = None
+    dedupe: int | None = None
+    backoff: int | None = None
 
     def step(self, cursor: Cursor, minimum: float) -> bool:
         """Consume one policy word (and its value) at the cursor; False: the prompt starts."""
         token = cursor._peek()
         word = (token or "").lower()
-        if word not in ("hours", "weekdays", "exact", "for", "times", "budget", "model"):
+        if word not in ("hours", "weekdays", "exact", *_WORDS):
             return False
         assert token is not None
-        wanted = {"hours": 1, "for": 2, "times": 1, "budget": 1, "model": 1}.get(word, 0)
-        values = _values_after(cursor, token, wanted)
+        values = _values_after(cursor, token, _WORDS.get(word, 0))
         value = values[0] if values else None
-        if word == "for" and _spaced_duration(values):
+        if word in _DURATIONS and _spaced_duration(values):
             value = " ".join(values)  # "for 7 days"
-        if word in ("for", "times", "budget") and not _fits(word, value):
+        if word in _WORDS and word not in ("hours", "model") and not _fits(word, value):
             return False  # "for the release": the prompt starts here
         self._once(word)
         cursor._skip(token)
@@ -143,6 +169,10 @@ class PolicyDraft:
             self.times = _times(value)
         elif word in ("budget", "model"):
             self._cost(word, value or "")
+        elif word in ("dedupe", "backoff"):
+            assert value is not None
+            zero = word == "dedupe" and _ZERO.fullmatch(value) is not None
+            setattr(self, word, 0 if zero else parse_interval(value, minimum=1))
         else:
             setattr(self, word, True)
         return True
@@ -180,10 +210,12 @@ class PolicyDraft:
         jitter: bool = True,
         models: tuple[str, ...] = (),
         budget: int | None = None,
+        dedupe: int = 0,
     ) -> Policy:
         """The policy; ``tz`` (from ``--tz``) is the hours' zone when they name none;
         ``jitter``: the operator's HBGW_JITTER; ``models``: HBGW_ALLOWED_MODELS; ``budget``:
-        HBGW_HEARTBEAT_DAILY_TOKENS, the budget when the words give none."""
+        HBGW_HEARTBEAT_DAILY_TOKENS, the budget when the words give none; ``dedupe``: the
+        window when none is given."""
         hours = None
         if self.window is not None or self.weekdays:
             start, end = self.window or (time(0), time(0))
@@ -197,6 +229,8 @@ class PolicyDraft:
             stagger=jitter,
             budget=self.budget or budget,
             model=None if self.model is None else check_model(self.model, models),
+            dedupe=dedupe if self.dedupe is None else self.dedupe,
+            backoff=self.backoff,
         )
 
 
@@ -222,7 +256,9 @@ def _spaced_duration(values: list[str]) -> bool:
 def _fits(word: str, value: str | None) -> bool:
     if word == "budget":
         return is_budget(value)
-    pattern = _DURATION if word == "for" else _WHOLE
+    pattern = _DURATION if word in _DURATIONS else _WHOLE
+    if value is not None and word == "dedupe" and _ZERO.fullmatch(value):
+        return True  # "dedupe 0": off
     return value is not None and pattern.fullmatch(value) is not None
 
 
@@ -242,6 +278,8 @@ def policy_words(
     times: int | None,
     budget: str | None = None,
     model: str | None = None,
+    dedupe: str | None = None,
+    backoff: str | None = None,
 ) -> str:
     """The CLI's and the API's policy options as the policy words of /heartbeat."""
     parts = [f"hours {hours}"] if hours is not None else []
@@ -251,4 +289,6 @@ def policy_words(
     parts += [f"times {times}"] if times is not None else []
     parts += [f"budget {budget}"] if budget is not None else []
     parts += [f"model {model}"] if model is not None else []
+    parts += [f"dedupe {dedupe}"] if dedupe is not None else []
+    parts += [f"backoff {backoff}"] if backoff is not None else []
     return " ".join(" ".join(parts).split())

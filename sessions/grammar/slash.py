@@ -24,8 +24,8 @@ Ambiguous forms, decided on purpose:
 - ``@hourly`` etc. start a cron schedule; any other ``@word`` (``@alice``) begins the prompt, except
   ``@midnight`` / ``@reboot``, which get an error rather than becoming a prompt.
 - An unknown ``--option`` at the start is an error, not a prompt.
-- Policy words (``hours``, ``weekdays``, ``exact``, ``for``, ``times``, ``budget``, ``model``;
-  ``grammar.policy``)
+- Policy words (``hours``, ``weekdays``, ``exact``, ``for``, ``times``, ``dedupe``,
+  ``backoff``, ``budget``, ``model``; ``grammar.policy``)
   follow the schedule; a prompt given without a schedule never starts with one.
 """
 
@@ -127,6 +127,8 @@ def help_text() -> str:
             "/heartbeat every 15m hours 09:00-18:00 Europe/Paris weekdays for 7d times 20 "
             "<prompt> — policies after the schedule: active hours, an end; exact: no jitter; "
             "budget 50k: tokens a day, then it pauses; model NAME: an allowed model",
+            "/heartbeat every 15m dedupe 6h backoff 4h <prompt> — hold back a reply repeated "
+            "within 6h (default 1d, dedupe 0: off); quiet fires double the interval up to 4h",
             "/heartbeat status — show it; /heartbeat pause, /heartbeat resume — hold, restart",
             "/heartbeat clear (or stop, off) — remove it; /hb is short for /heartbeat",
         ]
@@ -236,7 +238,11 @@ class _Head:
             pass
         lim = self.limits
         policy = self.draft.policy(
-            self.tz, jitter=lim.jitter, models=lim.allowed_models, budget=lim.daily_tokens
+            self.tz,
+            jitter=lim.jitter,
+            models=lim.allowed_models,
+            budget=lim.daily_tokens,
+            dedupe=lim.dedupe,
         )
         # With an interval, --tz can only be the active hours' zone.
         hours_tz = self.cron is None and self.draft.zone is None and policy.hours is not None

@@ -193,7 +193,7 @@ class FireTurns(Transactions):
                 assert state is not None  # it started: the re-check found the heartbeat
                 message = _prompt_of(db, run)  # a repeat after a COMMIT whose answer was lost
                 before = _before(db, message, history)
-                return Started(run_view(run), state, message, before, _spent(db, run))
+                return Started(run_view(run), state, message, before, _spent(db, run, state))
             reason = _refusal(session, row, run, conversation, owner_changed)
             if reason is not None:
                 if run.state != RunState.RESERVED and run.detail == reason.value:
@@ -204,7 +204,7 @@ class FireTurns(Transactions):
             start_in(run, now)
             message = _add_message(db, session, run, "user", "heartbeat", prompt, now)
             before = _before(db, message, history)
-            return Started(run_view(run), state, message, before, _spent(db, run))
+            return Started(run_view(run), state, message, before, _spent(db, run, state))
 
     def refund_fire(self, run_id: int, reason: RefundReason, now: datetime) -> NotStarted:
         """Give back a reservation that never reached the agent, answering the session's heartbeat
@@ -236,6 +236,8 @@ class FireTurns(Transactions):
         channel: str = "",
         end_heartbeat: bool = False,
         pause_reason: str | None = None,
+        quiet: bool = False,
+        delivered_hash: str | None = None,
     ) -> Finished:
         """Record how a started run ended (``outcome``: one of ``states.FINISHED``) and the turn's
         reply as a message, fenced, in one transaction; with the due time the index should hold
@@ -245,7 +247,8 @@ class FireTurns(Transactions):
         a ``suppressed`` record through ``channel``. ``end_heartbeat``: this fire was its
         heartbeat's last (completion marker, ``times``, ``for``): cleared in the same
         transaction, only the generation that fired. ``pause_reason``: this fire spent its
-        heartbeat's token budget for the day: paused with that reason, likewise."""
+        heartbeat's token budget for the day: paused with that reason, likewise. ``quiet`` and
+        ``delivered_hash``: for backoff and dedupe (``hb.after_reply``)."""
         final = finished_outcome(outcome)
         with self._transaction() as db:
             run = run_row(db, run_id)
@@ -256,19 +259,24 @@ class FireTurns(Transactions):
                 if delivered is not None:
                     _record_delivery(db, run, fence, channel, delivered, now)
                 row = finish_in(db, run, final, now, detail, usage)
+                if row is not None and _fired_by(row, run):
+                    state = hb.after_reply(
+                        heartbeat_state(row), quiet=quiet, delivered_hash=delivered_hash, now=now
+                    )
+                    apply_state(row, state, now)
+                    if end_heartbeat or pause_reason:
+                        _end_or_pause(row, pause_reason if not end_heartbeat else None, now)
                 _add_message(db, session, run, "assistant", reply_kind, reply, now)
-                if (end_heartbeat or pause_reason) and _fired_by(row, run):
-                    assert row is not None
-                    _end_or_pause(row, pause_reason if not end_heartbeat else None, now)
             # The run's heartbeat (finish_in read it) is the session's unless it moved on.
             if row is None or row.session_id != session.id:
                 row = heartbeat_row(db, session.id)
             return Finished(run_view(run), index_due(session, row))
 
 
-def _spent(db: Session, run: RunRow) -> int:
-    """Tokens of the run's heartbeat today (its own are not recorded yet: it has not finished)."""
-    if run.heartbeat_id is None:
+def _spent(db: Session, run: RunRow, state: hb.HeartbeatState) -> int:
+    """Tokens of the run's heartbeat today (its own are not recorded yet: it has not finished);
+    0 without a budget, which is all they are read for (no query on an uncapped fire)."""
+    if run.heartbeat_id is None or not state.policy.budget:
         return 0
     return tokens_on_day_in(db, run.heartbeat_id, run.reserved_at)
 

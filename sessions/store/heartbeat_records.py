@@ -15,7 +15,7 @@ from sessions.grammar import CronSchedule, IntervalSchedule, Schedule
 from sessions.grammar.hours import ActiveHours
 from sessions.grammar.policy import Policy
 from sessions.models import PAUSED_REASON_CHARS, HeartbeatRow, SessionRow
-from sessions.states import HeartbeatStatus
+from sessions.states import HeartbeatStatus, SessionStatus
 from sessions.store.base import Transactions, active_session_row, heartbeat_row, session_row
 from sessions.store.heartbeat_costs import tokens_on_day_in
 from sessions.validation import check_schedule_text, check_storable
@@ -90,6 +90,10 @@ def policy_json(state: hb.HeartbeatState | None) -> dict[str, Any]:
         "times": policy.times,
         "daily_tokens": policy.budget,
         "model": policy.model,
+        "dedupe_seconds": policy.dedupe,
+        "backoff_seconds": policy.backoff,
+        "backing_off": bool(state and state.backing_off()),
+        "interval_now_seconds": state.interval_seconds() if state else None,
     }
 
 
@@ -111,6 +115,9 @@ def heartbeat_state(row: HeartbeatRow) -> hb.HeartbeatState:
         ends_at=row.ends_at,
         # NULL ``exact``: set without the command layer's policies (or before 0011): no jitter.
         jitter_seed=row.session_id if row.exact is False else "",
+        quiet_fires=row.quiet_fires or 0,
+        last_reply_hash=row.last_reply_hash,
+        last_reply_at=row.last_reply_at,
     )
 
 
@@ -122,6 +129,8 @@ def _policy(row: HeartbeatRow) -> Policy:
         times=row.max_fires,
         budget=row.daily_tokens,
         model=row.model,
+        dedupe=row.dedupe_seconds or 0,
+        backoff=row.backoff_seconds,
     )
 
 
@@ -144,7 +153,32 @@ def apply_state(row: HeartbeatRow, state: hb.HeartbeatState, now: datetime) -> N
     row.max_fires = state.policy.times
     row.daily_tokens = state.policy.budget
     row.model = state.policy.model
+    row.dedupe_seconds = state.policy.dedupe or None
+    row.backoff_seconds = state.policy.backoff
+    row.quiet_fires = state.quiet_fires or None
+    row.last_reply_hash, row.last_reply_at = state.last_reply_hash, state.last_reply_at
     row.updated_at = now
+
+
+@dataclass(frozen=True)
+class SnappedBack:
+    """A backed-off heartbeat is back at its interval; ``next_due`` is for the index."""
+
+    next_due: datetime | None
+
+
+def user_spoke_in(db: Session, session: SessionRow, now: datetime) -> SnappedBack | None:
+    """The user spoke in ``session`` (locked by the caller's fenced step): a backed-off active
+    heartbeat snaps back (``hb.user_spoke``), with the due time the index should hold then;
+    None when nothing changed (one read)."""
+    row = heartbeat_row(db, session.id, for_update=True)
+    if row is None or row.status != HeartbeatStatus.ACTIVE or not row.quiet_fires:
+        return None
+    state = hb.user_spoke(heartbeat_state(row), now)
+    if state is None:
+        return None
+    apply_state(row, state, now)
+    return SnappedBack(state.next_due() if session.status == SessionStatus.ACTIVE else None)
 
 
 def clear_departing(db: Session, session_id: str, now: datetime) -> None:

@@ -44,6 +44,7 @@ from sessions.store.deliveries import (
     take_back_in,
 )
 from sessions.store.delivery_retries import due_retries_in
+from sessions.store.heartbeat_records import user_spoke_in
 from sessions.store.ledger_audit import HeartbeatSnapshot, LedgerSnapshot, read_snapshot
 from sessions.store.ledger_steps import (
     claim_in,
@@ -146,10 +147,11 @@ class FireLedger(Transactions):
         answered already (nothing to send). Otherwise the message records that the grant
         ``fence`` is answering it, so a later grant that finds the mark of an older one (and no
         reply) knows that one's outcome is unknown: it may have sent its reply. Each of
-        ``outbound`` (the notices, then the reply) gets its delivery record ``pending``.
+        ``outbound`` (the notices, then the reply) gets its delivery record ``pending``. The user
+        spoke: a heartbeat backing off snaps back (``snapped``, with its ``next_due``).
         """
         with self._transaction() as db:
-            fenced_session_row(db, session_id, fence)
+            session = fenced_session_row(db, session_id, fence)
             message = db.get(MessageRow, message_id)
             if message is None or message.state != MessageState.QUEUED:
                 return None
@@ -157,11 +159,14 @@ class FireLedger(Transactions):
             message.delivering_fence = fence
             owner = Owner(session_id, fence, channel, message_id=message_id)
             unknown = mark_pending_in(db, owner, outbound, now)
+            snapped = user_spoke_in(db, session, now)
             # The same fence again is this grant's own repeat after a lost COMMIT.
             return ReplyStart(
                 possible_repeat=earlier is not None and earlier != fence,
                 earlier=earlier,
                 unknown=unknown,
+                snapped=snapped is not None,
+                next_due=snapped.next_due if snapped else None,
             )
 
     def drop_reply_mark(

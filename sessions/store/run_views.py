@@ -107,6 +107,9 @@ class ReplyStart:
     """The mark this grant replaced (an older grant's fence), put back by ``drop_reply_mark``."""
     unknown: int = 0
     """Deliveries of an older attempt found still pending: cut off, their outcome unknown."""
+    snapped: bool = False
+    """The user spoke, so a heartbeat backing off snapped back; ``next_due`` is for the index."""
+    next_due: datetime | None = None
 
 
 def run_view(row: RunRow) -> RunView:

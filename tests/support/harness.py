@@ -43,6 +43,8 @@ FAST = {
     "beat_max_sleep": 0.2,
     # Tests that backdate a heartbeat by one interval expect it due; jitter has its own tests.
     "jitter": False,
+    # Their agents answer each fire alike; dedupe has its own tests (tests/test_policy_dedupe.py).
+    "dedupe": "0",
 }
 
 
