@@ -14,6 +14,7 @@ from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
 from chaos.evidence import Delivery, Heartbeat, Job, Reply, Run, UserMessage
+from sessions.grammar.cron import CronSchedule
 from sessions.grammar.job_schedule import OnceSchedule, job_next_fire
 from sessions.models import DeliveryRow, HeartbeatRow, JobRow, MessageRow, RunRow, SessionRow
 from sessions.store.job_records import schedule_of
@@ -120,6 +121,7 @@ def read_jobs(engine: Engine) -> list[Job]:
             period=_period(row),
             set_at=row.created_at.timestamp(),
             active=str(row.status) == "active",
+            fixed=isinstance(schedule_of(row), CronSchedule),
         )
         for row in rows
     ]

@@ -90,6 +90,7 @@ class Job:
     period: float
     set_at: float
     active: bool = True
+    fixed: bool = False  # a cron schedule: its times are fixed, not re-anchored by each run
 
 
 @dataclass(frozen=True)

@@ -70,6 +70,19 @@ def test_a_heartbeats_due_time_fired_again_under_another_id_is_flagged() -> None
     assert set(failing(add(ev, again))) == {"one_run_per_due_time"}
 
 
+def test_a_cron_jobs_late_run_then_the_next_on_time_is_not_a_second_run() -> None:
+    """Chaos quick: `* * * * *` reserved 1.7 s late (a fault), the next minute on time: 58.3 s
+    apart, their ids a minute apart. A cron job's times are fixed; a second run of one of them
+    (its id a refusal's back-off later) is still flagged."""
+    cron = "j000000000003"
+    late = replace(_fire("c1", 1, T, job=cron), reserved=T + 1.7)
+    on_time = _fire("c2", 1, T + 60, job=cron)
+    ev = replace(clean(), jobs=[*clean().jobs, Job(cron, None, 60.0, T - 60, fixed=True)])
+    assert "one_run_per_due_time" not in failing(add(ev, late, on_time))
+    again = replace(_fire("c3", 1, T + 1, job=cron), reserved=T + 2.5)  # the same minute
+    assert set(failing(add(ev, late, again))) == {"one_run_per_due_time"}
+
+
 def test_a_run_the_retry_ladder_gave_back_is_not_a_second_run() -> None:
     ev = clean()
     first = replace(ev.runs[-1], state="failed", detail="model unreachable, retry 1 of 3 at …")
