@@ -43,13 +43,8 @@ def assembled_worker(settings: Settings, name: str, *, threads: int) -> Iterator
     except BaseException:
         rt.close()
         raise
-    runner = TurnRunner(
-        rt,
-        Dispatcher(app, rt.keys),
-        agent=agent,
-        channel=make_channel(settings, clock=rt.clock, store=rt.store),
-        threads=threads,
-    )
+    channel = make_channel(settings, clock=rt.clock, store=rt.store)
+    runner = TurnRunner(rt, Dispatcher(app, rt.keys), agent=agent, channel=channel, threads=threads)
     context_of(app).handler = runner
     refresh_every = max(settings.worker_ttl / 4, 0.2)
     progress = context_of(app).consumer
@@ -69,4 +64,5 @@ def assembled_worker(settings: Settings, name: str, *, threads: int) -> Iterator
     finally:
         registry.stop()
         runner.shutdown(wait=True)
+        channel.close()  # after the last turn: no send is left to use the platform clients
         rt.close()

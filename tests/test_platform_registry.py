@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
+from nacl.signing import SigningKey
 from pydantic import ValidationError
 
 from core.errors import BadInput, PermanentDelivery
@@ -68,3 +69,29 @@ def test_the_manifest_names_the_routes_the_app_serves() -> None:
     assert urls == {route.path for route in router.routes}  # type: ignore[attr-defined]
     for scope in ("chat:write", "commands", "channels:history", "im:history"):
         assert f"- {scope}" in manifest
+
+
+def test_close_closes_every_platform_client(tmp_path: Path) -> None:
+    """A worker's shutdown closes the platform clients' pools (an httpx pool left open holds its
+    sockets until the process exits, and warns under -W error)."""
+    configured = settings(
+        tmp_path,
+        **SLACK,
+        telegram_bot_token="123:tok",
+        telegram_secret_token="s3cret-token_1",
+        discord_public_key=SigningKey.generate().verify_key.encode().hex(),
+        discord_bot_token="MTA5.bot-token",
+        discord_application_id="1001",
+        webhook_secret="whsec-x",
+    )
+    registry = make_channel(configured)
+    clients = {
+        "telegram": registry.own["telegram"].api.http,  # type: ignore[attr-defined]
+        "discord": registry.own["discord"].rest.client,  # type: ignore[attr-defined]
+        "webhook": registry.own["webhook"].client,  # type: ignore[attr-defined]
+    }
+    assert not any(client.is_closed for client in clients.values())
+    registry.close()
+    assert {name: client.is_closed for name, client in clients.items()} == dict.fromkeys(
+        clients, True
+    )

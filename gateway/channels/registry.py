@@ -93,6 +93,14 @@ class ChannelRegistry:
             guard=guard,
         )
 
+    def close(self) -> None:
+        """Close the platform clients' connection pools (a worker's shutdown): each own channel
+        that keeps one has a ``close``; the local channels keep none."""
+        for channel in self.own.values():
+            close = getattr(channel, "close", None)
+            if close is not None:
+                close()
+
     def typing(self, address: Address, *, session_id: str) -> None:
         self.channel_for(address.platform).typing(address, session_id=session_id)
 

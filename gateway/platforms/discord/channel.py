@@ -75,6 +75,9 @@ class DiscordChannel:
             timeout=settings.discord_timeout,
         )
 
+    def close(self) -> None:
+        self.rest.close()
+
     def send(
         self,
         address: Address,

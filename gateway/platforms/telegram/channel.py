@@ -66,6 +66,9 @@ class TelegramChannel:
     ) -> None:
         self.api = BotApi(token, base_url=base_url, timeout=timeout, sleep=sleep)
 
+    def close(self) -> None:
+        self.api.close()
+
     @classmethod
     def from_settings(
         cls, settings: Settings, *, sleep: Callable[[float], None] = pause
