@@ -13,9 +13,8 @@ minutes, most of them the cron schedules' next times).
 from __future__ import annotations
 
 from collections import Counter
-from datetime import UTC, datetime
-
 from dataclasses import replace
+from datetime import UTC, datetime
 
 from bench.context import BenchContext, Result
 from sessions import heartbeat as hb

@@ -1,9 +1,9 @@
 """Schemathesis against the live API on loopback: no 5xx, no answer outside the OpenAPI schema.
 
 Every operation is run with generated input, bounded per operation so the run stays short;
-those naming a session run once more on a real session of the token's owner (those naming
-an owner, on the token's owner), so the answers of
-a session that exists are checked too (not the event stream, which would never end).
+those naming a session run once more on a real session of the token's owner, and those naming
+an owner on the token's own, so the answers of a session (and an owner) that exists are checked
+too (not the event stream, which would never end).
 """
 
 from __future__ import annotations
