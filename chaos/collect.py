@@ -7,8 +7,10 @@ every send of a settled turn is matched by what SQL says a moment later.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
@@ -17,7 +19,8 @@ from chaos.evidence import Delivery, Heartbeat, Job, Reply, Run, UserMessage
 from sessions.grammar.cron import CronSchedule
 from sessions.grammar.job_schedule import OnceSchedule, job_next_fire
 from sessions.models import DeliveryRow, HeartbeatRow, JobRow, MessageRow, RunRow, SessionRow
-from sessions.store.job_records import schedule_of
+from sessions.states import JobStatus
+from sessions.store.job_records import job_state, schedule_of
 
 
 def _ts(value: datetime | None) -> float | None:
@@ -122,9 +125,28 @@ def read_jobs(engine: Engine) -> list[Job]:
             set_at=row.created_at.timestamp(),
             active=str(row.status) == "active",
             fixed=isinstance(schedule_of(row), CronSchedule),
+            **_jitter(row),
         )
         for row in rows
     ]
+
+
+def _jitter(row: JobRow) -> dict[str, Any]:
+    """A jittered job's first due time after its add and its offset (``Job.first_due``)."""
+    added = replace(
+        job_state(row),
+        status=JobStatus.ACTIVE,
+        anchor=row.created_at,
+        fire_count=0,
+        times=None,
+        last_fired=None,
+        retry_at=None,
+    )
+    offset = added.offset().total_seconds()
+    due = added.next_due()
+    if not added.jitter_seed or isinstance(added.schedule, OnceSchedule) or due is None:
+        return {}
+    return {"first_due": due.timestamp(), "offset": offset}
 
 
 def _period(row: JobRow) -> float:

@@ -91,6 +91,10 @@ class Job:
     set_at: float
     active: bool = True
     fixed: bool = False  # a cron schedule: its times are fixed, not re-anchored by each run
+    first_due: float | None = None
+    """Its first due time after its add, jitter offset included (``sessions.jobs``); None:
+    not jittered (``exact``, a one-shot) — the jitter check only reads it then."""
+    offset: float = 0.0  # that offset, seconds
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,10 @@ cron jobs and heartbeat policies.
 - ``no_fire_outside_active_hours``: a heartbeat's fires are due (or at least reserved) inside
   its active hours.
 - ``jitter_applied``: a jittered heartbeat's first fire is reserved no earlier than its set
-  time plus its interval plus its session's offset (``sessions.jitter``).
+  time plus its interval plus its session's offset (``sessions.jitter``); a jittered job's
+  first run likewise, after its first due time with its id's offset (``sessions.jobs``), and
+  the due time its fire id names is no earlier either (a cron job at the top of the hour
+  fires at the hour plus its offset, never at the hour).
 
 A job into a session never overlapping that session's heartbeat or user turns is
 ``no_overlapping_turns``: a job's runs are in the ledger under the session they ran in.
@@ -111,4 +114,29 @@ def jitter_applied(ev: Evidence) -> Check:
     check.figures["jittered_with_an_offset"] = sum(
         1 for h in jittered if jitter_offset(h.session, h.interval)
     )
+    _jobs_jitter(ev, check)
     return check
+
+
+def _jobs_jitter(ev: Evidence, check: Check) -> None:
+    firsts: dict[str, Run] = {}
+    for r in ev.runs:
+        if (
+            r.job is not None
+            and _counted(r)
+            and (r.job not in firsts or r.reserved < firsts[r.job].reserved)
+        ):
+            firsts[r.job] = r
+    jittered = [j for j in ev.jobs if j.first_due is not None and j.id in firsts]
+    for job in jittered:
+        assert job.first_due is not None
+        run = firsts[job.id]
+        due = due_time(run.fire_id)
+        early = max(job.first_due - run.reserved, job.first_due - (due or job.first_due))
+        if early > TOLERANCE:
+            check.failures.append(
+                f"job {job.id} (offset {job.offset:g}s) first ran {run.fire_id} {early:.2f}s "
+                "before its staggered due time"
+            )
+    check.figures["jittered_jobs"] = len(jittered)
+    check.figures["jittered_jobs_with_an_offset"] = sum(1 for j in jittered if j.offset)

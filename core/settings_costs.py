@@ -10,8 +10,8 @@ class CostSettings(BaseModel):
     heartbeat_daily_tokens: int | None = Field(
         default=None,
         ge=1,
-        description="Token budget per UTC day of every heartbeat set without 'budget'; blank: "
-        "no cap (contract: Policies).",
+        description="Token budget per UTC day of every heartbeat set without 'budget' whose "
+        "owner has no default budget (hbgw heartbeat budget); blank: no cap (contract: Policies).",
     )
     allowed_models: str | None = Field(
         default=None,

@@ -195,6 +195,9 @@ class HeartbeatRow(Base):
     # Cost caps (migration 0013): tokens per UTC day, and the model its turns ask for.
     daily_tokens: Mapped[int | None] = mapped_column(BigInteger)
     model: Mapped[str | None] = mapped_column(String(MODEL_CHARS))
+    # Where daily_tokens came from (0015, grammar.costs.BudgetSource): the heartbeat's own word,
+    # its owner's default or the operator's; NULL: none, or set before 0015 (then its own).
+    budget_source: Mapped[str | None] = mapped_column(String(16))
     # Dedupe (NULL: off) and backoff's ceiling, seconds; the quiet fires in a row; the digest
     # of the last reply delivered on its route (sessions/dedupe.py) and when.
     dedupe_seconds: Mapped[int | None] = mapped_column(Integer)
@@ -210,6 +213,17 @@ class HeartbeatRow(Base):
         # The restore pass pages through active heartbeats by session id (keyset).
         Index("ix_heartbeats_status_session", "status", "session_id"),
     )
+
+
+class OwnerBudgetRow(Base):
+    """An owner's default token budget per UTC day (0015): the budget of each of the owner's
+    heartbeats that names none of its own, in place of HBGW_HEARTBEAT_DAILY_TOKENS."""
+
+    __tablename__ = "owner_budgets"
+
+    owner: Mapped[str] = mapped_column(String(OWNER_CHARS), primary_key=True)
+    daily_tokens: Mapped[int] = mapped_column(BigInteger)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime())
 
 
 class JobRow(Base):

@@ -6,9 +6,11 @@ from datetime import UTC, datetime
 from zoneinfo import ZoneInfo
 
 from sessions.grammar import IntervalSchedule, format_interval
+from sessions.grammar.costs import format_tokens
 from sessions.heartbeat import HeartbeatState
 from sessions.states import HeartbeatStatus
 from sessions.store.heartbeat_records import NO_HEARTBEAT, HeartbeatStatusView
+from sessions.store.owner_budgets import OwnerBudget
 
 PROMPT_PREVIEW = 60
 
@@ -34,12 +36,28 @@ def _end(state: HeartbeatState, now: datetime) -> str:
 
 
 def _spend(status: HeartbeatStatusView) -> str:
-    """``, 1,234 of 50,000 tokens today (UTC)``: what it spent, when it spends or is capped."""
-    budget = status.state.policy.budget if status.state else None
+    """``, 1,234 of 50,000 tokens today (UTC, owner default)``: what it spent, when it spends or
+    is capped, and whose budget caps it when the heartbeat named none."""
+    policy = status.state.policy if status.state else None
+    budget = policy.budget if policy else None
     if not budget and not status.tokens_today:
         return ""
     cap = f" of {budget:,}" if budget else ""
-    return f", {status.tokens_today:,}{cap} tokens today (UTC)"
+    whose = (
+        f", {policy.budget_from} default" if policy and budget and not policy.names_budget else ""
+    )
+    return f", {status.tokens_today:,}{cap} tokens today (UTC{whose})"
+
+
+def owner_budget_reply(budget: OwnerBudget, operator_default: int | None) -> str:
+    """The owner's default budget, and what their heartbeats without a budget of their own get."""
+    count = budget.following
+    these = f"{count} heartbeat{'' if count == 1 else 's'} without a budget of their own"
+    if budget.daily_tokens is not None:
+        tokens = format_tokens(budget.daily_tokens)
+        return f"Default budget of {budget.owner}: {tokens} tokens per UTC day ({these})."
+    fallback = f"the operator's {format_tokens(operator_default)}" if operator_default else "no cap"
+    return f"{budget.owner} has no default budget: {fallback} ({these})."
 
 
 def local_when(moment: datetime, now: datetime, zone: str) -> str:

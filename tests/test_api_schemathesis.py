@@ -1,8 +1,9 @@
 """Schemathesis against the live API on loopback: no 5xx, no answer outside the OpenAPI schema.
 
 Every operation is run with generated input, bounded per operation so the run stays short;
-those naming a session run once more on a real session of the token's owner, so the answers of
-a session that exists are checked too (not the event stream, which would never end).
+those naming a session run once more on a real session of the token's owner, and those naming
+an owner on the token's own, so the answers of a session (and an owner) that exists are checked
+too (not the event stream, which would never end).
 """
 
 from __future__ import annotations
@@ -59,4 +60,7 @@ def test_the_api_keeps_its_schema(api: Api) -> None:
         exercise(operation.as_strategy())
         if "{session_id}" in operation.path and not operation.path.endswith("/events"):
             exercise(operation.as_strategy(path_parameters={"session_id": sid}))
-    assert len(labels) == 29, labels  # 19, the session's webhook URL (2), /v1/cron (8)
+        if "{owner}" in operation.path:  # the token's own owner, as well as strangers
+            exercise(operation.as_strategy(path_parameters={"owner": ALICE}))
+    # 19, the session's webhook URL (2), /v1/cron (8), an owner's default budget (3)
+    assert len(labels) == 32, labels

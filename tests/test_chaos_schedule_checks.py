@@ -1,15 +1,20 @@
 """The chaos checks of cron jobs and heartbeat policies (chaos/schedule_checks.py), fed
 constructed evidence: a due time run twice, a fire outside active hours, a jittered heartbeat
-fired before its offset and a job's run overlapping its session's heartbeat are each flagged;
+or job fired before its offset and a job's run overlapping its session's heartbeat are each flagged;
 a clean run with jobs and policies passes."""
 
 from __future__ import annotations
 
 from dataclasses import replace
+from datetime import datetime
 
 from chaos.checks import Check, run_checks
+from chaos.collect import read_jobs
 from chaos.evidence import Delivery, Evidence, Heartbeat, Job, Run
+from sessions.grammar.job_schedule import parse_job_schedule
 from sessions.jitter import jitter_offset
+from sessions.store import Store
+from sessions.views import JobRoute, NewJob
 
 T = 1_767_261_600.0  # 2026-01-01T10:00:00Z; the fake run lasts a minute
 S, FRESH = "s1", "s2"
@@ -135,3 +140,60 @@ def test_a_jittered_heartbeat_fires_once_per_due_time_after_its_offset() -> None
     assert set(failing(early)) == {"jitter_applied"}
     twice = add(ev, _fire(sid, 1, first), _fire(sid, 2, first + 1))  # one due time, two ids
     assert set(failing(twice)) == {"one_run_per_due_time"}
+
+
+def _jittered_job(period: float) -> tuple[str, float]:
+    """A job id whose offset for ``period`` is at least 2 s, and that offset."""
+    for n in range(1000):
+        job = f"jt{n:011x}"  # not the ids of clean()'s jobs
+        offset = jitter_offset(job, period).total_seconds()
+        if offset >= 2:
+            return job, offset
+    raise AssertionError("no seed with an offset")
+
+
+def test_a_jittered_cron_job_at_the_top_of_the_hour_runs_after_its_offset() -> None:
+    job, offset = _jittered_job(3600.0)
+    hourly = Job(job, None, 3600.0, T - 60, fixed=True, first_due=T + offset, offset=offset)
+    ev = replace(clean(), jobs=[*clean().jobs, hourly])
+    assert failing(add(ev, _fire("c1", 1, T + offset, job=job))) == {}
+    at_the_hour = failing(add(ev, _fire("c1", 1, T, job=job)))  # the offset not applied
+    assert set(at_the_hour) == {"jitter_applied"}
+    assert f"job {job}" in at_the_hour["jitter_applied"].failures[0]
+    # Reserved late, but its id names the hour itself: the due time had no offset either.
+    late = replace(_fire("c1", 1, T, job=job), reserved=T + offset + 1)
+    assert set(failing(add(ev, late))) == {"jitter_applied"}
+
+
+def test_a_jittered_interval_job_runs_after_its_offset_and_an_exact_one_is_not_checked() -> None:
+    job, offset = _jittered_job(40.0)
+    every = Job(job, None, 40.0, T, first_due=T + 40 + offset, offset=offset)
+    ev = replace(clean(), jobs=[*clean().jobs, every])
+    assert failing(add(ev, _fire("i1", 1, T + 40 + offset, job=job))) == {}
+    assert set(failing(add(ev, _fire("i1", 1, T + 40, job=job)))) == {"jitter_applied"}
+    exact = replace(ev, jobs=[*clean().jobs, replace(every, first_due=None, offset=0.0)])
+    assert failing(add(exact, _fire("i1", 1, T + 40, job=job))) == {}
+    figures = {c.name: c for c in run_checks(add(ev, _fire("i1", 1, T + 40 + offset, job=job)))}
+    assert figures["jitter_applied"].figures["jittered_jobs_with_an_offset"] == 1
+
+
+def test_the_collector_gives_a_jittered_job_its_first_due_time_with_the_offset(
+    store: Store,
+) -> None:
+    now = datetime.fromisoformat("2026-01-01T09:20:00+00:00")
+    route = JobRoute(platform="slack", chat="C1")
+    hourly = store.create_job(
+        NewJob(parse_job_schedule("@hourly", now=now, min_interval=60), "@hourly", "p", route),
+        now,
+    )
+    exact = store.create_job(
+        NewJob(
+            parse_job_schedule("@hourly", now=now, min_interval=60), "@hourly exact", "p", route
+        ),
+        now,
+    )
+    found = {j.id: j for j in read_jobs(store.engine)}
+    offset = jitter_offset(hourly.id, 3600.0).total_seconds()
+    top = datetime.fromisoformat("2026-01-01T10:00:00+00:00").timestamp()
+    assert (found[hourly.id].first_due, found[hourly.id].offset) == (top + offset, offset)
+    assert found[exact.id].first_due is None

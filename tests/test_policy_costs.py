@@ -191,7 +191,9 @@ def test_chat_and_cli_set_a_budget_and_a_model(hbgw: Hbgw, monkeypatch: pytest.M
     monkeypatch.setenv("HBGW_HEARTBEAT_DAILY_TOKENS", "25000")
     sid = hbgw("session", "create", "--platform", "slack", "--chat", "C1").out.strip()
     said = hbgw("send", sid, "/heartbeat every 15m check CI")
-    assert said.out.strip() == "♥ Heartbeat set (every 15m budget 25k): check CI"
+    assert (
+        said.out.strip() == "♥ Heartbeat set (every 15m budget 25k by operator default): check CI"
+    )
     status = json.loads(hbgw("heartbeat", "status", sid, "--json").out)
     assert (status["daily_tokens"], status["model"], status["tokens_today"]) == (25000, None, 0)
     cli = hbgw(

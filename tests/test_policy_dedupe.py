@@ -151,11 +151,11 @@ def test_the_words_show_except_the_usual_window_and_bad_values_say_so() -> None:
     assert Policy(dedupe=86400).describe() == Policy(dedupe=0).describe() == ""
     with pytest.raises(CommandError, match="given twice"):
         parse("/heartbeat every 15m dedupe 1h dedupe 2h x", LIMITS)
-    assert parse_policy("dedupe 0 backoff 4h", tz=None, minimum=1, dedupe=600) == Policy(
-        dedupe=0, backoff=14400
-    )
+    assert parse_policy(
+        "dedupe 0 backoff 4h", tz=None, limits=GrammarLimits(min_interval=1, dedupe=600)
+    ) == Policy(dedupe=0, backoff=14400)
     with pytest.raises(CommandError, match="--dedupe and --backoff take a duration"):
-        parse_policy("dedupe soon", tz=None, minimum=1)
+        parse_policy("dedupe soon", tz=None, limits=GrammarLimits(min_interval=1))
 
 
 # -- the store, on SQLite and PostgreSQL -------------------------------------------------------

@@ -24,6 +24,7 @@ from gateway.api import (
     routes_cron,
     routes_heartbeat,
     routes_messages,
+    routes_owner,
     routes_sessions,
 )
 from gateway.api.context import ApiContext, build_context, context
@@ -65,7 +66,8 @@ def create_app(
     app = FastAPI(title=TITLE, version=VERSION, lifespan=lifespan)
     app.state.api = ctx
     errors.install(app)
-    for module in (routes_sessions, routes_messages, routes_heartbeat, routes_cron, events, health):
+    modules = (routes_sessions, routes_messages, routes_heartbeat, routes_cron, routes_owner)
+    for module in (*modules, events, health):
         app.include_router(module.router)
     app.include_router(session_url.router)  # a webhook session's URL, set before its secret
     if settings.slack_configured:  # the platform's endpoints exist only with its settings

@@ -53,6 +53,11 @@ class HeartbeatSpec(Request):
     """``4h``: quiet fires double the interval up to that ceiling."""
 
 
+class OwnerBudgetSpec(Request):
+    daily_tokens: int | str = Field(union_mode="left_to_right")
+    """An owner's default budget per UTC day: ``50000`` or ``"50k"``."""
+
+
 class JobSpec(Request):
     """A cron job: ``schedule`` as for ``hbgw cron add`` (``in 10m``, ``at <ISO 8601>``,
     ``every 2h``, five cron fields, ``@daily``); the target is ``session_id`` or the route

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from hbgw.cli.common import limits, now, open_store, out, out_json
+from hbgw.cli.common import limits, now, open_store, out, out_json, settings
 from hbgw.cli.gateway_ctx import estop_status, sync_index
 from hbgw.cli.help import Command, Group
 
@@ -18,7 +18,10 @@ if TYPE_CHECKING:
     from sessions.grammar import Command as HeartbeatCommand
     from sessions.grammar.policy import Policy
 
-app = typer.Typer(cls=Group, help="Show, set, pause, resume or clear the heartbeat of a session.")
+app = typer.Typer(
+    cls=Group,
+    help="Show, set, pause, resume or clear the heartbeat of a session; an owner's default budget.",
+)
 
 SESSION = typer.Argument(..., metavar="SESSION", help="Session id.")
 BUDGET = typer.Option(
@@ -125,23 +128,47 @@ def clear(session_id: str = SESSION) -> None:
     _apply(session_id, Clear())
 
 
+@app.command("budget", cls=Command)
+def budget_(
+    tokens: str | None = typer.Argument(
+        None, metavar="[TOKENS|off]", help="The default, such as 50k; off removes it; none: show."
+    ),
+    owner: str | None = typer.Option(
+        None, "--owner", help="Whose default (default: the owner of `hbgw up`'s API token)."
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Show or set an owner's default token budget per UTC day.
+
+    It caps each of the owner's heartbeats that names no budget of its own, at once; a
+    heartbeat's own budget comes first, HBGW_HEARTBEAT_DAILY_TOKENS last.
+    """
+    from hbgw.local_api import local_owner
+    from sessions import replies
+    from sessions.grammar.costs import parse_default_budget
+
+    s = settings()
+    who = owner if owner is not None else local_owner(s)
+    store = open_store()
+    if tokens is None:
+        result = store.owner_budget(who)
+    else:
+        chosen = parse_default_budget(tokens)
+        result = store.set_owner_budget(who, chosen, s.heartbeat_daily_tokens, now())
+    if as_json:
+        out_json({**result.to_json(), "operator_daily_tokens": s.heartbeat_daily_tokens})
+    else:
+        out(replies.owner_budget_reply(result, s.heartbeat_daily_tokens))
+
+
 def _policy(words: str, tz: str | None, budget: str | None) -> Policy:
     """The policy options, read by the /heartbeat grammar with the operator's limits."""
     from sessions.grammar.costs import parse_budget
     from sessions.grammar.policy import parse_policy
 
-    lim = limits()
     if budget is not None:
         parse_budget(budget)  # its own sentence: the words would read it as the prompt's start
-    return parse_policy(
-        words,
-        tz=tz,
-        minimum=lim.min_interval,
-        jitter=lim.jitter,
-        models=lim.allowed_models,
-        budget=lim.daily_tokens,
-        dedupe=lim.dedupe,
-    )
+    return parse_policy(words, tz=tz, limits=limits())
 
 
 def _apply(session_id: str, command: HeartbeatCommand) -> None:

@@ -10,11 +10,24 @@ is no allowed model).
 from __future__ import annotations
 
 import re
+from enum import StrEnum
 
 from core.errors import CommandError
 from sessions.grammar.text import quote
 
 MAX_BUDGET = 10**12
+
+
+class BudgetSource(StrEnum):
+    """Where a heartbeat's budget comes from, first wins: its own ``budget`` word, its owner's
+    default (``hbgw heartbeat budget``, ``/v1/owners/{owner}/budget``), the operator's
+    (HBGW_HEARTBEAT_DAILY_TOKENS)."""
+
+    HEARTBEAT = "heartbeat"
+    OWNER = "owner"
+    OPERATOR = "operator"
+
+
 BUDGET = re.compile(r"([0-9]+(?:\.[0-9]+)?)([kKmM]?)")
 _SCALE = {"": 1, "k": 1_000, "m": 1_000_000}
 
@@ -36,6 +49,19 @@ def parse_budget(value: str) -> int:
             f"not {quote(value)}."
         )
     return int(tokens)
+
+
+def parse_default_budget(value: str) -> int | None:
+    """An owner's default budget: tokens as for ``budget`` (``50k``), or ``off`` (None: none)."""
+    word = value.strip()
+    if word.lower() in ("off", "none"):
+        return None
+    if not is_budget(word):
+        raise CommandError(
+            f"{quote(word)} is not a default token budget — write tokens like 50k, or off to "
+            "remove it."
+        )
+    return parse_budget(word)
 
 
 def format_tokens(tokens: int) -> str:

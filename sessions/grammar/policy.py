@@ -21,10 +21,17 @@ from datetime import time
 from typing import Protocol
 
 from core.errors import CommandError
-from sessions.grammar.costs import check_model, format_tokens, is_budget, parse_budget
+from sessions.grammar.costs import (
+    BudgetSource,
+    check_model,
+    format_tokens,
+    is_budget,
+    parse_budget,
+)
 from sessions.grammar.cron import parse_timezone
 from sessions.grammar.hours import ActiveHours
 from sessions.grammar.intervals import format_interval, parse_interval, unit_seconds
+from sessions.grammar.limits import GrammarLimits
 from sessions.grammar.text import quote
 
 MAX_TIMES = 1_000_000
@@ -59,7 +66,10 @@ class Policy:
     stagger: bool = True
     """Jittered unless ``exact`` (HBGW_JITTER=false: never); not shown, not a user's word."""
     budget: int | None = None
-    """Tokens per UTC day (``budget 50k``, else HBGW_HEARTBEAT_DAILY_TOKENS when set)."""
+    """Tokens per UTC day (``budget 50k``, else the owner's default, else
+    HBGW_HEARTBEAT_DAILY_TOKENS when set)."""
+    budget_from: BudgetSource | None = None
+    """Where ``budget`` came from; None with no budget."""
     model: str | None = None
     dedupe: int = 0
     """Seconds an identical reply on the same route is not sent again (0: off)."""
@@ -71,12 +81,23 @@ class Policy:
         parts += ["exact"] if self.exact else []
         parts += [f"for {format_interval(self.lasts)}"] if self.lasts else []
         parts += [f"times {self.times}"] if self.times else []
-        parts += [f"budget {format_tokens(self.budget)}"] if self.budget else []
+        parts += [f"budget {format_tokens(self.budget)}{self._default()}"] if self.budget else []
         parts += [f"model {self.model}"] if self.model else []
         # The usual window goes unsaid (status shows it); another one is said.
         parts += [f"dedupe {format_interval(self.dedupe)}"] if self.dedupe not in SILENT else []
         parts += [f"backoff {format_interval(self.backoff)}"] if self.backoff else []
         return " ".join(parts)
+
+    @property
+    def names_budget(self) -> bool:
+        """Its budget is its own: the ``budget`` word (a Policy built in code counts too)."""
+        return self.budget is not None and self.budget_from in (None, BudgetSource.HEARTBEAT)
+
+    def _default(self) -> str:
+        """`` by owner default``: a budget the heartbeat did not name says whose it is."""
+        if self.budget_from in (BudgetSource.OWNER, BudgetSource.OPERATOR):
+            return f" by {self.budget_from} default"
+        return ""
 
 
 NO_POLICY = Policy()
@@ -103,19 +124,10 @@ class Words:
         self.pos = self.text.index(token, self.pos) + len(token)
 
 
-def parse_policy(
-    text: str,
-    *,
-    tz: str | None,
-    minimum: float,
-    jitter: bool = True,
-    models: tuple[str, ...] = (),
-    budget: int | None = None,
-    dedupe: int = 0,
-) -> Policy:
+def parse_policy(text: str, *, tz: str | None, limits: GrammarLimits) -> Policy:
     """Policy words only, as the CLI and the API give them; anything else is an error."""
     words, draft = Words(text), PolicyDraft()
-    while draft.step(words, minimum):
+    while draft.step(words, limits.min_interval):
         pass
     left = words._peek()
     if left is not None:
@@ -124,7 +136,7 @@ def parse_policy(
             "duration like 7d (--dedupe also 0), --times a whole number, --budget tokens like "
             "50k and --model a model's name."
         )
-    return draft.policy(tz, jitter=jitter, models=models, budget=budget, dedupe=dedupe)
+    return draft.policy(tz, limits)
 
 
 @dataclass
@@ -203,19 +215,10 @@ class PolicyDraft:
             self.zone = parse_timezone(zone)
             cursor._skip(zone)
 
-    def policy(
-        self,
-        tz: str | None,
-        *,
-        jitter: bool = True,
-        models: tuple[str, ...] = (),
-        budget: int | None = None,
-        dedupe: int = 0,
-    ) -> Policy:
-        """The policy; ``tz`` (from ``--tz``) is the hours' zone when they name none;
-        ``jitter``: the operator's HBGW_JITTER; ``models``: HBGW_ALLOWED_MODELS; ``budget``:
-        HBGW_HEARTBEAT_DAILY_TOKENS, the budget when the words give none; ``dedupe``: the
-        window when none is given."""
+    def policy(self, tz: str | None, limits: GrammarLimits) -> Policy:
+        """The policy; ``tz`` (from ``--tz``) is the hours' zone when they name none; the
+        operator's ``limits`` (built once from the settings, ``limits_from_settings``) give
+        what the words leave out: jitter, the allowed models, the budget, the dedupe window."""
         hours = None
         if self.window is not None or self.weekdays:
             start, end = self.window or (time(0), time(0))
@@ -226,12 +229,19 @@ class PolicyDraft:
             exact=self.exact,
             lasts=self.lasts,
             times=self.times,
-            stagger=jitter,
-            budget=self.budget or budget,
-            model=None if self.model is None else check_model(self.model, models),
-            dedupe=dedupe if self.dedupe is None else self.dedupe,
+            stagger=limits.jitter,
+            budget=self.budget or limits.daily_tokens,
+            budget_from=_budget_from(self.budget, limits.daily_tokens),
+            model=None if self.model is None else check_model(self.model, limits.allowed_models),
+            dedupe=limits.dedupe if self.dedupe is None else self.dedupe,
             backoff=self.backoff,
         )
+
+
+def _budget_from(own: int | None, operator: int | None) -> BudgetSource | None:
+    if own:
+        return BudgetSource.HEARTBEAT
+    return BudgetSource.OPERATOR if operator else None
 
 
 def _values_after(cursor: Cursor, token: str, count: int) -> list[str]:

@@ -236,14 +236,7 @@ class _Head:
     def parse(self) -> tuple[Schedule | None, int, Policy]:
         while (token := self._peek()) is not None and self._step(token):
             pass
-        lim = self.limits
-        policy = self.draft.policy(
-            self.tz,
-            jitter=lim.jitter,
-            models=lim.allowed_models,
-            budget=lim.daily_tokens,
-            dedupe=lim.dedupe,
-        )
+        policy = self.draft.policy(self.tz, self.limits)
         # With an interval, --tz can only be the active hours' zone.
         hours_tz = self.cron is None and self.draft.zone is None and policy.hours is not None
         tz = None if hours_tz else self.tz

@@ -17,6 +17,7 @@ from sessions.store.job_records import JobRecords
 from sessions.store.job_turns import JobTurns
 from sessions.store.ledger import FireLedger
 from sessions.store.message_records import MessageRecords
+from sessions.store.owner_budgets import OwnerBudgets
 from sessions.store.restore_reads import RestoreReads
 from sessions.store.session_records import SessionRecords
 from sessions.store.webhook_routes import WebhookRoutes
@@ -34,6 +35,7 @@ class Store(
     WebhookRoutes,
     JobRecords,
     JobTurns,
+    OwnerBudgets,
 ):
     @classmethod
     def from_url(cls, url: str) -> Store:

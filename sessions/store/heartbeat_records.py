@@ -12,12 +12,14 @@ from sqlalchemy.orm import Session
 from core.clock import iso
 from sessions import heartbeat as hb
 from sessions.grammar import CronSchedule, IntervalSchedule, Schedule
+from sessions.grammar.costs import BudgetSource
 from sessions.grammar.hours import ActiveHours
 from sessions.grammar.policy import Policy
 from sessions.models import PAUSED_REASON_CHARS, HeartbeatRow, SessionRow
 from sessions.states import HeartbeatStatus, SessionStatus
 from sessions.store.base import Transactions, active_session_row, heartbeat_row, session_row
 from sessions.store.heartbeat_costs import tokens_on_day_in
+from sessions.store.owner_budgets import with_owner_budget
 from sessions.validation import check_schedule_text, check_storable
 
 # What status shows for a session without a live heartbeat; never stored.
@@ -89,6 +91,7 @@ def policy_json(state: hb.HeartbeatState | None) -> dict[str, Any]:
         "ends_at": iso(state.ends_at) if state else None,
         "times": policy.times,
         "daily_tokens": policy.budget,
+        "budget_source": policy.budget_from,
         "model": policy.model,
         "dedupe_seconds": policy.dedupe,
         "backoff_seconds": policy.backoff,
@@ -128,10 +131,18 @@ def _policy(row: HeartbeatRow) -> Policy:
         exact=bool(row.exact),
         times=row.max_fires,
         budget=row.daily_tokens,
+        budget_from=budget_source(row),
         model=row.model,
         dedupe=row.dedupe_seconds or 0,
         backoff=row.backoff_seconds,
     )
+
+
+def budget_source(row: HeartbeatRow) -> BudgetSource | None:
+    """A budget set before 0015 has no source: the heartbeat's own (module doc of 0015)."""
+    if row.daily_tokens is None:
+        return None
+    return BudgetSource(row.budget_source) if row.budget_source else BudgetSource.HEARTBEAT
 
 
 def apply_state(row: HeartbeatRow, state: hb.HeartbeatState, now: datetime) -> None:
@@ -152,6 +163,7 @@ def apply_state(row: HeartbeatRow, state: hb.HeartbeatState, now: datetime) -> N
     row.ends_at = state.ends_at
     row.max_fires = state.policy.times
     row.daily_tokens = state.policy.budget
+    row.budget_source = state.policy.budget_from
     row.model = state.policy.model
     row.dedupe_seconds = state.policy.dedupe or None
     row.backoff_seconds = state.policy.backoff
@@ -223,6 +235,8 @@ class HeartbeatRecords(Transactions):
         with self._transaction() as db:
             session = active_session_row(db, session_id, "set a heartbeat in")
             row = heartbeat_row(db, session_id)
+            if policy is not None and not policy.names_budget:
+                policy = with_owner_budget(db, session.owner, policy)
             state = hb.set_heartbeat(
                 heartbeat_state(row) if row else None,
                 schedule=schedule,
