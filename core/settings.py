@@ -16,6 +16,7 @@ from core.settings_delivery import BrokerSettings, DeliverySettings
 from core.settings_discord import DiscordSettings
 from core.settings_jobs import JobSettings
 from core.settings_placeholders import PlaceholderCheck
+from core.settings_retention import RetentionSettings
 from core.settings_slack import SlackSettings
 from core.settings_telegram import TelegramSettings
 from core.settings_webhook import WebhookSettings
@@ -53,6 +54,7 @@ class Settings(
     WebhookSettings,
     JobSettings,
     CostSettings,
+    RetentionSettings,
     PlaceholderCheck,
 ):
     model_config = SettingsConfigDict(env_prefix="HBGW_", extra="ignore")

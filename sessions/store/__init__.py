@@ -18,6 +18,7 @@ from sessions.store.job_turns import JobTurns
 from sessions.store.ledger import FireLedger
 from sessions.store.message_records import MessageRecords
 from sessions.store.restore_reads import RestoreReads
+from sessions.store.retention import Retention
 from sessions.store.session_records import SessionRecords
 from sessions.store.webhook_routes import WebhookRoutes
 
@@ -34,6 +35,7 @@ class Store(
     WebhookRoutes,
     JobRecords,
     JobTurns,
+    Retention,
 ):
     @classmethod
     def from_url(cls, url: str) -> Store:
