@@ -8,14 +8,16 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from datetime import datetime, timedelta
+from pathlib import Path
 
 import pytest
 import redis
 from support.fires import reserve, start
+from support.harness import Gateway, gateway_settings
 from support.ledger_week import fill, fire_once, heartbeat_session
 
 from beat.retention import RetentionStep
-from core.clock import to_ms
+from core.clock import to_ms, utcnow
 from core.settings import Settings
 from hbgw.invariants import audit
 from sessions.grammar import IntervalSchedule
@@ -137,3 +139,20 @@ def test_retention_off_deletes_nothing(
     assert not beat.step(to_ms(END)).ran
     assert len(store.runs(sid)) == total
     assert store.runs(sid)[0].state == RunState.COMPLETED
+
+
+def test_beat_runs_retention_in_its_tick(tmp_path: Path, redis_url: str, redis_ns: str) -> None:
+    settings = gateway_settings(tmp_path, redis_url, redis_ns, retain_runs_days=1)
+    gw = Gateway(settings, redis_url)
+    try:
+        now = utcnow()
+        sid = heartbeat_session(gw.store, "C-beat", 6 * HOUR, now - timedelta(days=3))
+        fill(gw.store, sid, now - timedelta(days=3), now - timedelta(hours=1), 6 * HOUR)
+        total = len(gw.runs(sid))
+        gw.tick()
+        kept = gw.runs(sid)
+        assert 0 < len(kept) < total
+        assert all(r.reserved_at >= now - timedelta(days=1, minutes=1) for r in kept)
+        assert audit(gw.store.audit_snapshot(), utcnow()).ok
+    finally:
+        gw.close()

@@ -37,9 +37,9 @@ def heartbeat_session(store: Store, chat: str, seconds: int, now: datetime) -> s
 
 
 def fire_once(store: Store, sid: str, fence: int, now: datetime, reply: str = "ok") -> datetime:
-    """One whole fire of the heartbeat due at or before ``now``, at its due time; its end."""
+    """One whole fire at ``now`` of the heartbeat due at or before it; when it ended."""
     fid, due_ms = due_fire(store, sid, now)
-    at = datetime.fromtimestamp(due_ms / 1000, tz=now.tzinfo)
+    at = now
     claimed = store.claim_fire(sid, fence, fid, due_ms, at, worker="w1").outcome
     assert isinstance(claimed, Reserved), claimed
     run = start(store, claimed.run, fence, at)
