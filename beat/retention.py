@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from core.clock import from_ms
+from core.metrics import gateway_metrics
 from core.settings import Settings
 from sessions.store import Store
 from state.failures import log_failure
@@ -59,6 +60,9 @@ class RetentionStep:
         except Exception as exc:  # a failed step is tried again one interval later
             log_failure(log, "retention step failed", exc, action="retention.failed")
             return RetentionReport()
+        deleted = gateway_metrics().retention_deleted
+        deleted.labels("runs").inc(report.runs)
+        deleted.labels("messages").inc(report.messages)
         if report.runs or report.messages:
             log.info(
                 "retention: deleted %d runs and %d messages",

@@ -18,6 +18,7 @@ from support.ledger_week import fill, fire_once, heartbeat_session
 
 from beat.retention import RetentionStep
 from core.clock import to_ms, utcnow
+from core.metrics import gateway_metrics
 from core.settings import Settings
 from hbgw.invariants import audit
 from sessions.grammar import IntervalSchedule
@@ -76,8 +77,11 @@ def test_a_week_of_runs_is_cut_to_retention_with_every_count_exact(
     assert before[0] == len(store.runs(sid)) > 7 * 11
     assert audit(store.audit_snapshot(), END).ok
     first, second = _beat(store, redis_client, keys), _beat(store, redis_client, keys)
+    counted = gateway_metrics().retention_deleted.labels("runs")
+    deleted_before = counted._value.get()
 
     report = first.step(to_ms(END))
+    assert counted._value.get() - deleted_before == report.runs
     assert report.ran and not report.more
     assert not second.step(to_ms(END)).ran  # the lease: one replica per interval
 
