@@ -22,11 +22,9 @@ from core.settings_telegram import TelegramSettings
 from core.settings_webhook import WebhookSettings
 
 __all__ = ["Settings", "get_settings", "mask_url"]  # mask_url: imported from here by callers
-
 # SQLite (built in) and PostgreSQL through psycopg 3, the driver the project ships.
 DATABASE_SCHEMES = ("sqlite", "sqlite+pysqlite", "postgresql", "postgresql+psycopg")
 DATABASE_URLS = "use sqlite:///PATH or postgresql://USER:PASSWORD@HOST:PORT/DATABASE"
-
 
 # What each platform with a client of its own needs before a deployment may name it.
 PLATFORM_NEEDS = {
