@@ -18,6 +18,7 @@ from datetime import datetime, timedelta
 
 from beat.reconcile import Reconciler
 from beat.restore import RestoreConfig, Restorer, StepReport
+from beat.retention import RetentionStep
 from core.clock import from_ms, to_ms
 from core.metrics import count_delivery, gateway_metrics
 from sessions.states import (
@@ -35,6 +36,7 @@ from state.failures import log_failure
 from state.keys import shard_of
 from state.ownership import Rendezvous, rendezvous_owner
 from state.restore_sweep import RestoreSweep
+from state.retention_lease import RetentionLease
 from state.runtime import Runtime
 
 log = logging.getLogger("hbgw.beat")
@@ -122,6 +124,7 @@ class BeatCore:
                 lease_ms=RESTORE_STEP_LEASE_MS,
             ),
         )
+        self.retention = RetentionStep(rt.store, RetentionLease(rt.client, rt.keys), s)
 
     def tick(self) -> float:
         """Do one pass; return the seconds until the next one is useful."""
@@ -129,6 +132,8 @@ class BeatCore:
         now_ms = self.rt.now_ms()
         self.refresh_shards(now_ms)
         restored = self.restore_step(now_ms)
+        if not restored.rebuilding:  # a rebuild's ticks go to the rebuild
+            self.retention.step(now_ms)
         if now_ms >= self.next_reconcile_ms:
             self.next_reconcile_ms = now_ms + self.reconcile_every_ms
             self.reconcile_now(now_ms)

@@ -32,4 +32,5 @@ MODULES: list[str] = [
     "streams",
     "inflight",
     "jitter_burst",
+    "ledger_size",
 ]

@@ -118,6 +118,12 @@ class GatewayMetrics:
             ["outcome"],
             registry=r,
         )
+        self.retention_deleted = Counter(
+            "hbgw_retention_deleted",
+            "Rows beat's retention deleted, by table (runs, messages; with their deliveries).",
+            ["table"],
+            registry=r,
+        )
 
     def _add_registry_gauges(self, r: CollectorRegistry) -> None:
         """Who is live: the workers' and the beats' registries, and the clock they are dated by."""

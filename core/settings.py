@@ -16,16 +16,15 @@ from core.settings_delivery import BrokerSettings, DeliverySettings
 from core.settings_discord import DiscordSettings
 from core.settings_jobs import JobSettings
 from core.settings_placeholders import PlaceholderCheck
+from core.settings_retention import RetentionSettings
 from core.settings_slack import SlackSettings
 from core.settings_telegram import TelegramSettings
 from core.settings_webhook import WebhookSettings
 
 __all__ = ["Settings", "get_settings", "mask_url"]  # mask_url: imported from here by callers
-
 # SQLite (built in) and PostgreSQL through psycopg 3, the driver the project ships.
 DATABASE_SCHEMES = ("sqlite", "sqlite+pysqlite", "postgresql", "postgresql+psycopg")
 DATABASE_URLS = "use sqlite:///PATH or postgresql://USER:PASSWORD@HOST:PORT/DATABASE"
-
 
 # What each platform with a client of its own needs before a deployment may name it.
 PLATFORM_NEEDS = {
@@ -53,6 +52,7 @@ class Settings(
     WebhookSettings,
     JobSettings,
     CostSettings,
+    RetentionSettings,
     PlaceholderCheck,
 ):
     model_config = SettingsConfigDict(env_prefix="HBGW_", extra="ignore")

@@ -4,7 +4,8 @@ I1 at most one turn per session at a time: fences strictly increase, run interva
    overlap (a run still in its turn lasts until now), and no run is left in its turn, or
    reserved, under a fence older than the one its session has granted since
 I2 at most one run per fire id
-I3 the fire count equals the runs since the heartbeat was set that were not refunded
+I3 the fire count equals the runs since the heartbeat was set that were not refunded (those
+   retention deleted counted on their heartbeat)
 I4 no refunded (or abandoned) run has a start time
 I5 every active heartbeat of an active session is in the index, running or pending, or changed
    less than one restore interval ago (the restore pass puts right what a racing writer left)
@@ -90,7 +91,8 @@ def _miscounted(snapshot: LedgerSnapshot) -> list[str]:
     for hb in snapshot.heartbeats:
         if hb.status == HeartbeatStatus.CLEARED:
             continue
-        counted = sum(
+        # Plus the counted runs retention deleted (sessions/store/retention.py).
+        counted = hb.retired_runs + sum(
             1
             for r in by_heartbeat[hb.heartbeat_id]
             if r.state != RunState.REFUNDED and r.reserved_at >= hb.set_at

@@ -205,6 +205,10 @@ class HeartbeatRow(Base):
     quiet_fires: Mapped[int | None] = mapped_column(Integer)
     last_reply_hash: Mapped[str | None] = mapped_column(String(64))
     last_reply_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    # Counted runs (not refunded, reserved since set_at) that retention deleted, of the
+    # configuration set at retired_set_at (migration 0016): invariant I3 adds them back.
+    retired_runs: Mapped[int | None] = mapped_column(Integer)
+    retired_set_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     created_at: Mapped[datetime] = mapped_column(UTCDateTime())
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime())
 

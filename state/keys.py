@@ -20,6 +20,7 @@ Layout (``ns`` is ``Settings.namespace``, ``hbgw`` by default; ``sid`` a session
     ns:liveness          HASH    sid -> JSON liveness stamp
     ns:{restore}:sweep   HASH    beat's restore sweep: epoch, phase, cursor, started, next, steps
     ns:{restore}:lease   STRING  the beat replica running a restore step: token, PX lease
+    ns:{retention}:lease STRING  the beat replica running the retention step: token, PX interval
     ns:inbound:<p>:<id>  STRING  a platform's event id seen (SET NX, EX): its retries are dropped
 
 Idle is not a key: a session is idle when its lock is free and its inbox and in-flight list are
@@ -129,6 +130,9 @@ class Keys:
 
     def restore_lease(self) -> str:
         return f"{self.namespace}:{{restore}}:lease"
+
+    def retention_lease(self) -> str:
+        return f"{self.namespace}:{{retention}}:lease"
 
     def inbound_event(self, platform: str, event_id: str) -> str:
         """A verified inbound event of ``platform`` (Slack's ``event_id``), kept for its retries."""

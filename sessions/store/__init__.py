@@ -19,6 +19,7 @@ from sessions.store.ledger import FireLedger
 from sessions.store.message_records import MessageRecords
 from sessions.store.owner_budgets import OwnerBudgets
 from sessions.store.restore_reads import RestoreReads
+from sessions.store.retention import Retention
 from sessions.store.session_records import SessionRecords
 from sessions.store.webhook_routes import WebhookRoutes
 
@@ -36,6 +37,7 @@ class Store(
     JobRecords,
     JobTurns,
     OwnerBudgets,
+    Retention,
 ):
     @classmethod
     def from_url(cls, url: str) -> Store:

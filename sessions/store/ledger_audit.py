@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from sqlalchemy import select
@@ -25,6 +25,9 @@ class HeartbeatSnapshot:
     fire_count: int
     set_at: datetime
     changed_at: datetime
+    # Counted runs of this configuration that retention deleted (I3 adds them back); not part
+    # of a heartbeat's identity when I5 looks at it again (retention changes no schedule).
+    retired_runs: int = field(default=0, compare=False)
 
 
 @dataclass(frozen=True)
@@ -58,6 +61,7 @@ def read_snapshot(db: Session) -> LedgerSnapshot:
             h.fire_count,
             h.set_at,
             max(h.updated_at, s.updated_at),
+            (h.retired_runs or 0) if h.retired_set_at == h.set_at else 0,
         )
         for h, s in rows
     ]

@@ -45,6 +45,9 @@ FAST = {
     "jitter": False,
     # Their agents answer each fire alike; dedupe has its own tests (tests/test_policy_dedupe.py).
     "dedupe": "0",
+    # Tests date their rows with fixed clocks; a beat on the real one must never age them out.
+    # Retention has its own tests (tests/test_retention.py).
+    "retain_runs_days": 0,
 }
 
 

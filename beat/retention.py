@@ -1,0 +1,104 @@
+"""Beat's retention step: keeps the ledger and the messages bounded (docs/design.md: Retention).
+
+One replica at a time runs it, once per ``HBGW_RETAIN_INTERVAL``, under the retention lease
+(``state/retention_lease.py``). A step deletes at most ``HBGW_RETAIN_BATCHES`` batches of
+``HBGW_RETAIN_BATCH`` rows of each table, every batch its own short transaction, so SQLite's
+write lock is never held for long and the fire path's writers only wait a batch at most. A
+step that left rows behind lets the next tick go on.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from core.clock import from_ms
+from core.metrics import gateway_metrics
+from core.settings import Settings
+from sessions.store import Store
+from state.failures import log_failure
+from state.retention_lease import RetentionLease
+
+log = logging.getLogger("hbgw.retention")
+
+# Below a day, "tokens today" could lose runs of today: the settings refuse it, this guards.
+MIN_KEEP = timedelta(days=1)
+
+
+@dataclass(frozen=True)
+class RetentionReport:
+    ran: bool = False  # this replica held the lease
+    runs: int = 0  # runs deleted (with their delivery records)
+    messages: int = 0  # messages deleted (with theirs)
+    more: bool = False  # a table still has rows past retention: the next tick goes on
+
+
+class RetentionStep:
+    def __init__(self, store: Store, lease: RetentionLease, settings: Settings) -> None:
+        self.store = store
+        self.lease = lease
+        self.settings = settings
+        self.token = uuid.uuid4().hex
+
+    def enabled(self) -> bool:
+        return bool(self.settings.retain_runs_days or self.settings.retain_messages_days)
+
+    def step(self, now_ms: int) -> RetentionReport:
+        """Run a step if retention is on and this replica wins the lease; never raises."""
+        if not self.enabled():
+            return RetentionReport()
+        try:
+            interval_ms = int(self.settings.retain_interval * 1000)
+            if not self.lease.acquire(self.token, interval_ms):
+                return RetentionReport()
+            report = self.run(from_ms(now_ms))
+            if report.more:
+                self.lease.shorten(self.token)
+        except Exception as exc:  # a failed step is tried again one interval later
+            log_failure(log, "retention step failed", exc, action="retention.failed")
+            return RetentionReport()
+        deleted = gateway_metrics().retention_deleted
+        deleted.labels("runs").inc(report.runs)
+        deleted.labels("messages").inc(report.messages)
+        if report.runs or report.messages:
+            log.info(
+                "retention: deleted %d runs and %d messages",
+                report.runs,
+                report.messages,
+                extra={"action": "retention.step"},
+            )
+        return report
+
+    def run(self, now: datetime) -> RetentionReport:
+        """One step at ``now`` without the lease (tests and tools call it directly)."""
+        s, store = self.settings, self.store
+        runs, more_runs = self._batches(store.retire_runs, _cutoff(now, s.retain_runs_days))
+        messages, more_messages = self._batches(
+            store.retire_messages, _cutoff(now, s.retain_messages_days)
+        )
+        return RetentionReport(True, runs, messages, more_runs or more_messages)
+
+    def _batches(
+        self, retire: Callable[[datetime, int], int], before: datetime | None
+    ) -> tuple[int, bool]:
+        """Batches until one comes back short (none left) or the step's budget is spent."""
+        if before is None:
+            return 0, False
+        s = self.settings
+        deleted = 0
+        for _ in range(s.retain_batches):
+            n = retire(before, s.retain_batch)
+            deleted += n
+            if n < s.retain_batch:
+                return deleted, False
+        return deleted, True
+
+
+def _cutoff(now: datetime, days: int) -> datetime | None:
+    """Rows older than this go; None: kept forever."""
+    if days <= 0:
+        return None
+    return now - max(timedelta(days=days), MIN_KEEP)

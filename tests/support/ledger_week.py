@@ -1,0 +1,70 @@
+"""A week of a heartbeat's fires in the ledger, backdated through the store's production steps
+(claim, start, the fenced delivery mark, finish with tokens and a sent delivery), for the
+retention tests and the ledger-size benchmark."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from core.usage import TokenUsage
+from sessions.grammar import IntervalSchedule
+from sessions.states import DeliveryState, RunState
+from sessions.store import Store
+from sessions.views import DeliveryOutcome, Reserved
+from support.fires import due_fire, start
+
+USAGE = TokenUsage(prompt_tokens=100, completion_tokens=20, model="m")
+
+
+@dataclass(frozen=True)
+class Week:
+    sid: str
+    fences: int  # the last fence granted (one per fire)
+    ended: datetime  # when the last fire finished
+
+
+def heartbeat_session(store: Store, chat: str, seconds: int, now: datetime) -> str:
+    sid = store.create_session(platform="slack", chat=chat, thread=None, now=now).id
+    store.set_heartbeat(
+        sid,
+        schedule=IntervalSchedule(seconds=seconds),
+        schedule_text=f"every {seconds}s",
+        prompt="check CI",
+        now=now,
+    )
+    return sid
+
+
+def fire_once(store: Store, sid: str, fence: int, now: datetime, reply: str = "ok") -> datetime:
+    """One whole fire at ``now`` of the heartbeat due at or before it; when it ended."""
+    fid, due_ms = due_fire(store, sid, now)
+    at = now
+    claimed = store.claim_fire(sid, fence, fid, due_ms, at, worker="w1").outcome
+    assert isinstance(claimed, Reserved), claimed
+    run = start(store, claimed.run, fence, at)
+    store.mark_delivering(run.id, fence, at, channel="file", kind="heartbeat")
+    done = at + timedelta(seconds=1)
+    sent = DeliveryOutcome(fid, DeliveryState.SENT, platform_message_id=str(fence))
+    store.finish_fire(
+        run.id,
+        RunState.COMPLETED,
+        fence,
+        done,
+        reply=reply,
+        reply_kind="assistant",
+        usage=USAGE,
+        delivered=sent,
+        channel="file",
+    )
+    return done
+
+
+def fill(store: Store, sid: str, since: datetime, until: datetime, seconds: int) -> Week:
+    """Fire the heartbeat (set at ``since``, every ``seconds``) at each due time before
+    ``until``: fence n for the n-th fire."""
+    fence, at = 0, since
+    while at + timedelta(seconds=seconds) < until:
+        fence += 1
+        at = fire_once(store, sid, fence, at + timedelta(seconds=seconds))
+    return Week(sid, fence, at)
