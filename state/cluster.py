@@ -176,6 +176,10 @@ def cluster_client(url: str, tls: dict[str, Any], **connection: Any) -> GatewayC
     )
 
 
+def is_cluster_client(client: Any) -> bool:
+    return isinstance(client, RedisCluster)
+
+
 def cluster_url_of(client: Any) -> str | None:
     """``redis+cluster://`` and the nodes a cluster client knows, for messages; None for
     another client."""

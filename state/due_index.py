@@ -1,6 +1,7 @@
 """The due index: when each session's heartbeat is next due, sharded over Redis ZSETs.
 
-Each shard ``ns:{due:i}`` maps session id -> due time (ms). A session lives in shard
+Each shard ``ns:{due:i}`` (``ns:{due:i.j}`` on a Redis Cluster: ``Keys.spread_due_shard``)
+maps session id -> due time (ms). A session lives in shard
 ``shard_of(session_id, shards)``; every replica computes the same shard. Claims go through
 ``claim_due.lua``: the due members are leased (their score pushed to now + lease) rather than
 removed, so a fire nobody settles becomes due again. Settling a fire is ``schedule`` with the
@@ -16,6 +17,7 @@ from operator import itemgetter
 import redis
 from redis.commands.core import Script
 
+from state.cluster import is_cluster_client
 from state.keys import Keys, shard_of
 from state.scripts import load_script
 
@@ -50,10 +52,20 @@ class DueIndex:
         self.client = client
         self.keys = keys
         self.shards = shards
+        # A cluster client gets the slot-spread names (``Keys.spread_due_shard``); every
+        # process of a deployment reaches the state the same way, so all agree on them.
+        spread = is_cluster_client(client)
+        self._keys = [
+            keys.spread_due_shard(i, shards) if spread else keys.due_shard(i) for i in range(shards)
+        ]
         self._claim: Script = load_script(client, "state", "lua/claim_due.lua")
 
     def shard_key(self, session_id: str) -> str:
-        return self.keys.due_shard(shard_of(session_id, self.shards))
+        return self._keys[shard_of(session_id, self.shards)]
+
+    def key(self, shard: int) -> str:
+        """The Redis key of due shard ``shard``."""
+        return self._keys[shard]
 
     def schedule(self, session_id: str, due_ms: int) -> None:
         """Set (or overwrite, including a claim's lease) the session's due time."""
@@ -99,7 +111,7 @@ class DueIndex:
     def claim(self, shard: int, now_ms: int, lease_ms: int, limit: int) -> list[Claim]:
         """Lease at most ``limit`` members of ``shard`` due at ``now_ms``, earliest first."""
         self._check(shard, lease_ms, limit)
-        flat = self._claim(keys=[self.keys.due_shard(shard)], args=[now_ms, lease_ms, limit])
+        flat = self._claim(keys=[self._keys[shard]], args=[now_ms, lease_ms, limit])
         return _pairs(flat)
 
     def claim_all(
@@ -118,7 +130,7 @@ class DueIndex:
             pipe = self.client.pipeline(transaction=False)
             for shard in pending:
                 self._claim(
-                    keys=[self.keys.due_shard(shard)], args=[now_ms, lease_ms, limit], client=pipe
+                    keys=[self._keys[shard]], args=[now_ms, lease_ms, limit], client=pipe
                 )
             batches = [_pairs(flat) for flat in pipe.execute()]
             claimed.extend(claim for batch in batches for claim in batch)
@@ -131,7 +143,7 @@ class DueIndex:
         when they are empty."""
         pipe = self.client.pipeline(transaction=False)
         for shard in self._shard_list(shards):
-            pipe.zrange(self.keys.due_shard(shard), 0, 0, withscores=True)
+            pipe.zrange(self._keys[shard], 0, 0, withscores=True)
         heads = [int(score) for rows in pipe.execute() for _, score in rows]
         return min(heads, default=None)
 
@@ -143,13 +155,13 @@ class DueIndex:
             return {}
         pipe = self.client.pipeline(transaction=False)
         for shard in chosen:
-            pipe.zcount(self.keys.due_shard(shard), "-inf", now_ms)
+            pipe.zcount(self._keys[shard], "-inf", now_ms)
         return {shard: int(n) for shard, n in zip(chosen, pipe.execute(), strict=True)}
 
     def size(self) -> int:
         pipe = self.client.pipeline(transaction=False)
         for shard in range(self.shards):
-            pipe.zcard(self.keys.due_shard(shard))
+            pipe.zcard(self._keys[shard])
         return sum(int(n) for n in pipe.execute())
 
     def _shard_list(self, shards: Iterable[int] | None) -> list[int]:

@@ -11,6 +11,7 @@ import socket
 import subprocess
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -165,15 +166,31 @@ class LocalCluster:
                 process.wait()
 
 
-@pytest.fixture
-def redis_cluster(tmp_path: Path) -> Iterator[LocalCluster]:
+@contextmanager
+def local_cluster(directory: Path) -> Iterator[LocalCluster]:
+    """A cluster started now and stopped when the block ends; skipped (failed in CI) without
+    the server binaries."""
     if cluster_binaries() is None:
         if os.environ.get("CI"):
             pytest.fail("redis-server and redis-cli are needed for the Redis Cluster tests in CI")
         pytest.skip("redis-server/redis-cli are not installed (the cluster tests start their own)")
-    cluster = LocalCluster(tmp_path / "cluster")
+    cluster = LocalCluster(directory)
     try:
         cluster.start()
         yield cluster
     finally:
         cluster.stop()
+
+
+@pytest.fixture
+def redis_cluster(tmp_path: Path) -> Iterator[LocalCluster]:
+    """A cluster of this test's own (one it may break)."""
+    with local_cluster(tmp_path / "cluster") as cluster:
+        yield cluster
+
+
+@pytest.fixture(scope="module")
+def shared_redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    """One cluster for a module's tests that break nothing (each uses a namespace of its own)."""
+    with local_cluster(tmp_path_factory.mktemp("cluster")) as cluster:
+        yield cluster
