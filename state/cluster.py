@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import unquote, urlsplit
+from urllib.parse import quote, unquote, urlsplit
 
 import redis
 from redis.cluster import ClusterNode, ClusterPipeline, RedisCluster
@@ -120,10 +120,22 @@ class ScriptReloadingPipeline(ClusterPipeline):
         # like any other command.
         return self.execute_command("EVALSHA", sha, numkeys, *keys_and_args)
 
+    def _get_command_keys(self, *args: Any) -> Any:
+        # redis-py asks the default node (COMMAND GETKEYS) for the keys of a pipelined EVALSHA:
+        # a round trip per script, and an error for ever once that node is dead. The keys are
+        # in the arguments.
+        if str(args[0]).upper() in ("EVAL", "EVALSHA"):
+            return list(args[3 : 3 + int(args[2])])
+        return super()._get_command_keys(*args)
+
     def execute(self, raise_on_error: bool = True) -> list[Any]:
         stack = [command.args for command in self._execution_strategy.command_queue]
         try:
             results = self._execution_strategy.execute(False)
+        except RedisConnectionError:
+            # As the cluster client does for a single command: the next call asks another node.
+            self.replace_default_node()
+            raise
         finally:
             self.reset()
         for n, (args, result) in enumerate(zip(stack, results, strict=True)):
@@ -165,13 +177,19 @@ def cluster_client(url: str, tls: dict[str, Any], **connection: Any) -> GatewayC
     where = parse(url)
     retry = connection.pop("retry")
     wait = connection.pop("timeout")
+    (host, port), *others = where.nodes
+    auth = ""
+    if where.password:
+        auth = f"{quote(where.username or '', safe='')}:{quote(where.password, safe='')}@"
+    # The first node as a URL: only then does redis-py give every node the pool class asked
+    # for (the blocking pool); the other nodes are more places to read the slot map from.
+    first = f"{'rediss' if where.tls else 'redis'}://{auth}{host}:{port}/0"
     return GatewayCluster(
-        startup_nodes=[ClusterNode(host, port) for host, port in where.nodes],
-        username=where.username,
-        password=where.password,
+        url=first,
+        startup_nodes=[ClusterNode(h, p) for h, p in others],
         retry=retry,
         connection_pool_class=_blocking_pool(wait),
-        **({"ssl": True, **tls} if where.tls else {}),
+        **(tls if where.tls else {}),
         **connection,
     )
 

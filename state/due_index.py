@@ -10,6 +10,7 @@ next due time.
 
 from __future__ import annotations
 
+import logging
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from operator import itemgetter
@@ -18,10 +19,13 @@ import redis
 from redis.commands.core import Script
 
 from state.cluster import is_cluster_client
+from state.failures import is_expected, log_failure
 from state.keys import Keys, shard_of
 from state.scripts import load_script
 
 __all__ = ["Claim", "DueIndex"]
+
+log = logging.getLogger("hbgw.index")
 
 Claim = tuple[str, int]
 """(session id, the due time in ms it was claimed at)."""
@@ -43,6 +47,19 @@ def _pairs(flat: Sequence[str | bytes]) -> list[Claim]:
     if all(type(m) is str for m in members):
         return [(m, _due(d)) for m, d in zip(members, scores, strict=True)]  # type: ignore[misc]
     return [(_text(m), _due(d)) for m, d in zip(members, scores, strict=True)]
+
+
+def _partial(failed: Sequence[BaseException], claimed: Sequence[Claim]) -> None:
+    """Raise the first failure unless it is expected and some claims came back (kept)."""
+    if not claimed or not all(is_expected(exc) for exc in failed):
+        raise failed[0]
+    log_failure(
+        log,
+        f"{len(failed)} due shards were not claimed this tick (a Redis node away); the "
+        f"{len(claimed)} claims of the others go ahead",
+        failed[0],
+        action="index.claim_partial",
+    )
 
 
 class DueIndex:
@@ -122,19 +139,27 @@ class DueIndex:
         ``limit`` bounds one script call (how long Redis is blocked), not the total: a shard that
         returns a full batch is asked again, in the next pipelined round. Since claimed members
         move past ``now_ms``, each round only sees members not claimed yet, and the loop ends.
+
+        On a Redis Cluster the shards live on several primaries: when one is away (failing
+        over), the claims the others answered are returned (and the failure logged), not
+        dropped with the whole pipeline, which would leave them leased and unfired until the
+        lease ends. Nothing answered, or a failure that is a defect: raised.
         """
         self._check(0, lease_ms, limit)
         claimed: list[Claim] = []
+        failed: list[BaseException] = []
         pending = self._shard_list(shards)
         while pending:
             pipe = self.client.pipeline(transaction=False)
             for shard in pending:
-                self._claim(
-                    keys=[self._keys[shard]], args=[now_ms, lease_ms, limit], client=pipe
-                )
-            batches = [_pairs(flat) for flat in pipe.execute()]
-            claimed.extend(claim for batch in batches for claim in batch)
-            pending = [s for s, batch in zip(pending, batches, strict=True) if len(batch) >= limit]
+                self._claim(keys=[self._keys[shard]], args=[now_ms, lease_ms, limit], client=pipe)
+            answers = pipe.execute(raise_on_error=False)
+            batches = [None if isinstance(a, Exception) else _pairs(a) for a in answers]
+            failed.extend(a for a in answers if isinstance(a, Exception))
+            claimed.extend(claim for batch in batches if batch for claim in batch)
+            pending = [s for s, b in zip(pending, batches, strict=True) if b and len(b) >= limit]
+        if failed:
+            _partial(failed, claimed)
         claimed.sort(key=itemgetter(1, 0))
         return claimed
 
