@@ -5,7 +5,6 @@ readable: read from the environment, masked and spelled out for children like an
 from __future__ import annotations
 
 from pathlib import Path
-
 from typing import Any
 
 from pydantic import BaseModel, Field, model_validator
@@ -35,9 +34,7 @@ class BrokerSettings(BaseModel):
     def _broker_is_not_a_cluster(self) -> Any:
         state = str(getattr(self, "redis_url", None) or "").lower()
         broker = (self.broker_url or "").lower()
-        if broker.startswith(CLUSTER_SCHEMES) or (
-            not broker and state.startswith(CLUSTER_SCHEMES)
-        ):
+        if broker.startswith(CLUSTER_SCHEMES) or (not broker and state.startswith(CLUSTER_SCHEMES)):
             raise ValueError(
                 "a Redis Cluster cannot be Celery's broker (kombu has no cluster transport): "
                 "keep the state on the cluster (HBGW_REDIS_URL) and set HBGW_BROKER_URL to a "

@@ -88,7 +88,7 @@ class GatewayCluster(RedisCluster):
     """redis-py's cluster client without the retry of timed-out commands, and with pipelines
     that survive a promoted replica's empty script cache."""
 
-    ERRORS_ALLOW_RETRY = (RedisConnectionError, ClusterDownError, SlotNotCoveredError)
+    ERRORS_ALLOW_RETRY = (RedisConnectionError, ClusterDownError, SlotNotCoveredError)  # type: ignore[assignment]
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -96,11 +96,16 @@ class GatewayCluster(RedisCluster):
 
     def register_script(self, script: Any) -> Any:
         registered = super().register_script(script)
-        self.script_texts[registered.sha] = registered.script
+        self.script_texts[registered.sha] = str(registered.script)
         return registered
 
+    def node_of(self, key: str) -> ClusterNode:
+        """The primary serving ``key``'s slot."""
+        node: ClusterNode = self.get_node_from_key(key)  # type: ignore[no-untyped-call]
+        return node
+
     def pipeline(self, transaction: Any = None, shard_hint: Any = None) -> ClusterPipeline:
-        pipe = super().pipeline(transaction=transaction, shard_hint=shard_hint)
+        pipe: ClusterPipeline = super().pipeline(transaction, shard_hint)  # type: ignore[no-untyped-call]
         # Re-classed rather than built here: redis-py's constructor arguments for a pipeline
         # change between releases, the class adds behaviour only.
         pipe.__class__ = ScriptReloadingPipeline
@@ -114,11 +119,11 @@ class ScriptReloadingPipeline(ClusterPipeline):
 
     _hbgw_parent: GatewayCluster
 
-    def evalsha(self, sha: str, numkeys: int, *keys_and_args: Any) -> Any:  # type: ignore[override]
+    def evalsha(self, sha: str, numkeys: int, *keys_and_args: Any) -> Any:
         # redis-py blocks EVALSHA in cluster pipelines (a script might touch several slots);
         # every script of the gateway touches one (``state.keys``), so it is routed by its keys
         # like any other command.
-        return self.execute_command("EVALSHA", sha, numkeys, *keys_and_args)
+        return self.execute_command("EVALSHA", sha, numkeys, *keys_and_args)  # type: ignore[no-untyped-call]
 
     def _get_command_keys(self, *args: Any) -> Any:
         # redis-py asks the default node (COMMAND GETKEYS) for the keys of a pipelined EVALSHA:
@@ -126,7 +131,7 @@ class ScriptReloadingPipeline(ClusterPipeline):
         # in the arguments.
         if str(args[0]).upper() in ("EVAL", "EVALSHA"):
             return list(args[3 : 3 + int(args[2])])
-        return super()._get_command_keys(*args)
+        return super()._get_command_keys(*args)  # type: ignore[no-untyped-call]
 
     def execute(self, raise_on_error: bool = True) -> list[Any]:
         stack = [command.args for command in self._execution_strategy.command_queue]
@@ -137,7 +142,7 @@ class ScriptReloadingPipeline(ClusterPipeline):
             self.replace_default_node()
             raise
         finally:
-            self.reset()
+            self.reset()  # type: ignore[no-untyped-call]
         for n, (args, result) in enumerate(zip(stack, results, strict=True)):
             if isinstance(result, NoScriptError) and str(args[0]).upper() == "EVALSHA":
                 results[n] = self._run_again(args)
@@ -154,7 +159,7 @@ class ScriptReloadingPipeline(ClusterPipeline):
             return NoScriptError(f"script {args[1]} was not registered with this client")
         try:
             parent.script_load(text)  # on every primary, the promoted one included
-            return parent.execute_command(*args)
+            return parent.execute_command(*args)  # type: ignore[no-untyped-call]
         except redis.RedisError as exc:
             return exc
 
@@ -165,7 +170,7 @@ def _blocking_pool(wait: float) -> type[redis.BlockingConnectionPool]:
 
     class NodePool(redis.BlockingConnectionPool):
         def __init__(self, **kwargs: Any) -> None:
-            super().__init__(timeout=wait, **kwargs)  # type: ignore[arg-type]
+            super().__init__(timeout=wait, **kwargs)  # type: ignore[no-untyped-call]
 
     return NodePool
 
@@ -186,7 +191,7 @@ def cluster_client(url: str, tls: dict[str, Any], **connection: Any) -> GatewayC
     first = f"{'rediss' if where.tls else 'redis'}://{auth}{host}:{port}/0"
     return GatewayCluster(
         url=first,
-        startup_nodes=[ClusterNode(h, p) for h, p in others],
+        startup_nodes=[ClusterNode(h, p) for h, p in others],  # type: ignore[no-untyped-call]
         retry=retry,
         connection_pool_class=_blocking_pool(wait),
         **(tls if where.tls else {}),
@@ -203,5 +208,5 @@ def cluster_url_of(client: Any) -> str | None:
     another client."""
     if not isinstance(client, RedisCluster):
         return None
-    nodes = ",".join(sorted(node.name for node in client.get_primaries()))
+    nodes = ",".join(sorted(node.name for node in client.get_primaries()))  # type: ignore[no-untyped-call]
     return f"redis+cluster://{nodes}/"

@@ -42,7 +42,7 @@ def test_the_client_follows_a_primary_failover(redis_cluster: LocalCluster) -> N
         sid = "s-1"
         first = gate.try_begin_fire(sid, "f1", "tok-a", 60_000)
         assert isinstance(first, Began) and first.fence == 1
-        primary = client.get_node_from_key(keys.lock(sid))
+        primary = client.node_of(keys.lock(sid))
         # Acknowledged by the replica before the kill: asynchronous replication may otherwise
         # lose the last writes (the restore pass rebuilds those from SQL).
         assert redis_cluster.node(primary.port).wait(1, 5_000) >= 1
@@ -62,7 +62,7 @@ def test_the_client_follows_a_primary_failover(redis_cluster: LocalCluster) -> N
         assert gate.release(sid, "tok-a")
         second = gate.try_begin_user(sid, "tok-b", 60_000)
         assert isinstance(second, Began) and second.fence == 2
-        assert client.get_node_from_key(keys.lock(sid)).port != primary.port
+        assert client.node_of(keys.lock(sid)).port != primary.port
         print(f"cluster promoted in {promoted_in:.1f} s; the client recovered in {recovered:.1f} s")
     finally:
         client.close()
@@ -76,7 +76,7 @@ def test_claims_during_a_failover_are_kept_or_left_due(redis_cluster: LocalClust
     try:
         due = {f"s-{i}": 1_000 for i in range(3_000)}
         index.schedule_many(due)
-        victim = client.get_node_from_key(index.key(0))
+        victim = client.node_of(index.key(0))
         assert redis_cluster.node(victim.port).wait(1, 5_000) >= 1
         redis_cluster.kill_primary(victim.port)
         try:
@@ -154,7 +154,7 @@ def test_every_role_follows_a_primary_failover_under_load(
 def _busiest_primary(gw: Gateway) -> int:
     """The primary holding the most due shards: its loss stops the most claims."""
     client: Any = gw.rt.client
-    ports = [client.get_node_from_key(gw.rt.index.key(s)).port for s in range(gw.rt.index.shards)]
+    ports: list[int] = [client.node_of(gw.rt.index.key(s)).port for s in range(gw.rt.index.shards)]
     return max(set(ports), key=ports.count)
 
 

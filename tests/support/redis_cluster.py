@@ -71,8 +71,15 @@ class LocalCluster:
         for port in self.ports:
             self._wait_answers(port)
         subprocess.run(
-            [cli, "--cluster", "create", *(f"{HOST}:{p}" for p in self.ports)]
-            + ["--cluster-replicas", "1", "--cluster-yes"],
+            [
+                cli,
+                "--cluster",
+                "create",
+                *(f"{HOST}:{p}" for p in self.ports),
+                "--cluster-replicas",
+                "1",
+                "--cluster-yes",
+            ],
             check=True,
             capture_output=True,
             timeout=60,
@@ -125,7 +132,7 @@ class LocalCluster:
         found = []
         for port in self.alive():
             try:
-                role = self.node(port).execute_command("ROLE")
+                role = self.node(port).role()
             except redis.RedisError:
                 continue
             if role[0] == "master" and self._info(port).get("cluster_state") == "ok":
