@@ -62,7 +62,7 @@ class Settings(
         default=None, description="SQLAlchemy URL; unset means a SQLite file in HBGW_HOME."
     )
     redis_url: str | None = Field(
-        default=None, description="Redis URL; unset means an embedded server started in HBGW_HOME."
+        default=None, description="State Redis (redis[s]://, sentinel://, redis+cluster://)."
     )
     redis_tls_ca: Path | None = Field(
         default=None,

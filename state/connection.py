@@ -11,6 +11,7 @@ from redis.retry import Retry
 
 from core.errors import HbgwError
 from core.settings import Settings, mask_url
+from state.cluster import cluster_client, cluster_url_of, is_cluster
 from state.redis_tls import certificate_refused, is_certificate_failure, tls_options, uses_tls
 from state.sentinel import is_sentinel, sentinel_client
 
@@ -31,6 +32,10 @@ TRANSIENT_REDIS_ERRORS: tuple[type[Exception], ...] = (
     redis.BusyLoadingError,
     redis.OutOfMemoryError,
     redis.ReadOnlyError,
+    # A Redis Cluster failing over: a slot without a primary for a moment.
+    redis.exceptions.ClusterDownError,
+    redis.exceptions.TryAgainError,
+    redis.exceptions.SlotNotCoveredError,
 )
 
 REDIS_URL_FILE = "redis.url"
@@ -78,7 +83,8 @@ def connect(
     max_connections: int = MAX_CONNECTIONS,
     retry: bool = True,
 ) -> redis.Redis:
-    """A client for ``url`` returning ``str`` values. Connects lazily, on first command.
+    """A client for ``url`` returning ``str`` values. Connects lazily, on first command
+    (a Redis Cluster's client reads the slot map at once).
 
     A ``rediss://`` URL always verifies the server's certificate, against HBGW_REDIS_TLS_CA
     when ``settings`` name one (else the system's CAs). ``lock_lease``: the session lock lease
@@ -105,12 +111,18 @@ def connect(
     if is_sentinel(url):
         return sentinel_client(url, **options)
     tls = tls_options(settings, url) if uses_tls(url) else {}
+    if is_cluster(url):
+        # Typed as redis.Redis for the callers: the cluster client answers the same commands.
+        return cluster_client(url, tls, **options)  # type: ignore[return-value]
     pool = redis.BlockingConnectionPool.from_url(url, **tls, **options)
     return redis.Redis(connection_pool=pool)
 
 
 def client_url(client: redis.Redis) -> str:
     """Best-effort ``redis://host:port/db`` of a client, for messages (no password)."""
+    cluster = cluster_url_of(client)
+    if cluster is not None:
+        return cluster
     kwargs = client.connection_pool.connection_kwargs
     if "path" in kwargs:
         return f"unix://{kwargs['path']}"

@@ -1,6 +1,7 @@
 """The due index: when each session's heartbeat is next due, sharded over Redis ZSETs.
 
-Each shard ``ns:{due:i}`` maps session id -> due time (ms). A session lives in shard
+Each shard ``ns:{due:i}`` (``ns:{due:i.j}`` on a Redis Cluster: ``Keys.spread_due_shard``)
+maps session id -> due time (ms). A session lives in shard
 ``shard_of(session_id, shards)``; every replica computes the same shard. Claims go through
 ``claim_due.lua``: the due members are leased (their score pushed to now + lease) rather than
 removed, so a fire nobody settles becomes due again. Settling a fire is ``schedule`` with the
@@ -9,6 +10,7 @@ next due time.
 
 from __future__ import annotations
 
+import logging
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from operator import itemgetter
@@ -16,10 +18,14 @@ from operator import itemgetter
 import redis
 from redis.commands.core import Script
 
+from state.cluster import is_cluster_client
+from state.failures import is_expected, log_failure
 from state.keys import Keys, shard_of
 from state.scripts import load_script
 
 __all__ = ["Claim", "DueIndex"]
+
+log = logging.getLogger("hbgw.index")
 
 Claim = tuple[str, int]
 """(session id, the due time in ms it was claimed at)."""
@@ -43,6 +49,19 @@ def _pairs(flat: Sequence[str | bytes]) -> list[Claim]:
     return [(_text(m), _due(d)) for m, d in zip(members, scores, strict=True)]
 
 
+def _partial(failed: Sequence[BaseException], claimed: Sequence[Claim]) -> None:
+    """Raise the first failure unless it is expected and some claims came back (kept)."""
+    if not claimed or not all(is_expected(exc) for exc in failed):
+        raise failed[0]
+    log_failure(
+        log,
+        f"{len(failed)} due shards were not claimed this tick (a Redis node away); the "
+        f"{len(claimed)} claims of the others go ahead",
+        failed[0],
+        action="index.claim_partial",
+    )
+
+
 class DueIndex:
     def __init__(self, client: redis.Redis, keys: Keys, shards: int) -> None:
         if shards < 1:
@@ -50,10 +69,20 @@ class DueIndex:
         self.client = client
         self.keys = keys
         self.shards = shards
+        # A cluster client gets the slot-spread names (``Keys.spread_due_shard``); every
+        # process of a deployment reaches the state the same way, so all agree on them.
+        spread = is_cluster_client(client)
+        self._keys = [
+            keys.spread_due_shard(i, shards) if spread else keys.due_shard(i) for i in range(shards)
+        ]
         self._claim: Script = load_script(client, "state", "lua/claim_due.lua")
 
     def shard_key(self, session_id: str) -> str:
-        return self.keys.due_shard(shard_of(session_id, self.shards))
+        return self._keys[shard_of(session_id, self.shards)]
+
+    def key(self, shard: int) -> str:
+        """The Redis key of due shard ``shard``."""
+        return self._keys[shard]
 
     def schedule(self, session_id: str, due_ms: int) -> None:
         """Set (or overwrite, including a claim's lease) the session's due time."""
@@ -99,7 +128,7 @@ class DueIndex:
     def claim(self, shard: int, now_ms: int, lease_ms: int, limit: int) -> list[Claim]:
         """Lease at most ``limit`` members of ``shard`` due at ``now_ms``, earliest first."""
         self._check(shard, lease_ms, limit)
-        flat = self._claim(keys=[self.keys.due_shard(shard)], args=[now_ms, lease_ms, limit])
+        flat = self._claim(keys=[self._keys[shard]], args=[now_ms, lease_ms, limit])
         return _pairs(flat)
 
     def claim_all(
@@ -110,19 +139,27 @@ class DueIndex:
         ``limit`` bounds one script call (how long Redis is blocked), not the total: a shard that
         returns a full batch is asked again, in the next pipelined round. Since claimed members
         move past ``now_ms``, each round only sees members not claimed yet, and the loop ends.
+
+        On a Redis Cluster the shards live on several primaries: when one is away (failing
+        over), the claims the others answered are returned (and the failure logged), not
+        dropped with the whole pipeline, which would leave them leased and unfired until the
+        lease ends. Nothing answered, or a failure that is a defect: raised.
         """
         self._check(0, lease_ms, limit)
         claimed: list[Claim] = []
+        failed: list[BaseException] = []
         pending = self._shard_list(shards)
         while pending:
             pipe = self.client.pipeline(transaction=False)
             for shard in pending:
-                self._claim(
-                    keys=[self.keys.due_shard(shard)], args=[now_ms, lease_ms, limit], client=pipe
-                )
-            batches = [_pairs(flat) for flat in pipe.execute()]
-            claimed.extend(claim for batch in batches for claim in batch)
-            pending = [s for s, batch in zip(pending, batches, strict=True) if len(batch) >= limit]
+                self._claim(keys=[self._keys[shard]], args=[now_ms, lease_ms, limit], client=pipe)
+            answers = pipe.execute(raise_on_error=False)
+            batches = [None if isinstance(a, Exception) else _pairs(a) for a in answers]
+            failed.extend(a for a in answers if isinstance(a, Exception))
+            claimed.extend(claim for batch in batches if batch for claim in batch)
+            pending = [s for s, b in zip(pending, batches, strict=True) if b and len(b) >= limit]
+        if failed:
+            _partial(failed, claimed)
         claimed.sort(key=itemgetter(1, 0))
         return claimed
 
@@ -131,7 +168,7 @@ class DueIndex:
         when they are empty."""
         pipe = self.client.pipeline(transaction=False)
         for shard in self._shard_list(shards):
-            pipe.zrange(self.keys.due_shard(shard), 0, 0, withscores=True)
+            pipe.zrange(self._keys[shard], 0, 0, withscores=True)
         heads = [int(score) for rows in pipe.execute() for _, score in rows]
         return min(heads, default=None)
 
@@ -143,13 +180,13 @@ class DueIndex:
             return {}
         pipe = self.client.pipeline(transaction=False)
         for shard in chosen:
-            pipe.zcount(self.keys.due_shard(shard), "-inf", now_ms)
+            pipe.zcount(self._keys[shard], "-inf", now_ms)
         return {shard: int(n) for shard, n in zip(chosen, pipe.execute(), strict=True)}
 
     def size(self) -> int:
         pipe = self.client.pipeline(transaction=False)
         for shard in range(self.shards):
-            pipe.zcard(self.keys.due_shard(shard))
+            pipe.zcard(self._keys[shard])
         return sum(int(n) for n in pipe.execute())
 
     def _shard_list(self, shards: Iterable[int] | None) -> list[int]:

@@ -13,6 +13,8 @@ Layout (``ns`` is ``Settings.namespace``, ``hbgw`` by default; ``sid`` a session
     ns:{s:sid}:rate      STRING  messages the API accepted this minute (INCR, PEXPIRE 60 s)
     ns:{s:sid}:events    CHANNEL pub/sub: "read SQL now" to the session's open event streams
     ns:{due:i}           ZSET    due-index shard i: member sid (or job:<id>), score due in ms
+    ns:{due:i.j}         ZSET    the same on a Redis Cluster: j picked so that the n shards'
+                                 slots spread evenly over the slot space (``spread_due_shard``)
     ns:workers           ZSET    worker name -> last seen, ms
     ns:beats             ZSET    beat replica name -> last seen, ms (who claims which due shard)
     ns:estop             STRING  global emergency stop (present = on)
@@ -32,6 +34,12 @@ the keys of a single session, a single shard, or the restore sweep (its two keys
 ``{restore}``), which is what Redis Cluster requires of a script. Other global keys are only
 ever used by plain commands.
 
+On a cluster the due shards take ``spread_due_shard`` names: ``{due:i}`` alone lands where
+CRC16 puts it (16 shards fall 10/3/3 on three primaries), while shard i of n named
+``{due:i.j}`` has its slot in the i-th n-th of the slot space, so primaries that own equal
+slot ranges (as ``redis-cli --cluster create`` and ``--cluster rebalance`` make them) hold
+equal numbers of shards. A standalone or Sentinel Redis keeps the plain names (no migration).
+
 ``worker_queue`` is not a Redis key but a Celery queue name; it lives here so that every name
 derived from the namespace is built by this module.
 """
@@ -39,10 +47,13 @@ derived from the namespace is built by this module.
 from __future__ import annotations
 
 import zlib
+from functools import cache
+
+from redis.crc import REDIS_CLUSTER_HASH_SLOTS, key_slot
 
 from core.errors import BadInput
 
-__all__ = ["Keys", "shard_of"]
+__all__ = ["Keys", "shard_of", "spread_tag"]
 
 # Characters SCAN MATCH treats as glob syntax; escaped so a namespace matches only itself.
 _GLOB_SPECIALS = "\\*?[]"
@@ -112,6 +123,11 @@ class Keys:
             raise ValueError(f"shard must be >= 0, got {shard}")
         return f"{self.namespace}:{{due:{shard}}}"
 
+    def spread_due_shard(self, shard: int, shards: int) -> str:
+        """Due shard ``shard`` of ``shards`` on a Redis Cluster: its slot in the shard's own
+        n-th of the slot space (the layout note above)."""
+        return f"{self.namespace}:{{{spread_tag(shard, shards)}}}"
+
     def workers(self) -> str:
         return f"{self.namespace}:workers"
 
@@ -157,3 +173,17 @@ def shard_of(session_id: str, shards: int) -> int:
     if shards < 1:
         raise ValueError(f"shards must be >= 1, got {shards}")
     return zlib.crc32(session_id.encode("utf-8")) % shards
+
+
+@cache
+def spread_tag(shard: int, shards: int) -> str:
+    """``due:<shard>.<j>`` with the smallest j whose slot is in the shard's n-th of the 16384
+    slots (about n tries; at most 1024 shards, so every range holds 16 slots)."""
+    if not 0 <= shard < shards:
+        raise ValueError(f"shard must be in [0, {shards}), got {shard}")
+    low = shard * REDIS_CLUSTER_HASH_SLOTS // shards
+    high = (shard + 1) * REDIS_CLUSTER_HASH_SLOTS // shards
+    j = 0
+    while not low <= key_slot(f"due:{shard}.{j}".encode()) < high:
+        j += 1
+    return f"due:{shard}.{j}"

@@ -18,7 +18,7 @@ from urllib.parse import parse_qs, urlsplit
 from core.errors import BadInput, HbgwError
 from core.settings import Settings, mask_url
 
-TLS_SCHEMES = ("rediss",)
+TLS_SCHEMES = ("rediss", "rediss+cluster")
 # What the TLS layer says when the peer's certificate does not verify (OpenSSL's reason codes).
 _CERTIFICATE_FAILURES = ("CERTIFICATE_VERIFY_FAILED", "certificate verify failed")
 

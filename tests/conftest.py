@@ -22,6 +22,7 @@ pytest_plugins = [
     "support.slack_fixtures",
     "support.rabbitmq",
     "support.sentinel_cluster",
+    "support.redis_cluster",
     "support.telegram_fixtures",
     "support.discord_fixtures",
     "support.webhook_fixtures",
