@@ -119,3 +119,15 @@ def delivery_error(delivery: DeliveryView | None) -> str:
     due = delivery.next_attempt_at
     when = f" (next attempt {due.isoformat(timespec='seconds')})" if due is not None else ""
     return f"{delivery.error or ''}{when}"
+
+
+def aligned(
+    table: list[list[str]], tails: list[str], numeric: frozenset[int] = frozenset()
+) -> None:
+    """Print ``table`` with each column as wide as its widest cell (ids and times differ in
+    length by kind), numbers right-aligned, each row's free-text tail last and unpadded."""
+    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
+    for row, tail in zip(table, tails, strict=True):
+        pairs = enumerate(zip(row, widths, strict=True))
+        line = [c.rjust(w) if i in numeric else c.ljust(w) for i, (c, w) in pairs]
+        out("  ".join([*line, tail]).rstrip())

@@ -162,7 +162,7 @@ def runs(
     """List the fire ledger of a session — its heartbeat's runs and its cron jobs' — with the
     tokens each turn spent and how its delivery ended."""
     from core.clock import iso
-    from hbgw.cli.common import delivery_cell, delivery_error
+    from hbgw.cli.common import aligned, delivery_cell, delivery_error
 
     store = open_store()
     store.get_session(session_id)  # an unknown session is bad input, like everywhere else
@@ -182,12 +182,7 @@ def runs(
         cells = [r.fire_id, str(r.state), str(r.fence), reserved, started, tokens]
         table.append([*cells, delivery_cell(r.delivery)])
         details.append(r.detail or delivery_error(r.delivery))
-    # Each column as wide as its widest cell: fire ids and times differ in length by kind.
-    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
-    for row, detail in zip(table, details, strict=True):
-        pairs = enumerate(zip(row, widths, strict=True))
-        line = [c.rjust(w) if i == 2 else c.ljust(w) for i, (c, w) in pairs]  # fence: a number
-        out("  ".join([*line, detail]).rstrip())
+    aligned(table, details, numeric=frozenset({2}))  # the fence is a number
     per_day = tokens_per_day(rows)
     if per_day:
         out(f"Heartbeat tokens per UTC day (its budget counts these): {per_day}")
