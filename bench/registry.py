@@ -32,4 +32,5 @@ MODULES: list[str] = [
     "streams",
     "inflight",
     "jitter_burst",
+    "cli_start",
 ]

@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from core.clock import utcnow
-from core.errors import BadInput
+from core.errors import BadInput, HbgwError
 from core.terminal import inert
 
 if TYPE_CHECKING:
@@ -131,3 +131,11 @@ def aligned(
         pairs = enumerate(zip(row, widths, strict=True))
         line = [c.rjust(w) if i in numeric else c.ljust(w) for i, (c, w) in pairs]
         out("  ".join([*line, tail]).rstrip())
+
+
+def sentence(exc: HbgwError) -> str:
+    """The error's message on one line; a bare error falls back to its class's description."""
+    text = " ".join(str(exc).split())
+    if not text:
+        text = " ".join((type(exc).__doc__ or "").strip().split("\n\n")[0].split())
+    return text or f"{type(exc).__name__} (no details were given)."

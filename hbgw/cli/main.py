@@ -26,7 +26,7 @@ from hbgw.cli import (
     session_cmd,
     telegram_cmd,
 )
-from hbgw.cli.common import err, limits, now, open_store, out, out_json, settings
+from hbgw.cli.common import err, limits, now, open_store, out, out_json, sentence, settings
 from hbgw.cli.help import INSPECT, OPERATE, RUN, TALK, Command, Group
 
 if TYPE_CHECKING:
@@ -255,11 +255,3 @@ def run(cli: typer.Typer, argv: list[str] | None) -> None:
             "(set HBGW_DEBUG=1 for the traceback)."
         )
         sys.exit(1)
-
-
-def sentence(exc: HbgwError) -> str:
-    """The error's message on one line; a bare error falls back to its class's description."""
-    text = " ".join(str(exc).split())
-    if not text:
-        text = " ".join((type(exc).__doc__ or "").strip().split("\n\n")[0].split())
-    return text or f"{type(exc).__name__} (no details were given)."

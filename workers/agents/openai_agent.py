@@ -7,8 +7,9 @@ never the API key — and the turn fails visibly. Tokens are summed over the tur
 back with the reply, or with the failure when some were spent before it.
 
 Heartbeat turns may use a cheaper model (``HBGW_OPENAI_HEARTBEAT_MODEL``); the system prompt and
-the tool list are the same objects for both kinds of turn (rule 5) — with ``HBGW_OPENAI_TOOLS=false``
-no tools at all, for either kind, for a local model that cannot call them. An endpoint's refusal
+the tool list are the same objects for both kinds of turn (rule 5) — with
+``HBGW_OPENAI_TOOLS=false`` no tools at all, for either kind, for a local model that cannot call
+them. An endpoint's refusal
 (``HTTP 400``) carries its own reason — OpenAI's ``{"error": {"message": …}}`` or Ollama's
 ``{"error": "…"}`` — into the sentence and the worker's log, one line, bounded, the key starred.
 """
