@@ -200,6 +200,27 @@ def jitter_rows(doc: Doc) -> list[Row]:
     ]
 
 
+def cli_start_rows(doc: Doc) -> list[Row]:
+    goal, found = doc["goal_s"], doc["commands"]
+    out = []
+    for name, words in (
+        ("stamp_dir", "hbgw stamp (into the stamp directory)"),
+        ("stamp_redis", "hbgw stamp (into Redis)"),
+        ("heartbeat_status_json", "hbgw heartbeat status --json"),
+    ):
+        if name not in found:
+            out.append(Row(f"{words} starts in < {goal:g} s", "—", None))
+            continue
+        wall, cpu = found[name]["wall_s"]["median"], found[name]["cpu_s"]["median"]
+        help_wall = found["help"]["wall_s"]["median"]
+        measured = (
+            f"{wall:.3f} s wall, {cpu:.3f} s CPU, {found[name]['modules']} modules "
+            f"(hbgw --help {help_wall:.3f} s)"
+        )
+        out.append(Row(f"{words} starts in < {goal:g} s", measured, wall < goal))
+    return out
+
+
 ROWS: dict[str, Callable[[Doc], list[Row]]] = {
     "claim": claim_rows,
     "tick": tick_rows,
@@ -209,6 +230,7 @@ ROWS: dict[str, Callable[[Doc], list[Row]]] = {
     "streams": streams_rows,
     "inflight": inflight_rows,
     "jitter_burst": jitter_rows,
+    "cli_start": cli_start_rows,
 }
 
 

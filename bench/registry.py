@@ -33,4 +33,5 @@ MODULES: list[str] = [
     "inflight",
     "jitter_burst",
     "ledger_size",
+    "cli_start",
 ]

@@ -11,6 +11,7 @@ from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from core.masking import mask_command, mask_url
+from core.settings_agent import AgentToolSettings
 from core.settings_costs import CostSettings
 from core.settings_delivery import BrokerSettings, DeliverySettings
 from core.settings_discord import DiscordSettings
@@ -53,6 +54,7 @@ class Settings(
     JobSettings,
     CostSettings,
     RetentionSettings,
+    AgentToolSettings,
     PlaceholderCheck,
 ):
     model_config = SettingsConfigDict(env_prefix="HBGW_", extra="ignore")
@@ -157,13 +159,6 @@ class Settings(
     )
     openai_max_retries: int = Field(
         default=2, ge=0, le=10, description="Retries of a model request on 429, 5xx or timeout."
-    )
-    agent_max_steps: int = Field(
-        default=8, ge=1, le=100, description="Most model calls (tool steps) in one turn."
-    )
-    agent_heartbeat_write: bool = Field(
-        default=False,
-        description="Give the model set_heartbeat and clear_heartbeat (a prompt-injection risk).",
     )
     api_host: str = Field(default="127.0.0.1", description="Address the HTTP API listens on.")
     api_port: int = Field(default=8780, ge=0, le=65535, description="Port of the HTTP API.")

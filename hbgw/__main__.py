@@ -1,3 +1,3 @@
-from hbgw.cli.main import main
+from hbgw.cli.fast import main
 
 main()

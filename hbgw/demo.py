@@ -163,8 +163,10 @@ class Demo:
         for sid in self.sessions[:14]:
             status = self.rt.store.heartbeat_status(sid, now)
             data = status.to_json()
-            if status.waiting_for_idle:
+            if status.due_now and not self.rt.gate.is_idle(sid):
                 due = "due — waiting for idle"
+            elif status.due_now:
+                due = "due now"
             elif status.next_due is not None:
                 due = f"in {max(0.0, (status.next_due - now).total_seconds()):.1f}s"
             else:

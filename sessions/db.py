@@ -1,14 +1,17 @@
-"""Engines and schema management (Alembic)."""
+"""Engines and schema management (Alembic).
+
+Alembic is imported only to migrate or when the quick check cannot tell: with its templating
+and highlighting it costs more to import than a CLI command's whole work (`hbgw heartbeat
+status` opens the store on every call), so a schema already at the head is recognised from the
+migration files' own ``revision`` lines and the ``alembic_version`` table.
+"""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from alembic import command
-from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.pool import NullPool
@@ -17,7 +20,12 @@ from core.errors import SchemaBehind, StoreError
 from core.private import private_dir, touch_private
 from core.settings import mask_url
 
+if TYPE_CHECKING:
+    from alembic.config import Config
+
 MIGRATIONS = Path(__file__).with_name("migrations")
+# `revision = "0014"`, `down_revision = "0013"` (or None): a plain one, not a merge's tuple.
+_REVISION_LINE = re.compile(r'^(down_revision|revision)\s*(?::[^=]*)?=\s*(None|"[^"]*")\s*$', re.M)
 
 
 def make_engine(url: str) -> Engine:
@@ -69,6 +77,8 @@ def _sqlite_engine(url: str) -> Engine:
 
 
 def alembic_config(engine: Engine) -> Config:
+    from alembic.config import Config
+
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS))
     config.attributes["engine"] = engine
@@ -76,10 +86,14 @@ def alembic_config(engine: Engine) -> Config:
 
 
 def head_revision(engine: Engine) -> str | None:
+    from alembic.script import ScriptDirectory
+
     return ScriptDirectory.from_config(alembic_config(engine)).get_current_head()
 
 
 def current_revision(engine: Engine) -> str | None:
+    from alembic.runtime.migration import MigrationContext
+
     try:
         with engine.connect() as conn:
             return MigrationContext.configure(conn).get_current_revision()
@@ -91,15 +105,21 @@ def current_revision(engine: Engine) -> str | None:
 
 
 def upgrade(engine: Engine, revision: str = "head") -> None:
+    from alembic import command
+
     command.upgrade(alembic_config(engine), revision)
 
 
 def downgrade(engine: Engine, revision: str = "base") -> None:
+    from alembic import command
+
     command.downgrade(alembic_config(engine), revision)
 
 
 def ensure_schema(engine: Engine) -> None:
     """SQLite (the embedded store) migrates itself; any other database must be migrated first."""
+    if _at_file_head(engine):
+        return
     current = current_revision(engine)
     head = head_revision(engine)
     if current == head:
@@ -111,3 +131,33 @@ def ensure_schema(engine: Engine) -> None:
         f"The database schema is at {current or 'nothing'} but this version needs {head} — "
         "run `hbgw migrate` first."
     )
+
+
+def file_head() -> str | None:
+    """The head revision as the migration files name it, without Alembic; None unless every
+    file names a plain revision and exactly one is nobody's ``down_revision``."""
+    revisions: set[str] = set()
+    parents: set[str] = set()
+    for path in (MIGRATIONS / "versions").glob("*.py"):
+        found = {m.group(1): m.group(2) for m in _REVISION_LINE.finditer(path.read_text())}
+        if "revision" not in found or "down_revision" not in found:
+            return None  # a merge (a tuple), or a file written otherwise: Alembic decides
+        revisions.add(found["revision"].strip('"'))
+        if found["down_revision"] != "None":
+            parents.add(found["down_revision"].strip('"'))
+    heads = revisions - parents
+    return heads.pop() if len(heads) == 1 else None
+
+
+def _at_file_head(engine: Engine) -> bool:
+    """True only when the database says it is at the files' head; any doubt (no table, an
+    error, another revision) leaves the decision to Alembic."""
+    head = file_head()
+    if head is None:
+        return False
+    try:
+        with engine.connect() as conn:
+            rows = conn.exec_driver_sql("SELECT version_num FROM alembic_version").all()
+    except SQLAlchemyError:
+        return False
+    return [tuple(r) for r in rows] == [(head,)]

@@ -115,8 +115,13 @@ def status_reply(status: HeartbeatStatusView, *, estop: bool = False) -> str:
         nxt = "ended (its end came before the next due time; nothing fires)"
     elif estop:
         nxt = "held by an emergency stop (nothing fires until it is lifted)"
-    elif status.waiting_for_idle or due is None:
+    elif status.waiting_for_idle:
         nxt = "due — waiting for the session to go idle"
+    elif due is None or status.due_now:
+        # Nothing runs (or nobody asked Redis): beat hands it to a worker at its next tick.
+        nxt = (
+            "due now" if status.busy is None else "due now — a worker takes it at beat's next tick"
+        )
     elif state.outside_hours() and state.policy.hours is not None:
         zone = state.policy.hours.timezone
         nxt = f"next at {local_when(due, status.now, zone)} (outside active hours)"

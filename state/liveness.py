@@ -11,12 +11,13 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
-
-import redis
+from typing import TYPE_CHECKING, Any
 
 from core.errors import BadInput
 from state.keys import Keys
+
+if TYPE_CHECKING:
+    import redis
 
 IDLE = "idle"
 ALIVE, STALE, DEAD = "alive", "stale?", "dead?"

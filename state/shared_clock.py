@@ -9,13 +9,14 @@ skew beyond ``HBGW_CLOCK_SKEW_WARN`` is said once in the log.
 from __future__ import annotations
 
 import logging
-
-import redis
-from prometheus_client import Gauge
+from typing import TYPE_CHECKING
 
 from core.clock import OffsetClock, SkewWarning
-from core.metrics import gateway_metrics
 from core.settings import Settings
+
+if TYPE_CHECKING:
+    import redis
+    from prometheus_client import Gauge
 
 log = logging.getLogger("hbgw.clock")
 
@@ -36,6 +37,8 @@ def shared_clock(
     gets each offset measured."""
     warn = SkewWarning(settings.clock_skew_warn, log)
     if gauge is None:
+        from core.metrics import gateway_metrics  # a command that only reads needs no metrics
+
         gauge = gateway_metrics().clock_offset
 
     def on_offset(offset: float) -> None:

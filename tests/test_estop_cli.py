@@ -84,7 +84,8 @@ def test_heartbeat_status_says_the_stop(hbgw: Hbgw, deployment: Keys, store: Sto
         prompt="check CI",
         now=utcnow() - timedelta(hours=1),
     )
-    assert "due — waiting for the session to go idle" in hbgw("heartbeat", "status", sid).out
+    assert "due now — a worker takes it at beat's next tick" in hbgw("heartbeat", "status", sid).out
+    assert json.loads(hbgw("heartbeat", "status", sid, "--json").out)["waiting_for_idle"] is False
     hbgw("estop", "on", "--session", sid)
     for shown in (hbgw("heartbeat", "status", sid).out, hbgw("send", sid, "/heartbeat").out):
         assert "waiting for the session to go idle" not in shown
@@ -94,3 +95,28 @@ def test_heartbeat_status_says_the_stop(hbgw: Hbgw, deployment: Keys, store: Sto
     assert status["emergency_stop"] is True
     hbgw("estop", "off", "--session", sid)
     assert json.loads(hbgw("heartbeat", "status", sid, "--json").out)["emergency_stop"] is False
+
+
+def test_waiting_for_idle_only_while_a_turn_holds_the_session(
+    hbgw: Hbgw, deployment: Keys, store: Store, redis_url: str
+) -> None:
+    sid = _session(hbgw)
+    store.set_heartbeat(
+        sid,
+        schedule=IntervalSchedule(600),
+        schedule_text="every 10m",
+        prompt="check CI",
+        now=utcnow() - timedelta(hours=1),
+    )
+    client = redis.Redis.from_url(redis_url)
+    try:
+        client.set(deployment.lock(sid), "a-running-turn", px=60_000)  # what a turn holds
+        status = json.loads(hbgw("heartbeat", "status", sid, "--json").out)
+        assert (status["due_now"], status["waiting_for_idle"]) == (True, True)
+        assert "due — waiting for the session to go idle" in hbgw("heartbeat", "status", sid).out
+        client.delete(deployment.lock(sid))
+        status = json.loads(hbgw("heartbeat", "status", sid, "--json").out)
+        assert (status["due_now"], status["waiting_for_idle"]) == (True, False)
+    finally:
+        client.delete(deployment.lock(sid))
+        client.close()

@@ -12,6 +12,7 @@ import pytest
 import typer
 from support.cli_fixtures import Hbgw
 from support.harness import Gateway, wait_until
+from support.jobs import add_job, ago, job_runs
 from support.tls_redis import free_port
 
 from core.masking import mask_url
@@ -84,5 +85,21 @@ def test_the_runs_table_lines_up(
     header, *rows = hbgw("runs", sid).out.splitlines()
     assert rows
     for column in ("state", "reserved", "started", "tokens in+out", "delivery"):
+        at = header.index(column)
+        assert all(row[at - 2 : at] == "  " and row[at] != " " for row in rows), (column, rows)
+
+
+def test_the_cron_runs_table_lines_up(
+    hbgw: Hbgw, gateway: Gateway, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name, value in gateway.env().items():
+        monkeypatch.setenv(name, value)
+    with gateway.worker("w1"):
+        fresh = add_job(gateway, "every 2s", set_at=ago(10))  # each run a fresh session
+        gateway.tick()
+        job_runs(gateway, fresh.id)
+    header, *rows = hbgw("cron", "runs", fresh.id).out.splitlines()
+    assert rows
+    for column in ("state", "session", "reserved", "tokens in+out", "delivery"):
         at = header.index(column)
         assert all(row[at - 2 : at] == "  " and row[at] != " " for row in rows), (column, rows)

@@ -95,7 +95,7 @@ def test_step_limit_is_a_failed_turn_that_keeps_its_usage(
 def test_http_500_is_retried_by_the_client_then_fails(fake: tuple[FakeOpenAI, str]) -> None:
     endpoint, base_url = fake
     endpoint.then(Fail(500), Fail(500), Fail(500))
-    with pytest.raises(AgentError, match="HTTP 500 \\(3 attempts\\)") as raised:
+    with pytest.raises(AgentError, match="HTTP 500: scripted failure \\(3 attempts\\)") as raised:
         agent(base_url, max_retries=2).run(request("s", "hi"), lambda _: None)
     assert len(endpoint.requests()) == 2 + 1  # max_retries + 1
     assert KEY not in str(raised.value)

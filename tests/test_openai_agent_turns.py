@@ -107,7 +107,7 @@ def test_a_silent_heartbeat_sends_nothing(openai_gw: tuple[Gateway, FakeOpenAI])
 @pytest.mark.parametrize(
     "failure, words",
     [
-        ((Fail(500), Fail(500)), "HTTP 500 (2 attempts)"),
+        ((Fail(500), Fail(500)), "HTTP 500: scripted failure (2 attempts)"),
         ((Delay(2.0),), "did not answer within 0.5s"),
     ],
     ids=["http-500", "timeout"],

@@ -65,7 +65,7 @@ def test_refund_before_agent_start_with_unchanged_generation(
     assert (run.state, run.detail, run.started_at) == (RunState.REFUNDED, reason, None)
     status = gateway.store.heartbeat_status(sid, utcnow())
     assert status.to_json()["fire_count"] == 0
-    assert status.waiting_for_idle  # the previous anchor is back: still due
+    assert status.due_now  # the previous anchor is back: still due
     # Retried after the back-off, not at once.
     due = gateway.rt.index.due_ms(sid)
     assert due is not None and due > to_ms(run.reserved_at)

@@ -18,6 +18,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from core.clock import Clock
 from core.settings import Settings
 from gateway.api import (
+    docs_page,
     errors,
     events,
     health,
@@ -63,7 +64,7 @@ def create_app(
             swept.cancel()
             ctx.close()
 
-    app = FastAPI(title=TITLE, version=VERSION, lifespan=lifespan)
+    app = docs_page.offline_app(title=TITLE, version=VERSION, lifespan=lifespan)
     app.state.api = ctx
     errors.install(app)
     modules = (routes_sessions, routes_messages, routes_heartbeat, routes_cron, routes_owner)

@@ -6,6 +6,7 @@ heartbeat moved; every change reaches the due index like the CLI's (``Runtime.se
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from fastapi import APIRouter
@@ -29,8 +30,18 @@ router = APIRouter(prefix="/v1/sessions/{session_id}/heartbeat", tags=["heartbea
 
 
 def _status(ctx: ApiContext, sid: str) -> dict[str, Any]:
-    status = ctx.store.heartbeat_status(sid, ctx.clock()).to_json()
-    return {**status, "emergency_stop": _estop(ctx, sid)}
+    status = replace(ctx.store.heartbeat_status(sid, ctx.clock()), busy=_busy(ctx, sid))
+    return {**status.to_json(), "emergency_stop": _estop(ctx, sid)}
+
+
+def _busy(ctx: ApiContext, sid: str) -> bool | None:
+    """Whether a turn holds the session (or messages wait); None when Redis does not answer."""
+    if ctx.rt is None:
+        return None
+    try:
+        return not ctx.rt.gate.is_idle(sid)
+    except TRANSIENT_REDIS_ERRORS:
+        return None
 
 
 def _estop(ctx: ApiContext, sid: str) -> bool | None:

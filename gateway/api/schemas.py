@@ -159,6 +159,10 @@ class HeartbeatStatus(Response):
     prompt: str | None
     schedule: str | None
     next_due_at: str | None
+    # Due now; waiting_for_idle: and held back by a running turn or queued messages (null
+    # fields never: false when Redis does not answer).
+    due_now: bool = False
+    waiting_for_idle: bool = False
     fire_count: int
     # Set when the gateway paused it because its chat refused a message for good.
     paused_reason: str | None = None

@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from core.clock import utcnow
-from core.errors import BadInput
+from core.errors import BadInput, HbgwError
 from core.terminal import inert
 
 if TYPE_CHECKING:
@@ -119,3 +119,23 @@ def delivery_error(delivery: DeliveryView | None) -> str:
     due = delivery.next_attempt_at
     when = f" (next attempt {due.isoformat(timespec='seconds')})" if due is not None else ""
     return f"{delivery.error or ''}{when}"
+
+
+def aligned(
+    table: list[list[str]], tails: list[str], numeric: frozenset[int] = frozenset()
+) -> None:
+    """Print ``table`` with each column as wide as its widest cell (ids and times differ in
+    length by kind), numbers right-aligned, each row's free-text tail last and unpadded."""
+    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
+    for row, tail in zip(table, tails, strict=True):
+        pairs = enumerate(zip(row, widths, strict=True))
+        line = [c.rjust(w) if i in numeric else c.ljust(w) for i, (c, w) in pairs]
+        out("  ".join([*line, tail]).rstrip())
+
+
+def sentence(exc: HbgwError) -> str:
+    """The error's message on one line; a bare error falls back to its class's description."""
+    text = " ".join(str(exc).split())
+    if not text:
+        text = " ".join((type(exc).__doc__ or "").strip().split("\n\n")[0].split())
+    return text or f"{type(exc).__name__} (no details were given)."

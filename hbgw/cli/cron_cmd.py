@@ -126,7 +126,7 @@ def cancel(job_id: str = JOB) -> None:
 def runs(job_id: str = JOB, as_json: bool = JSON) -> None:
     """The job's runs in the ledger: state, session, tokens and delivery."""
     from core.clock import iso
-    from hbgw.cli.common import delivery_cell, delivery_error
+    from hbgw.cli.common import aligned, delivery_cell, delivery_error
 
     rows = open_store().job_runs(job_id)
     if as_json:
@@ -135,14 +135,16 @@ def runs(job_id: str = JOB, as_json: bool = JSON) -> None:
     if not rows:
         out(f"No runs of cron job {job_id} yet.")
         return
-    out(f"{'fire id':<34} {'state':<10} {'session':<17} {'reserved':<26} {'tokens':<10} delivery")
+    table = [["fire id", "state", "session", "reserved", "tokens in+out", "delivery"]]
+    details = ["detail"]
     for r in rows:
         usage = r.usage
         tokens = f"{usage.prompt_tokens}+{usage.completion_tokens}" if usage else "-"
-        out(
-            f"{r.fire_id:<34} {r.state:<10} {r.session_id:<17} {iso(r.reserved_at) or '':<26} "
-            f"{tokens:<10} {delivery_cell(r.delivery)} {r.detail or delivery_error(r.delivery)}"
-        )
+        reserved = iso(r.reserved_at) or ""
+        table.append([r.fire_id, str(r.state), r.session_id, reserved, tokens])
+        table[-1].append(delivery_cell(r.delivery))
+        details.append(r.detail or delivery_error(r.delivery))
+    aligned(table, details)
 
 
 def _change(job_id: str, method: str, verb: str) -> None:

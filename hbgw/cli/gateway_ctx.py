@@ -85,16 +85,21 @@ def estop_lift(rt: Runtime, session_id: str) -> str | None:
     return _lift(rt.client, rt.keys, session_id)
 
 
-def estop_status(session_id: str) -> bool | None:
-    """Whether an emergency stop holds the session; None when no Redis answers (unknown)."""
+def stop_and_busy(session_id: str) -> tuple[bool | None, bool | None]:
+    """Whether an emergency stop holds the session, and whether a turn does (or messages wait
+    for one); None for both when no Redis answers (unknown)."""
     from state.keys import Keys
+    from state.turn_gate import TurnGate
 
     s = settings()
     client = reachable_redis(s)
     if client is None:
-        return None
+        return None, None
     try:
-        return _lift(client, Keys(s.namespace), session_id) is not None
+        keys = Keys(s.namespace)
+        return _lift(client, keys, session_id) is not None, not TurnGate(client, keys).is_idle(
+            session_id
+        )
     finally:
         client.close()
 

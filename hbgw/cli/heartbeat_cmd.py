@@ -6,12 +6,13 @@ accepted or refused, in the same words, whichever way it is given.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import typer
 
 from hbgw.cli.common import limits, now, open_store, out, out_json, settings
-from hbgw.cli.gateway_ctx import estop_status, sync_index
+from hbgw.cli.gateway_ctx import stop_and_busy, sync_index
 from hbgw.cli.help import Command, Group
 
 if TYPE_CHECKING:
@@ -43,8 +44,8 @@ def status(
     """Prompt, schedule, next fire time, fires so far and last outcome."""
     from sessions import replies
 
-    result = open_store().heartbeat_status(session_id, now())
-    estop = estop_status(session_id)  # None: no Redis answers, so nobody knows
+    estop, busy = stop_and_busy(session_id)  # None: no Redis answers, so nobody knows
+    result = replace(open_store().heartbeat_status(session_id, now()), busy=busy)
     if as_json:
         out_json({**result.to_json(), "emergency_stop": estop})
     else:

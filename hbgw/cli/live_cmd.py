@@ -7,7 +7,6 @@ agent's hook works on a laptop with no gateway running.
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 from collections.abc import Iterator
@@ -17,7 +16,8 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from hbgw.cli.common import err, out, out_json, settings
+from hbgw.cli.common import out, out_json, settings
+from hbgw.cli.stamp_cmd import redis_now, write_stamp
 
 if TYPE_CHECKING:
     from state.liveness import Liveness, Stamp, Thresholds, Verdict
@@ -25,26 +25,18 @@ if TYPE_CHECKING:
 
 
 @contextmanager
-def _redis_liveness() -> Iterator[tuple[Liveness, WorkerRegistry, int] | None]:
-    """Redis' stamps and registry, and the time now by Redis' clock (ms): stamps are compared
-    with the workers' ones, all dated by Redis TIME (``state/shared_clock.py``)."""
-    from hbgw.cli.gateway_ctx import reachable_redis
-    from state.keys import Keys
+def redis_liveness() -> Iterator[tuple[Liveness, WorkerRegistry, int] | None]:
+    """Redis' stamps and worker registry, and the time now by Redis' clock (ms)."""
     from state.liveness import Liveness
     from state.ownership import WorkerRegistry
-    from state.shared_clock import redis_seconds
 
-    s = settings()
-    client = reachable_redis(s)
-    if client is None:
-        yield None
-        return
-    keys = Keys(s.namespace)
-    try:
-        registry = WorkerRegistry(client, keys, ttl_ms=int(s.worker_ttl * 1000))
-        yield Liveness(client, keys), registry, int(redis_seconds(client) * 1000)
-    finally:
-        client.close()
+    with redis_now() as found:
+        if found is None:
+            yield None
+            return
+        client, keys, now_ms = found
+        ttl_ms = int(settings().worker_ttl * 1000)
+        yield Liveness(client, keys), WorkerRegistry(client, keys, ttl_ms=ttl_ms), now_ms
 
 
 def stamp(
@@ -60,30 +52,7 @@ def stamp(
     ),
 ) -> None:
     """Report a session's liveness from another agent's hook (for example after each tool call)."""
-    from core.clock import to_ms, utcnow
-    from state.liveness import Stamp
-    from state.liveness_dir import LivenessDir, check_phase, check_session_name
-
-    if session is None:
-        session = os.environ.get("HBGW_SESSION") or "default"
-    name = check_session_name(session)
-    record = Stamp(name, to_ms(utcnow()), check_phase(phase), worker, external=True)
-    if directory is None:
-        with _redis_liveness() as found:
-            if found is not None:
-                found[0].stamp(name, found[2], record.phase, worker, external=True)
-                out(f"Stamped {name}: {record.phase} (Redis namespace {settings().namespace}).")
-                return
-    path = LivenessDir(directory or settings().effective_liveness_dir).write(record)
-    out(f"Stamped {name}: {record.phase} ({path}).")
-    configured = settings().redis_url
-    if directory is None and configured:
-        from core.settings import mask_url
-
-        err(
-            f"Note: the configured Redis ({mask_url(configured)}, HBGW_REDIS_URL) did not "
-            "answer, so the stamp went into the stamp directory instead."
-        )
+    write_stamp(phase, session, worker, directory)
 
 
 def agents(
@@ -136,7 +105,7 @@ def _verdicts(limits: Thresholds, directory: Path | None) -> tuple[list[Verdict]
     from state.liveness_dir import LivenessDir
 
     if directory is None:
-        with _redis_liveness() as found:
+        with redis_liveness() as found:
             if found is not None:
                 stamps: list[Stamp] = found[0].all()
                 redis_now_ms = found[2]

@@ -26,7 +26,7 @@ from hbgw.cli import (
     session_cmd,
     telegram_cmd,
 )
-from hbgw.cli.common import err, limits, now, open_store, out, out_json, settings
+from hbgw.cli.common import err, limits, now, open_store, out, out_json, sentence, settings
 from hbgw.cli.help import INSPECT, OPERATE, RUN, TALK, Command, Group
 
 if TYPE_CHECKING:
@@ -162,7 +162,7 @@ def runs(
     """List the fire ledger of a session — its heartbeat's runs and its cron jobs' — with the
     tokens each turn spent and how its delivery ended."""
     from core.clock import iso
-    from hbgw.cli.common import delivery_cell, delivery_error
+    from hbgw.cli.common import aligned, delivery_cell, delivery_error
 
     store = open_store()
     store.get_session(session_id)  # an unknown session is bad input, like everywhere else
@@ -182,12 +182,7 @@ def runs(
         cells = [r.fire_id, str(r.state), str(r.fence), reserved, started, tokens]
         table.append([*cells, delivery_cell(r.delivery)])
         details.append(r.detail or delivery_error(r.delivery))
-    # Each column as wide as its widest cell: fire ids and times differ in length by kind.
-    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
-    for row, detail in zip(table, details, strict=True):
-        pairs = enumerate(zip(row, widths, strict=True))
-        line = [c.rjust(w) if i == 2 else c.ljust(w) for i, (c, w) in pairs]  # fence: a number
-        out("  ".join([*line, detail]).rstrip())
+    aligned(table, details, numeric=frozenset({2}))  # the fence is a number
     per_day = tokens_per_day(rows)
     if per_day:
         out(f"Heartbeat tokens per UTC day (its budget counts these): {per_day}")
@@ -260,11 +255,3 @@ def run(cli: typer.Typer, argv: list[str] | None) -> None:
             "(set HBGW_DEBUG=1 for the traceback)."
         )
         sys.exit(1)
-
-
-def sentence(exc: HbgwError) -> str:
-    """The error's message on one line; a bare error falls back to its class's description."""
-    text = " ".join(str(exc).split())
-    if not text:
-        text = " ".join((type(exc).__doc__ or "").strip().split("\n\n")[0].split())
-    return text or f"{type(exc).__name__} (no details were given)."

@@ -35,6 +35,9 @@ class HeartbeatStatusView:
     now: datetime
     tokens_today: int = 0
     """Tokens its runs spent on the UTC day of ``now`` (``heartbeat_costs``)."""
+    busy: bool | None = None
+    """A turn holds the session or messages wait for one (Redis knows; SQL does not): None
+    when the caller did not ask, or no Redis answered."""
 
     @property
     def status(self) -> str:
@@ -48,8 +51,13 @@ class HeartbeatStatusView:
         return None if self.status == NO_HEARTBEAT or self.state is None else self.state.next_due()
 
     @property
-    def waiting_for_idle(self) -> bool:
+    def due_now(self) -> bool:
         return self.next_due is not None and self.now >= self.next_due
+
+    @property
+    def waiting_for_idle(self) -> bool:
+        """Due, and held back by a turn that is actually running (or messages queued for one)."""
+        return self.due_now and self.busy is True
 
     def to_json(self) -> dict[str, Any]:
         live = self.state if self.status != NO_HEARTBEAT else None
@@ -65,6 +73,7 @@ class HeartbeatStatusView:
             "cron": schedule.expr if isinstance(schedule, CronSchedule) else None,
             "timezone": schedule.timezone if isinstance(schedule, CronSchedule) else None,
             "next_due_at": iso(self.next_due),
+            "due_now": self.due_now,
             "waiting_for_idle": self.waiting_for_idle,
             "fire_count": live.fire_count if live else 0,
             "generation": self.state.generation if self.state else 0,

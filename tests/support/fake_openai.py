@@ -47,7 +47,11 @@ class ToolCall:
 
 @dataclass(frozen=True)
 class Fail:
+    """An error answer; ``body`` replaces OpenAI's shape (Ollama's native API says
+    ``{"error": "…"}``, a proxy may say anything)."""
+
     status: int = 500
+    body: Any = None
 
 
 @dataclass(frozen=True)
@@ -96,8 +100,9 @@ class FakeOpenAI:
                 await asyncio.sleep(step.seconds)
                 step = step.then
             if isinstance(step, Fail):
+                default = {"error": {"message": "scripted failure", "type": "server_error"}}
                 return JSONResponse(
-                    {"error": {"message": "scripted failure", "type": "server_error"}},
+                    default if step.body is None else step.body,
                     status_code=step.status,
                     headers={"retry-after-ms": "10"},
                 )

@@ -139,12 +139,27 @@ class LocalCluster:
                 found.append(port)
         return sorted(found)
 
+    def _replicas_in_sync(self) -> bool:
+        """Every live replica's link to its primary is up: a replica still in its first full
+        sync refuses to fail over ("disconnected from master for longer than allowed"), so a
+        primary killed before then would never be replaced (seen on a loaded machine)."""
+        for port in self.alive():
+            try:
+                info = self.node(port).info("replication")
+            except redis.RedisError:
+                return False
+            if info.get("role") == "slave" and info.get("master_link_status") != "up":
+                return False
+        return True
+
     def wait_healthy(self, timeout: float = 60.0) -> None:
-        """Every live node says ``cluster_state:ok`` and three primaries serve the slots."""
+        """Every live node says ``cluster_state:ok``, three primaries serve the slots and every
+        live replica is in sync with its primary."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             states = [self._info(p).get("cluster_state") for p in self.alive()]
-            if states and all(s == "ok" for s in states) and len(self.primaries()) == 3:
+            healthy = states and all(s == "ok" for s in states) and len(self.primaries()) == 3
+            if healthy and self._replicas_in_sync():
                 return
             time.sleep(0.1)
         raise AssertionError("the cluster did not become healthy")

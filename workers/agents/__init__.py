@@ -51,5 +51,6 @@ def openai_agent(settings: Settings) -> OpenAIAgent:
             max_retries=settings.openai_max_retries,
             max_steps=settings.agent_max_steps,
             heartbeat_write=settings.agent_heartbeat_write,
+            send_tools=settings.openai_tools,
         )
     )

@@ -7,11 +7,17 @@ never the API key — and the turn fails visibly. Tokens are summed over the tur
 back with the reply, or with the failure when some were spent before it.
 
 Heartbeat turns may use a cheaper model (``HBGW_OPENAI_HEARTBEAT_MODEL``); the system prompt and
-the tool list are the same objects for both kinds of turn (rule 5).
+the tool list are the same objects for both kinds of turn (rule 5) — with
+``HBGW_OPENAI_TOOLS=false`` no tools at all, for either kind, for a local model that cannot call
+them. An endpoint's refusal
+(``HTTP 400``) carries its own reason — OpenAI's ``{"error": {"message": …}}`` or Ollama's
+``{"error": "…"}`` — into the sentence and the worker's log, one line, bounded, the key starred.
 """
 
 from __future__ import annotations
 
+import json
+import logging
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -29,6 +35,11 @@ ROLES = {"user": "user", "assistant": "assistant"}
 # Statuses the client retries by itself (besides every 5xx).
 RETRIED = frozenset({408, 409, 429})
 
+log = logging.getLogger("hbgw.agent")
+
+# The most of an endpoint's own error message a sentence quotes.
+REASON_CHARS = 200
+
 # A local endpoint may need no key; the client insists on one, so it gets a harmless stand-in.
 NO_KEY = "unused"
 
@@ -43,6 +54,7 @@ class OpenAIConfig:
     max_retries: int = 2
     max_steps: int = 8
     heartbeat_write: bool = False
+    send_tools: bool = True
 
 
 class OpenAIAgent:
@@ -57,7 +69,7 @@ class OpenAIAgent:
             max_retries=config.max_retries,
         )
         self.where = endpoint_host(config.base_url)
-        self.tools = tool_list(config.heartbeat_write)
+        self.tools = tool_list(config.heartbeat_write) if config.send_tools else ()
         self.tool_names = tuple(t["function"]["name"] for t in self.tools)
 
     def run(self, request: TurnRequest, on_step: StepCallback) -> AgentReply:
@@ -96,14 +108,18 @@ class OpenAIAgent:
     def _complete(
         self, model: str, messages: list[dict[str, Any]], usage: TokenUsage | None
     ) -> Any:
+        # No tools at all is no `tools` key: some servers refuse an empty list as well.
+        extra: dict[str, Any] = {"tools": list(self.tools)} if self.tools else {}
         try:
             return self.client.chat.completions.create(
                 model=model,
                 messages=messages,  # type: ignore[arg-type]
-                tools=list(self.tools),  # type: ignore[arg-type]
+                **extra,
             )
         except openai.OpenAIError as exc:
-            raise TurnFailed(self.explain(exc), usage, unreachable=unreachable(exc)) from exc
+            sentence = self.explain(exc)
+            log.warning("model call failed: %s", sentence, extra={"action": "agent.model_failed"})
+            raise TurnFailed(sentence, usage, unreachable=unreachable(exc)) from exc
 
     def _tool_result(
         self, call: Any, request: TurnRequest, on_step: StepCallback, usage: TokenUsage | None
@@ -130,6 +146,8 @@ class OpenAIAgent:
             code = exc.status_code
             retried = code in RETRIED or code >= 500
             head = f"The model endpoint at {at} answered HTTP {code}"
+            why = error_reason(exc.response, self.config.api_key)
+            head += f": {why}" if why else ""
             return head + (f" ({tries})." if retried else ".")
         if isinstance(exc, openai.APIResponseValidationError):
             return f"The model endpoint at {at} answered something that is not a chat completion."
@@ -148,6 +166,26 @@ def endpoint_host(base_url: str) -> str:
         return "HBGW_OPENAI_BASE_URL"
     shown = f"[{host}]" if ":" in host else host
     return f"{shown}:{port}" if port is not None else shown
+
+
+def error_reason(response: Any, api_key: str | None = None) -> str | None:
+    """The endpoint's own reason from an error body — ``{"error": {"message": …}}`` (OpenAI,
+    vLLM, llama.cpp's server) or ``{"error": "…"}`` (Ollama) — on one line, printable, at most
+    ``REASON_CHARS`` characters, the API key starred should the endpoint echo it."""
+    try:
+        body = json.loads(response.text)
+    except (AttributeError, ValueError, TypeError):
+        return None
+    error = body.get("error") if isinstance(body, dict) else None
+    if isinstance(error, dict):
+        error = error.get("message")
+    if not isinstance(error, str):
+        return None
+    text = " ".join("".join(c if c.isprintable() else " " for c in error).split())
+    if api_key and len(api_key) >= 8:  # a one-letter stand-in would star every such letter
+        text = text.replace(api_key, "***")
+    text = text.rstrip(".")
+    return text if len(text) <= REASON_CHARS else text[: REASON_CHARS - 1].rstrip() + "…"
 
 
 def unreachable(exc: openai.OpenAIError) -> bool:
