@@ -32,4 +32,6 @@ MODULES: list[str] = [
     "streams",
     "inflight",
     "jitter_burst",
+    "workers_scaling",
+    "sizing",  # last: it reads the others' newest results
 ]

@@ -1,0 +1,95 @@
+"""The worker-scaling benchmark: its pure parts on tiny data, and one tiny real run (so it
+cannot rot). Numbers are never checked against goals here, only that each is measured."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from bench.context import QUICK, BenchContext, pg_url_if_up
+from bench.scaling_rig import REDIS_DB
+from bench.workers_scaling import Plan, _delta, classify, costs_per_fire, run_plan
+from core.embedded import EmbeddedRedis
+
+
+def test_monitor_lines_split_into_state_broker_and_keyless() -> None:
+    script = 'EVALSHA abc 2 bench-scaling:{s:1}:lock bench-scaling:{s:1}:fence "x"'
+    assert classify(script, REDIS_DB) == ("state", len(script))
+    assert classify("LPUSH bench-scaling.worker.w1 {}", REDIS_DB) == ("broker", 32)
+    assert classify("HSET unacked tag payload", REDIS_DB)[0] == "broker"  # type: ignore[index]
+    assert classify("EVALSHA abc 0 arg", REDIS_DB) == ("other", 17)
+    assert classify("MULTI", REDIS_DB) == ("other", 5)
+    assert classify("GET x", REDIS_DB + 1) is None  # another database's client
+
+
+def test_counters_subtract_and_costs_divide_by_fires() -> None:
+    before = {
+        "cpu": {"beat": 1.0, "w1": 2.0, "w2": 3.0},
+        "redis": {
+            "commands": {"get": 10, "lpush": 1, "info": 5},
+            "net_in": 0,
+            "net_out": 0,
+            "cpu_s": 1.0,
+        },
+        "pg": {
+            "xact_commit": 10.0,
+            "xact_rollback": 0.0,
+            "tup_inserted": 0.0,
+            "tup_updated": 0.0,
+            "tup_deleted": 0.0,
+            "backend_cpu_s": 0.0,
+        },
+    }
+    after = {
+        "cpu": {"beat": 1.5, "w1": 4.0, "w2": 5.0},
+        "redis": {
+            "commands": {"get": 30, "lpush": 6, "info": 9},
+            "net_in": 500,
+            "net_out": 500,
+            "cpu_s": 1.2,
+        },
+        "pg": {
+            "xact_commit": 60.0,
+            "xact_rollback": 0.0,
+            "tup_inserted": 30.0,
+            "tup_updated": 40.0,
+            "tup_deleted": 0.0,
+            "backend_cpu_s": 0.1,
+        },
+    }
+    costs = costs_per_fire(_delta(before, after), 10, ["w1", "w2"])
+    assert costs["beat_cpu_s"] == 0.05
+    assert costs["worker_cpu_s"] == 0.4
+    assert costs["redis_commands"] == 2.5  # INFO is the benchmark's own reading, left out
+    assert costs["broker_messages"] == 0.5
+    assert costs["redis_bytes"] == 100.0
+    assert costs["sql_transactions"] == 5.0
+    assert costs["sql_tuples_written"] == 7.0
+    assert costs_per_fire(_delta(before, after), 0, ["w1"])["worker_cpu_s"] is None
+
+
+@pytest.fixture
+def bench_ctx(tmp_path: Path) -> Iterator[BenchContext]:
+    # A Redis of its own: the benchmark flushes its database and reads the server's counters.
+    with EmbeddedRedis(tmp_path / "redis") as server:
+        yield BenchContext(QUICK, server.url, tmp_path, pg_url_if_up())
+
+
+@pytest.mark.e2e
+def test_a_tiny_run_measures_every_size_and_the_api_replicas(bench_ctx: BenchContext) -> None:
+    plan = Plan(workers=[1, 2], rate=4, interval_s=2, warmup_s=1.0, window_s=2.5, api_clients=2)
+    result = run_plan(bench_ctx, plan)
+    assert [p["workers"] for p in result["phases"]] == [1, 2]
+    for phase in result["phases"]:
+        assert phase["fires"] > 0
+        assert phase["fires_per_worker_cpu_s"] > 0
+        assert phase["per_fire"]["redis_commands"] > 0
+        assert len(phase["loadavg_1m"]) == 2
+    assert "redis_split" in result["phases"][-1]
+    replicas = result["api"]["replicas"]
+    assert len(replicas) == 2 and all(r["requests"] > 0 for r in replicas)
+    if bench_ctx.pg_url is not None:
+        assert result["phases"][0]["per_fire"]["sql_transactions"] > 0
+        assert result["sql_bytes_per_run"] > 0
