@@ -3,8 +3,10 @@
 One `hbgw beat`, workers added one at a time (`hbgw worker`, echo agent, file channel), two
 `hbgw api` replicas on free loopback ports, on a PostgreSQL database of its own (created here,
 dropped on the way out, so ``pg_stat_database`` counts this deployment's transactions only) or
-SQLite when PostgreSQL does not answer, and the runner's private Redis (broker and state share
-it, as a default deployment does). Every process is started here and stopped on the way out.
+SQLite when PostgreSQL does not answer; the state in the runner's private Redis and Celery's
+broker in a second embedded Redis (``HBGW_BROKER_URL``), so that each server's commands, bytes
+and CPU are the state's or the broker's alone. Every process is started here and stopped on the
+way out.
 
 The readings (``snapshot``) are cumulative counters: CPU seconds per role (psutil; the
 PostgreSQL backends found by the database name in their process title), Redis commands, bytes
@@ -28,6 +30,7 @@ import sqlalchemy as sa
 
 from bench.context import BenchContext
 from bench.e2e_systems import Ours, redis_db_url
+from core.embedded import EmbeddedRedis
 from core.errors import HbgwError
 from core.settings import Settings
 from hbgw.procs import settings_env, spawn_hbgw, stop_all
@@ -54,6 +57,7 @@ def free_port() -> int:
 class ScalingDeployment(Ours):
     env: dict[str, str] = field(default_factory=dict)
     redis_url: str = ""
+    broker_url: str = ""
     pg_admin_url: str | None = None
     pg_database: str | None = None
     api_ports: list[int] = field(default_factory=list)
@@ -87,6 +91,7 @@ class ScalingDeployment(Ours):
             "at": time.monotonic(),
             "cpu": self.role_cpu(),
             "redis": redis_counters(self.redis_url),
+            "broker": redis_counters(self.broker_url),
             "pg": pg_counters(self.pg_admin_url, self.pg_database),
         }
 
@@ -238,11 +243,13 @@ def deployment(ctx: BenchContext) -> Iterator[ScalingDeployment]:
         flusher = redis.Redis.from_url(redis_url)
         flusher.flushdb()
         flusher.close()
+        broker = stack.enter_context(EmbeddedRedis(home / "broker-redis"))
         env = settings_env(_settings(home, db_url, redis_url))
         env["HBGW_ADMIN_TOKEN"] = ADMIN_TOKEN
+        env["HBGW_BROKER_URL"] = broker.url
         if spawn_hbgw(["migrate"], env=env, log=logs / "migrate.log").wait(120) != 0:
             raise HbgwError(f"`hbgw migrate` failed; see {logs / 'migrate.log'}.")
-        d = ScalingDeployment("scaling", logs, env=env, redis_url=redis_url)
+        d = ScalingDeployment("scaling", logs, env=env, redis_url=redis_url, broker_url=broker.url)
         d.pg_admin_url, d.pg_database = ctx.pg_url, pg_name
         stack.callback(lambda: stop_all(list(d.procs.values())))
         d.procs["beat"] = spawn_hbgw(["beat"], env=env, log=logs / "beat.log")

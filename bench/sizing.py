@@ -35,10 +35,10 @@ class Costs:
 
     beat_cpu_s: float  # claim, group, publish (the batched path; idle ticks are not per fire)
     worker_cpu_s: float  # admission, turn (echo agent), delivery, ledger writes
-    redis_cpu_s: float  # the Redis server, state and broker together
-    redis_state_share: float  # of its commands, the state's (the rest: the broker's)
+    redis_cpu_s: float  # the state's Redis server
     redis_commands: float
     redis_bytes: float  # in and out
+    broker_cpu_s: float  # the broker's Redis server (HBGW_BROKER_URL)
     broker_messages: float  # Celery messages published (LPUSH)
     sql_transactions: float
     sql_tuples_written: float  # inserted + updated + deleted
@@ -53,10 +53,10 @@ class Costs:
 DEFAULTS = Costs(
     beat_cpu_s=1 / 145_000,
     worker_cpu_s=0.025,
-    redis_cpu_s=0.0015,
-    redis_state_share=0.7,
-    redis_commands=40.0,
-    redis_bytes=12_000.0,
+    redis_cpu_s=0.001,
+    redis_commands=50.0,
+    redis_bytes=7_000.0,
+    broker_cpu_s=0.0005,
     broker_messages=1.0,
     sql_transactions=5.0,
     sql_tuples_written=8.0,
@@ -96,10 +96,10 @@ def size_one(sessions: int, c: Costs, a: Assumptions) -> dict[str, Any]:
     u = a.utilisation
     beats = max(a.min_beats, _units(fires * c.beat_cpu_s, u))
     workers = _units(fires * c.worker_cpu_s, u)
-    state_cpu = fires * c.redis_cpu_s * c.redis_state_share
+    state_cpu = fires * c.redis_cpu_s
     state_memory = sessions * c.redis_bytes_per_session / GIB
     primaries = max(_units(state_cpu, u), _units(state_memory, a.redis_node_memory_gib * u))
-    broker_cpu = fires * c.redis_cpu_s * (1 - c.redis_state_share)
+    broker_cpu = fires * c.broker_cpu_s
     one_redis_broker = broker_cpu <= u
     broker_nodes = (
         1 if one_redis_broker else max(3, _units(broker_cpu, a.broker_cores_per_node * u))
@@ -211,6 +211,7 @@ def costs_from_results(results: Path = RESULTS) -> Costs:
             "redis_cpu_s",
             "redis_commands",
             "redis_bytes",
+            "broker_cpu_s",
             "broker_messages",
             "sql_transactions",
             "sql_tuples_written",
@@ -219,10 +220,6 @@ def costs_from_results(results: Path = RESULTS) -> Costs:
             value = _median([p["per_fire"].get(name) for p in phases])
             if value is not None:
                 measured[name] = (value, stamp)
-        split = phases[-1].get("redis_split", {})
-        state, broker = _figure(split, "state", "commands"), _figure(split, "broker", "commands")
-        if state is not None and broker and state + broker:
-            measured["redis_state_share"] = (state / (state + broker), stamp + " (MONITOR)")
         if (stored := scaling["result"].get("sql_bytes_per_run")) is not None:
             measured["sql_bytes_stored"] = (float(stored), stamp + " (table sizes)")
     ledger = newest("ledger_size", results)

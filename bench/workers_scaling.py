@@ -8,7 +8,7 @@ workers) and **per busiest worker's CPU-second** (what N workers do when each ha
 this 2-core machine cannot give four workers, beat, Redis and PostgreSQL). The same window
 gives each part's cost per fire — beat, worker, Redis and PostgreSQL CPU, Redis commands and
 bytes, broker messages, SQL transactions and tuples — which bench/sizing.py turns into a plan.
-A sample of Redis's MONITOR splits its commands into the state's and the broker's. Then both
+The state and the broker are two Redis servers, so each one's figures are its own. Then both
 API replicas serve reads while the fires go on: requests per API CPU-second.
 """
 
@@ -21,16 +21,12 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
-import redis
-
 from bench.context import BenchContext, Result
 from bench.e2e_measure import delivered_rate, in_window, lag_summary, lags, steady_window
-from bench.scaling_rig import ADMIN_TOKEN, REDIS_DB, ScalingDeployment, deployment, table_bytes
+from bench.scaling_rig import ADMIN_TOKEN, ScalingDeployment, deployment, table_bytes
 
 NAME = "workers_scaling"
 SETTLE_S = 1.5  # a start in the window is written, and PostgreSQL's stats flushed, by then
-MONITOR_S = 1.0
-NAMESPACE_PREFIX = "bench-scaling:"
 
 
 @dataclass(frozen=True)
@@ -63,19 +59,31 @@ def _per(value: float, n: int, digits: int = 6) -> float | None:
     return round(value / n, digits) if n else None
 
 
+def _commands(counters: dict[str, Any]) -> dict[str, float]:
+    # INFO is the benchmark's own reading, not the deployment's
+    return {k: v for k, v in counters["commands"].items() if v and k != "info"}
+
+
 def costs_per_fire(delta: dict[str, Any], fires: int, workers: list[str]) -> dict[str, Any]:
     """Each part's cost per fire from the counters' change over a window with ``fires``."""
     cpu = delta["cpu"]
-    commands = {k: v for k, v in delta["redis"]["commands"].items() if v and k != "info"}
+    state, broker = delta["redis"], delta["broker"]
+    commands, broker_commands = _commands(state), _commands(broker)
     pg = delta.get("pg") or {}
     out: dict[str, Any] = {
         "beat_cpu_s": _per(cpu.get("beat", 0.0), fires),
         "worker_cpu_s": _per(sum(cpu.get(w, 0.0) for w in workers), fires),
-        "redis_cpu_s": _per(delta["redis"]["cpu_s"], fires),
+        "redis_cpu_s": _per(state["cpu_s"], fires),
         "redis_commands": _per(sum(commands.values()), fires, 2),
-        "redis_bytes": _per(delta["redis"]["net_in"] + delta["redis"]["net_out"], fires, 1),
-        "broker_messages": _per(commands.get("lpush", 0), fires, 3),
+        "redis_bytes": _per(state["net_in"] + state["net_out"], fires, 1),
+        "broker_cpu_s": _per(broker["cpu_s"], fires),
+        "broker_commands": _per(sum(broker_commands.values()), fires, 2),
+        "broker_bytes": _per(broker["net_in"] + broker["net_out"], fires, 1),
+        "broker_messages": _per(broker_commands.get("lpush", 0), fires, 3),
         "redis_commands_by_name": {k: _per(v, fires, 3) for k, v in sorted(commands.items())},
+        "broker_commands_by_name": {
+            k: _per(v, fires, 3) for k, v in sorted(broker_commands.items())
+        },
     }
     if pg:
         out["sql_transactions"] = _per(pg["xact_commit"] + pg["xact_rollback"], fires, 2)
@@ -124,45 +132,6 @@ def _sleep_until(epoch: float, d: ScalingDeployment) -> None:
     while (left := epoch - time.time()) > 0:
         d.check_alive()
         time.sleep(min(left, 0.5))
-
-
-def classify(command: str, db: int) -> tuple[str, int] | None:
-    """A MONITOR line's part (state, broker or other: no key) and its size; None: another db."""
-    if db != REDIS_DB:
-        return None
-    words = command.split(" ")
-    name = words[0].upper()
-    key = None
-    if name in {"EVALSHA", "EVAL", "FCALL"}:
-        key = words[3] if len(words) > 3 and words[2] != "0" else None
-    elif name not in {"MULTI", "EXEC", "PING", "SELECT", "INFO", "CLIENT"} and len(words) > 1:
-        key = words[1]
-    if key is None:
-        return "other", len(command)
-    return ("state" if key.startswith(NAMESPACE_PREFIX) else "broker"), len(command)
-
-
-def monitor_split(url: str, seconds: float) -> dict[str, Any]:
-    """Commands and request bytes by part over ``seconds`` of MONITOR (which slows Redis: it
-    runs after the measured window, never in it)."""
-    client = redis.Redis.from_url(url.rsplit("/", 1)[0] + "/0")
-    counts: dict[str, list[int]] = {"state": [0, 0], "broker": [0, 0], "other": [0, 0]}
-    try:
-        with client.monitor() as m:  # type: ignore[no-untyped-call]
-            deadline = time.monotonic() + seconds
-            while time.monotonic() < deadline:
-                line = m.next_command()
-                part = classify(str(line["command"]), int(line.get("db", -1)))
-                if part is not None:
-                    counts[part[0]][0] += 1
-                    counts[part[0]][1] += part[1]
-    finally:
-        client.close()
-    total = sum(c for c, _ in counts.values()) or 1
-    return {
-        part: {"commands": c, "request_bytes": b, "share": round(c / total, 3)}
-        for part, (c, b) in counts.items()
-    }
 
 
 def _api_client(port: int, path: str, stop: threading.Event, out: list[float]) -> None:
@@ -231,7 +200,6 @@ def run_plan(ctx: BenchContext, plan: Plan) -> Result:
                 d.add_worker()
             phase = measure_phase(d, plan)
             if count == plan.workers[-1]:
-                phase["redis_split"] = monitor_split(d.redis_url, MONITOR_S)
                 api = measure_api(d, plan)
             d.retire()
             phases.append(phase)

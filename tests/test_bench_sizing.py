@@ -14,7 +14,7 @@ CHEAP = replace(
     beat_cpu_s=1e-5,
     worker_cpu_s=0.001,
     redis_cpu_s=1e-5,
-    redis_state_share=0.5,
+    broker_cpu_s=1e-5,
     sql_cpu_s=1e-5,
 )
 
@@ -58,7 +58,7 @@ def test_partitions_follow_retention_and_the_sql_split() -> None:
 
 
 def test_what_changes_from_one_size_to_the_next_is_said() -> None:
-    costs = replace(CHEAP, redis_cpu_s=0.0005, sql_cpu_s=0.01)
+    costs = replace(CHEAP, redis_cpu_s=0.0005, broker_cpu_s=0.0005, sql_cpu_s=0.01)
     rows = plan(costs, Assumptions(), sizes=(100_000, 100_000_000))
     assert rows[0]["changes"] == []
     said = " ".join(rows[1]["changes"])
@@ -73,13 +73,16 @@ def _write(results: Path, name: str, result: dict[str, Any]) -> None:
 
 
 def test_costs_come_from_the_newest_results_and_say_where(tmp_path: Path) -> None:
-    phase = {"per_fire": {"worker_cpu_s": 0.01, "redis_cpu_s": 0.0002, "sql_transactions": 5.0}}
-    last = phase | {"redis_split": {"state": {"commands": 30}, "broker": {"commands": 10}}}
-    _write(tmp_path, "workers_scaling", {"phases": [phase, last], "sql_bytes_per_run": 900.0})
+    phases = [
+        {"per_fire": {"worker_cpu_s": w, "broker_cpu_s": 0.0001, "sql_transactions": 5.0}}
+        for w in (0.01, 0.03, 0.02)
+    ]
+    _write(tmp_path, "workers_scaling", {"phases": phases, "sql_bytes_per_run": 900.0})
     _write(tmp_path, "ledger_size", {"postgresql": {"bytes_per_fire": 700}})
     costs = costs_from_results(tmp_path)
-    assert costs.worker_cpu_s == 0.01
-    assert costs.redis_state_share == 0.75
+    assert costs.worker_cpu_s == 0.02  # the median of the phases
+    assert costs.broker_cpu_s == 0.0001
+    assert costs.sources["redis_cpu_s"] == "default"  # not in those phases
     assert costs.sql_bytes_stored == 700.0  # the ledger benchmark's figure wins
     assert costs.sources["sql_bytes_stored"].startswith("ledger_size")
     assert costs.beat_cpu_s == DEFAULTS.beat_cpu_s

@@ -9,30 +9,20 @@ from pathlib import Path
 import pytest
 
 from bench.context import QUICK, BenchContext, pg_url_if_up
-from bench.scaling_rig import REDIS_DB
-from bench.workers_scaling import Plan, _delta, classify, costs_per_fire, run_plan
+from bench.workers_scaling import Plan, _delta, costs_per_fire, run_plan
 from core.embedded import EmbeddedRedis
-
-
-def test_monitor_lines_split_into_state_broker_and_keyless() -> None:
-    script = 'EVALSHA abc 2 bench-scaling:{s:1}:lock bench-scaling:{s:1}:fence "x"'
-    assert classify(script, REDIS_DB) == ("state", len(script))
-    assert classify("LPUSH bench-scaling.worker.w1 {}", REDIS_DB) == ("broker", 32)
-    assert classify("HSET unacked tag payload", REDIS_DB)[0] == "broker"  # type: ignore[index]
-    assert classify("EVALSHA abc 0 arg", REDIS_DB) == ("other", 17)
-    assert classify("MULTI", REDIS_DB) == ("other", 5)
-    assert classify("GET x", REDIS_DB + 1) is None  # another database's client
 
 
 def test_counters_subtract_and_costs_divide_by_fires() -> None:
     before = {
         "cpu": {"beat": 1.0, "w1": 2.0, "w2": 3.0},
         "redis": {
-            "commands": {"get": 10, "lpush": 1, "info": 5},
+            "commands": {"get": 10, "info": 5},
             "net_in": 0,
             "net_out": 0,
             "cpu_s": 1.0,
         },
+        "broker": {"commands": {"lpush": 1, "brpop": 0}, "net_in": 0, "net_out": 0, "cpu_s": 0.0},
         "pg": {
             "xact_commit": 10.0,
             "xact_rollback": 0.0,
@@ -45,11 +35,12 @@ def test_counters_subtract_and_costs_divide_by_fires() -> None:
     after = {
         "cpu": {"beat": 1.5, "w1": 4.0, "w2": 5.0},
         "redis": {
-            "commands": {"get": 30, "lpush": 6, "info": 9},
+            "commands": {"get": 35, "info": 9},
             "net_in": 500,
             "net_out": 500,
             "cpu_s": 1.2,
         },
+        "broker": {"commands": {"lpush": 6, "brpop": 5}, "net_in": 50, "net_out": 0, "cpu_s": 0.1},
         "pg": {
             "xact_commit": 60.0,
             "xact_rollback": 0.0,
@@ -64,6 +55,11 @@ def test_counters_subtract_and_costs_divide_by_fires() -> None:
     assert costs["worker_cpu_s"] == 0.4
     assert costs["redis_commands"] == 2.5  # INFO is the benchmark's own reading, left out
     assert costs["broker_messages"] == 0.5
+    assert (costs["broker_commands"], costs["broker_bytes"], costs["broker_cpu_s"]) == (
+        1.0,
+        5.0,
+        0.01,
+    )
     assert costs["redis_bytes"] == 100.0
     assert costs["sql_transactions"] == 5.0
     assert costs["sql_tuples_written"] == 7.0
@@ -87,7 +83,7 @@ def test_a_tiny_run_measures_every_size_and_the_api_replicas(bench_ctx: BenchCon
         assert phase["fires_per_worker_cpu_s"] > 0
         assert phase["per_fire"]["redis_commands"] > 0
         assert len(phase["loadavg_1m"]) == 2
-    assert "redis_split" in result["phases"][-1]
+    assert result["phases"][-1]["per_fire"]["broker_messages"] > 0
     replicas = result["api"]["replicas"]
     assert len(replicas) == 2 and all(r["requests"] > 0 for r in replicas)
     if bench_ctx.pg_url is not None:
