@@ -217,7 +217,9 @@ def costs_from_results(results: Path = RESULTS) -> Costs:
             "sql_tuples_written",
             "sql_cpu_s",
         ):
-            value = _median([p["per_fire"].get(name) for p in phases])
+            # CPU: what one more fire costs (less the idle processes' rate), when measured
+            value = _median([p.get("per_fire_marginal", {}).get(name) for p in phases])
+            value = value if value else _median([p["per_fire"].get(name) for p in phases])
             if value is not None:
                 measured[name] = (value, stamp)
         if (stored := scaling["result"].get("sql_bytes_per_run")) is not None:

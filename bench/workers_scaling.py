@@ -93,7 +93,39 @@ def costs_per_fire(delta: dict[str, Any], fires: int, workers: list[str]) -> dic
     return out
 
 
+def idle_cpu_per_s(d: ScalingDeployment, seconds: float) -> dict[str, float]:
+    """Each part's CPU seconds per second with no session scheduled: the fixed cost of the
+    processes (ticks, polls, liveness), which a fire does not add to."""
+    before = d.snapshot()
+    time.sleep(seconds)
+    delta = _delta(before, d.snapshot())
+    cpu = delta["cpu"]
+    return {
+        "beat_cpu_s": round(cpu.get("beat", 0.0) / seconds, 4),
+        "worker_cpu_s": round(sum(cpu.get(w, 0.0) for w in d.workers()) / seconds, 4),
+        "redis_cpu_s": round(delta["redis"]["cpu_s"] / seconds, 4),
+        "broker_cpu_s": round(delta["broker"]["cpu_s"] / seconds, 4),
+        "sql_cpu_s": round(delta["pg"].get("backend_cpu_s", 0.0) / seconds, 4),
+    }
+
+
+def marginal(
+    per_fire: dict[str, Any], idle: dict[str, float], seconds: float, fires: int
+) -> dict[str, float | None]:
+    """CPU per fire less the idle rate over the window: what one more fire costs (≥ 0)."""
+    out: dict[str, float | None] = {}
+    for name, rate in idle.items():
+        gross = per_fire.get(name)
+        out[name] = (
+            None
+            if gross is None or not fires
+            else max(0.0, round(gross - rate * seconds / fires, 6))
+        )
+    return out
+
+
 def measure_phase(d: ScalingDeployment, plan: Plan) -> dict[str, Any]:
+    idle = idle_cpu_per_s(d, plan.warmup_s)
     seeded_at = time.time()
     first_due = d.seed(plan.rate * plan.interval_s, plan.interval_s)
     window = steady_window(max(first_due, time.time()), plan.warmup_s, plan.window_s)
@@ -109,6 +141,7 @@ def measure_phase(d: ScalingDeployment, plan: Plan) -> dict[str, Any]:
     n = len(fires)
     workers = d.workers()
     worker_cpu = [delta["cpu"].get(w, 0.0) for w in workers]
+    per_fire = costs_per_fire(delta, n, workers)
     return {
         "workers": len(workers),
         "offered_per_s": plan.rate,
@@ -124,7 +157,9 @@ def measure_phase(d: ScalingDeployment, plan: Plan) -> dict[str, Any]:
         "fires_per_busiest_worker_cpu_s": _per(n, max(worker_cpu) or 1, 1) if n else None,
         "cores_busy": round(sum(delta["cpu"].values()) / plan.window_s, 2),
         "loadavg_1m": [round(load1, 2), round(os.getloadavg()[0], 2)],
-        "per_fire": costs_per_fire(delta, n, workers),
+        "per_fire": per_fire,
+        "idle_cpu_per_s": idle,
+        "per_fire_marginal": marginal(per_fire, idle, plan.window_s, n),
     }
 
 

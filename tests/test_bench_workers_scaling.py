@@ -9,8 +9,13 @@ from pathlib import Path
 import pytest
 
 from bench.context import QUICK, BenchContext, pg_url_if_up
-from bench.workers_scaling import Plan, _delta, costs_per_fire, run_plan
+from bench.workers_scaling import Plan, _delta, costs_per_fire, marginal, run_plan
 from core.embedded import EmbeddedRedis
+
+
+def _pg(**given: float) -> dict[str, float]:
+    names = ("xact_commit", "xact_rollback", "tup_inserted", "tup_updated", "tup_deleted")
+    return {name: given.get(name, 0.0) for name in (*names, "backend_cpu_s")}
 
 
 def test_counters_subtract_and_costs_divide_by_fires() -> None:
@@ -23,14 +28,7 @@ def test_counters_subtract_and_costs_divide_by_fires() -> None:
             "cpu_s": 1.0,
         },
         "broker": {"commands": {"lpush": 1, "brpop": 0}, "net_in": 0, "net_out": 0, "cpu_s": 0.0},
-        "pg": {
-            "xact_commit": 10.0,
-            "xact_rollback": 0.0,
-            "tup_inserted": 0.0,
-            "tup_updated": 0.0,
-            "tup_deleted": 0.0,
-            "backend_cpu_s": 0.0,
-        },
+        "pg": _pg(xact_commit=10.0),
     }
     after = {
         "cpu": {"beat": 1.5, "w1": 4.0, "w2": 5.0},
@@ -41,14 +39,7 @@ def test_counters_subtract_and_costs_divide_by_fires() -> None:
             "cpu_s": 1.2,
         },
         "broker": {"commands": {"lpush": 6, "brpop": 5}, "net_in": 50, "net_out": 0, "cpu_s": 0.1},
-        "pg": {
-            "xact_commit": 60.0,
-            "xact_rollback": 0.0,
-            "tup_inserted": 30.0,
-            "tup_updated": 40.0,
-            "tup_deleted": 0.0,
-            "backend_cpu_s": 0.1,
-        },
+        "pg": _pg(xact_commit=60.0, tup_inserted=30.0, tup_updated=40.0, backend_cpu_s=0.1),
     }
     costs = costs_per_fire(_delta(before, after), 10, ["w1", "w2"])
     assert costs["beat_cpu_s"] == 0.05
@@ -64,6 +55,15 @@ def test_counters_subtract_and_costs_divide_by_fires() -> None:
     assert costs["sql_transactions"] == 5.0
     assert costs["sql_tuples_written"] == 7.0
     assert costs_per_fire(_delta(before, after), 0, ["w1"])["worker_cpu_s"] is None
+
+
+def test_the_marginal_cost_is_the_gross_less_the_idle_rate_over_the_window() -> None:
+    per_fire = {"worker_cpu_s": 0.02, "beat_cpu_s": 0.001, "sql_cpu_s": None}
+    idle = {"worker_cpu_s": 0.1, "beat_cpu_s": 0.5, "sql_cpu_s": 0.0}
+    # 100 fires in 10 s: the idle workers spent 1 s (0.01 per fire), beat more than it used
+    out = marginal(per_fire, idle, 10.0, 100)
+    assert out == {"worker_cpu_s": 0.01, "beat_cpu_s": 0.0, "sql_cpu_s": None}
+    assert marginal(per_fire, idle, 10.0, 0)["worker_cpu_s"] is None
 
 
 @pytest.fixture
