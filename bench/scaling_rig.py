@@ -122,7 +122,7 @@ def redis_counters(url: str) -> dict[str, Any]:
     }
 
 
-def pg_counters(admin_url: str | None, database: str | None) -> dict[str, float]:
+def pg_counters(admin_url: str | None, database: str | None) -> dict[str, Any]:
     """This database's transactions and tuples (``pg_stat_database``, flushed by each backend
     about once a second) and the CPU of its backends (their title names the database)."""
     if admin_url is None or database is None:
@@ -136,25 +136,26 @@ def pg_counters(admin_url: str | None, database: str | None) -> dict[str, float]
             ).one()
     finally:
         engine.dispose()
-    out = {name: float(value) for name, value in zip(PG_STATS, row, strict=True)}
+    out: dict[str, Any] = {name: float(v) for name, v in zip(PG_STATS, row, strict=True)}
     out["backend_cpu_s"] = pg_backend_cpu(database)
     return out
 
 
-def pg_backend_cpu(database: str) -> float:
-    """CPU seconds of the live PostgreSQL backends serving ``database``; a backend that exits
-    in between takes its seconds with it, so the deployment keeps its connections pooled."""
-    total = 0.0
+def pg_backend_cpu(database: str) -> dict[str, float]:
+    """CPU seconds of each live PostgreSQL backend serving ``database`` (its title names it),
+    by pid: a phase sums the change of every pid alive at its end (a backend that exits in
+    between takes its seconds with it, so the figure is a lower bound)."""
+    out: dict[str, float] = {}
     for proc in psutil.process_iter(["name", "cmdline"]):
         try:
             title = " ".join(proc.info["cmdline"] or [])
             is_postgres = proc.info["name"] == "postgres" or title.startswith("postgres:")
             if is_postgres and f" {database} " in f" {title} ":
                 t = proc.cpu_times()
-                total += t.user + t.system
+                out[str(proc.pid)] = t.user + t.system
         except psutil.Error:
             continue
-    return total
+    return out
 
 
 def table_bytes(admin_url: str, database: str) -> dict[str, dict[str, int]]:

@@ -80,6 +80,7 @@ class Assumptions:
     partitioned_tables: int = 2  # the ledger and the messages
     min_shards: int = 16  # HBGW_DUE_SHARDS' default
     min_beats: int = 2  # one to take over
+    restore_interval_s: int = 300  # HBGW_RESTORE_INTERVAL as docs/operations.md advises at scale
 
 
 def _pow2(n: float) -> int:
@@ -135,6 +136,7 @@ def size_one(sessions: int, c: Costs, a: Assumptions) -> dict[str, Any]:
         "pg_partitions": per_table * a.partitioned_tables * pg_primaries,
         "sql_transactions_per_s": round(fires * c.sql_transactions),
         "sql_rows_written_per_s": round(fires * c.sql_tuples_written),
+        "sql_restore_rows_read_per_s": round(sessions / a.restore_interval_s),
         "sql_gb_per_day": round(fires * 86_400 * c.sql_bytes_stored / 1e9, 1),
         "sql_gb_retained": round(fires * 86_400 * c.sql_bytes_stored * a.retention_days / 1e9),
         "cores": cores,
@@ -273,6 +275,7 @@ TABLE: list[tuple[str, Any]] = [
     ("PostgreSQL primaries (cores)", lambda r: f"{r['pg_primaries']} ({r['pg_cores']:,})"),
     ("SQL transactions/s", lambda r: f"{r['sql_transactions_per_s']:,}"),
     ("SQL rows written/s", lambda r: f"{r['sql_rows_written_per_s']:,}"),
+    ("SQL rows read/s by the restore sweep", lambda r: f"{r['sql_restore_rows_read_per_s']:,}"),
     ("ledger GB/day (retained)", lambda r: f"{r['sql_gb_per_day']:,} ({r['sql_gb_retained']:,})"),
     ("partitions", lambda r: str(r["pg_partitions"])),
     ("limit (most cores)", lambda r: f"{r['limit']} ({r['cores'][r['limit']]:,} cores)"),

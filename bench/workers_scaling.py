@@ -64,6 +64,12 @@ def _commands(counters: dict[str, Any]) -> dict[str, float]:
     return {k: v for k, v in counters["commands"].items() if v and k != "info"}
 
 
+def _backend_cpu(pg: dict[str, Any]) -> float:
+    """The backends' CPU change, pid by pid (``_delta`` of two readings by pid)."""
+    by_pid = pg.get("backend_cpu_s", {})
+    return float(sum(by_pid.values())) if isinstance(by_pid, dict) else float(by_pid)
+
+
 def costs_per_fire(delta: dict[str, Any], fires: int, workers: list[str]) -> dict[str, Any]:
     """Each part's cost per fire from the counters' change over a window with ``fires``."""
     cpu = delta["cpu"]
@@ -89,7 +95,7 @@ def costs_per_fire(delta: dict[str, Any], fires: int, workers: list[str]) -> dic
         out["sql_transactions"] = _per(pg["xact_commit"] + pg["xact_rollback"], fires, 2)
         written = pg["tup_inserted"] + pg["tup_updated"] + pg["tup_deleted"]
         out["sql_tuples_written"] = _per(written, fires, 2)
-        out["sql_cpu_s"] = _per(pg["backend_cpu_s"], fires)
+        out["sql_cpu_s"] = _per(_backend_cpu(pg), fires)
     return out
 
 
@@ -105,7 +111,7 @@ def idle_cpu_per_s(d: ScalingDeployment, seconds: float) -> dict[str, float]:
         "worker_cpu_s": round(sum(cpu.get(w, 0.0) for w in d.workers()) / seconds, 4),
         "redis_cpu_s": round(delta["redis"]["cpu_s"] / seconds, 4),
         "broker_cpu_s": round(delta["broker"]["cpu_s"] / seconds, 4),
-        "sql_cpu_s": round(delta["pg"].get("backend_cpu_s", 0.0) / seconds, 4),
+        "sql_cpu_s": round(_backend_cpu(delta["pg"]) / seconds, 4),
     }
 
 

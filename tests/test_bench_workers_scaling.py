@@ -13,9 +13,13 @@ from bench.workers_scaling import Plan, _delta, costs_per_fire, marginal, run_pl
 from core.embedded import EmbeddedRedis
 
 
-def _pg(**given: float) -> dict[str, float]:
+def _pg(**given: float) -> dict[str, object]:
     names = ("xact_commit", "xact_rollback", "tup_inserted", "tup_updated", "tup_deleted")
-    return {name: given.get(name, 0.0) for name in (*names, "backend_cpu_s")}
+    out: dict[str, object] = {name: given.get(name, 0.0) for name in names}
+    # by pid: "2" exited in between (its seconds are lost), "3" started
+    cpu = given.get("backend_cpu_s", 0.0)
+    out["backend_cpu_s"] = {"1": 1.0 + cpu / 2, "3": cpu / 2} if cpu else {"1": 1.0, "2": 5.0}
+    return out
 
 
 def test_counters_subtract_and_costs_divide_by_fires() -> None:
@@ -54,6 +58,7 @@ def test_counters_subtract_and_costs_divide_by_fires() -> None:
     assert costs["redis_bytes"] == 100.0
     assert costs["sql_transactions"] == 5.0
     assert costs["sql_tuples_written"] == 7.0
+    assert costs["sql_cpu_s"] == 0.01
     assert costs_per_fire(_delta(before, after), 0, ["w1"])["worker_cpu_s"] is None
 
 
