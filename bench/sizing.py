@@ -14,7 +14,6 @@ Beat, workers and each Redis are one process per core (Python's GIL, Redis's sin
 
 from __future__ import annotations
 
-import json
 import math
 import sys
 from dataclasses import asdict, dataclass, field, replace
@@ -72,6 +71,7 @@ class Assumptions:
     utilisation: float = 0.5  # of each part's capacity, the rest headroom
     worker_cores_per_host: int = 16
     pg_cores_per_primary: int = 64  # a large single host; past it the SQL is split
+    pg_transactions_per_primary: int = 50_000  # commits/s one primary's WAL takes (not measured)
     redis_node_memory_gib: float = 25.0  # dataset per Redis node, at ``utilisation``
     broker_cores_per_node: int = 4  # a RabbitMQ node, when one Redis broker is not enough
     retention_days: int = 7
@@ -106,7 +106,10 @@ def size_one(sessions: int, c: Costs, a: Assumptions) -> dict[str, Any]:
         1 if one_redis_broker else max(3, _units(broker_cpu, a.broker_cores_per_node * u))
     )
     sql_cores = fires * c.sql_cpu_s / u
-    pg_primaries = _units(sql_cores, a.pg_cores_per_primary)
+    pg_primaries = max(
+        _units(sql_cores, a.pg_cores_per_primary),
+        _units(fires * c.sql_transactions, a.pg_transactions_per_primary),
+    )
     per_table = math.ceil(a.retention_days / a.partition_days) + a.partitions_ahead
     cores = {
         "workers": workers,
@@ -256,6 +259,21 @@ def _with(measured: dict[str, tuple[float, str]]) -> Costs:
     return replace(DEFAULTS, **values, sources=sources)
 
 
+UNITS = {"_cpu_s": ("µs", 1e6), "_bytes": ("B", 1.0)}
+
+
+def costs_markdown(c: Costs) -> str:
+    """The costs per fire the plan used, each with its source."""
+    lines = ["| cost per fire | value | from |", "| --- | --- | --- |"]
+    for name, value in asdict(c).items():
+        if name == "sources":
+            continue
+        unit, scale = next(((u, k) for end, (u, k) in UNITS.items() if end in name), ("", 1.0))
+        shown = f"{value * scale:,.1f} {unit}" if unit else f"{value:,.2f}"
+        lines.append(f"| {name} | {shown} | {c.sources.get(name, 'default')} |")
+    return "\n".join(lines)
+
+
 def markdown(rows: list[dict[str, Any]]) -> str:
     head = [f"{r['sessions'] / 1e6:g}M sessions" for r in rows]
     lines = ["| | " + " | ".join(head) + " |", "| --- |" + " --- |" * len(rows)]
@@ -299,7 +317,7 @@ def run(ctx: BenchContext) -> Result:
 def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
     costs = costs_from_results(Path(args[0]) if args else RESULTS)
-    print(json.dumps(asdict(costs), indent=2))
+    print(costs_markdown(costs) + "\n")
     print(markdown(plan(costs)))
 
 

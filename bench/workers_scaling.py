@@ -287,3 +287,31 @@ def _line(p: dict[str, Any]) -> str:
 
 def run(ctx: BenchContext) -> Result:
     return run_plan(ctx, plan_for(ctx))
+
+
+def phases_markdown(result: Result) -> str:
+    """The docs' table of one result: a row per worker count, and the API replicas' line."""
+    lines = [
+        "| workers | load avg 1 min | delivered/s (offered) | p50 / p99 lag | fires per worker "
+        "CPU-s: all, busiest | idle workers' CPU/s | marginal worker CPU per fire |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for p in result["phases"]:
+        lag, margin = p["lag_s"], p["per_fire_marginal"]["worker_cpu_s"]
+        lines.append(
+            f"| {p['workers']} | {p['loadavg_1m'][0]:g}–{p['loadavg_1m'][1]:g} "
+            f"| {p['delivered_per_s']:g} ({p['offered_per_s']}) | {lag['p50']} / {lag['p99']} s "
+            f"| {p['fires_per_worker_cpu_s']:g}, {p['fires_per_busiest_worker_cpu_s']:g} "
+            f"| {p['idle_cpu_per_s']['worker_cpu_s']:g} s | {margin * 1000:.1f} ms |"
+        )
+    api = result["api"]
+    each = "; ".join(
+        f"{r['requests_per_s']:g}/s, p99 {r['latency_s']['p99']} s" for r in api["replicas"]
+    )
+    lines.append("")
+    lines.append(
+        f"API, 2 replicas, {api['clients']} clients, load average {api['loadavg_1m']:g}: "
+        f"{api['requests_per_s']:g} requests/s ({each}), "
+        f"{api['requests_per_api_cpu_s']:g} requests per API CPU-second."
+    )
+    return "\n".join(lines)

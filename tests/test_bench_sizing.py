@@ -7,7 +7,15 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from bench.sizing import DEFAULTS, Assumptions, costs_from_results, markdown, plan, size_one
+from bench.sizing import (
+    DEFAULTS,
+    Assumptions,
+    costs_from_results,
+    costs_markdown,
+    markdown,
+    plan,
+    size_one,
+)
 
 CHEAP = replace(
     DEFAULTS,
@@ -93,3 +101,6 @@ def test_no_results_means_every_default(tmp_path: Path) -> None:
     costs = costs_from_results(tmp_path)
     assert costs == DEFAULTS
     assert set(costs.sources.values()) == {"default"}
+    table = costs_markdown(costs)
+    assert "| worker_cpu_s | 25,000.0 µs | default |" in table
+    assert "| sql_transactions | 5.00 | default |" in table

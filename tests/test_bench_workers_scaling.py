@@ -9,7 +9,14 @@ from pathlib import Path
 import pytest
 
 from bench.context import QUICK, BenchContext, pg_url_if_up
-from bench.workers_scaling import Plan, _delta, costs_per_fire, marginal, run_plan
+from bench.workers_scaling import (
+    Plan,
+    _delta,
+    costs_per_fire,
+    marginal,
+    phases_markdown,
+    run_plan,
+)
 from core.embedded import EmbeddedRedis
 
 
@@ -91,6 +98,8 @@ def test_a_tiny_run_measures_every_size_and_the_api_replicas(bench_ctx: BenchCon
     assert result["phases"][-1]["per_fire"]["broker_messages"] > 0
     replicas = result["api"]["replicas"]
     assert len(replicas) == 2 and all(r["requests"] > 0 for r in replicas)
+    table = phases_markdown(result)
+    assert table.count("\n| ") == 3 and "requests per API CPU-second" in table  # head, 1, 2
     if bench_ctx.pg_url is not None:
         assert result["phases"][0]["per_fire"]["sql_transactions"] > 0
         assert result["sql_bytes_per_run"] > 0
