@@ -221,6 +221,39 @@ def cli_start_rows(doc: Doc) -> list[Row]:
     return out
 
 
+WORKERS_GOAL = "4 workers ≥ 3× one in fires per worker CPU-second (busiest worker)"
+
+
+def workers_scaling_rows(doc: Doc) -> list[Row]:
+    """Like the beats' row: a core per worker is what more hosts give; the fires per CPU-second
+    of all workers (the cost of a fire) and the load average are shown beside it."""
+    by = {p["workers"]: p for p in doc["phases"]}
+    one, four = by.get(1), by.get(4)
+    if not one or not four or not one["fires_per_busiest_worker_cpu_s"]:
+        return [Row(WORKERS_GOAL, "—", None)]
+    ratio = four["fires_per_busiest_worker_cpu_s"] / one["fires_per_busiest_worker_cpu_s"]
+    loads = "/".join(f"{p['loadavg_1m'][0]:g}" for p in doc["phases"])
+    measured = (
+        f"{ratio:.2f}× ({four['fires_per_busiest_worker_cpu_s']:,.0f} vs "
+        f"{one['fires_per_busiest_worker_cpu_s']:,.0f}; all workers "
+        f"{four['fires_per_worker_cpu_s']:,.0f} vs {one['fires_per_worker_cpu_s']:,.0f} "
+        f"per CPU-s; load {loads})"
+    )
+    return [Row(WORKERS_GOAL, measured, ratio >= 3)]
+
+
+def sizing_rows(doc: Doc) -> list[Row]:
+    sources = doc["costs"]["sources"]
+    defaults = sorted(k for k, v in sources.items() if v == "default")
+    largest = doc["plan"][-1]
+    measured = (
+        f"{len(sources) - len(defaults)} of {len(sources)} costs measured"
+        + (f" (defaults: {', '.join(defaults)})" if defaults else "")
+        + f"; 100M limited by {largest['limit']} ({largest['cores'][largest['limit']]:,} cores)"
+    )
+    return [Row("a plan for 100M sessions from measured costs per fire", measured, not defaults)]
+
+
 ROWS: dict[str, Callable[[Doc], list[Row]]] = {
     "claim": claim_rows,
     "tick": tick_rows,
@@ -231,6 +264,8 @@ ROWS: dict[str, Callable[[Doc], list[Row]]] = {
     "inflight": inflight_rows,
     "jitter_burst": jitter_rows,
     "cli_start": cli_start_rows,
+    "workers_scaling": workers_scaling_rows,
+    "sizing": sizing_rows,
 }
 
 

@@ -19,6 +19,7 @@ import matplotlib.pyplot as plt
 
 from bench.latest import newest
 from bench.plots_e2e import lag_plot
+from bench.plots_scaling import scaling_plot
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
@@ -119,11 +120,20 @@ def plot_e2e(results: Path = RESULTS, out: Path = IMAGES) -> Path | None:
     return lag_plot(payload["result"]["systems"], out / "bench-e2e-lag.png")
 
 
+def plot_workers_scaling(results: Path = RESULTS, out: Path = IMAGES) -> Path | None:
+    """Fires per worker CPU-second with 1, 2 and 4 workers (bench/plots_scaling)."""
+    payload = newest("workers_scaling", results)
+    if payload is None:
+        return None
+    return scaling_plot(payload, out / "bench-workers-scaling.png")
+
+
 PLOTS: dict[str, Plot] = {
     "claim": plot_claim,
     "tick": plot_tick,
     "memory": plot_memory,
     "e2e": plot_e2e,
+    "workers_scaling": plot_workers_scaling,
 }
 
 

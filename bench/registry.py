@@ -34,4 +34,6 @@ MODULES: list[str] = [
     "jitter_burst",
     "ledger_size",
     "cli_start",
+    "workers_scaling",
+    "sizing",  # last: it reads the others' newest results
 ]
