@@ -261,7 +261,14 @@ def deliveries_of_runs(db: Session, run_ids: Sequence[int]) -> dict[int, Deliver
 def _row(
     owner: Owner, outbound: Outbound, state: DeliveryState, attempts: int, now: datetime
 ) -> DeliveryRow:
-    return DeliveryRow(
+    return DeliveryRow(**delivery_values(owner, outbound, state, attempts, now))
+
+
+def delivery_values(
+    owner: Owner, outbound: Outbound, state: DeliveryState, attempts: int, now: datetime
+) -> dict[str, Any]:
+    """A new delivery record's columns (an ORM row's, or ``ledger_sql.INSERT_DELIVERY``'s)."""
+    return dict(
         run_id=owner.run_id,
         message_id=owner.message_id,
         session_id=owner.session_id,
