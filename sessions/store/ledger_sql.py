@@ -9,9 +9,9 @@ Parameters are named ``p_*`` so that none collides with a column's own bind name
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import Connection, Row, bindparam, insert, select, update
+from sqlalchemy import Connection, Row, Table, bindparam, insert, select, update
 from sqlalchemy.orm import Session
 
 from core.errors import NotFound, StaleFence
@@ -19,9 +19,9 @@ from sessions.models import DeliveryRow, RunRow, SessionRow
 from sessions.states import RunState
 from sessions.store.run_views import RunView
 
-RUNS = RunRow.__table__
-SESSIONS = SessionRow.__table__
-DELIVERIES = DeliveryRow.__table__
+RUNS = cast(Table, RunRow.__table__)
+SESSIONS = cast(Table, SessionRow.__table__)
+DELIVERIES = cast(Table, DeliveryRow.__table__)
 
 # A fenced step on a run reads the run and its session's newest fence in one statement, both
 # rows locked (PostgreSQL; SQLite's BEGIN IMMEDIATE holds the whole file): the fence check and
