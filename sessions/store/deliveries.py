@@ -148,12 +148,6 @@ class Owner:
     message_id: int | None = None
 
 
-def insert_pending_in(db: Session, owner: Owner, outbound: Outbound, now: datetime) -> None:
-    """The first attempt at a delivery no record exists for (a heartbeat run marks
-    ``delivering`` once): one INSERT, no read."""
-    db.add(_row(owner, outbound, DeliveryState.PENDING, 1, now))
-
-
 def mark_pending_in(db: Session, owner: Owner, outbound: Sequence[Outbound], now: datetime) -> int:
     """Mark each delivery pending for the grant ``owner.fence``; the number of earlier attempts
     found still pending (cut off: their outcome is ``unknown``, now tried again)."""
