@@ -26,12 +26,13 @@ ADMISSION_TRANSACTIONS = 1
 TURN_TRANSACTIONS = 4  # claim + reserve, re-check + start, delivering, finish
 SILENT_TURN_TRANSACTIONS = 3  # nothing is delivered: no delivering step
 # Statements too (before: 4 per admission, 32 per turn), so no step reads again what it read;
-# the mark reads its run and its session's fence in one Core statement (ledger_sql.py).
+# every fenced step reads its run with its session's fence in one Core statement, and the
+# finish writes its heartbeat in one UPDATE (ledger_sql.py).
 # The delivery record costs no transaction: one INSERT with the mark, one UPDATE with the
 # finish (a silent turn: one INSERT, suppressed, with the finish).
 ADMISSION_STATEMENTS = 3
-TURN_STATEMENTS = 23
-SILENT_TURN_STATEMENTS = 20
+TURN_STATEMENTS = 21
+SILENT_TURN_STATEMENTS = 18
 # A user turn: claim the fence, the message, its session, the history, the mark with its
 # pending delivery records, the reply with its delivery's outcome (the message marked done in
 # the same transaction: the separate mark_message_done of before is gone).

@@ -21,6 +21,7 @@ from sqlalchemy.orm import Session
 from core.clock import iso
 from sessions.models import DELIVERY_ERROR_CHARS, PLATFORM_MESSAGE_ID_CHARS, DeliveryRow
 from sessions.states import DeliveryState
+from sessions.store import ledger_sql
 from sessions.store.base import Transactions
 
 # What an unknown record says: the one fact known about it.
@@ -178,31 +179,34 @@ def record_outcome_in(db: Session, fence: int, outcome: DeliveryOutcome, now: da
     when this is a repeat after a lost COMMIT, or a newer grant took the record over). A
     ``retrying`` outcome keeps what its resend needs; any other clears it."""
     again = outcome.resend
-    db.execute(
-        update(DeliveryRow)
-        .where(
-            DeliveryRow.delivery_key == outcome.key,
-            DeliveryRow.state == DeliveryState.PENDING,
-            DeliveryRow.fence == fence,
-        )
-        .values(
-            state=outcome.state,
-            platform_message_id=_bounded(outcome.platform_message_id, PLATFORM_MESSAGE_ID_CHARS),
-            error=_bounded(outcome.error, DELIVERY_ERROR_CHARS),
-            updated_at=now,
-            text=again.text if again else None,
-            chat=again.chat if again else None,
-            thread=again.thread if again else None,
-            reply_to=again.reply_to if again else None,
-            next_attempt_at=again.next_attempt_at if again else None,
-            maybe_sent=again.maybe_sent if again else None,
-        )
+    db.flush()  # any ORM row of the caller's first: a Core statement does not autoflush
+    db.info["wrote"] = True  # a Core write: a COMMIT cut off after it is ambiguous
+    db.connection().execute(
+        ledger_sql.RECORD_OUTCOME,
+        {
+            "p_key": outcome.key,
+            "p_fence": fence,
+            "p_state": outcome.state,
+            "p_platform_message_id": _bounded(
+                outcome.platform_message_id, PLATFORM_MESSAGE_ID_CHARS
+            ),
+            "p_error": _bounded(outcome.error, DELIVERY_ERROR_CHARS),
+            "p_now": now,
+            "p_text": again.text if again else None,
+            "p_chat": again.chat if again else None,
+            "p_thread": again.thread if again else None,
+            "p_reply_to": again.reply_to if again else None,
+            "p_next_attempt_at": again.next_attempt_at if again else None,
+            "p_maybe_sent": again.maybe_sent if again else None,
+        },
     )
 
 
 def insert_suppressed_in(db: Session, owner: Owner, outbound: Outbound, now: datetime) -> None:
     """A message with nothing to say (a heartbeat's silence): recorded, never sent."""
-    db.add(_row(owner, outbound, DeliveryState.SUPPRESSED, 0, now))
+    db.info["wrote"] = True  # a Core write, as above
+    values = delivery_values(owner, outbound, DeliveryState.SUPPRESSED, 0, now)
+    db.connection().execute(ledger_sql.INSERT_DELIVERY, values)
 
 
 def settle_pending_in(db: Session, *, run_id: int, now: datetime, sent_maybe: bool) -> int:
