@@ -1,5 +1,6 @@
-"""The SQL cost of the fire path, counted on real Redis and real SQL (SQLite and PostgreSQL):
-transactions per admission and per heartbeat turn. Counts, never times: a change that adds a
+"""The cost of the fire path, counted on real Redis and real SQL (SQLite and PostgreSQL):
+transactions and statements per admission and per heartbeat turn, and Redis round trips per
+admission, per heartbeat turn and per user turn. Counts, never times: a change that adds a
 round trip to every fire fails here.
 
 Before the fire path was folded (issue 10): 3 transactions per admission, 12 per turn (claim,
@@ -37,6 +38,16 @@ SILENT_TURN_STATEMENTS = 18
 # pending delivery records, the reply with its delivery's outcome (the message marked done in
 # the same transaction: the separate mark_message_done of before is gone).
 USER_TURN_TRANSACTIONS = 6
+# Redis round trips of the worker's client (a pipeline is one), counted on a real Redis at its
+# connections (support.redis_count): admission reads the live workers; a heartbeat turn begins
+# under the lock, re-checks estop and owner in one, stamps the start and the agent's phase,
+# stamps delivering and confirms the lock, finishes (wake, due, idle stamp) in one, then drains
+# (estop and inbox) and ends the turn. A user turn: the drain pops its message, the turn as
+# above without the fire's steps, the answer's ack, and the drain again.
+ADMISSION_REDIS = 1
+TURN_REDIS = 10
+SILENT_TURN_REDIS = 8
+USER_TURN_REDIS = 16
 BATCH = 10  # fires in one task
 
 
@@ -52,9 +63,13 @@ def _one_fire(tmp_path: Path, redis_url: str, redis_ns: str, **overrides: object
     return cost
 
 
-def _check(cost: FireCost, turn: int, statements: int) -> None:
+def _check(cost: FireCost, turn: int, statements: int, redis_trips: int) -> None:
     assert cost.admission.transactions >= 1 and cost.turn.transactions >= 3  # it counts at all
+    assert cost.turn_redis.round_trips >= 3  # Redis counts at all: lock, drain, end
     lines = "\n".join(cost.turn.lines)
+    trips = cost.turn_redis
+    assert cost.admission_redis.round_trips <= ADMISSION_REDIS, cost.admission_redis.lines
+    assert trips.round_trips <= redis_trips, f"{trips.round_trips} round trips:\n{trips.lines}"
     assert cost.admission.transactions <= ADMISSION_TRANSACTIONS, cost.admission.lines
     assert cost.turn.transactions <= turn, f"{cost.turn.transactions} transactions:\n{lines}"
     assert cost.admission.statements <= ADMISSION_STATEMENTS, cost.admission.lines
@@ -63,14 +78,14 @@ def _check(cost: FireCost, turn: int, statements: int) -> None:
 
 
 def test_sql_round_trips_per_fire_on_sqlite(tmp_path: Path, redis_url: str, redis_ns: str) -> None:
-    _check(_one_fire(tmp_path, redis_url, redis_ns), TURN_TRANSACTIONS, TURN_STATEMENTS)
+    _check(_one_fire(tmp_path, redis_url, redis_ns), TURN_TRANSACTIONS, TURN_STATEMENTS, TURN_REDIS)
 
 
 def test_silent_turn_costs_one_transaction_less(
     tmp_path: Path, redis_url: str, redis_ns: str
 ) -> None:
     cost = _one_fire(tmp_path, redis_url, redis_ns, echo_silent_heartbeats=True)
-    _check(cost, SILENT_TURN_TRANSACTIONS, SILENT_TURN_STATEMENTS)
+    _check(cost, SILENT_TURN_TRANSACTIONS, SILENT_TURN_STATEMENTS, SILENT_TURN_REDIS)
 
 
 @pytest.mark.postgres
@@ -81,7 +96,7 @@ def test_sql_round_trips_per_fire_on_postgres(
     upgrade(engine)
     engine.dispose()
     cost = _one_fire(tmp_path, redis_url, redis_ns, database_url=pg_schema_url)
-    _check(cost, TURN_TRANSACTIONS, TURN_STATEMENTS)
+    _check(cost, TURN_TRANSACTIONS, TURN_STATEMENTS, TURN_REDIS)
 
 
 def test_a_batch_of_fires_is_admitted_in_one_transaction(
@@ -135,6 +150,8 @@ def test_user_turn_transactions(tmp_path: Path, redis_url: str, redis_ns: str) -
         assert isinstance(queued, Queued)
         cost = path.drain(sid)
         assert gw.store.reply_for(queued.message_id) is not None
-    lines = "\n".join(cost.lines)
-    assert 1 <= cost.transactions <= USER_TURN_TRANSACTIONS, f"{cost.transactions}:\n{lines}"
-    assert cost.rollbacks == 0
+    sql, trips = cost.sql, cost.redis
+    lines = "\n".join(sql.lines)
+    assert 1 <= sql.transactions <= USER_TURN_TRANSACTIONS, f"{sql.transactions}:\n{lines}"
+    assert sql.rollbacks == 0
+    assert 3 <= trips.round_trips <= USER_TURN_REDIS, f"{trips.round_trips}:\n{trips.lines}"
