@@ -41,13 +41,15 @@ USER_TURN_TRANSACTIONS = 6
 # Redis round trips of the worker's client (a pipeline is one), counted on a real Redis at its
 # connections (support.redis_count): admission reads the live workers; a heartbeat turn begins
 # under the lock, re-checks estop and owner in one, stamps the start and the agent's phase,
-# stamps delivering and confirms the lock, finishes (wake, due, idle stamp) in one, then drains
-# (estop and inbox) and ends the turn. A user turn: the drain pops its message, the turn as
-# above without the fire's steps, the answer's ack, and the drain again.
+# stamps delivering with the lock's confirmation, finishes (wake, due, idle stamp) in one, then
+# drains (estop with the inbox, in one) and ends the turn (before: 11 with the admission, 10
+# silent, 16 per user turn). A user turn: the drain takes its message, the turn as above
+# without the fire's steps (the reply's wake with the idle stamp, in one), and the drain again
+# with the answer's ack.
 ADMISSION_REDIS = 1
-TURN_REDIS = 10
-SILENT_TURN_REDIS = 8
-USER_TURN_REDIS = 16
+TURN_REDIS = 8
+SILENT_TURN_REDIS = 7
+USER_TURN_REDIS = 11
 BATCH = 10  # fires in one task
 
 

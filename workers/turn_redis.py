@@ -7,14 +7,12 @@ client may split them by slot; what each answers is exactly what its single comm
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from datetime import datetime
 
 import redis
 
 from core.clock import to_ms
-from state.liveness import Stamp
 from state.ownership import rendezvous_owner
 from state.runtime import Runtime
 from workers.logfields import fields, log
@@ -41,6 +39,22 @@ def recheck(rt: Runtime, session_id: str) -> Recheck:
     return Recheck(bool(int(every) or int(own)), rendezvous_owner(session_id, live))
 
 
+def wake_and_idle(rt: Runtime, session_id: str) -> None:
+    """After a user turn's reply committed, in one round trip: wake the session's event streams
+    and stamp ``idle``. Both best effort, as they were one at a time: a missed wake-up is
+    delivered by the streams' slow poll, a stamp by the next."""
+    pipe = rt.client.pipeline(transaction=False)
+    pipe.publish(rt.keys.events(session_id), "1")
+    rt.liveness.stamp(session_id, rt.now_ms(), "idle", rt.worker, pipe=pipe)
+    try:
+        replies = pipe.execute(raise_on_error=False)
+    except (redis.RedisError, OSError) as exc:
+        replies = [exc]
+    for reply in replies:
+        if isinstance(reply, Exception):
+            log.info("wake and idle: %s", reply, extra=fields("turn.after_reply", session_id))
+
+
 def after_finish(rt: Runtime, session_id: str, due: datetime | None, *, wake: bool) -> None:
     """After the finish committed, in one round trip: wake the session's event streams (if a
     message left), write the due time SQL answered (``Runtime.apply_due``) and stamp ``idle``.
@@ -56,8 +70,7 @@ def after_finish(rt: Runtime, session_id: str, due: datetime | None, *, wake: bo
         pipe.zrem(shard, session_id)
     else:
         pipe.zadd(shard, {session_id: to_ms(due)})
-    stamp = Stamp(session_id, rt.now_ms(), "idle", rt.worker)
-    pipe.hset(rt.keys.liveness(), session_id, json.dumps(stamp.to_json()))
+    rt.liveness.stamp(session_id, rt.now_ms(), "idle", rt.worker, pipe=pipe)
     replies = pipe.execute(raise_on_error=False)
     index_reply = replies[1 if wake else 0]
     if isinstance(index_reply, Exception):
