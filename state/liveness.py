@@ -147,10 +147,18 @@ class Liveness:
         self._clear = client.register_script(_CLEAR_IF_UNCHANGED)
 
     def stamp(
-        self, session_id: str, at_ms: int, phase: str, worker: str, *, external: bool = False
+        self,
+        session_id: str,
+        at_ms: int,
+        phase: str,
+        worker: str,
+        *,
+        external: bool = False,
+        pipe: redis.client.Pipeline | None = None,
     ) -> None:
+        """Stamp the session's phase; ``pipe``: queued there, sent with its other commands."""
         value = json.dumps(Stamp(session_id, at_ms, phase, worker, external).to_json())
-        self.client.hset(self.keys.liveness(), session_id, value)
+        (self.client if pipe is None else pipe).hset(self.keys.liveness(), session_id, value)
 
     def all(self) -> list[Stamp]:
         entries = self.client.hgetall(self.keys.liveness())

@@ -9,7 +9,7 @@ so a scheduled idle session costs Redis its due-index entry and its fence counte
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -138,6 +138,26 @@ class TurnGate:
         value = self.client.lmove(k.inbox(session_id), k.inflight(session_id), "LEFT", "RIGHT")
         return None if value is None else _text(value)
 
+    def next_message(self, session_id: str, ack: str | None = None) -> tuple[bool, str | None]:
+        """The drain's step in one round trip: ``ack_message`` of ``ack`` (the message the
+        last step answered), the emergency stop (global or the session's) and ``pop_message``.
+        Under a stop: (True, None), and a message taken goes back to the head of the inbox,
+        where it waits (one round trip more, only then; should the worker die in between, the
+        in-flight list is restored as after any crash)."""
+        k = self.keys
+        pipe = self.client.pipeline(transaction=False)
+        if ack is not None:
+            pipe.lrem(k.inflight(session_id), 1, ack)
+        pipe.exists(k.estop())  # two EXISTS, not one multi-key EXISTS: two cluster slots
+        pipe.exists(k.estop(session_id))
+        pipe.lmove(k.inbox(session_id), k.inflight(session_id), "LEFT", "RIGHT")
+        every, own, value = pipe.execute()[-3:]
+        if int(every) or int(own):
+            if value is not None:
+                self.client.lmove(k.inflight(session_id), k.inbox(session_id), "RIGHT", "LEFT")
+            return True, None
+        return False, None if value is None else _text(value)
+
     def ack_message(self, session_id: str, message_id: str) -> None:
         self.client.lrem(self.keys.inflight(session_id), 1, message_id)
 
@@ -212,6 +232,27 @@ class TurnGate:
     def renew(self, session_id: str, token: str, lease_ms: int) -> bool:
         """Extend the lease if ``token`` still holds the lock."""
         return bool(self._renew(keys=[self.keys.lock(session_id)], args=[token, _lease(lease_ms)]))
+
+    def renew_after(
+        self,
+        session_id: str,
+        token: str,
+        lease_ms: int,
+        first: Callable[[redis.client.Pipeline], object],
+    ) -> bool:
+        """``renew`` in one round trip with the best-effort commands ``first`` queues ahead of it
+        (a liveness stamp): their command errors are ignored, as a failed stamp always was.
+        Sent by sha, since a ``Script`` in a pipeline costs a SCRIPT EXISTS round trip first; a
+        Redis that lost its scripts (NOSCRIPT) is asked again by ``renew``, which loads it."""
+        pipe = self.client.pipeline(transaction=False)
+        first(pipe)
+        pipe.evalsha(self._renew.sha, 1, self.keys.lock(session_id), token, _lease(lease_ms))
+        held = pipe.execute(raise_on_error=False)[-1]
+        if isinstance(held, redis.exceptions.NoScriptError):
+            return self.renew(session_id, token, lease_ms)
+        if isinstance(held, Exception):
+            raise held
+        return bool(held)
 
     def renew_many(self, locks: Sequence[tuple[str, str, int]]) -> list[bool]:
         """``renew`` for many (session, token, lease) at once: one pipelined round trip."""

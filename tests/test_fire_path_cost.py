@@ -1,5 +1,6 @@
-"""The SQL cost of the fire path, counted on real Redis and real SQL (SQLite and PostgreSQL):
-transactions per admission and per heartbeat turn. Counts, never times: a change that adds a
+"""The cost of the fire path, counted on real Redis and real SQL (SQLite and PostgreSQL):
+transactions and statements per admission and per heartbeat turn, and Redis round trips per
+admission, per heartbeat turn and per user turn. Counts, never times: a change that adds a
 round trip to every fire fails here.
 
 Before the fire path was folded (issue 10): 3 transactions per admission, 12 per turn (claim,
@@ -25,16 +26,30 @@ from state.ownership import rendezvous_owner
 ADMISSION_TRANSACTIONS = 1
 TURN_TRANSACTIONS = 4  # claim + reserve, re-check + start, delivering, finish
 SILENT_TURN_TRANSACTIONS = 3  # nothing is delivered: no delivering step
-# Statements too (before: 4 per admission, 32 per turn), so no step reads again what it read.
+# Statements too (before: 4 per admission, 32 per turn), so no step reads again what it read;
+# every fenced step reads its run with its session's fence in one Core statement, and the
+# finish writes its heartbeat in one UPDATE (ledger_sql.py).
 # The delivery record costs no transaction: one INSERT with the mark, one UPDATE with the
 # finish (a silent turn: one INSERT, suppressed, with the finish).
 ADMISSION_STATEMENTS = 3
-TURN_STATEMENTS = 24
-SILENT_TURN_STATEMENTS = 20
+TURN_STATEMENTS = 21
+SILENT_TURN_STATEMENTS = 18
 # A user turn: claim the fence, the message, its session, the history, the mark with its
 # pending delivery records, the reply with its delivery's outcome (the message marked done in
 # the same transaction: the separate mark_message_done of before is gone).
 USER_TURN_TRANSACTIONS = 6
+# Redis round trips of the worker's client (a pipeline is one), counted on a real Redis at its
+# connections (support.redis_count): admission reads the live workers; a heartbeat turn begins
+# under the lock, re-checks estop and owner in one, stamps the start and the agent's phase,
+# stamps delivering with the lock's confirmation, finishes (wake, due, idle stamp) in one, then
+# drains (estop with the inbox, in one) and ends the turn (before: 11 with the admission, 10
+# silent, 16 per user turn). A user turn: the drain takes its message, the turn as above
+# without the fire's steps (the reply's wake with the idle stamp, in one), and the drain again
+# with the answer's ack.
+ADMISSION_REDIS = 1
+TURN_REDIS = 8
+SILENT_TURN_REDIS = 7
+USER_TURN_REDIS = 11
 BATCH = 10  # fires in one task
 
 
@@ -50,9 +65,13 @@ def _one_fire(tmp_path: Path, redis_url: str, redis_ns: str, **overrides: object
     return cost
 
 
-def _check(cost: FireCost, turn: int, statements: int) -> None:
+def _check(cost: FireCost, turn: int, statements: int, redis_trips: int) -> None:
     assert cost.admission.transactions >= 1 and cost.turn.transactions >= 3  # it counts at all
+    assert cost.turn_redis.round_trips >= 3  # Redis counts at all: lock, drain, end
     lines = "\n".join(cost.turn.lines)
+    trips = cost.turn_redis
+    assert cost.admission_redis.round_trips <= ADMISSION_REDIS, cost.admission_redis.lines
+    assert trips.round_trips <= redis_trips, f"{trips.round_trips} round trips:\n{trips.lines}"
     assert cost.admission.transactions <= ADMISSION_TRANSACTIONS, cost.admission.lines
     assert cost.turn.transactions <= turn, f"{cost.turn.transactions} transactions:\n{lines}"
     assert cost.admission.statements <= ADMISSION_STATEMENTS, cost.admission.lines
@@ -61,14 +80,14 @@ def _check(cost: FireCost, turn: int, statements: int) -> None:
 
 
 def test_sql_round_trips_per_fire_on_sqlite(tmp_path: Path, redis_url: str, redis_ns: str) -> None:
-    _check(_one_fire(tmp_path, redis_url, redis_ns), TURN_TRANSACTIONS, TURN_STATEMENTS)
+    _check(_one_fire(tmp_path, redis_url, redis_ns), TURN_TRANSACTIONS, TURN_STATEMENTS, TURN_REDIS)
 
 
 def test_silent_turn_costs_one_transaction_less(
     tmp_path: Path, redis_url: str, redis_ns: str
 ) -> None:
     cost = _one_fire(tmp_path, redis_url, redis_ns, echo_silent_heartbeats=True)
-    _check(cost, SILENT_TURN_TRANSACTIONS, SILENT_TURN_STATEMENTS)
+    _check(cost, SILENT_TURN_TRANSACTIONS, SILENT_TURN_STATEMENTS, SILENT_TURN_REDIS)
 
 
 @pytest.mark.postgres
@@ -79,7 +98,7 @@ def test_sql_round_trips_per_fire_on_postgres(
     upgrade(engine)
     engine.dispose()
     cost = _one_fire(tmp_path, redis_url, redis_ns, database_url=pg_schema_url)
-    _check(cost, TURN_TRANSACTIONS, TURN_STATEMENTS)
+    _check(cost, TURN_TRANSACTIONS, TURN_STATEMENTS, TURN_REDIS)
 
 
 def test_a_batch_of_fires_is_admitted_in_one_transaction(
@@ -95,7 +114,8 @@ def test_a_batch_of_fires_is_admitted_in_one_transaction(
         assert {r.session_id for r in gw.runs() if r.state == RunState.COMPLETED} == set(sids)
         assert_invariants(gw)
     assert admission.transactions == ADMISSION_TRANSACTIONS, admission.lines
-    assert admission.statements <= ADMISSION_STATEMENTS * BATCH, admission.lines
+    # Three statements for the whole batch (sessions, runs, heartbeats: an expanding IN each).
+    assert admission.statements <= ADMISSION_STATEMENTS, admission.lines
     assert admission.rollbacks == 0
 
 
@@ -133,6 +153,8 @@ def test_user_turn_transactions(tmp_path: Path, redis_url: str, redis_ns: str) -
         assert isinstance(queued, Queued)
         cost = path.drain(sid)
         assert gw.store.reply_for(queued.message_id) is not None
-    lines = "\n".join(cost.lines)
-    assert 1 <= cost.transactions <= USER_TURN_TRANSACTIONS, f"{cost.transactions}:\n{lines}"
-    assert cost.rollbacks == 0
+    sql, trips = cost.sql, cost.redis
+    lines = "\n".join(sql.lines)
+    assert 1 <= sql.transactions <= USER_TURN_TRANSACTIONS, f"{sql.transactions}:\n{lines}"
+    assert sql.rollbacks == 0
+    assert 3 <= trips.round_trips <= USER_TURN_REDIS, f"{trips.round_trips}:\n{trips.lines}"

@@ -175,6 +175,24 @@ def test_renew_compares_token(gate: TurnGate, redis_client: redis.Redis, keys: K
     assert gate.renew("never-locked", TOKEN, LOCK_MS) is False
 
 
+def test_renew_after_sends_the_stamp_and_the_renewal_together(
+    gate: TurnGate, redis_client: redis.Redis, keys: Keys
+) -> None:
+    gate.try_begin_user(SID, TOKEN, 50)
+
+    def stamp(pipe: redis.client.Pipeline) -> None:
+        pipe.hset(keys.liveness(), SID, "delivering")
+
+    assert gate.renew_after(SID, TOKEN, LOCK_MS, stamp) is True
+    assert redis_client.pttl(keys.lock(SID)) > 50
+    assert redis_client.hget(keys.liveness(), SID) == "delivering"
+    assert gate.renew_after(SID, OTHER, LOCK_MS, stamp) is False
+    # A Redis that lost its scripts (restarted) answers NOSCRIPT to the sha: a sha it never
+    # saw stands for that here; ``renew`` loads the script and answers.
+    gate._renew.sha = "0" * 40
+    assert gate.renew_after(SID, TOKEN, LOCK_MS, stamp) is True
+
+
 def test_release_compares_token(gate: TurnGate) -> None:
     gate.try_begin_user(SID, TOKEN, LOCK_MS)
     assert gate.release(SID, OTHER) is False
@@ -245,6 +263,23 @@ def test_messages_of_a_dead_turn_go_back_to_the_inbox_first(gate: TurnGate) -> N
     assert gate.try_begin_user(SID, TOKEN, LOCK_MS) == Began(fence=2)
     assert gate.pop_message(SID) == "m1"
     assert gate.pop_message(SID) == "m2"
+
+
+def test_next_message_reads_the_estop_with_the_inbox(gate: TurnGate) -> None:
+    gate.enqueue_user(SID, "m1")
+    gate.enqueue_user(SID, "m2")
+    gate.set_estop(True, SID)
+    # Stopped: nothing is taken, the inbox keeps its order for the drain after the stop.
+    assert gate.next_message(SID) == (True, None)
+    assert gate.backlog(SID) == 2
+    gate.set_estop(False, SID)
+    assert gate.next_message(SID) == (False, "m1")
+    assert gate.next_message(SID) == (False, "m2")
+    assert gate.next_message(SID) == (False, None)
+    assert gate.backlog(SID) == 2  # taken, not yet answered
+    gate.set_estop(True)
+    assert gate.next_message("other") == (True, None)
+    gate.set_estop(False)
 
 
 def test_estop_global_and_per_session(gate: TurnGate) -> None:

@@ -52,6 +52,7 @@ from workers.logfields import fields, log
 from workers.ports import Address
 from workers.turn import Composed, Outgoing, Sent, Turn
 from workers.turn_io import HISTORY_TURNS, Answer, Delivery, TurnIO, conversation_before
+from workers.turn_redis import after_finish, recheck
 
 # Test seam: called after a reservation, before the re-check (simulates races).
 BeforeStartHook = Callable[[str, RunView], None]
@@ -135,11 +136,11 @@ class HeartbeatTurn(Turn[Begun]):
         sid = lease.session_id
         for hook in self.before_start:
             hook(sid, run)
-        reason = self._lock_refusal(lease)
+        reason, owner = self._lock_refusal(lease)
         if reason is not None:
             self._refunded(fire, self.rt.store.refund_fire(run.id, reason, self.rt.clock()))
             return None
-        started = self._start(lease, fire, run, claim)
+        started = self._start(lease, fire, run, claim, owner_changed=owner != self.rt.worker)
         if isinstance(started, NotStarted):
             self._refunded(fire, started)
             return None
@@ -168,21 +169,20 @@ class HeartbeatTurn(Turn[Begun]):
         rt.apply_due(sid, claim.next_due)  # what SQL said in that transaction: no new read
         return None
 
-    def _lock_refusal(self, lease: Lease) -> RefundReason | None:
-        """The re-check's Redis part, first: the lock, then the emergency stop."""
+    def _lock_refusal(self, lease: Lease) -> tuple[RefundReason | None, str | None]:
+        """The re-check's Redis part, first: the lock, then the emergency stop; with the
+        session's owner now, read in the same round trip (``turn_redis.recheck``)."""
         if lease.keeper.lost.is_set():
-            return RefundReason.LOCK_LOST
-        if self.rt.gate.estop_active(lease.session_id):
-            return RefundReason.EMERGENCY_STOP
-        return None
+            return RefundReason.LOCK_LOST, None
+        seen = recheck(self.rt, lease.session_id)
+        return (RefundReason.EMERGENCY_STOP if seen.estop else None), seen.owner
 
     def _start(
-        self, lease: Lease, fire: Fire, run: RunView, claim: FireClaim
+        self, lease: Lease, fire: Fire, run: RunView, claim: FireClaim, *, owner_changed: bool
     ) -> Started | NotStarted:
-        """The re-check's SQL part and the start, one fenced transaction; the owner (Redis) is
-        read first and weighed last, after session, conversation and heartbeat."""
+        """The re-check's SQL part and the start, one fenced transaction; the owner (Redis, read
+        with the emergency stop) is weighed last, after session, conversation and heartbeat."""
         rt = self.rt
-        owner_changed = rt.registry.owner(lease.session_id, rt.now_ms()) != rt.worker
         assert claim.state is not None  # reserved: the heartbeat was there
         # Written from the state the reservation saw: the re-check refuses any other generation,
         # and prompt and schedule change only with a new one.
@@ -309,12 +309,11 @@ class HeartbeatTurn(Turn[Begun]):
             delivered_hash=self._hash(plan, body) if spoke else None,
         )
         count_tokens(answer, paused=_budget(plan, answer) is not None)
-        if sent is not None:
-            rt.wake_streams(sid)  # the answer reaches the API's event streams now
         gateway_metrics().fires.labels(result.value).inc()
         log.info("fire %s %s", fid, result, extra=fields("fire.done", sid, fid))
-        rt.apply_due(sid, finished.next_due)
-        self.io.stamp(sid, "idle")
+        # One round trip: the answer reaches the API's event streams (if it left), the index
+        # gets the due time SQL answered, and the session is stamped idle.
+        after_finish(rt, sid, finished.next_due, wake=sent is not None)
 
     def aborted(self, lease: Lease, plan: Begun, mark: ReplyStart | None, sent: int) -> None:
         gateway_metrics().fires.labels(RunState.FAILED.value).inc()

@@ -150,16 +150,21 @@ class LockKeeper:
         if self.lost.is_set():
             raise TurnAborted(f"Lost the lock of session {self.session_id}; the turn stops here.")
 
-    def confirm(self) -> None:
+    def confirm(self, first: Callable[[redis.client.Pipeline], object] | None = None) -> None:
         """Before a delivery: Redis says now that the lock is still ours (and extends it).
 
         A Redis that cannot answer (down, hung, timed out) has confirmed nothing: the turn stops
-        and sends nothing; the next grant answers instead.
+        and sends nothing; the next grant answers instead. ``first``: best-effort commands sent
+        ahead of the confirmation in the same round trip (``TurnGate.renew_after``); the
+        confirmation still counts from before that round trip was sent.
         """
         self.check()
         try:
             asked = self.monotonic()
-            held = self.gate.renew(self.session_id, self.token, self.lease_ms)
+            if first is None:
+                held = self.gate.renew(self.session_id, self.token, self.lease_ms)
+            else:
+                held = self.gate.renew_after(self.session_id, self.token, self.lease_ms, first)
         except redis.RedisError as exc:
             raise TurnAborted(
                 f"Could not confirm the lock of session {self.session_id} ({exc}); nothing is sent."

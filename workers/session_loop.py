@@ -139,16 +139,17 @@ class SessionLoop:
     def _drain(self, lease: Lease) -> None:
         """User messages first; then the pending fire; else the session goes idle."""
         gate, sid, token = self.rt.gate, lease.session_id, lease.grant.token
+        answered: str | None = None
         while True:
-            lease.keeper.check()
-            if gate.estop_active(sid):
+            stopped, message_id = self._next_message(lease, answered)
+            answered = None
+            if stopped:
                 gate.release(sid, token)  # messages wait in the inbox; the sweeper asks again
                 return
-            message_id = gate.pop_message(sid)
             if message_id is not None:
                 answer = functools.partial(self.user.run, lease, int(message_id))
                 if self._attempt(lease, "user", answer):
-                    gate.ack_message(sid, message_id)
+                    answered = message_id  # acknowledged with the next step's round trip
                 continue
             ended = gate.end_turn(sid, token, self.lease_ms)
             if isinstance(ended, KeepLock):
@@ -161,6 +162,18 @@ class SessionLoop:
                 pending_sid, due_ms = parse_fire_id(ended.pending_fire)
                 self.on_pending(pending_sid, due_ms)
             return
+
+    def _next_message(self, lease: Lease, answered: str | None) -> tuple[bool, str | None]:
+        """The lock still ours, then the answered message's ack, the estop and the inbox in one
+        round trip; a lock lost meanwhile still acknowledges the answer (as it always did)."""
+        gate, sid = self.rt.gate, lease.session_id
+        try:
+            lease.keeper.check()
+        except TurnAborted:
+            if answered is not None:
+                gate.ack_message(sid, answered)
+            raise
+        return gate.next_message(sid, ack=answered)
 
     def _resync(self, grant: Grant) -> None:
         """Redis lost its fence counter (or the lock moved on): catch up with SQL, start over."""

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+import redis
+
 from core.errors import DeliveryFailed, PermanentDelivery, TurnAborted
 from core.metrics import DELIVERY_PLATFORMS, count_delivery
 from core.settings import Settings
@@ -91,13 +93,18 @@ class TurnIO:
 
     def confirm(self, lease: Lease) -> None:
         """The first step of a delivery: stamp ``delivering`` (a platform that hangs shows
-        here, not as a silent agent), then ask Redis whether the lock is still ours.
+        here, not as a silent agent), then ask Redis whether the lock is still ours — both in
+        one round trip, the stamp ahead of the confirmation.
 
-        The stamp comes first because it can block (a hung Redis holds it for the socket
-        timeout); nothing that can block may sit between the confirmation and the send.
+        Nothing that can block sits between the confirmation and the send: the stamp goes out
+        with the confirmation, never after it (a hung Redis holds both, and confirms nothing).
         """
-        self.stamp(lease.session_id, "delivering")
-        lease.keeper.confirm()
+        rt, sid = self.rt, lease.session_id
+
+        def stamp(pipe: redis.client.Pipeline) -> None:
+            rt.liveness.stamp(sid, rt.now_ms(), "delivering", rt.worker, pipe=pipe)
+
+        lease.keeper.confirm(first=stamp)
 
     def reconfirm(self, lease: Lease) -> None:
         """A channel's send guard (``workers.ports.SendGuard``): before a request after the

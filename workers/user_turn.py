@@ -26,6 +26,7 @@ from workers.logfields import fields
 from workers.ports import Address
 from workers.turn import Composed, Outgoing, Sent, Turn, outbound_of
 from workers.turn_io import Answer, Delivery
+from workers.turn_redis import wake_and_idle
 
 log = logging.getLogger("hbgw.runner")
 
@@ -147,9 +148,9 @@ class UserTurn(Turn[Asked]):
             usage=composed.answer.usage,
             delivered=outcome,
         )
-        rt.wake_streams(sid)  # the reply (and its notices) reach the API's streams now
         gateway_metrics().user_turns.labels(kind).inc()
-        self.io.stamp(sid, "idle")
+        # The reply (and its notices) reach the API's streams now; the session is stamped idle.
+        wake_and_idle(rt, sid)
 
     def aborted(self, lease: Lease, plan: Asked, mark: ReplyStart | None, sent: int) -> None:
         """A turn stopped before some of its sends takes back what it marked for them (best

@@ -21,6 +21,7 @@ from sqlalchemy.orm import Session
 from core.clock import iso
 from sessions.models import DELIVERY_ERROR_CHARS, PLATFORM_MESSAGE_ID_CHARS, DeliveryRow
 from sessions.states import DeliveryState
+from sessions.store import ledger_sql
 from sessions.store.base import Transactions
 
 # What an unknown record says: the one fact known about it.
@@ -148,12 +149,6 @@ class Owner:
     message_id: int | None = None
 
 
-def insert_pending_in(db: Session, owner: Owner, outbound: Outbound, now: datetime) -> None:
-    """The first attempt at a delivery no record exists for (a heartbeat run marks
-    ``delivering`` once): one INSERT, no read."""
-    db.add(_row(owner, outbound, DeliveryState.PENDING, 1, now))
-
-
 def mark_pending_in(db: Session, owner: Owner, outbound: Sequence[Outbound], now: datetime) -> int:
     """Mark each delivery pending for the grant ``owner.fence``; the number of earlier attempts
     found still pending (cut off: their outcome is ``unknown``, now tried again)."""
@@ -184,31 +179,34 @@ def record_outcome_in(db: Session, fence: int, outcome: DeliveryOutcome, now: da
     when this is a repeat after a lost COMMIT, or a newer grant took the record over). A
     ``retrying`` outcome keeps what its resend needs; any other clears it."""
     again = outcome.resend
-    db.execute(
-        update(DeliveryRow)
-        .where(
-            DeliveryRow.delivery_key == outcome.key,
-            DeliveryRow.state == DeliveryState.PENDING,
-            DeliveryRow.fence == fence,
-        )
-        .values(
-            state=outcome.state,
-            platform_message_id=_bounded(outcome.platform_message_id, PLATFORM_MESSAGE_ID_CHARS),
-            error=_bounded(outcome.error, DELIVERY_ERROR_CHARS),
-            updated_at=now,
-            text=again.text if again else None,
-            chat=again.chat if again else None,
-            thread=again.thread if again else None,
-            reply_to=again.reply_to if again else None,
-            next_attempt_at=again.next_attempt_at if again else None,
-            maybe_sent=again.maybe_sent if again else None,
-        )
+    db.flush()  # any ORM row of the caller's first: a Core statement does not autoflush
+    db.info["wrote"] = True  # a Core write: a COMMIT cut off after it is ambiguous
+    db.connection().execute(
+        ledger_sql.RECORD_OUTCOME,
+        {
+            "p_key": outcome.key,
+            "p_fence": fence,
+            "p_state": outcome.state,
+            "p_platform_message_id": _bounded(
+                outcome.platform_message_id, PLATFORM_MESSAGE_ID_CHARS
+            ),
+            "p_error": _bounded(outcome.error, DELIVERY_ERROR_CHARS),
+            "p_now": now,
+            "p_text": again.text if again else None,
+            "p_chat": again.chat if again else None,
+            "p_thread": again.thread if again else None,
+            "p_reply_to": again.reply_to if again else None,
+            "p_next_attempt_at": again.next_attempt_at if again else None,
+            "p_maybe_sent": again.maybe_sent if again else None,
+        },
     )
 
 
 def insert_suppressed_in(db: Session, owner: Owner, outbound: Outbound, now: datetime) -> None:
     """A message with nothing to say (a heartbeat's silence): recorded, never sent."""
-    db.add(_row(owner, outbound, DeliveryState.SUPPRESSED, 0, now))
+    db.info["wrote"] = True  # a Core write, as above
+    values = delivery_values(owner, outbound, DeliveryState.SUPPRESSED, 0, now)
+    db.connection().execute(ledger_sql.INSERT_DELIVERY, values)
 
 
 def settle_pending_in(db: Session, *, run_id: int, now: datetime, sent_maybe: bool) -> int:
@@ -261,7 +259,14 @@ def deliveries_of_runs(db: Session, run_ids: Sequence[int]) -> dict[int, Deliver
 def _row(
     owner: Owner, outbound: Outbound, state: DeliveryState, attempts: int, now: datetime
 ) -> DeliveryRow:
-    return DeliveryRow(
+    return DeliveryRow(**delivery_values(owner, outbound, state, attempts, now))
+
+
+def delivery_values(
+    owner: Owner, outbound: Outbound, state: DeliveryState, attempts: int, now: datetime
+) -> dict[str, Any]:
+    """A new delivery record's columns (an ORM row's, or ``ledger_sql.INSERT_DELIVERY``'s)."""
+    return dict(
         run_id=owner.run_id,
         message_id=owner.message_id,
         session_id=owner.session_id,

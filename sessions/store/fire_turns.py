@@ -14,8 +14,10 @@ the next step needs, so no step reads again what the one before read:
    ``finish_fire``: the outcome, the stored reply, the delivery's outcome and the next due time
    for the index.
 
-Every write is fenced as in ``ledger.py`` (``claim_fire`` claims the fence itself); the steps
-themselves are the functions of ``ledger_steps.py``, each run inside the caller's transaction.
+Every write is fenced as in ``ledger.py`` (``claim_fire`` claims the fence itself). The steps
+run ``ledger_sql.py``'s named Core statements (``fire_rows.py``): no ORM object is loaded or
+flushed on a fire that goes as planned; settling older turns and a refund keep the ORM steps
+of ``ledger_steps.py``.
 """
 
 from __future__ import annotations
@@ -23,51 +25,26 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import Connection, Row
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from core.errors import NotFound
+from core.errors import InvalidState
 from core.usage import TokenUsage
 from sessions import heartbeat as hb
-from sessions.models import HeartbeatRow, MessageRow, RunRow, SessionRow
-from sessions.states import (
-    ClosedReason,
-    HeartbeatStatus,
-    MessageState,
-    RefundReason,
-    RunState,
-    SessionStatus,
-)
-from sessions.store.base import Transactions, fenced_session_row, heartbeat_row, repeatable, run_row
-from sessions.store.deliveries import (
-    DeliveryOutcome,
-    Outbound,
-    Owner,
-    insert_suppressed_in,
-    record_outcome_in,
-)
+from sessions.states import ClosedReason, HeartbeatStatus, RefundReason, RunState, SessionStatus
+from sessions.store import fire_rows as rows
+from sessions.store import ledger_sql as sql
+from sessions.store.base import Transactions, heartbeat_row, repeatable, run_row
+from sessions.store.deliveries import DeliveryOutcome
 from sessions.store.heartbeat_costs import tokens_on_day_in
-from sessions.store.heartbeat_records import apply_state, heartbeat_state
-from sessions.store.ledger_steps import (
-    claim_in,
-    finish_in,
-    finished_outcome,
-    refund_in,
-    refund_reason,
-    reserve_in,
-    run_by_fire_id,
-    start_in,
-)
-from sessions.store.message_records import MessageView, message_view
-from sessions.store.run_views import ReserveOutcome, RunView, run_view
+from sessions.store.heartbeat_records import heartbeat_state
+from sessions.store.ledger_steps import finished_outcome, refund_in, refund_reason
+from sessions.store.message_records import MessageView
+from sessions.store.run_views import Reserved, ReserveOutcome, RunView, run_view
 from sessions.store.session_records import SessionView, resolve_active_row, session_view
-
-_DEPARTED: dict[str, RefundReason] = {
-    ClosedReason.COMPRESSED: RefundReason.SESSION_COMPRESSED,
-    ClosedReason.SWITCHED: RefundReason.SESSION_SWITCHED,
-}
 
 
 @dataclass(frozen=True)
@@ -125,9 +102,11 @@ class FireTurns(Transactions):
     def admit_fires(self, fires: Sequence[tuple[str, str]]) -> list[FireAdmission | None]:
         """For each (session id, fire id): follow compression, look the fire up in the ledger,
         read the heartbeat; None for a session that does not exist. One read-only transaction
-        for the batch: a task carries up to a worker's share of a tick."""
+        and three statements for the batch: a task carries up to a worker's share of a tick."""
+        if not fires:
+            return []
         with self._transaction() as db:
-            return [_admission_in(db, session_id, fire_id) for session_id, fire_id in fires]
+            return _admissions_in(db, fires)
 
     def claim_fire(
         self,
@@ -161,12 +140,15 @@ class FireTurns(Transactions):
         deferred: bool,
     ) -> FireClaim:
         with self._transaction() as db:
-            claimed = claim_in(db, session_id, fence, now)
-            session = claimed.session
-            row = heartbeat_row(db, session_id)
-            outcome = reserve_in(db, session, fire_id, due_ms, fence, now, worker, deferred, row)
-            state = heartbeat_state(row) if row else None
-            return FireClaim(outcome, state, index_due(session, row), claimed.unknown)
+            session, unknown = rows.claim(db, session_id, fence, now)
+            conn = rows.on(db, writes=True)
+            row = rows.heartbeat_of(conn, session_id)
+            outcome = rows.reserve(
+                conn, session, fire_id, due_ms, fence, now, worker, deferred, row
+            )
+            # The state the reservation wrote (its read again would be one more statement).
+            state = _reserved_state(outcome, row, now)
+            return FireClaim(outcome, state, rows.index_due(session.status, state), unknown)
 
     @repeatable
     def start_fire(
@@ -185,26 +167,34 @@ class FireTurns(Transactions):
         ``owner_changed``), else mark the run started and store ``prompt`` as the turn's
         message. ``conversation``: the session's conversation when the fire was admitted."""
         with self._transaction() as db:
-            run = run_row(db, run_id)
-            session = fenced_session_row(db, run.session_id, fence)
-            row = heartbeat_row(db, session.id)
+            conn = rows.on(db, writes=True)
+            run = rows.run_with_fence(conn, run_id, fence)
+            row = rows.heartbeat_of(conn, run.session_id)
             state = heartbeat_state(row) if row else None
             if run.state == RunState.STARTED and run.fence == fence:
                 assert state is not None  # it started: the re-check found the heartbeat
-                message = _prompt_of(db, run)  # a repeat after a COMMIT whose answer was lost
-                before = _before(db, message, history)
-                return Started(run_view(run), state, message, before, _spent(db, run, state))
-            reason = _refusal(session, row, run, conversation, owner_changed)
+                message = rows.prompt_of(db, run.fire_id)  # a repeat after a lost COMMIT
+                before = rows.history_before(db, message, history)
+                return Started(
+                    rows.run_view_of(run), state, message, before, _spent(db, run, state)
+                )
+            reason = rows.refusal(run, row, conversation, owner_changed)
             if reason is not None:
                 if run.state != RunState.RESERVED and run.detail == reason.value:
-                    return NotStarted(reason, run_view(run), state)  # a repeat, as above
-                refund_in(db, run, reason, now)
-                return NotStarted(reason, run_view(run), state)
-            assert state is not None  # _refusal answered HEARTBEAT_CHANGED otherwise
-            start_in(run, now)
-            message = _add_message(db, session, run, "user", "heartbeat", prompt, now)
-            before = _before(db, message, history)
-            return Started(run_view(run), state, message, before, _spent(db, run, state))
+                    return NotStarted(reason, rows.run_view_of(run), state)  # a repeat, as above
+                refunded = run_row(db, run_id)  # the rare way: the ORM's refund steps
+                refund_in(db, refunded, reason, now)
+                return NotStarted(reason, run_view(refunded), state)
+            assert state is not None  # refusal answered HEARTBEAT_CHANGED otherwise
+            if run.state != RunState.RESERVED:
+                raise InvalidState(f"Run {run.fire_id} is {run.state}; only a reserved run starts.")
+            started = rows.start(conn, run, now)
+            message = rows.add_message(
+                db, run.session_id, run.session_conversation, run.fire_id, "user", "heartbeat",
+                prompt, now,
+            )  # fmt: skip
+            before = rows.history_before(db, message, history)
+            return Started(started, state, message, before, _spent(db, run, state))
 
     def refund_fire(self, run_id: int, reason: RefundReason, now: datetime) -> NotStarted:
         """Give back a reservation that never reached the agent, answering the session's heartbeat
@@ -250,30 +240,76 @@ class FireTurns(Transactions):
         heartbeat's token budget for the day: paused with that reason, likewise. ``quiet`` and
         ``delivered_hash``: for backoff and dedupe (``hb.after_reply``)."""
         final = finished_outcome(outcome)
+        ending = _Ending(quiet, delivered_hash, end_heartbeat, pause_reason)
         with self._transaction() as db:
-            run = run_row(db, run_id)
-            session = fenced_session_row(db, run.session_id, fence)
-            # Finished already: a repeat after a COMMIT whose answer was lost (reply included).
-            row = None
-            if run.state != final:
-                if delivered is not None:
-                    _record_delivery(db, run, fence, channel, delivered, now)
-                row = finish_in(db, run, final, now, detail, usage)
-                if row is not None and _fired_by(row, run):
-                    state = hb.after_reply(
-                        heartbeat_state(row), quiet=quiet, delivered_hash=delivered_hash, now=now
-                    )
-                    apply_state(row, state, now)
-                    if end_heartbeat or pause_reason:
-                        _end_or_pause(row, pause_reason if not end_heartbeat else None, now)
-                _add_message(db, session, run, "assistant", reply_kind, reply, now)
-            # The run's heartbeat (finish_in read it) is the session's unless it moved on.
-            if row is None or row.session_id != session.id:
-                row = heartbeat_row(db, session.id)
-            return Finished(run_view(run), index_due(session, row))
+            conn = rows.on(db, writes=True)
+            run = rows.run_with_fence(conn, run_id, fence)
+            if run.state == final:  # a repeat after a COMMIT whose answer was lost (reply too)
+                return Finished(rows.run_view_of(run), _session_due(conn, run))
+            assert run.job_id is None  # a cron job's run finishes in job_turns.py
+            if delivered is not None:
+                rows.record_delivery(db, run, fence, channel, delivered, now)
+            view = rows.finish(conn, run, final, now, detail, usage)
+            state = _settle_heartbeat(conn, run, final, ending, now)
+            rows.add_message(
+                db, run.session_id, run.session_conversation, run.fire_id, "assistant",
+                reply_kind, reply, now,
+            )  # fmt: skip
+            if state is None:  # no heartbeat of the run's, or one that moved on (compression)
+                return Finished(view, _session_due(conn, run))
+            return Finished(view, rows.index_due(run.session_status, state))
 
 
-def _spent(db: Session, run: RunRow, state: hb.HeartbeatState) -> int:
+@dataclass(frozen=True)
+class _Ending:
+    """What the finish does to the heartbeat that fired, besides its outcome."""
+
+    quiet: bool
+    delivered_hash: str | None
+    end_heartbeat: bool
+    pause_reason: str | None
+
+
+def _settle_heartbeat(
+    conn: Connection, run: Row[Any], final: RunState, ending: _Ending, now: datetime
+) -> hb.HeartbeatState | None:
+    """The run's heartbeat after its finish, in one UPDATE when it is still the generation that
+    fired: its outcome, and unless cleared meanwhile, backoff and dedupe, then its end or its
+    pause. The state (for the index) when the heartbeat is still the session's, else None."""
+    row = conn.execute(sql.HEARTBEAT_BY_ID, {"p_heartbeat_id": run.heartbeat_id}).first()
+    if row is None:
+        return None
+    state = heartbeat_state(row)
+    if row.generation == run.generation and row.status == HeartbeatStatus.CLEARED:
+        outcome = {"last_outcome": final.value, "updated_at": now}
+        conn.execute(sql.UPDATE_HEARTBEAT, {"p_heartbeat_id": row.id, **outcome})
+    elif row.generation == run.generation:
+        quiet, digest = ending.quiet, ending.delivered_hash
+        state = hb.after_reply(state, quiet=quiet, delivered_hash=digest, now=now)
+        if ending.end_heartbeat:
+            state = hb.clear(state, now)
+        elif ending.pause_reason and state.status == HeartbeatStatus.ACTIVE:
+            state = hb.pause_for_route(state, ending.pause_reason)
+        rows.write_state(conn, row.id, state, now, last_outcome=final.value)
+    return state if row.session_id == run.session_id else None
+
+
+def _session_due(conn: Connection, run: Row[Any]) -> datetime | None:
+    row = rows.heartbeat_of(conn, run.session_id)
+    return rows.index_due(run.session_status, heartbeat_state(row) if row else None)
+
+
+def _reserved_state(
+    outcome: ReserveOutcome, row: Row[Any] | None, now: datetime
+) -> hb.HeartbeatState | None:
+    """The heartbeat's state after the claim's reservation (``hb.reserve`` when it reserved)."""
+    if row is None:
+        return None
+    state = heartbeat_state(row)
+    return hb.reserve(state, now) if isinstance(outcome, Reserved) else state
+
+
+def _spent(db: Session, run: Row[Any], state: hb.HeartbeatState) -> int:
     """Tokens of the run's heartbeat today (its own are not recorded yet: it has not finished);
     0 without a budget, which is all they are read for (no query on an uncapped fire)."""
     if run.heartbeat_id is None or not state.policy.budget:
@@ -281,104 +317,34 @@ def _spent(db: Session, run: RunRow, state: hb.HeartbeatState) -> int:
     return tokens_on_day_in(db, run.heartbeat_id, run.reserved_at)
 
 
-def _end_or_pause(row: HeartbeatRow, pause_reason: str | None, now: datetime) -> None:
-    """Clear the heartbeat (its end), or pause it with ``pause_reason`` (its budget) if active."""
-    state = heartbeat_state(row)
-    if pause_reason is None:
-        apply_state(row, hb.clear(state, now), now)
-    elif row.status == HeartbeatStatus.ACTIVE:
-        apply_state(row, hb.pause_for_route(state, pause_reason), now)
-
-
-def _fired_by(row: HeartbeatRow | None, run: RunRow) -> bool:
-    """The run's own heartbeat, still live: not one set again (or cleared) since it fired."""
-    return (
-        row is not None
-        and row.generation == run.generation
-        and row.status != HeartbeatStatus.CLEARED
-    )
-
-
-def _record_delivery(
-    db: Session, run: RunRow, fence: int, channel: str, delivered: DeliveryOutcome, now: datetime
-) -> None:
-    if run.state == RunState.DELIVERING:
-        record_outcome_in(db, fence, delivered, now)
-    else:  # never marked: nothing was to be sent
-        owner = Owner(run.session_id, fence, channel, run_id=run.id)
-        insert_suppressed_in(db, owner, Outbound(delivered.key, "heartbeat"), now)
-
-
-def index_due(session: SessionRow, row: HeartbeatRow | None) -> datetime | None:
-    """The due time the index should hold for the session (None: no entry)."""
-    if row is None or session.status != SessionStatus.ACTIVE:
-        return None
-    return heartbeat_state(row).next_due()
-
-
-def _refusal(
-    session: SessionRow,
-    row: HeartbeatRow | None,
-    run: RunRow,
-    conversation: int,
-    owner_changed: bool,
-) -> RefundReason | None:
-    if session.status == SessionStatus.SUSPENDED:
-        return RefundReason.SESSION_SUSPENDED
-    if session.status != SessionStatus.ACTIVE:
-        return _DEPARTED.get(session.closed_reason or "", RefundReason.SESSION_CLOSED)
-    if session.conversation != conversation:
-        return RefundReason.SESSION_RESET
-    if row is None or row.generation != run.generation or row.status != HeartbeatStatus.ACTIVE:
-        return RefundReason.HEARTBEAT_CHANGED
-    return RefundReason.OWNER_CHANGED if owner_changed else None
-
-
-def _add_message(
-    db: Session, session: SessionRow, run: RunRow, role: str, kind: str, text: str, now: datetime
-) -> MessageView:
-    row = MessageRow(
-        session_id=session.id,
-        conversation=session.conversation,
-        role=role,
-        kind=kind,
-        text=text,
-        fire_id=run.fire_id,
-        state=MessageState.DONE,
-        created_at=now,
-    )
-    db.add(row)
-    db.flush()
-    return message_view(row)
-
-
-def _prompt_of(db: Session, run: RunRow) -> MessageView:
-    row = db.scalars(
-        select(MessageRow)
-        .where(MessageRow.fire_id == run.fire_id, MessageRow.role == "user")
-        .order_by(MessageRow.id)
-    ).first()
-    assert row is not None  # stored in the transaction that started the run
-    return message_view(row)
-
-
-def _before(db: Session, message: MessageView, limit: int) -> list[MessageView]:
-    rows = db.scalars(
-        select(MessageRow)
-        .where(MessageRow.session_id == message.session_id, MessageRow.id < message.id)
-        .order_by(MessageRow.id.desc())
-        .limit(limit)
-    )
-    return [message_view(r) for r in reversed(list(rows))]
-
-
-def _admission_in(db: Session, session_id: str, fire_id: str) -> FireAdmission | None:
-    try:
-        session = resolve_active_row(db, session_id)
-    except NotFound:
-        return None
-    existing = run_by_fire_id(db, fire_id)
-    run = run_view(existing) if existing else None
-    row = heartbeat_row(db, session.id)
-    state = heartbeat_state(row) if row else None
-    return FireAdmission(session_view(session), run, state, index_due(session, row))
+def _admissions_in(db: Session, fires: Sequence[tuple[str, str]]) -> list[FireAdmission | None]:
+    """The batch's sessions, runs and heartbeats, one statement each; a compressed session is
+    followed to its active child one at a time (rare)."""
+    conn = rows.on(db, writes=False)
+    ids = sorted({sid for sid, _ in fires})
+    found = rows.by_key(conn.execute(sql.SESSIONS_BY_ID, {"p_ids": ids}).all(), "id")
+    active: dict[str, Any] = {}
+    for sid, found_row in found.items():
+        compressed = found_row.closed_reason == ClosedReason.COMPRESSED
+        if found_row.status == SessionStatus.CLOSED and compressed:
+            active[sid] = resolve_active_row(db, sid)
+        else:
+            active[sid] = found_row
+    fire_ids = sorted({fid for _, fid in fires})
+    runs = rows.by_key(conn.execute(sql.RUNS_BY_FIRE_ID, {"p_ids": fire_ids}).all(), "fire_id")
+    resolved = sorted({s.id for s in active.values()})
+    beats = conn.execute(sql.HEARTBEATS_OF_SESSIONS, {"p_ids": resolved}).all()
+    heartbeats = rows.by_key(beats, "session_id")
+    admissions: list[FireAdmission | None] = []
+    for sid, fid in fires:
+        session = active.get(sid)
+        if session is None:
+            admissions.append(None)
+            continue
+        row = heartbeats.get(session.id)
+        state = heartbeat_state(row) if row else None
+        existing = runs.get(fid)
+        run = run_view(existing) if existing else None
+        due = rows.index_due(session.status, state)
+        admissions.append(FireAdmission(session_view(session), run, state, due))
+    return admissions

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import Row, func, select
 from sqlalchemy.orm import Session
 
 from core.clock import iso
@@ -109,7 +109,8 @@ def policy_json(state: hb.HeartbeatState | None) -> dict[str, Any]:
     }
 
 
-def heartbeat_state(row: HeartbeatRow) -> hb.HeartbeatState:
+def heartbeat_state(row: HeartbeatRow | Row[Any]) -> hb.HeartbeatState:
+    """The state of an ORM row or of a Core row (``ledger_sql``: the same column names)."""
     return hb.HeartbeatState(
         prompt=row.prompt,
         schedule=hb.schedule_from_columns(row.interval_seconds, row.cron, row.timezone),
@@ -133,7 +134,7 @@ def heartbeat_state(row: HeartbeatRow) -> hb.HeartbeatState:
     )
 
 
-def _policy(row: HeartbeatRow) -> Policy:
+def _policy(row: HeartbeatRow | Row[Any]) -> Policy:
     hours = ActiveHours.from_text(row.active_hours) if row.active_hours else None
     return Policy(
         hours=hours,
@@ -155,30 +156,43 @@ def budget_source(row: HeartbeatRow) -> BudgetSource | None:
 
 
 def apply_state(row: HeartbeatRow, state: hb.HeartbeatState, now: datetime) -> None:
-    row.prompt = state.prompt
-    row.interval_seconds, row.cron, row.timezone = hb.schedule_columns(state.schedule)
-    row.schedule_text = state.schedule_text
-    row.status = state.status
-    row.anchor_at = state.anchor
-    row.next_due_at = state.next_due()
-    row.fire_count = state.fire_count
-    row.generation = state.generation
-    row.origin_chat = state.origin_chat
-    row.origin_thread = state.origin_thread
-    row.last_fired_at = state.last_fired
-    row.paused_reason = state.paused_reason[:PAUSED_REASON_CHARS] if state.paused_reason else None
-    row.active_hours = state.policy.hours.describe() if state.policy.hours else None
-    row.exact = True if state.policy.exact else (False if state.jitter_seed else None)
-    row.ends_at = state.ends_at
-    row.max_fires = state.policy.times
-    row.daily_tokens = state.policy.budget
-    row.budget_source = state.policy.budget_from
-    row.model = state.policy.model
-    row.dedupe_seconds = state.policy.dedupe or None
-    row.backoff_seconds = state.policy.backoff
-    row.quiet_fires = state.quiet_fires or None
-    row.last_reply_hash, row.last_reply_at = state.last_reply_hash, state.last_reply_at
-    row.updated_at = now
+    for column, value in state_values(state, now).items():
+        setattr(row, column, value)
+
+
+def state_values(state: hb.HeartbeatState, now: datetime) -> dict[str, Any]:
+    """A heartbeat row's columns for ``state`` (an ORM row's, or ``UPDATE_HEARTBEAT``'s)."""
+    interval_seconds, cron, timezone = hb.schedule_columns(state.schedule)
+    policy = state.policy
+    return {
+        "prompt": state.prompt,
+        "interval_seconds": interval_seconds,
+        "cron": cron,
+        "timezone": timezone,
+        "schedule_text": state.schedule_text,
+        "status": state.status,
+        "anchor_at": state.anchor,
+        "next_due_at": state.next_due(),
+        "fire_count": state.fire_count,
+        "generation": state.generation,
+        "origin_chat": state.origin_chat,
+        "origin_thread": state.origin_thread,
+        "last_fired_at": state.last_fired,
+        "paused_reason": state.paused_reason[:PAUSED_REASON_CHARS] if state.paused_reason else None,
+        "active_hours": policy.hours.describe() if policy.hours else None,
+        "exact": True if policy.exact else (False if state.jitter_seed else None),
+        "ends_at": state.ends_at,
+        "max_fires": policy.times,
+        "daily_tokens": policy.budget,
+        "budget_source": policy.budget_from,
+        "model": policy.model,
+        "dedupe_seconds": policy.dedupe or None,
+        "backoff_seconds": policy.backoff,
+        "quiet_fires": state.quiet_fires or None,
+        "last_reply_hash": state.last_reply_hash,
+        "last_reply_at": state.last_reply_at,
+        "updated_at": now,
+    }
 
 
 @dataclass(frozen=True)

@@ -26,12 +26,12 @@ from sessions.models import JobRow, RunRow, SessionRow
 from sessions.states import JobStatus, RefundReason, RunState, SessionStatus
 from sessions.store.base import Transactions, fenced_session_row, repeatable, run_row
 from sessions.store.deliveries import DeliveryOutcome
-from sessions.store.fire_turns import (
-    _DEPARTED,
-    _add_message,
-    _before,
-    _prompt_of,
-    _record_delivery,
+from sessions.store.fire_rows import (
+    DEPARTED,
+    add_message,
+    history_before,
+    prompt_of,
+    record_delivery,
 )
 from sessions.store.job_records import JobView, apply_job_state, job_row, job_state, job_view
 from sessions.store.job_steps import job_outcome_in, reserve_job_in
@@ -208,9 +208,11 @@ class JobTurns(Transactions):
             assert run.job_id is not None
             row = job_row(db, run.job_id, for_update=True)
             if run.state == RunState.STARTED and run.fence == fence:
-                message = _prompt_of(db, run)  # a repeat after a COMMIT whose answer was lost
+                message = prompt_of(
+                    db, run.fire_id
+                )  # a repeat after a COMMIT whose answer was lost
                 return JobStarted(
-                    run_view(run), job_view(row), message, _before(db, message, history)
+                    run_view(run), job_view(row), message, history_before(db, message, history)
                 )
             reason = _job_refusal(session, row, run, conversation, owner_changed)
             if reason is not None:
@@ -218,8 +220,12 @@ class JobTurns(Transactions):
                     refund_in(db, run, reason, now)
                 return JobNotStarted(reason, run_view(run), job_view(row))
             start_in(run, now)
-            message = _add_message(db, session, run, "user", "heartbeat", prompt, now)
-            return JobStarted(run_view(run), job_view(row), message, _before(db, message, history))
+            message = add_message(
+                db, session.id, session.conversation, run.fire_id, "user", "heartbeat", prompt, now
+            )
+            return JobStarted(
+                run_view(run), job_view(row), message, history_before(db, message, history)
+            )
 
     def refund_job_fire(self, run_id: int, reason: RefundReason, now: datetime) -> JobNotStarted:
         why = refund_reason(reason)
@@ -252,9 +258,18 @@ class JobTurns(Transactions):
             session = fenced_session_row(db, run.session_id, fence)
             if run.state != final:
                 if delivered is not None:
-                    _record_delivery(db, run, fence, channel, delivered, now)
+                    record_delivery(db, run, fence, channel, delivered, now)
                 finish_in(db, run, final, now, detail, usage)
-                _add_message(db, session, run, "assistant", reply_kind, reply, now)
+                add_message(
+                    db,
+                    session.id,
+                    session.conversation,
+                    run.fire_id,
+                    "assistant",
+                    reply_kind,
+                    reply,
+                    now,
+                )
             assert run.job_id is not None
             return JobFinished(run_view(run), job_view(job_row(db, run.job_id)))
 
@@ -280,7 +295,16 @@ class JobTurns(Transactions):
             row = job_row(db, run.job_id, for_update=True)
             if run.state != RunState.FAILED:
                 end_run(run, RunState.FAILED, now, detail, usage)
-                _add_message(db, session, run, "assistant", "notice", notice, now)
+                add_message(
+                    db,
+                    session.id,
+                    session.conversation,
+                    run.fire_id,
+                    "assistant",
+                    "notice",
+                    notice,
+                    now,
+                )
                 if row.generation == run.generation and row.anchor_at == run.reserved_at:
                     state = jobs.retry(
                         job_state(row),
@@ -301,7 +325,7 @@ def _job_refusal(
     if session.status == SessionStatus.SUSPENDED:
         return RefundReason.SESSION_SUSPENDED
     if session.status != SessionStatus.ACTIVE:
-        return _DEPARTED.get(session.closed_reason or "", RefundReason.SESSION_CLOSED)
+        return DEPARTED.get(session.closed_reason or "", RefundReason.SESSION_CLOSED)
     if session.conversation != conversation:
         return RefundReason.SESSION_RESET
     if row.generation != run.generation or row.status != JobStatus.ACTIVE:

@@ -26,7 +26,9 @@ from sqlalchemy.orm import Session
 
 from core.errors import InvalidState
 from sessions.models import MessageRow, RunRow
-from sessions.states import IN_TURN, MessageState, RefundReason, RunState
+from sessions.states import IN_TURN, DeliveryState, MessageState, RefundReason, RunState
+from sessions.store import fire_rows as rows
+from sessions.store import ledger_sql as sql
 from sessions.store.base import (
     Transactions,
     fenced_session_row,
@@ -39,18 +41,14 @@ from sessions.store.deliveries import (
     Outbound,
     Owner,
     deliveries_of_runs,
-    insert_pending_in,
+    delivery_values,
     mark_pending_in,
     take_back_in,
 )
 from sessions.store.delivery_retries import due_retries_in
 from sessions.store.heartbeat_records import user_spoke_in
 from sessions.store.ledger_audit import HeartbeatSnapshot, LedgerSnapshot, read_snapshot
-from sessions.store.ledger_steps import (
-    claim_in,
-    refund_run,
-    settle_lost_run,
-)
+from sessions.store.ledger_steps import refund_run, settle_lost_run
 from sessions.store.run_views import (
     Duplicate,
     RefusalReason,
@@ -99,18 +97,21 @@ class FireLedger(Transactions):
         Raises ``StaleFence`` when a newer grant holds the session (which settled this run).
         """
         with self._transaction() as db:
-            run = run_row(db, run_id)
-            fenced_session_row(db, run.session_id, fence)
+            conn = rows.on(db, writes=True)
+            run = rows.run_with_fence(conn, run_id, fence)
             if run.state == RunState.DELIVERING and run.fence == fence:
-                return run_view(run)  # a repeat after a COMMIT whose answer was lost
+                return rows.run_view_of(run)  # a repeat after a COMMIT whose answer was lost
             if run.state != RunState.STARTED:
                 raise InvalidState(
                     f"Run {run.fire_id} is {run.state}; only a started run delivers."
                 )
-            run.state = RunState.DELIVERING
-            owner = Owner(run.session_id, fence, channel, run_id=run.id)
-            insert_pending_in(db, owner, Outbound(run.fire_id, kind), now)
-            return run_view(run)
+            conn.execute(sql.MARK_DELIVERING, {"p_run_id": run_id})
+            owner = Owner(run.session_id, fence, channel, run_id=run_id)
+            record = delivery_values(
+                owner, Outbound(run.fire_id, kind), DeliveryState.PENDING, 1, now
+            )
+            conn.execute(sql.INSERT_DELIVERY, record)
+            return rows.run_view_of(run, state=RunState.DELIVERING)
 
     @repeatable
     def settle_lost(
@@ -252,7 +253,7 @@ class FireLedger(Transactions):
         ``retries`` is above 0, up to that many of the session's delivery retries now due.
         """
         with self._transaction() as db:
-            unknown = claim_in(db, session_id, fence, now).unknown
+            _session, unknown = rows.claim(db, session_id, fence, now)
             due = due_retries_in(db, session_id, now, retries) if retries else []
             return FenceClaim(unknown, due)
 

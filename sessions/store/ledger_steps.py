@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import Row, select
 from sqlalchemy.orm import Session
 
 from core.errors import InvalidState, StaleFence
@@ -54,7 +55,7 @@ def claim_in(db: Session, session_id: str, fence: int, now: datetime) -> Claimed
         raise StaleFence(
             f"Fence {fence} of session {session_id} is not newer than {session.fence}."
         )
-    unknown = _settle_older_turns(db, session_id, fence, now)
+    unknown = settle_older_turns_in(db, session_id, fence, now)
     session.fence = fence
     session.updated_at = now
     return Claimed(session, unknown)
@@ -79,10 +80,10 @@ def reserve_in(
     existing = run_by_fire_id(db, fire_id)
     if existing is not None:
         return Duplicate(run_view(existing))
-    admitted = _admit(session, row, now)
+    admitted = admit(session, row, now)
     if isinstance(admitted, Refused):
         return admitted
-    assert row is not None  # _admit refused otherwise
+    assert row is not None  # admit refused otherwise
     session.updated_at = now
     run = reserved_run(
         fire_id,
@@ -115,8 +116,8 @@ def run_by_fire_id(db: Session, fire_id: str) -> RunRow | None:
     return db.scalars(select(RunRow).where(RunRow.fire_id == fire_id)).first()
 
 
-def _admit(
-    session: SessionRow, row: HeartbeatRow | None, now: datetime
+def admit(
+    session: SessionRow | Row[Any], row: HeartbeatRow | Row[Any] | None, now: datetime
 ) -> hb.HeartbeatState | Refused:
     """The heartbeat state a fire may reserve from now, or why it may not."""
     if row is None or row.status == HeartbeatStatus.CLEARED:
@@ -129,7 +130,7 @@ def _admit(
     return state
 
 
-def _settle_older_turns(db: Session, session_id: str, fence: int, now: datetime) -> int:
+def settle_older_turns_in(db: Session, session_id: str, fence: int, now: datetime) -> int:
     """A newer fence proves older turns lost their lock. A reservation they left behind never
     reached the agent and is given back before the new one is made; a run still in its turn was
     cut off (paused or dead worker): a stale turn can no longer write, so the new grant records

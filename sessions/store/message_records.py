@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import Row, func, select
 from sqlalchemy.orm import Session
 
 from core.clock import iso
@@ -73,7 +73,7 @@ class Accepted:
     duplicate: bool
 
 
-def message_view(row: MessageRow) -> MessageView:
+def message_view(row: MessageRow | Row[Any]) -> MessageView:
     return MessageView(
         id=row.id,
         session_id=row.session_id,

@@ -4,7 +4,7 @@ fire and a cron job's alike (``ledger_steps.reserve_in``, ``job_steps``)."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Protocol
+from typing import Any, Protocol
 
 from core.clock import from_ms
 from sessions.models import RunRow
@@ -38,6 +38,36 @@ def reserved_run(
 ) -> RunRow:
     """A new ``reserved`` run of ``state``'s schedule (a heartbeat's or a job's)."""
     return RunRow(
+        **reserved_values(
+            fire_id,
+            session_id,
+            state,
+            fence=fence,
+            due_ms=due_ms,
+            now=now,
+            worker=worker,
+            deferred=deferred,
+            heartbeat_id=heartbeat_id,
+            job_id=job_id,
+        )
+    )
+
+
+def reserved_values(
+    fire_id: str,
+    session_id: str,
+    state: Schedule,
+    *,
+    fence: int,
+    due_ms: int,
+    now: datetime,
+    worker: str | None,
+    deferred: bool,
+    heartbeat_id: int | None = None,
+    job_id: str | None = None,
+) -> dict[str, Any]:
+    """A new ``reserved`` run's columns (an ORM row's, or ``ledger_sql.INSERT_RUN``'s)."""
+    return dict(
         fire_id=fire_id,
         heartbeat_id=heartbeat_id,
         job_id=job_id,

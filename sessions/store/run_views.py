@@ -7,6 +7,8 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
+from sqlalchemy import Row
+
 from core.clock import iso
 from core.usage import TokenUsage, usage_of
 from sessions.models import RunRow
@@ -112,7 +114,8 @@ class ReplyStart:
     next_due: datetime | None = None
 
 
-def run_view(row: RunRow) -> RunView:
+def run_view(row: RunRow | Row[Any]) -> RunView:
+    """The view of an ORM row or of a Core row (``ledger_sql``: the same column names)."""
     return RunView(
         id=row.id,
         fire_id=row.fire_id,

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import exists, func, select, text
+from sqlalchemy import Row, exists, func, select, text
 from sqlalchemy.orm import Session
 
 from core.clock import iso
@@ -51,7 +51,7 @@ class SessionView:
         }
 
 
-def session_view(row: SessionRow) -> SessionView:
+def session_view(row: SessionRow | Row[Any]) -> SessionView:
     return SessionView(
         id=row.id,
         platform=row.platform,

@@ -1,6 +1,7 @@
 """One worker's fire path in-process, without Celery: admission on the test's thread, the turn
 on the runner's single turn thread, on real Redis and real SQL — so a test can count what one
-admission and one heartbeat turn cost in SQL round trips (``support.sql_count``)."""
+admission and one heartbeat turn cost in SQL round trips (``support.sql_count``) and in Redis
+round trips of the worker's client (``support.redis_count``)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from gateway.channels import make_channel
 from state.dispatch import Dispatcher
 from state.runtime import Runtime
 from support.harness import Gateway, gateway_settings
+from support.redis_count import RedisCount, RedisCounter
 from support.sql_count import SqlCount, counting_sql
 from workers.agents import make_agent
 from workers.runner import TurnRunner
@@ -24,16 +26,27 @@ WORKER = "w1"
 
 @dataclass(frozen=True)
 class FireCost:
-    """SQL spent by one fire: deciding to run it (admission) and running its turn."""
+    """SQL and Redis spent by one fire: deciding to run it (admission) and running its turn."""
 
     admission: SqlCount
     turn: SqlCount
+    admission_redis: RedisCount
+    turn_redis: RedisCount
+
+
+@dataclass(frozen=True)
+class DrainCost:
+    """SQL and Redis spent by a drain's user turns."""
+
+    sql: SqlCount
+    redis: RedisCount
 
 
 class FirePath:
     def __init__(self, gw: Gateway, threads: int = 1, dispatcher: Dispatcher | None = None) -> None:
         self.gw = gw
         self.rt = Runtime.from_settings(gw.settings, worker=WORKER)
+        self.redis = RedisCounter(self.rt.client)
         self.runner = TurnRunner(
             self.rt,
             dispatcher or gw.dispatcher,
@@ -54,13 +67,13 @@ class FirePath:
         hold = threading.Event()
         # The only turn thread waits, so the admission is counted alone.
         self.runner.executor.submit(hold.wait, 30)
-        with counting_sql(self.rt.store.engine) as admission:
+        with counting_sql(self.rt.store.engine) as admission, self.redis.counting() as trips:
             outcome = self.runner.accept_fire(sid, due_ms)
         assert outcome == "accepted", outcome
-        with counting_sql(self.rt.store.engine) as turn:
+        with counting_sql(self.rt.store.engine) as turn, self.redis.counting() as turn_trips:
             hold.set()
             self.wait_idle()
-        return FireCost(admission, turn)
+        return FireCost(admission, turn, trips, turn_trips)
 
     def admit_batch(self, sids: list[str]) -> SqlCount:
         """One task's batch of due fires, admitted together while no turn can start; the SQL
@@ -75,14 +88,14 @@ class FirePath:
         self.wait_idle()
         return admission
 
-    def drain(self, sid: str) -> SqlCount:
+    def drain(self, sid: str) -> DrainCost:
         """The user turns of ``sid``'s queued messages, counted (the drain runs on the turn
         thread; the inbox in Redis was filled by the edge)."""
-        with counting_sql(self.rt.store.engine) as turn:
+        with counting_sql(self.rt.store.engine) as turn, self.redis.counting() as trips:
             outcome = self.runner.drain(sid)
             assert outcome == "accepted", outcome
             self.wait_idle()
-        return turn
+        return DrainCost(turn, trips)
 
     def fires_per_second(self, sids: list[str]) -> float:
         """Admit every session's due fire and wait for all turns; fires per wall second."""
