@@ -148,7 +148,7 @@ def _policy(row: HeartbeatRow | Row[Any]) -> Policy:
     )
 
 
-def budget_source(row: HeartbeatRow) -> BudgetSource | None:
+def budget_source(row: HeartbeatRow | Row[Any]) -> BudgetSource | None:
     """A budget set before 0015 has no source: the heartbeat's own (module doc of 0015)."""
     if row.daily_tokens is None:
         return None
