@@ -49,8 +49,6 @@ from __future__ import annotations
 import zlib
 from functools import cache
 
-from redis.crc import REDIS_CLUSTER_HASH_SLOTS, key_slot
-
 from core.errors import BadInput
 
 __all__ = ["Keys", "shard_of", "spread_tag"]
@@ -181,6 +179,9 @@ def spread_tag(shard: int, shards: int) -> str:
     slots (about n tries; at most 1024 shards, so every range holds 16 slots)."""
     if not 0 <= shard < shards:
         raise ValueError(f"shard must be in [0, {shards}), got {shard}")
+    # Imported here: the hook's `hbgw stamp --dir` reads key names and must not load redis.
+    from redis.crc import REDIS_CLUSTER_HASH_SLOTS, key_slot
+
     low = shard * REDIS_CLUSTER_HASH_SLOTS // shards
     high = (shard + 1) * REDIS_CLUSTER_HASH_SLOTS // shards
     j = 0

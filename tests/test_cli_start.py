@@ -47,7 +47,8 @@ def test_a_stamp_into_a_directory_loads_neither_typer_nor_pydantic_nor_redis(
         "alembic",
         "typer",
         "pydantic",
-    }  # redis: loaded since the cluster merge (to find)
+        "redis",
+    }
     assert packages & heavy == set()
 
 
