@@ -11,6 +11,7 @@ ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 WORKDIR /src
 RUN python -m venv /opt/hbgw
 COPY pyproject.toml README.md ./
+# hbgw/ links the layer folders in (hbgw/core -> ../core): the wheel follows the links.
 COPY core core
 COPY sessions sessions
 COPY state state
@@ -18,7 +19,6 @@ COPY beat beat
 COPY workers workers
 COPY gateway gateway
 COPY hbgw hbgw
-COPY chaos chaos
 COPY requirements.lock ./
 # The build context has no .git, so the version (from git tags elsewhere) comes in as an
 # argument: docker build --build-arg HBGW_VERSION="$(.venv/bin/hbgw --version | cut -d' ' -f2)" .

@@ -7,6 +7,9 @@ import os
 from collections.abc import Iterator
 
 import pytest
+from support.one_name import forbid_old_names
+
+forbid_old_names()
 
 # Tests never read the developer's own configuration.
 for _name in [n for n in os.environ if n.startswith("HBGW_") and not n.startswith("HBGW_TEST_")]:
