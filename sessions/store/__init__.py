@@ -18,6 +18,7 @@ from sessions.store.job_turns import JobTurns
 from sessions.store.ledger import FireLedger
 from sessions.store.message_records import MessageRecords
 from sessions.store.owner_budgets import OwnerBudgets
+from sessions.store.partitions import Partitions
 from sessions.store.restore_reads import RestoreReads
 from sessions.store.retention import Retention
 from sessions.store.session_records import SessionRecords
@@ -38,6 +39,7 @@ class Store(
     JobTurns,
     OwnerBudgets,
     Retention,
+    Partitions,
 ):
     @classmethod
     def from_url(cls, url: str) -> Store:
