@@ -65,7 +65,7 @@ def test_a_week_of_days_past_retention_is_dropped_with_every_count_exact(
     assert _in_default(store.engine, "heartbeat_runs") == 0
     count = store.heartbeat_status(sid, END).state.fire_count  # type: ignore[union-attr]
     assert audit(store.audit_snapshot(), END).ok
-    settings = Settings(retain_runs_days=KEEP_DAYS, retain_messages_days=KEEP_DAYS)  # type: ignore[call-arg]
+    settings = Settings(retain_runs_days=KEEP_DAYS, retain_messages_days=KEEP_DAYS)
     beat = RetentionStep(store, RetentionLease(redis_client, keys), settings)
 
     report = beat.step(to_ms(END))

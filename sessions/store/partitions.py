@@ -11,9 +11,10 @@ before the oldest day) still goes in, and a day created later takes its rows out
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
+from typing import Any
 
 from sqlalchemy import Connection, text
 
@@ -59,13 +60,17 @@ def create_day(conn: Connection, table: str, day: date) -> bool:
     bounds = {"lo": day, "hi": day + timedelta(days=1)}
     conn.exec_driver_sql(f"SET LOCAL lock_timeout = '{LOCK_TIMEOUT}'")
     in_day = f"{key} >= :lo AND {key} < :hi"
-    waiting = conn.scalar(text(f"SELECT EXISTS (SELECT 1 FROM {table}_default WHERE {in_day})"), bounds)
+    waiting = conn.scalar(
+        text(f"SELECT EXISTS (SELECT 1 FROM {table}_default WHERE {in_day})"), bounds
+    )
     values = f"FOR VALUES FROM ('{day}') TO ('{bounds['hi']}')"
     if not waiting:
         conn.exec_driver_sql(f"CREATE TABLE {name} PARTITION OF {table} {values}")
         return True
     # A partition may not be created over rows the default holds: move them, then attach.
-    conn.exec_driver_sql(f"CREATE TABLE {name} (LIKE {table} INCLUDING DEFAULTS INCLUDING CONSTRAINTS)")
+    conn.exec_driver_sql(
+        f"CREATE TABLE {name} (LIKE {table} INCLUDING DEFAULTS INCLUDING CONSTRAINTS)"
+    )
     conn.execute(text(f"INSERT INTO {name} SELECT * FROM {table}_default WHERE {in_day}"), bounds)
     conn.execute(text(f"DELETE FROM {table}_default WHERE {in_day}"), bounds)
     conn.exec_driver_sql(f"ALTER TABLE {table} ATTACH PARTITION {name} {values}")
@@ -94,14 +99,14 @@ def day_partitions(conn: Connection, table: str) -> list[tuple[str, date]]:
 
 
 class Partitions(Transactions):
-    def partitioned(self) -> bool:
+    def _partitioned(self) -> bool:
         """Whether this database partitions the ledger (PostgreSQL at 0017 or later)."""
         return self.engine.dialect.name == "postgresql"
 
     def add_partitions(self, first: date, last: date) -> int:
         """Create the day partitions of both tables from ``first`` to ``last`` (inclusive) that
         are missing, one transaction each; how many were created."""
-        if not self.partitioned():
+        if not self._partitioned():
             return 0
         created = 0
         day = first
@@ -123,7 +128,7 @@ class Partitions(Transactions):
         return self._drop("messages", before, limit, _drop_messages)
 
     def _drop(self, table: str, before: datetime, limit: int, drop: DropOne) -> Dropped:
-        if not self.partitioned():
+        if not self._partitioned():
             return Dropped()
         with self.engine.connect() as conn:
             candidates = [n for n, end in day_partitions(conn, table) if end <= before.date()]
@@ -158,7 +163,8 @@ def _drop_runs(conn: Connection, name: str, before: datetime) -> int | None:
     # Read before any lock: the counted runs of each heartbeat, against the set_at they count for.
     counted = conn.execute(
         text(
-            f"SELECT h.id, h.set_at, count(*) FROM {name} r JOIN heartbeats h ON h.id = r.heartbeat_id"
+            f"SELECT h.id, h.set_at, count(*) FROM {name} r"
+            " JOIN heartbeats h ON h.id = r.heartbeat_id"
             f" WHERE r.state <> '{RunState.REFUNDED.value}' AND r.reserved_at >= h.set_at"
             " GROUP BY h.id, h.set_at"
         )
@@ -167,25 +173,27 @@ def _drop_runs(conn: Connection, name: str, before: datetime) -> int | None:
     return _drop_locked(conn, "heartbeat_runs", name, lambda: _retire(conn, counted))
 
 
-def _retire(conn: Connection, counted: list[tuple[int, datetime, int]]) -> None:
+def _retire(conn: Connection, counted: Sequence[Any]) -> None:
     """Add ``counted`` to ``retired_runs`` where the heartbeat's ``set_at`` is still the one
-    the runs counted for (a heartbeat set since counts none of them)."""
-    for heartbeat_id, set_at, n in counted:
-        conn.execute(
-            text(
-                "UPDATE heartbeats SET retired_runs = CASE WHEN retired_set_at = set_at"
-                " THEN coalesce(retired_runs, 0) + :n ELSE :n END, retired_set_at = set_at"
-                " WHERE id = :id AND set_at = :set_at"
-            ),
-            {"id": heartbeat_id, "set_at": set_at, "n": n},
-        )
+    the runs counted for (a heartbeat set since counts none of them): one executemany."""
+    if not counted:
+        return
+    conn.execute(
+        text(
+            "UPDATE heartbeats SET retired_runs = CASE WHEN retired_set_at = set_at"
+            " THEN coalesce(retired_runs, 0) + :n ELSE :n END, retired_set_at = set_at"
+            " WHERE id = :id AND set_at = :set_at"
+        ),
+        [{"id": row[0], "set_at": row[1], "n": row[2]} for row in counted],
+    )
 
 
 def _drop_messages(conn: Connection, name: str, before: datetime) -> int | None:
     keep = conn.scalar(
         text(
             f"SELECT EXISTS (SELECT 1 FROM {name} m WHERE m.state <> :done"
-            f" OR EXISTS (SELECT 1 FROM deliveries d WHERE d.message_id = m.id AND d.state IN {_OPEN})"
+            " OR EXISTS (SELECT 1 FROM deliveries d WHERE d.message_id = m.id"
+            f" AND d.state IN {_OPEN})"
             " OR (m.fire_id IS NOT NULL AND EXISTS (SELECT 1 FROM heartbeat_runs r"
             f" WHERE r.fire_id = m.fire_id AND r.state IN {_IN_FLIGHT})))"
         ),

@@ -79,10 +79,16 @@ def upgrade() -> None:
     for name in DELIVERIES_FKS:
         op.execute(f"ALTER TABLE deliveries DROP CONSTRAINT {name}")
     _partition("heartbeat_runs", "fire_day")
-    op.execute(f"ALTER TABLE heartbeat_runs ADD CONSTRAINT ck_heartbeat_runs_fire_day CHECK (fire_day = {FIRE_DAY})")
+    op.execute(
+        "ALTER TABLE heartbeat_runs ADD CONSTRAINT ck_heartbeat_runs_fire_day"
+        f" CHECK (fire_day = {FIRE_DAY})"
+    )
     _move_rows("heartbeat_runs")
     _constraints("heartbeat_runs", "id, fire_day", RUNS_FKS, RUNS_INDEXES)
-    op.execute("ALTER TABLE heartbeat_runs ADD CONSTRAINT heartbeat_runs_fire_id_key UNIQUE (fire_id, fire_day)")
+    op.execute(
+        "ALTER TABLE heartbeat_runs ADD CONSTRAINT heartbeat_runs_fire_id_key"
+        " UNIQUE (fire_id, fire_day)"
+    )
     _partition("messages", "created_at")
     _move_rows("messages")
     _constraints("messages", "id, created_at", MESSAGES_FKS, MESSAGES_INDEXES)
@@ -98,12 +104,17 @@ def downgrade() -> None:
         return
     _unpartition("messages")
     _constraints("messages", "id", MESSAGES_FKS, MESSAGES_INDEXES)
-    op.execute("ALTER TABLE messages ADD CONSTRAINT uq_messages_session_key UNIQUE (session_id, idempotency_key)")
+    op.execute(
+        "ALTER TABLE messages ADD CONSTRAINT uq_messages_session_key"
+        " UNIQUE (session_id, idempotency_key)"
+    )
     _unpartition("heartbeat_runs")
     op.execute("ALTER TABLE heartbeat_runs DROP CONSTRAINT ck_heartbeat_runs_fire_day")
     op.execute("ALTER TABLE heartbeat_runs DROP COLUMN fire_day")
     _constraints("heartbeat_runs", "id", RUNS_FKS, RUNS_INDEXES)
-    op.execute("ALTER TABLE heartbeat_runs ADD CONSTRAINT heartbeat_runs_fire_id_key UNIQUE (fire_id)")
+    op.execute(
+        "ALTER TABLE heartbeat_runs ADD CONSTRAINT heartbeat_runs_fire_id_key UNIQUE (fire_id)"
+    )
     for name, columns in DELIVERIES_FKS.items():
         op.execute(f"ALTER TABLE deliveries ADD CONSTRAINT {name} FOREIGN KEY ({columns})")
 
@@ -123,15 +134,21 @@ def _partition(table: str, key: str) -> None:
     partitions: history before today (if there are rows), today and the days ahead, default."""
     op.execute(f"ALTER TABLE {table} RENAME TO {table}_unpartitioned")
     op.execute(
-        f"CREATE TABLE {table} (LIKE {table}_unpartitioned INCLUDING DEFAULTS INCLUDING CONSTRAINTS)"
-        f" PARTITION BY RANGE ({key})"
+        f"CREATE TABLE {table} (LIKE {table}_unpartitioned"
+        f" INCLUDING DEFAULTS INCLUDING CONSTRAINTS) PARTITION BY RANGE ({key})"
     )
     op.execute(f"ALTER TABLE {table} ALTER COLUMN {key} SET NOT NULL")
     conn = op.get_bind()
     today = datetime.now(UTC).date()
-    old = conn.scalar(sa.text(f"SELECT EXISTS (SELECT 1 FROM {table}_unpartitioned WHERE {key} < :d)"), {"d": today})
+    old = conn.scalar(
+        sa.text(f"SELECT EXISTS (SELECT 1 FROM {table}_unpartitioned WHERE {key} < :d)"),
+        {"d": today},
+    )
     if old:
-        op.execute(f"CREATE TABLE {table}_history PARTITION OF {table} FOR VALUES FROM (MINVALUE) TO ('{today}')")
+        op.execute(
+            f"CREATE TABLE {table}_history PARTITION OF {table}"
+            f" FOR VALUES FROM (MINVALUE) TO ('{today}')"
+        )
     create_default(conn, table)
     for n in range(DAYS_AHEAD + 1):
         create_day(conn, table, today + timedelta(days=n))
@@ -145,7 +162,9 @@ def _move_rows(table: str) -> None:
 
 def _unpartition(table: str) -> None:
     op.execute(f"ALTER TABLE {table} RENAME TO {table}_partitioned")
-    op.execute(f"CREATE TABLE {table} (LIKE {table}_partitioned INCLUDING DEFAULTS INCLUDING CONSTRAINTS)")
+    op.execute(
+        f"CREATE TABLE {table} (LIKE {table}_partitioned INCLUDING DEFAULTS INCLUDING CONSTRAINTS)"
+    )
     op.execute(f"INSERT INTO {table} SELECT * FROM {table}_partitioned")
     op.execute(f"ALTER SEQUENCE {table}_id_seq OWNED BY {table}.id")
     op.execute(f"DROP TABLE {table}_partitioned")
