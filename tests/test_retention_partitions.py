@@ -16,15 +16,15 @@ from sqlalchemy.exc import IntegrityError
 from support.fires import reserve, start
 from support.ledger_week import fill, fire_once, heartbeat_session
 
-from beat.retention import RetentionStep
-from core.clock import to_ms
-from core.settings import Settings
+from hbgw.beat.retention import RetentionStep
+from hbgw.core.clock import to_ms
+from hbgw.core.settings import Settings
 from hbgw.invariants import audit
-from sessions.db import downgrade, make_engine, upgrade
-from sessions.store import Store
-from sessions.store.partitions import day_name, day_partitions
-from state.keys import Keys
-from state.retention_lease import RetentionLease
+from hbgw.sessions.db import downgrade, make_engine, upgrade
+from hbgw.sessions.store import Store
+from hbgw.sessions.store.partitions import day_name, day_partitions
+from hbgw.state.keys import Keys
+from hbgw.state.retention_lease import RetentionLease
 
 END = datetime.fromisoformat("2027-03-09T12:30:00+00:00")  # days no wall clock made ahead
 START = END - timedelta(days=7)

@@ -18,8 +18,8 @@ from typing import Any
 
 from sqlalchemy import Connection, text
 
-from sessions.states import SETTLED, DeliveryState, MessageState, RunState, SessionStatus
-from sessions.store.base import Transactions
+from hbgw.sessions.states import SETTLED, DeliveryState, MessageState, RunState, SessionStatus
+from hbgw.sessions.store.base import Transactions
 
 # Table: its partition key. Partitions are named <table>_pYYYYMMDD, <table>_default.
 PARTITIONED = {"heartbeat_runs": "fire_day", "messages": "created_at"}

@@ -38,8 +38,8 @@ from datetime import UTC, datetime, timedelta
 import sqlalchemy as sa
 from alembic import op
 
-from sessions.states import fire_day
-from sessions.store.partitions import DAYS_AHEAD, create_day, create_default
+from hbgw.sessions.states import fire_day
+from hbgw.sessions.store.partitions import DAYS_AHEAD, create_day, create_default
 
 revision = "0017"
 down_revision = "0016"
