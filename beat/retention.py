@@ -5,6 +5,11 @@ One replica at a time runs it, once per ``HBGW_RETAIN_INTERVAL``, under the rete
 ``HBGW_RETAIN_BATCH`` rows of each table, every batch its own short transaction, so SQLite's
 write lock is never held for long and the fire path's writers only wait a batch at most. A
 step that left rows behind lets the next tick go on.
+
+On PostgreSQL the step first creates the day partitions of today and the next ``DAYS_AHEAD``
+days, and drops the partitions wholly past retention whose rows may all go (at most
+``HBGW_RETAIN_BATCHES`` of each table a step); the bounded delete then trims what is left past
+the cutoff (a partition holding a row to keep, the migration's history, the default partition).
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from hbgw.core.clock import from_ms
 from hbgw.core.metrics import gateway_metrics
 from hbgw.core.settings import Settings
 from hbgw.sessions.store import Store
+from hbgw.sessions.store.partitions import DAYS_AHEAD
 from hbgw.state.failures import log_failure
 from hbgw.state.retention_lease import RetentionLease
 
@@ -34,6 +40,7 @@ class RetentionReport:
     runs: int = 0  # runs deleted (with their delivery records)
     messages: int = 0  # messages deleted (with theirs)
     more: bool = False  # a table still has rows past retention: the next tick goes on
+    partitions: int = 0  # day partitions dropped (PostgreSQL); their rows count in runs, messages
 
 
 class RetentionStep:
@@ -75,11 +82,26 @@ class RetentionStep:
     def run(self, now: datetime) -> RetentionReport:
         """One step at ``now`` without the lease (tests and tools call it directly)."""
         s, store = self.settings, self.store
-        runs, more_runs = self._batches(store.retire_runs, _cutoff(now, s.retain_runs_days))
-        messages, more_messages = self._batches(
-            store.retire_messages, _cutoff(now, s.retain_messages_days)
+        runs_cutoff, messages_cutoff = (
+            _cutoff(now, s.retain_runs_days),
+            _cutoff(now, s.retain_messages_days),
         )
-        return RetentionReport(True, runs, messages, more_runs or more_messages)
+        store.add_partitions(now.date(), now.date() + timedelta(days=DAYS_AHEAD))
+        dropped_runs = dropped_messages = None
+        if runs_cutoff is not None:
+            dropped_runs = store.drop_runs_partitions(runs_cutoff, s.retain_batches)
+        if messages_cutoff is not None:
+            dropped_messages = store.drop_messages_partitions(messages_cutoff, s.retain_batches)
+        runs, more_runs = self._batches(store.retire_runs, runs_cutoff)
+        messages, more_messages = self._batches(store.retire_messages, messages_cutoff)
+        partitions = sum(d.partitions for d in (dropped_runs, dropped_messages) if d)
+        return RetentionReport(
+            True,
+            runs + (dropped_runs.rows if dropped_runs else 0),
+            messages + (dropped_messages.rows if dropped_messages else 0),
+            more_runs or more_messages,
+            partitions,
+        )
 
     def _batches(
         self, retire: Callable[[datetime, int], int], before: datetime | None

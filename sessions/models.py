@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from enum import StrEnum
 from typing import Any, TypeVar
 
@@ -10,6 +10,7 @@ from sqlalchemy import (
     BigInteger,
     Boolean,
     CheckConstraint,
+    Date,
     DateTime,
     ForeignKey,
     Index,
@@ -280,6 +281,9 @@ class RunRow(Base):
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     fire_id: Mapped[str] = mapped_column(String(160), unique=True)
+    # The UTC day of the fire id's due time (``states.fire_day``, migration 0017): PostgreSQL
+    # partitions the ledger by it, and its UNIQUE (fire_id, fire_day) is UNIQUE (fire_id).
+    fire_day: Mapped[date | None] = mapped_column(Date)
     heartbeat_id: Mapped[int | None] = mapped_column(ForeignKey("heartbeats.id"), index=True)
     job_id: Mapped[str | None] = mapped_column(ForeignKey("cron_jobs.id"), index=True)
     session_id: Mapped[str] = mapped_column(ForeignKey("sessions.id"), index=True)

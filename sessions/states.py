@@ -6,6 +6,7 @@ String enums: the values are what the database stores and what the CLI and API p
 
 from __future__ import annotations
 
+from datetime import date, timedelta
 from enum import StrEnum
 
 
@@ -138,6 +139,16 @@ def parse_fire_id(value: str) -> tuple[str, int]:
     if not sep or not session_id or not due.isdigit():
         raise ValueError(f"not a fire id: {value!r}")
     return session_id, int(due)
+
+
+DAY_MS = 86_400_000
+EPOCH_DAY = date(1970, 1, 1)
+
+
+def fire_day(value: str) -> date:
+    """The UTC day of a fire id's due time: the ledger's partition key on PostgreSQL. A
+    function of the fire id, so ``UNIQUE (fire_id, fire_day)`` is exactly ``UNIQUE (fire_id)``."""
+    return EPOCH_DAY + timedelta(days=parse_fire_id(value)[1] // DAY_MS)
 
 
 # A job's member in the due index: a session id never starts with it (ids are "s" + hex).

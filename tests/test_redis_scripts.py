@@ -101,7 +101,9 @@ def test_every_script_has_a_header(package: str, name: str) -> None:
 
 def test_every_lua_file_is_listed() -> None:
     lua_dir = files("hbgw.state").joinpath("lua")
-    shipped = {("hbgw.state", f"lua/{p.name}") for p in lua_dir.iterdir() if p.name.endswith(".lua")}
+    shipped = {
+        ("hbgw.state", f"lua/{p.name}") for p in lua_dir.iterdir() if p.name.endswith(".lua")
+    }
     assert shipped == set(SCRIPTS)
 
 

@@ -52,7 +52,9 @@ def _beat(store: Store, client: redis.Redis, keys: Keys, **overrides: object) ->
 @pytest.fixture
 def week(store: Store) -> Iterator[tuple[str, str, int]]:
     """A heartbeat fired hourly for a week, a queued message from its first day, and another
-    session's run left in its turn six days ago: (week's session, stuck session, its run)."""
+    session's run left in its turn six days ago: (week's session, stuck session, its run).
+    On PostgreSQL the week's day partitions exist, as beat's daily steps would have made them."""
+    store.add_partitions(START.date(), END.date())
     sid = heartbeat_session(store, "C-week", HOUR, START)
     store.accept_message(sid, "still waiting", now=START, idempotency_key="k-queued")
     stuck = heartbeat_session(store, "C-stuck", HOUR, START)
@@ -127,8 +129,13 @@ def test_a_step_is_bounded_and_leaves_the_rest_to_the_next_tick(
     total = len(store.runs(sid))
     beat = _beat(store, redis_client, keys, retain_batch=10, retain_batches=2)
     report = beat.step(to_ms(END))
-    assert (report.runs, report.more) == (20, True)
-    assert len(store.runs(sid)) == total - 20
+    assert report.more
+    # SQLite: two batches of ten. PostgreSQL: at most two day partitions a table, then the
+    # same two batches for what the kept partitions and the default hold.
+    assert report.partitions <= 4
+    if store.engine.dialect.name == "sqlite":
+        assert report.runs == 20
+    assert len(store.runs(sid)) == total - report.runs
     # The lease is shortened, so the next tick of any replica goes on.
     assert 0 < redis_client.pttl(keys.retention_lease()) <= CONTINUE_MS
     assert audit(store.audit_snapshot(), END).ok

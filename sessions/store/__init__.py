@@ -18,6 +18,7 @@ from hbgw.sessions.store.job_turns import JobTurns
 from hbgw.sessions.store.ledger import FireLedger
 from hbgw.sessions.store.message_records import MessageRecords
 from hbgw.sessions.store.owner_budgets import OwnerBudgets
+from hbgw.sessions.store.partitions import Partitions
 from hbgw.sessions.store.restore_reads import RestoreReads
 from hbgw.sessions.store.retention import Retention
 from hbgw.sessions.store.session_records import SessionRecords
@@ -38,6 +39,7 @@ class Store(
     JobTurns,
     OwnerBudgets,
     Retention,
+    Partitions,
 ):
     @classmethod
     def from_url(cls, url: str) -> Store:

@@ -8,7 +8,7 @@ from typing import Any, Protocol
 
 from hbgw.core.clock import from_ms
 from hbgw.sessions.models import RunRow
-from hbgw.sessions.states import RunState
+from hbgw.sessions.states import RunState, fire_day
 
 
 class Schedule(Protocol):
@@ -69,6 +69,7 @@ def reserved_values(
     """A new ``reserved`` run's columns (an ORM row's, or ``ledger_sql.INSERT_RUN``'s)."""
     return dict(
         fire_id=fire_id,
+        fire_day=fire_day(fire_id),
         heartbeat_id=heartbeat_id,
         job_id=job_id,
         session_id=session_id,
