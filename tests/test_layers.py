@@ -25,9 +25,7 @@ def _layers_contract() -> tuple[list[str], list[str]]:
     config = _pyproject()["tool"]["importlinter"]
     contracts = [c for c in config["contracts"] if c["type"] == "layers"]
     assert len(contracts) == 1, "one layers contract orders every package"
-    layers = [
-        name.strip() for layer in contracts[0]["layers"] for name in re.split(r"[|:]", layer)
-    ]
+    layers = [name.strip() for layer in contracts[0]["layers"] for name in re.split(r"[|:]", layer)]
     return list(config["root_packages"]), layers
 
 
