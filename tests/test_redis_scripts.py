@@ -31,7 +31,7 @@ SCRIPTS = [
     ("state", "lua/claim_due.lua"),
     ("state", "lua/enqueue_user.lua"),
     ("state", "lua/try_begin.lua"),
-    ("state", "lua/end_turn.lua"),
+    ("state", "lua/next_step.lua"),
     ("state", "lua/lock_renew.lua"),
     ("state", "lua/lock_release.lua"),
     ("state", "lua/seed_session.lua"),
@@ -146,7 +146,6 @@ def test_every_script_call_stays_in_one_slot(
     state.try_begin_fire(SID, "f1", TOKEN, LOCK_MS)
     state.try_begin_user(SID, TOKEN, LOCK_MS)
     state.renew(SID, TOKEN, LOCK_MS)
-    state.end_turn(SID, TOKEN, LOCK_MS)
     state.release(SID, TOKEN)
     state.enqueue_user(SID, "m1")  # pipelined: checked through its keys below
     state.restore_inboxes({SID: [1]})  # pipelined too
@@ -155,10 +154,15 @@ def test_every_script_call_stays_in_one_slot(
     sweep = RestoreSweep(redis_client, keys)
     assert sweep.acquire(TOKEN, LOCK_MS)
     assert sweep.commit(TOKEN, {"cursor": "s1"})
-    assert len(spy.shas) == 7  # every script but the pipelined enqueue_user and restore_inbox
+    # Every script but the pipelined enqueue_user, restore_inbox and next_step (sent by sha in
+    # the drain's pipeline: its keys are checked below).
+    assert len(spy.shas) == 6
     for call_keys in spy.calls:
         assert len({slot(key) for key in call_keys}) == 1, call_keys
     assert slot(keys.inbox(SID)) == slot(keys.inflight(SID))
+    step_keys = [keys.lock(SID), keys.inbox(SID), keys.inflight(SID), keys.pending(SID)]
+    step_keys += [keys.pending_jobs(SID), keys.estop(SID)]
+    assert len({slot(key) for key in step_keys}) == 1
 
 
 # -- due index ----------------------------------------------------------------------------------

@@ -59,7 +59,7 @@ class UserTurn(Turn[Asked]):
         session = rt.store.get_session(sid)
         address = Address(session.platform, session.chat, session.thread, str(message_id))
         io.best_effort(io.channel.typing, address, session_id=sid)
-        io.stamp(sid, "user:start")
+        io.hold_stamp(lease, "user:start")
         return Asked(message, address, io.toolbox(sid, "user", address))
 
     # -- the skeleton's steps -----------------------------------------------------------------
@@ -149,8 +149,9 @@ class UserTurn(Turn[Asked]):
             delivered=outcome,
         )
         gateway_metrics().user_turns.labels(kind).inc()
-        # The reply (and its notices) reach the API's streams now; the session is stamped idle.
-        wake_and_idle(rt, sid)
+        # With the drain's next step: the reply (and its notices) reach the API's streams, the
+        # session is stamped idle.
+        wake_and_idle(rt, lease)
 
     def aborted(self, lease: Lease, plan: Asked, mark: ReplyStart | None, sent: int) -> None:
         """A turn stopped before some of its sends takes back what it marked for them (best
