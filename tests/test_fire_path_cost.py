@@ -34,10 +34,10 @@ SILENT_TURN_TRANSACTIONS = 3  # nothing is delivered: no delivering step
 ADMISSION_STATEMENTS = 3
 TURN_STATEMENTS = 21
 SILENT_TURN_STATEMENTS = 18
-# A user turn: claim the fence, the message, its session, the history, the mark with its
-# pending delivery records, the reply with its delivery's outcome (the message marked done in
-# the same transaction: the separate mark_message_done of before is gone).
-USER_TURN_TRANSACTIONS = 6
+# A user turn: claim the fence; the message, its session and the history in one
+# (``message_turn``); the mark with its pending delivery records; the reply with its delivery's
+# outcome and the message marked done (before: 6, the three reads one each).
+USER_TURN_TRANSACTIONS = 4
 # Redis round trips of the worker's client (a pipeline is one), counted on a real Redis at its
 # connections (support.redis_count): admission reads the live workers; a heartbeat turn takes
 # the lock, re-checks estop and owner in one, stamps delivering with the lock's confirmation,

@@ -215,14 +215,6 @@ class TurnIO:
         rt, sid, at_ms = self.rt, lease.session_id, self.rt.now_ms()
         lease.keeper.hold(lambda pipe: rt.liveness.stamp(sid, at_ms, phase, rt.worker, pipe=pipe))
 
-    def history(self, current: MessageView) -> tuple[tuple[str, str], ...]:
-        """The conversation before ``current`` (the turn's own message, passed on its own, so the
-        agent sees it exactly once — a heartbeat's prompt as much as a user's text)."""
-        messages = self.rt.store.list_messages(
-            current.session_id, limit=HISTORY_TURNS, before=current.id
-        )
-        return conversation_before(current, messages)
-
     def _step(self, lease: Lease, phase: str, address: Address | None) -> None:
         lease.keeper.check()
         self.hold_stamp(lease, phase)
