@@ -1,5 +1,5 @@
 -- next_step.lua: the drain's step under a held lock, in one call: acknowledge the message the
--- last step answered, then take the next one, or end the turn (the idle half of end_turn).
+-- last step answered, then take the next one, or end the turn.
 --
 -- KEYS[1]  lock     STRING ns:{s:sid}:lock
 -- KEYS[2]  inbox    LIST   ns:{s:sid}:inbox
