@@ -15,9 +15,9 @@ from typing import Any
 import redis
 from redis.commands.core import Script
 
-from state.keys import Keys
-from state.scripts import load_script
-from state.turn_gate_results import (
+from hbgw.state.keys import Keys
+from hbgw.state.scripts import load_script
+from hbgw.state.turn_gate_results import (
     Began,
     Busy,
     Kept,
@@ -47,7 +47,7 @@ __all__ = [
     "TurnGate",
 ]
 
-_PACKAGE = "state"
+_PACKAGE = "hbgw.state"
 
 
 class TurnGate:
