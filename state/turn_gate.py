@@ -10,73 +10,44 @@ so a scheduled idle session costs Redis its due-index entry and its fence counte
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import redis
 from redis.commands.core import Script
 
 from hbgw.state.keys import Keys
 from hbgw.state.scripts import load_script
+from hbgw.state.turn_gate_results import (
+    Began,
+    Busy,
+    Kept,
+    LockLost,
+    NextMessage,
+    Queue,
+    Step,
+    Stopped,
+    TurnEnded,
+    begin_result,
+    lease_arg,
+    raised,
+    step_result,
+    text_of,
+)
 
 __all__ = [
     "Began",
     "Busy",
-    "KeepLock",
+    "Kept",
     "LockLost",
+    "NextMessage",
+    "Queue",
+    "Step",
+    "Stopped",
     "TurnEnded",
     "TurnGate",
 ]
 
 _PACKAGE = "hbgw.state"
-
-
-@dataclass(frozen=True, slots=True)
-class Began:
-    """The caller holds the lock; its writes carry ``fence``."""
-
-    fence: int
-
-
-@dataclass(frozen=True, slots=True)
-class Busy:
-    """Not started. ``busy``: another turn holds the lock; ``inbox``: user messages go first.
-
-    For a fire, the fire id is now the session's pending fire.
-    """
-
-    reason: Literal["busy", "inbox"]
-
-
-@dataclass(frozen=True, slots=True)
-class TurnEnded:
-    """The session is idle and the lock released; ``pending_fire`` should be begun next."""
-
-    released: bool
-    pending_fire: str | None
-
-
-@dataclass(frozen=True, slots=True)
-class KeepLock:
-    """Messages are queued: the caller keeps the (renewed) lock and drains the inbox."""
-
-
-@dataclass(frozen=True, slots=True)
-class LockLost:
-    """The lock was no longer the caller's; nothing was changed."""
-
-
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
-def _begin_result(reply: Sequence[Any]) -> Began | Busy:
-    if int(reply[0]) == 1:
-        return Began(fence=int(reply[1]))
-    reason = _text(reply[1])
-    if reason not in ("busy", "inbox"):
-        raise RuntimeError(f"try_begin.lua returned an unknown reason {reason!r}")
-    return Busy(reason="busy" if reason == "busy" else "inbox")
 
 
 class TurnGate:
@@ -85,11 +56,18 @@ class TurnGate:
         self.keys = keys
         self._enqueue = self._script("enqueue_user.lua")
         self._try_begin = self._script("try_begin.lua")
-        self._end_turn = self._script("end_turn.lua")
+        self._next_step = self._script("next_step.lua")
         self._renew = self._script("lock_renew.lua")
         self._release = self._script("lock_release.lua")
         self._seed = self._script("seed_session.lua")
         self._restore_inbox = self._script("restore_inbox.lua")
+
+    def load_scripts(self) -> None:
+        """Load the scripts the turn sends by sha inside pipelines (a worker, at start-up), so
+        its first turns need no NOSCRIPT fallback; a Redis that restarts later loses them, and
+        the fallback loads them again then."""
+        for script in (self._try_begin, self._next_step, self._renew):
+            self.client.script_load(script.script)
 
     def _script(self, name: str) -> Script:
         return load_script(self.client, _PACKAGE, f"lua/{name}")
@@ -136,30 +114,20 @@ class TurnGate:
         """Take the oldest message into the in-flight list; ``ack_message`` when answered."""
         k = self.keys
         value = self.client.lmove(k.inbox(session_id), k.inflight(session_id), "LEFT", "RIGHT")
-        return None if value is None else _text(value)
-
-    def next_message(self, session_id: str, ack: str | None = None) -> tuple[bool, str | None]:
-        """The drain's step in one round trip: ``ack_message`` of ``ack`` (the message the
-        last step answered), the emergency stop (global or the session's) and ``pop_message``.
-        Under a stop: (True, None), and a message taken goes back to the head of the inbox,
-        where it waits (one round trip more, only then; should the worker die in between, the
-        in-flight list is restored as after any crash)."""
-        k = self.keys
-        pipe = self.client.pipeline(transaction=False)
-        if ack is not None:
-            pipe.lrem(k.inflight(session_id), 1, ack)
-        pipe.exists(k.estop())  # two EXISTS, not one multi-key EXISTS: two cluster slots
-        pipe.exists(k.estop(session_id))
-        pipe.lmove(k.inbox(session_id), k.inflight(session_id), "LEFT", "RIGHT")
-        every, own, value = pipe.execute()[-3:]
-        if int(every) or int(own):
-            if value is not None:
-                self.client.lmove(k.inflight(session_id), k.inbox(session_id), "RIGHT", "LEFT")
-            return True, None
-        return False, None if value is None else _text(value)
+        return None if value is None else text_of(value)
 
     def ack_message(self, session_id: str, message_id: str) -> None:
         self.client.lrem(self.keys.inflight(session_id), 1, message_id)
+
+    def leave(self, session_id: str, ack: str | None, first: Queue | None) -> list[Exception]:
+        """A turn that lost its lock: ``first``'s commands and the ack of ``ack`` still go, in
+        one round trip; their command errors are returned."""
+        pipe = self.client.pipeline(transaction=False)
+        if first is not None:
+            first(pipe)
+        if ack is not None:
+            pipe.lrem(self.keys.inflight(session_id), 1, ack)
+        return [e for e in pipe.execute(raise_on_error=False) if isinstance(e, Exception)]
 
     def inbox_length(self, session_id: str) -> int:
         return int(self.client.llen(self.keys.inbox(session_id)))
@@ -174,22 +142,25 @@ class TurnGate:
 
     # -- turns ----------------------------------------------------------------------------------
 
+    def _begin_keys(self, session_id: str) -> list[str]:
+        k = self.keys
+        return [
+            k.lock(session_id),
+            k.fence(session_id),
+            k.inbox(session_id),
+            k.pending(session_id),
+            k.inflight(session_id),
+            k.pending_jobs(session_id),
+        ]
+
     def _begin(
         self, session_id: str, token: str, lease_ms: int, fire_id: str, mode: str, member: str = ""
     ) -> Began | Busy:
-        k = self.keys
         reply = self._try_begin(
-            keys=[
-                k.lock(session_id),
-                k.fence(session_id),
-                k.inbox(session_id),
-                k.pending(session_id),
-                k.inflight(session_id),
-                k.pending_jobs(session_id),
-            ],
-            args=[token, _lease(lease_ms), fire_id, mode, member],
+            keys=self._begin_keys(session_id),
+            args=[token, lease_arg(lease_ms), fire_id, mode, member],
         )
-        return _begin_result(reply)
+        return begin_result(reply)
 
     def try_begin_fire(
         self, session_id: str, fire_id: str, token: str, lease_ms: int
@@ -208,30 +179,101 @@ class TurnGate:
         """Take the lock to drain the inbox; queued messages do not block this."""
         return self._begin(session_id, token, lease_ms, "", "user")
 
-    def end_turn(
-        self, session_id: str, token: str, lease_ms: int
-    ) -> TurnEnded | KeepLock | LockLost:
+    def try_begin_drain(self, session_id: str, token: str, lease_ms: int) -> Began | Busy:
+        """``try_begin_user`` and the drain's first step (``next_step`` with the lock kept,
+        even for an empty inbox: the grant's delivery retries run first) in one round trip;
+        that step is ``Began.first``."""
+        keys = self._begin_keys(session_id)
+        args: list[str | int] = [token, lease_arg(lease_ms), "", "user", ""]
+        pipe = self.client.pipeline(transaction=False)
+        pipe.evalsha(self._try_begin.sha, len(keys), *keys, *args)
+        pipe.exists(self.keys.estop())
+        self._queue_step(pipe, session_id, token, lease_ms, "", "keep")
+        began, every, step = pipe.execute(raise_on_error=False)
+        if isinstance(began, redis.exceptions.NoScriptError):  # Redis lost its scripts
+            began = self._try_begin(keys=keys, args=args)
+            step = self._run_step(session_id, token, lease_ms, "", "keep")
+        result = begin_result(raised(began))
+        if not isinstance(result, Began):
+            return result
+        first = self._step_reply(step, session_id, token, lease_ms, "", "keep")
+        if int(raised(every)):
+            first = self._held(session_id, token, first)
+        return Began(result.fence, first)
+
+    def next_step(
+        self,
+        session_id: str,
+        token: str,
+        lease_ms: int,
+        *,
+        ack: str | None = None,
+        first: Queue | None = None,
+    ) -> tuple[Step, list[Exception]]:
+        """The drain's step in one round trip (``next_step.lua``): the commands ``first`` queues
+        (what the finished turn leaves for Redis: its wake-up, due time and stamp), the ack of
+        ``ack``, then the next message taken, or the turn ended; the global emergency stop read
+        beside it. Under that stop a message taken goes back to the head of the inbox and the
+        lock is given back (one round trip more, only then). Returns the step and the command
+        errors of ``first``'s commands (best effort: the caller logs them)."""
+        pipe = self.client.pipeline(transaction=False)
+        if first is not None:
+            first(pipe)
+        pipe.exists(self.keys.estop())
+        self._queue_step(pipe, session_id, token, lease_ms, ack or "", "end")
+        *early, every, reply = pipe.execute(raise_on_error=False)
+        step = self._step_reply(reply, session_id, token, lease_ms, ack or "", "end")
+        if int(raised(every)):
+            step = self._held(session_id, token, step)
+        return step, [e for e in early if isinstance(e, Exception)]
+
+    def _step_keys(self, session_id: str) -> list[str]:
         k = self.keys
-        reply = self._end_turn(
-            keys=[
-                k.lock(session_id),
-                k.inbox(session_id),
-                k.pending(session_id),
-                k.pending_jobs(session_id),
-            ],
-            args=[token, _lease(lease_ms)],
+        return [
+            k.lock(session_id),
+            k.inbox(session_id),
+            k.inflight(session_id),
+            k.pending(session_id),
+            k.pending_jobs(session_id),
+            k.estop(session_id),
+        ]
+
+    def _queue_step(
+        self, pipe: redis.client.Pipeline, sid: str, token: str, lease_ms: int, ack: str, mode: str
+    ) -> None:
+        # By sha: a ``Script`` in a pipeline costs a SCRIPT EXISTS round trip first.
+        keys = self._step_keys(sid)
+        pipe.evalsha(self._next_step.sha, len(keys), *keys, token, lease_arg(lease_ms), ack, mode)
+
+    def _run_step(self, sid: str, token: str, lease_ms: int, ack: str, mode: str) -> Any:
+        return self._next_step(
+            keys=self._step_keys(sid), args=[token, lease_arg(lease_ms), ack, mode]
         )
-        status = int(reply[0])
-        if status == -1:
-            return LockLost()
-        if status == 0:
-            return KeepLock()
-        pending = reply[1] if len(reply) > 1 else None
-        return TurnEnded(released=True, pending_fire=None if pending is None else _text(pending))
+
+    def _step_reply(
+        self, reply: Any, sid: str, token: str, lease_ms: int, ack: str, mode: str
+    ) -> Step:
+        if isinstance(reply, redis.exceptions.NoScriptError):  # Redis lost its scripts
+            reply = self._run_step(sid, token, lease_ms, ack, mode)
+        return step_result(raised(reply))
+
+    def _held(self, session_id: str, token: str, step: Step) -> Step:
+        """The global emergency stop is on: a message taken goes back, the lock is given back.
+        A turn the step ended stays ended: its pending fire goes on to admission, whose
+        re-check refunds it under the stop."""
+        if isinstance(step, NextMessage | Kept):
+            k = self.keys
+            if isinstance(step, NextMessage):
+                self.client.lmove(k.inflight(session_id), k.inbox(session_id), "RIGHT", "LEFT")
+            self.release(session_id, token)
+            return Stopped()
+        return step
 
     def renew(self, session_id: str, token: str, lease_ms: int) -> bool:
         """Extend the lease if ``token`` still holds the lock."""
-        return bool(self._renew(keys=[self.keys.lock(session_id)], args=[token, _lease(lease_ms)]))
+        return bool(
+            self._renew(keys=[self.keys.lock(session_id)], args=[token, lease_arg(lease_ms)])
+        )
 
     def renew_after(
         self,
@@ -246,7 +288,7 @@ class TurnGate:
         Redis that lost its scripts (NOSCRIPT) is asked again by ``renew``, which loads it."""
         pipe = self.client.pipeline(transaction=False)
         first(pipe)
-        pipe.evalsha(self._renew.sha, 1, self.keys.lock(session_id), token, _lease(lease_ms))
+        pipe.evalsha(self._renew.sha, 1, self.keys.lock(session_id), token, lease_arg(lease_ms))
         held = pipe.execute(raise_on_error=False)[-1]
         if isinstance(held, redis.exceptions.NoScriptError):
             return self.renew(session_id, token, lease_ms)
@@ -254,14 +296,21 @@ class TurnGate:
             raise held
         return bool(held)
 
-    def renew_many(self, locks: Sequence[tuple[str, str, int]]) -> list[bool]:
-        """``renew`` for many (session, token, lease) at once: one pipelined round trip."""
+    def renew_many(
+        self, locks: Sequence[tuple[str, str, int]], first: Queue | None = None
+    ) -> list[bool]:
+        """``renew`` for many (session, token, lease) at once: one pipelined round trip, after
+        the best-effort commands ``first`` queues (held liveness stamps; their errors ignored)."""
         pipe = self.client.pipeline(transaction=False)
+        if first is not None:
+            first(pipe)
+        ahead = len(pipe)
         for session_id, token, lease_ms in locks:
             self._renew(
-                keys=[self.keys.lock(session_id)], args=[token, _lease(lease_ms)], client=pipe
+                keys=[self.keys.lock(session_id)], args=[token, lease_arg(lease_ms)], client=pipe
             )
-        return [bool(held) for held in pipe.execute()]
+        replies = pipe.execute(raise_on_error=False)[ahead:]
+        return [bool(raised(held)) for held in replies]
 
     def release(self, session_id: str, token: str) -> bool:
         """Drop the lock if ``token`` still holds it (an aborted turn)."""
@@ -287,12 +336,12 @@ class TurnGate:
 
     def pending(self, session_id: str) -> str | None:
         value = self.client.get(self.keys.pending(session_id))
-        return None if value is None else _text(value)
+        return None if value is None else text_of(value)
 
     def pending_jobs(self, session_id: str) -> dict[str, str]:
         """Cron jobs' fires waiting for the session to go idle: member → fire id."""
         found = self.client.hgetall(self.keys.pending_jobs(session_id))
-        return {_text(m): _text(f) for m, f in found.items()}
+        return {text_of(m): text_of(f) for m, f in found.items()}
 
     def is_idle(self, session_id: str) -> bool:
         """No turn holds the lock and no message is queued or in flight."""
@@ -305,7 +354,7 @@ class TurnGate:
 
     def lock_holder(self, session_id: str) -> str | None:
         value = self.client.get(self.keys.lock(session_id))
-        return None if value is None else _text(value)
+        return None if value is None else text_of(value)
 
     def fence(self, session_id: str) -> int:
         """The last fence granted; 0 before the first turn."""
@@ -330,11 +379,3 @@ class TurnGate:
         pipe.exists(self.keys.estop())
         pipe.exists(self.keys.estop(session_id))
         return any(int(n) for n in pipe.execute())
-
-
-def _lease(lease_ms: int) -> int:
-    # PX and PEXPIRE reject 0 and negative values with an error that names neither the key nor
-    # the caller; fail here instead.
-    if lease_ms < 1:
-        raise ValueError(f"lease_ms must be >= 1, got {lease_ms}")
-    return int(lease_ms)

@@ -98,12 +98,12 @@ def test_reply_marks_its_message_done_in_the_same_fenced_transaction(store: Stor
     with pytest.raises(StaleFence):
         store.add_message(sid, role="assistant", kind="assistant", text="old", now=T0,
                           reply_to=message.id, fence=1)  # fmt: skip
-    assert store.get_message(message.id).state == MessageState.QUEUED
+    assert store.message_turn(message.id, sid, history=0).message.state == MessageState.QUEUED
     assert store.reply_for(message.id) is None
     store.add_message(
         sid, role="assistant", kind="assistant", text="hi", now=T0, reply_to=message.id, fence=2
     )
-    assert store.get_message(message.id).state == MessageState.DONE
+    assert store.message_turn(message.id, sid, history=0).message.state == MessageState.DONE
     assert store.queued_page(0, 100).by_session == {}
 
 

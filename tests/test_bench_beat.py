@@ -90,7 +90,7 @@ def test_memory_counts_the_keys_a_finished_turn_leaves(rig: BeatRig) -> None:
     # A session that ran a real turn and went idle, with its next due time written.
     sid, gate = "s-turned", rig.rt.gate
     assert isinstance(gate.try_begin_fire(sid, f"{sid}:1", "tok", 5000), Began)
-    assert isinstance(gate.end_turn(sid, "tok", 5000), TurnEnded)
+    assert isinstance(gate.next_step(sid, "tok", 5000)[0], TurnEnded)
     rig.rt.index.schedule(sid, rig.rt.now_ms() + 60_000)
     turned = memory.session_key_types(rig.client, rig, sid)
 

@@ -53,7 +53,8 @@ def test_send_during_a_stop_says_the_stop_at_once(
     assert "an emergency stop holds it" in result.out
     lift = "hbgw estop off" + (f" --session {sid}" if scope == "session" else "")
     assert f"`{lift}`" in result.out
-    assert store.get_message(1).state == MessageState.QUEUED  # accepted: it runs once lifted
+    # Accepted: it runs once lifted.
+    assert store.message_turn(1, sid, history=0).message.state == MessageState.QUEUED
     no_wait = hbgw("send", sid, "again", "--no-wait")
     assert no_wait.code == 0 and "an emergency stop holds it" in no_wait.out
 

@@ -34,22 +34,24 @@ SILENT_TURN_TRANSACTIONS = 3  # nothing is delivered: no delivering step
 ADMISSION_STATEMENTS = 3
 TURN_STATEMENTS = 21
 SILENT_TURN_STATEMENTS = 18
-# A user turn: claim the fence, the message, its session, the history, the mark with its
-# pending delivery records, the reply with its delivery's outcome (the message marked done in
-# the same transaction: the separate mark_message_done of before is gone).
-USER_TURN_TRANSACTIONS = 6
+# A user turn: claim the fence; the message, its session and the history in one
+# (``message_turn``); the mark with its pending delivery records; the reply with its delivery's
+# outcome and the message marked done (before: 6, the three reads one each).
+USER_TURN_TRANSACTIONS = 4
 # Redis round trips of the worker's client (a pipeline is one), counted on a real Redis at its
-# connections (support.redis_count): admission reads the live workers; a heartbeat turn begins
-# under the lock, re-checks estop and owner in one, stamps the start and the agent's phase,
-# stamps delivering with the lock's confirmation, finishes (wake, due, idle stamp) in one, then
-# drains (estop with the inbox, in one) and ends the turn (before: 11 with the admission, 10
-# silent, 16 per user turn). A user turn: the drain takes its message, the turn as above
-# without the fire's steps (the reply's wake with the idle stamp, in one), and the drain again
-# with the answer's ack.
+# connections (support.redis_count): admission reads the live workers; a heartbeat turn takes
+# the lock, re-checks estop and owner in one, stamps delivering with the lock's confirmation,
+# and ends with one step (next_step.lua): the finish's wake, due time and idle stamp, the
+# estop, the inbox and the end of the turn. The start and the agent's phase are held stamps:
+# they ride on the turn's next round trip, or the lock renewals' (before: 11 with the
+# admission, 10 silent, 16 per user turn; then 8, 7 and 11). A user turn: the drain's owner,
+# backlog and estop in one; the lock with its first message; the confirmation; the step with
+# the reply's wake-up, the idle stamp and the answer's ack. What keeps a heartbeat turn at 4,
+# not 3: its SQL claim and reservation come between the lock and the re-check.
 ADMISSION_REDIS = 1
-TURN_REDIS = 8
-SILENT_TURN_REDIS = 7
-USER_TURN_REDIS = 11
+TURN_REDIS = 4
+SILENT_TURN_REDIS = 3
+USER_TURN_REDIS = 4
 BATCH = 10  # fires in one task
 
 

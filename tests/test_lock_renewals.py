@@ -98,3 +98,24 @@ def test_one_renewal_thread_whatever_the_number_of_turns(gateway: Gateway) -> No
             keeper.__exit__(None, None, None)
         renewals.close()
     assert "hbgw-locks" not in [t.name for t in threading.enumerate() if t.is_alive()]
+
+
+def test_stamps_a_turn_held_ride_on_the_renewal(gateway: Gateway) -> None:
+    """A step of the agent holds its liveness stamp for the turn's next round trip; a model
+    call longer than a renewal period still shows it, sent with the renewal."""
+    gw = gateway
+    [sid] = _granted(gw, 1)
+    client = CountingRedis.from_url(gw.redis_url)
+    gate = TurnGate(client, gw.rt.keys)
+    renewals = LockRenewals(gate, LEASE_MS)
+    keeper = LockKeeper(gate, sid, f"tok-{sid}", LEASE_MS, renewals=renewals)
+    with keeper:
+        keeper.hold(lambda pipe: gw.rt.liveness.stamp(sid, 7, "thinking", "w1", pipe=pipe))
+        assert [s for s in gw.rt.liveness.all() if s.session == sid] == []  # held, not sent
+        sent = CountingRedis.executed
+        renewals.renew_all()
+        assert CountingRedis.executed == sent + 1  # the stamp went with the renewal
+        [stamp] = [s for s in gw.rt.liveness.all() if s.session == sid]
+        assert (stamp.phase, stamp.at_ms) == ("thinking", 7)
+        assert keeper.take_held() is None  # sent once: the turn's next round trip has none
+    renewals.close()

@@ -98,7 +98,7 @@ def test_sent_while_redis_is_down_is_answered_once_redis_is_back(
             "user reply to: hello while Redis is down"
         ]
         assert settle_then_count(gw, sid, message_id) == 1
-        assert gw.store.get_message(message_id).state == MessageState.DONE
+        assert gw.store.message_turn(message_id, sid, history=0).message.state == MessageState.DONE
 
 
 def test_redis_failing_after_the_insert_is_not_exit_1_and_the_message_is_answered(

@@ -90,9 +90,9 @@ def test_locks_with_fencing_and_the_inbox(cluster_client: GatewayCluster, ns: Ke
     assert gate.pending(sid) == "f2"
     assert gate.renew(sid, "tok-a", 5000) and not gate.renew(sid, "tok-b", 5000)
     assert gate.renew_many([(sid, "tok-a", 5000), ("s-other", "x", 5000)]) == [True, False]
-    ended = gate.end_turn(sid, "tok-a", 5000)
+    ended = gate.next_step(sid, "tok-a", 5000)[0]
     assert isinstance(ended, TurnEnded) and ended.pending_fire == "f2"
-    assert isinstance(gate.end_turn(sid, "tok-a", 5000), LockLost)  # a stale holder
+    assert isinstance(gate.next_step(sid, "tok-a", 5000)[0], LockLost)  # a stale holder
     second = gate.try_begin_user(sid, "tok-c", 5000)
     assert isinstance(second, Began) and second.fence == 2  # the fence only grows
     assert gate.release(sid, "tok-c") and gate.is_idle(sid)
@@ -175,6 +175,40 @@ def test_scripts_in_a_pipeline_survive_an_empty_script_cache(
     for port in shared_redis_cluster.alive():
         shared_redis_cluster.node(port).script_flush()
     assert len(index.claim_all(10, 1_000, 10)) == 50
+
+
+def test_the_drain_steps_are_one_slot_and_survive_an_empty_script_cache(
+    shared_redis_cluster: LocalCluster, cluster_client: GatewayCluster, ns: Keys
+) -> None:
+    """The drain's begin and step go by sha in pipelines with commands of other slots (the
+    global stop, the due index); a node without scripts falls back to loading them."""
+    from hbgw.state.turn_gate import Began, NextMessage, Stopped, TurnEnded, TurnGate
+
+    gate = TurnGate(cluster_client, ns)  # type: ignore[arg-type]
+    index = DueIndex(cluster_client, ns, SHARDS)  # type: ignore[arg-type]
+    sid = "s-drain"
+    gate.enqueue_user(sid, "m1")
+    gate.enqueue_user(sid, "m2")
+    for port in shared_redis_cluster.alive():
+        shared_redis_cluster.node(port).script_flush()
+    began = gate.try_begin_drain(sid, "tok", 5000)
+    assert isinstance(began, Began) and began.first == NextMessage("m1")
+    due = index.shard_key(sid)
+    step, errors = gate.next_step(
+        sid, "tok", 5000, ack="m1", first=lambda pipe: pipe.zadd(due, {sid: 7})
+    )
+    assert (step, errors) == (NextMessage("m2"), []) and index.due_ms(sid) == 7
+    gate.enqueue_user(sid, "m3")
+    gate.set_estop(True)  # the global stop: another slot, read beside the script
+    assert gate.next_step(sid, "tok", 5000, ack="m2")[0] == Stopped()
+    gate.set_estop(False)
+    assert gate.inbox_length(sid) == gate.backlog(sid) == 1  # m3 is back, waiting
+    assert gate.lock_holder(sid) is None
+    assert gate.pop_message(sid) == "m3"
+    gate.ack_message(sid, "m3")
+    began = gate.try_begin_drain(sid, "tok-b", 5000)
+    assert isinstance(began, Began)
+    assert gate.next_step(sid, "tok-b", 5000)[0] == TurnEnded(released=True, pending_fire=None)
 
 
 def test_registries_liveness_and_the_restore_lease(

@@ -31,7 +31,7 @@ SCRIPTS = [
     ("hbgw.state", "lua/claim_due.lua"),
     ("hbgw.state", "lua/enqueue_user.lua"),
     ("hbgw.state", "lua/try_begin.lua"),
-    ("hbgw.state", "lua/end_turn.lua"),
+    ("hbgw.state", "lua/next_step.lua"),
     ("hbgw.state", "lua/lock_renew.lua"),
     ("hbgw.state", "lua/lock_release.lua"),
     ("hbgw.state", "lua/seed_session.lua"),
@@ -148,7 +148,6 @@ def test_every_script_call_stays_in_one_slot(
     state.try_begin_fire(SID, "f1", TOKEN, LOCK_MS)
     state.try_begin_user(SID, TOKEN, LOCK_MS)
     state.renew(SID, TOKEN, LOCK_MS)
-    state.end_turn(SID, TOKEN, LOCK_MS)
     state.release(SID, TOKEN)
     state.enqueue_user(SID, "m1")  # pipelined: checked through its keys below
     state.restore_inboxes({SID: [1]})  # pipelined too
@@ -157,10 +156,15 @@ def test_every_script_call_stays_in_one_slot(
     sweep = RestoreSweep(redis_client, keys)
     assert sweep.acquire(TOKEN, LOCK_MS)
     assert sweep.commit(TOKEN, {"cursor": "s1"})
-    assert len(spy.shas) == 7  # every script but the pipelined enqueue_user and restore_inbox
+    # Every script but the pipelined enqueue_user, restore_inbox and next_step (sent by sha in
+    # the drain's pipeline: its keys are checked below).
+    assert len(spy.shas) == 6
     for call_keys in spy.calls:
         assert len({slot(key) for key in call_keys}) == 1, call_keys
     assert slot(keys.inbox(SID)) == slot(keys.inflight(SID))
+    step_keys = [keys.lock(SID), keys.inbox(SID), keys.inflight(SID), keys.pending(SID)]
+    step_keys += [keys.pending_jobs(SID), keys.estop(SID)]
+    assert len({slot(key) for key in step_keys}) == 1
 
 
 # -- due index ----------------------------------------------------------------------------------

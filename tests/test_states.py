@@ -115,7 +115,7 @@ def test_views_carry_enum_members(store: Store) -> None:
         now=T0,
         state="queued",  # type: ignore[arg-type]
     )
-    assert type(store.get_message(message.id).state) is MessageState
+    assert type(store.message_turn(message.id, sid, history=0).message.state) is MessageState
 
 
 def test_unknown_refund_reason_and_outcome_are_rejected(store: Store) -> None:

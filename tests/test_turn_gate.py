@@ -1,4 +1,4 @@
-"""The turn gate against a real server: try_begin, end_turn, renew/release, seed, inbox, estop."""
+"""The turn gate against a real server: try_begin, next_step, renew/release, seed, inbox, estop."""
 
 from __future__ import annotations
 
@@ -7,7 +7,16 @@ import redis
 
 from hbgw.state.keys import Keys
 from hbgw.state.scripts import load_script
-from hbgw.state.turn_gate import Began, Busy, KeepLock, LockLost, TurnEnded, TurnGate
+from hbgw.state.turn_gate import (
+    Began,
+    Busy,
+    Kept,
+    LockLost,
+    NextMessage,
+    Stopped,
+    TurnEnded,
+    TurnGate,
+)
 
 SID = "sess-1"
 TOKEN = "tok-a"
@@ -37,7 +46,7 @@ def test_an_idle_scheduled_session_keeps_only_its_fence(
 ) -> None:
     # What Redis holds per session besides its due entry: bounds memory at a million sessions.
     gate.try_begin_fire(SID, "f1", TOKEN, LOCK_MS)
-    gate.end_turn(SID, TOKEN, LOCK_MS)
+    gate.next_step(SID, TOKEN, LOCK_MS)[0]
     gate.seed(SID, 1)
     assert gate.is_idle(SID)
     assert sorted(redis_client.keys(f"{keys.namespace}:*")) == [keys.fence(SID)]
@@ -76,11 +85,11 @@ def test_fire_waits_for_queued_user_messages(gate: TurnGate) -> None:
 def test_fire_coalesces_pending_and_fences_increase(gate: TurnGate) -> None:
     gate.try_begin_user(SID, TOKEN, LOCK_MS)
     gate.try_begin_fire(SID, "f-old", OTHER, LOCK_MS)
-    assert gate.end_turn(SID, TOKEN, LOCK_MS) == TurnEnded(released=True, pending_fire="f-old")
+    assert gate.next_step(SID, TOKEN, LOCK_MS)[0] == TurnEnded(released=True, pending_fire="f-old")
     gate.try_begin_fire(SID, "f-late", OTHER, LOCK_MS)  # idle again, takes the lock
     assert gate.pending(SID) is None
     assert gate.fence(SID) == 2
-    gate.end_turn(SID, OTHER, LOCK_MS)
+    gate.next_step(SID, OTHER, LOCK_MS)[0]
     assert gate.try_begin_fire(SID, "f3", TOKEN, LOCK_MS) == Began(fence=3)
 
 
@@ -100,7 +109,7 @@ def test_user_mode(gate: TurnGate) -> None:
     assert gate.try_begin_user(SID, TOKEN, LOCK_MS) == Busy("busy")
     assert gate.pending(SID) == "f1"  # user mode never touches the pending fire
     gate.ack_message(SID, gate.pop_message(SID) or "")
-    gate.end_turn(SID, OTHER, LOCK_MS)
+    gate.next_step(SID, OTHER, LOCK_MS)[0]
     assert gate.try_begin_user(SID, TOKEN, LOCK_MS) == Began(fence=2)
 
 
@@ -125,7 +134,7 @@ def test_lease_must_be_positive(gate: TurnGate) -> None:
         gate.try_begin_user(SID, TOKEN, 0)
 
 
-# -- end_turn -----------------------------------------------------------------------------------
+# -- next_step (the end of a turn) ------------------------------------------------------------
 
 
 def test_end_turn_keeps_lock_while_inbox_is_not_empty(
@@ -133,7 +142,7 @@ def test_end_turn_keeps_lock_while_inbox_is_not_empty(
 ) -> None:
     gate.try_begin_user(SID, TOKEN, 50)
     gate.enqueue_user(SID, "m1")
-    assert gate.end_turn(SID, TOKEN, LOCK_MS) == KeepLock()
+    assert gate.next_step(SID, TOKEN, LOCK_MS)[0] == NextMessage("m1")
     assert gate.lock_holder(SID) == TOKEN
     assert redis_client.pttl(keys.lock(SID)) > 50  # renewed to the new lease
     assert not gate.is_idle(SID)
@@ -141,7 +150,7 @@ def test_end_turn_keeps_lock_while_inbox_is_not_empty(
 
 def test_end_turn_goes_idle_without_pending(gate: TurnGate) -> None:
     gate.try_begin_user(SID, TOKEN, LOCK_MS)
-    assert gate.end_turn(SID, TOKEN, LOCK_MS) == TurnEnded(released=True, pending_fire=None)
+    assert gate.next_step(SID, TOKEN, LOCK_MS)[0] == TurnEnded(released=True, pending_fire=None)
     assert gate.is_idle(SID)
     assert gate.lock_holder(SID) is None
 
@@ -149,7 +158,7 @@ def test_end_turn_goes_idle_without_pending(gate: TurnGate) -> None:
 def test_end_turn_hands_back_the_pending_fire(gate: TurnGate) -> None:
     gate.try_begin_user(SID, TOKEN, LOCK_MS)
     gate.try_begin_fire(SID, "f1", OTHER, LOCK_MS)
-    assert gate.end_turn(SID, TOKEN, LOCK_MS) == TurnEnded(released=True, pending_fire="f1")
+    assert gate.next_step(SID, TOKEN, LOCK_MS)[0] == TurnEnded(released=True, pending_fire="f1")
     assert gate.pending(SID) is None
     assert gate.is_idle(SID)
 
@@ -157,10 +166,10 @@ def test_end_turn_hands_back_the_pending_fire(gate: TurnGate) -> None:
 def test_end_turn_with_a_lost_lock_changes_nothing(gate: TurnGate) -> None:
     gate.try_begin_user(SID, OTHER, LOCK_MS)
     gate.try_begin_fire(SID, "f1", TOKEN, LOCK_MS)
-    assert gate.end_turn(SID, TOKEN, LOCK_MS) == LockLost()
+    assert gate.next_step(SID, TOKEN, LOCK_MS)[0] == LockLost()
     assert gate.lock_holder(SID) == OTHER
     assert gate.pending(SID) == "f1"
-    assert gate.end_turn("never-locked", TOKEN, LOCK_MS) == LockLost()
+    assert gate.next_step("never-locked", TOKEN, LOCK_MS)[0] == LockLost()
 
 
 # -- renew / release ----------------------------------------------------------------------------
@@ -265,21 +274,50 @@ def test_messages_of_a_dead_turn_go_back_to_the_inbox_first(gate: TurnGate) -> N
     assert gate.pop_message(SID) == "m2"
 
 
-def test_next_message_reads_the_estop_with_the_inbox(gate: TurnGate) -> None:
+def test_next_step_reads_the_estop_with_the_inbox(gate: TurnGate) -> None:
     gate.enqueue_user(SID, "m1")
     gate.enqueue_user(SID, "m2")
+    gate.try_begin_user(SID, TOKEN, LOCK_MS)
     gate.set_estop(True, SID)
-    # Stopped: nothing is taken, the inbox keeps its order for the drain after the stop.
-    assert gate.next_message(SID) == (True, None)
-    assert gate.backlog(SID) == 2
+    # Stopped: nothing is taken, the lock is given back, the inbox keeps its order for the
+    # drain after the stop.
+    assert gate.next_step(SID, TOKEN, LOCK_MS)[0] == Stopped()
+    assert gate.backlog(SID) == 2 and gate.lock_holder(SID) is None
     gate.set_estop(False, SID)
-    assert gate.next_message(SID) == (False, "m1")
-    assert gate.next_message(SID) == (False, "m2")
-    assert gate.next_message(SID) == (False, None)
-    assert gate.backlog(SID) == 2  # taken, not yet answered
+    began = gate.try_begin_drain(SID, TOKEN, LOCK_MS)
+    assert isinstance(began, Began) and began.first == NextMessage("m1")
+    assert gate.next_step(SID, TOKEN, LOCK_MS, ack="m1")[0] == NextMessage("m2")
+    assert gate.backlog(SID) == 1  # m1 acknowledged; m2 taken, not yet answered
+    # The global stop is read beside the script: a message taken goes back to the head.
+    gate.enqueue_user(SID, "m3")
     gate.set_estop(True)
-    assert gate.next_message("other") == (True, None)
+    assert gate.next_step(SID, TOKEN, LOCK_MS, ack="m2")[0] == Stopped()
+    assert gate.pop_message(SID) == "m3" and gate.lock_holder(SID) is None
     gate.set_estop(False)
+
+
+def test_a_drain_grant_keeps_the_lock_with_an_empty_inbox(gate: TurnGate) -> None:
+    """Its delivery retries run first; only the step after them ends the turn."""
+    began = gate.try_begin_drain(SID, TOKEN, LOCK_MS)
+    assert isinstance(began, Began) and began.first == Kept()
+    assert gate.lock_holder(SID) == TOKEN
+    assert gate.try_begin_drain(SID, OTHER, LOCK_MS) == Busy("busy")
+    assert gate.next_step(SID, TOKEN, LOCK_MS)[0] == TurnEnded(released=True, pending_fire=None)
+
+
+def test_next_step_sends_what_the_turn_left_first(
+    gate: TurnGate, redis_client: redis.Redis, keys: Keys
+) -> None:
+    gate.try_begin_user(SID, TOKEN, LOCK_MS)
+    step, errors = gate.next_step(
+        SID,
+        TOKEN,
+        LOCK_MS,
+        first=lambda pipe: [pipe.set(keys.pending(SID), "f9"), pipe.lpush(keys.pending(SID), "x")],
+    )
+    # The queued SET ran before the step, which hands it back; a failing command is reported.
+    assert step == TurnEnded(released=True, pending_fire="f9")
+    assert len(errors) == 1 and isinstance(errors[0], redis.ResponseError)
 
 
 def test_estop_global_and_per_session(gate: TurnGate) -> None:

@@ -29,6 +29,7 @@ from hbgw.workers.heartbeat_turn import Fire, is_active, settle_duplicate
 from hbgw.workers.job_admission import JobFire, JobFires
 from hbgw.workers.locks import Grant
 from hbgw.workers.logfields import fields, log, report
+from hbgw.workers.turn_redis import drain_check
 
 Start = Callable[[str, Fire | None], None]
 
@@ -171,14 +172,20 @@ class Admission:
         """A user message was queued: run the inbox under the lock if nobody else is."""
         rt = self.rt
         # Messages queued before a compression are answered in the conversation they were
-        # sent to; new ones go to the session that continues it.
-        sid = session_id if rt.gate.backlog(session_id) else rt.store.resolve_active(session_id).id
-        owner = rt.registry.owner(sid, rt.now_ms())
+        # sent to; new ones go to the session that continues it. Backlog, owner and stop are
+        # read in one round trip; a session with nothing queued reads the two again for the
+        # session that continues it (rare: a drain is asked for queued messages).
+        seen = drain_check(rt, session_id)
+        sid = session_id
+        if not seen.backlog:
+            sid = rt.store.resolve_active(session_id).id
+            seen = seen if sid == session_id else drain_check(rt, sid)
+        owner = seen.owner
         if owner != rt.worker:
             if owner is not None:
                 self.dispatcher.drain(owner, sid)
             return "forwarded"
-        if rt.gate.estop_active(sid):
+        if seen.estop:
             # Messages wait in the inbox; beat's sweeper asks again about once a second, so
             # this is said once per stop and session, not at every ask.
             if sid not in self.held:
@@ -196,9 +203,12 @@ class Admission:
         """On the turn thread, as the turn begins: the lock, or None when the session is busy."""
         token = uuid.uuid4().hex
         if fire is None:
-            begun = self.rt.gate.try_begin_user(sid, token, self.lease_ms)
+            # The lock and the drain's first step (a message taken) in one round trip.
+            begun = self.rt.gate.try_begin_drain(sid, token, self.lease_ms)
             # Busy: the lock holder drains the inbox before it lets go.
-            return Grant(sid, token, begun.fence) if isinstance(begun, Began) else None
+            if not isinstance(begun, Began):
+                return None
+            return Grant(sid, token, begun.fence, begun.first)
         if isinstance(fire, JobFire):
             begun = self.rt.gate.try_begin_job(sid, fire.member, fire.fire_id, token, self.lease_ms)
         else:

@@ -6,7 +6,7 @@ stored (one SQL transaction). Then the skeleton: agent → confirm the lock (Red
 delivering, fenced, the delivery record ``pending`` (quiet: nothing to deliver, the record
 ``suppressed``) → deliver if that confirmation is young enough (rule 6: to the origin, no
 reply_to) → finish with the reply and the delivery's outcome stored (one SQL transaction, which
-also answers the next due time) → write the due index.
+also answers the next due time) → the due index written with the drain's next step.
 
 A turn that finds its lock lost after the start ends its run ``failed`` (``LostLockDetail``)
 with a fenced write; if a newer grant exists, that grant's claim has already done so.
@@ -145,7 +145,7 @@ class HeartbeatTurn(Turn[Begun]):
             self._refunded(fire, started)
             return None
         gateway_metrics().fire_lag.observe(max(0, self.rt.now_ms() - fire.due_ms) / 1000)
-        self.io.stamp(sid, "heartbeat:start")
+        self.io.hold_stamp(lease, "heartbeat:start")
         state = started.state
         # Rule 6: to where the heartbeat was set, as a new message (no reply_to).
         address = Address(fire.session.platform, state.origin_chat, state.origin_thread)
@@ -311,9 +311,9 @@ class HeartbeatTurn(Turn[Begun]):
         count_tokens(answer, paused=_budget(plan, answer) is not None)
         gateway_metrics().fires.labels(result.value).inc()
         log.info("fire %s %s", fid, result, extra=fields("fire.done", sid, fid))
-        # One round trip: the answer reaches the API's event streams (if it left), the index
-        # gets the due time SQL answered, and the session is stamped idle.
-        after_finish(rt, sid, finished.next_due, wake=sent is not None)
+        # With the drain's next step, in its round trip: the answer reaches the API's event
+        # streams (if it left), the index gets the due time SQL answered, the stamp is idle.
+        after_finish(rt, lease, finished.next_due, wake=sent is not None)
 
     def aborted(self, lease: Lease, plan: Begun, mark: ReplyStart | None, sent: int) -> None:
         gateway_metrics().fires.labels(RunState.FAILED.value).inc()

@@ -14,16 +14,18 @@ and its Redis round trips; with slow model calls a worker holds hundreds of turn
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack
+from dataclasses import dataclass, field
 from types import TracebackType
 
 import redis
 
 from hbgw.core.errors import TurnAborted
-from hbgw.state.turn_gate import TurnGate
+from hbgw.state.turn_gate import Queue, Step, TurnGate
 
 __all__ = ["CONFIRM_FRACTION", "Grant", "Lease", "LockKeeper", "LockRenewals", "TurnAborted"]
 
@@ -39,6 +41,7 @@ class Grant:
     session_id: str
     token: str
     fence: int
+    first: Step | None = None  # a drain's first step, taken with the lock
 
 
 class LockRenewals:
@@ -90,8 +93,16 @@ class LockRenewals:
             keepers = list(self._keepers.values())
         if not keepers:
             return
-        asked = self.monotonic()
-        held = self.gate.renew_many([(k.session_id, k.token, k.lease_ms) for k in keepers])
+        with ExitStack() as sending:
+            # Stamps a turn held since its last round trip go out with the renewal; each
+            # keeper's guard stays taken until Redis answered, so a newer stamp the turn sends
+            # next cannot arrive first.
+            stamps = [s for k in keepers if (s := sending.enter_context(k.held_stamp()))]
+            asked = self.monotonic()
+            held = self.gate.renew_many(
+                [(k.session_id, k.token, k.lease_ms) for k in keepers],
+                first=(lambda pipe: [stamp(pipe) for stamp in stamps]) if stamps else None,
+            )
         for keeper, still in zip(keepers, held, strict=True):
             keeper.renewed(asked, still)
             if not still:
@@ -129,6 +140,8 @@ class LockKeeper:
         # When the newest renewal that Redis answered "held" was sent (monotonic seconds).
         self._confirmed_at: float | None = None
         self._guard = threading.Lock()
+        self._stamp_guard = threading.Lock()
+        self._held: Queue | None = None
         self._own = renewals is None
         self._renewals = renewals or LockRenewals(gate, lease_ms, monotonic=monotonic)
 
@@ -145,6 +158,28 @@ class LockKeeper:
         self._renewals.remove(self)
         if self._own:
             self._renewals.close()
+
+    def hold(self, stamp: Queue) -> None:
+        """Keep a liveness stamp for the turn's next round trip, or the renewals' if the turn
+        makes none before (a long model call): a step of the agent costs no round trip of its
+        own, and a stamp is never older than a renewal period when it lands."""
+        with self._stamp_guard:
+            self._held = stamp
+
+    def take_held(self) -> Queue | None:
+        """The held stamp, for the turn's own round trip; waits for a renewal that is sending
+        it, so the stamps of one turn land in the order they were made."""
+        with self._stamp_guard:
+            stamp, self._held = self._held, None
+            return stamp
+
+    @contextlib.contextmanager
+    def held_stamp(self) -> Iterator[Queue | None]:
+        """The held stamp, taken for the renewals' round trip; the guard is held while it is
+        sent."""
+        with self._stamp_guard:
+            stamp, self._held = self._held, None
+            yield stamp
 
     def check(self) -> None:
         if self.lost.is_set():
@@ -204,6 +239,17 @@ class Lease:
 
     grant: Grant
     keeper: LockKeeper
+    # What a finished turn leaves for Redis (its wake-up, due time, idle stamp): sent ahead of
+    # the drain's next step, in its round trip (``SessionLoop``).
+    after: list[Queue] = field(default_factory=list)
+
+    def take_after(self) -> Queue | None:
+        """The held stamp and the commands left for the next step, as one queue; None if none."""
+        queued = [q for q in (self.keeper.take_held(), *self.after) if q is not None]
+        self.after.clear()
+        if not queued:
+            return None
+        return lambda pipe: [queue(pipe) for queue in queued]
 
     @property
     def session_id(self) -> str:

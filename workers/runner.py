@@ -11,8 +11,11 @@ queue without a lock. One ``LockRenewals`` thread renews the locks of all of the
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from concurrent.futures import Future, ThreadPoolExecutor
+
+import redis
 
 from hbgw.state.dispatch import Dispatcher
 from hbgw.state.runtime import Runtime
@@ -50,6 +53,8 @@ class TurnRunner:
         self.before_start: list[BeforeStartHook] = []
         self.lease_ms = int(rt.settings.lock_lease * 1000)
         self.renewals = LockRenewals(rt.gate, self.lease_ms)
+        with contextlib.suppress(redis.RedisError):  # else loaded at the first NOSCRIPT
+            rt.gate.load_scripts()
         io = TurnIO(rt, agent, channel)
         self.admission = Admission(rt, dispatcher, self.lease_ms, self._start)
         self.loop = SessionLoop(

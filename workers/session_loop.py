@@ -35,13 +35,14 @@ from hbgw.core.metrics import count_delivery
 from hbgw.sessions.states import DeliveryState, parse_fire_id
 from hbgw.state.dispatch import Dispatcher
 from hbgw.state.runtime import Runtime
-from hbgw.state.turn_gate import KeepLock, LockLost, TurnEnded
+from hbgw.state.turn_gate import Kept, LockLost, NextMessage, Step, TurnEnded
 from hbgw.workers.delivery_retry import RETRIES_PER_GRANT, DeliveryRetrier
 from hbgw.workers.heartbeat_turn import Fire, HeartbeatTurn
 from hbgw.workers.job_admission import JobFire
 from hbgw.workers.job_turn import JobTurn
 from hbgw.workers.locks import Grant, Lease, LockKeeper, LockRenewals
 from hbgw.workers.logfields import fields, log, report
+from hbgw.workers.turn_redis import log_after
 from hbgw.workers.user_turn import UserTurn
 
 OnPending = Callable[[str, int], object]
@@ -82,6 +83,8 @@ class SessionLoop:
                 # reservation included) is then fenced, whatever comes first. A fire's claim
                 # and reservation are one transaction.
                 if fire is None:
+                    if not isinstance(grant.first, NextMessage | Kept):
+                        return  # stopped as it began: the lock is given back, messages wait
                     self._claim_drain(lease)
                 elif isinstance(fire, JobFire):
                     # A cron job's run: the same claim, fence and error policy as a heartbeat's.
@@ -137,43 +140,53 @@ class SessionLoop:
         return True
 
     def _drain(self, lease: Lease) -> None:
-        """User messages first; then the pending fire; else the session goes idle."""
-        gate, sid, token = self.rt.gate, lease.session_id, lease.grant.token
+        """User messages first; then the pending fire; else the session goes idle. Each step is
+        one round trip (``TurnGate.next_step``): what the last turn left for Redis, the ack of
+        the message it answered, the emergency stop and the next message or the end."""
+        sid, first = lease.session_id, lease.grant.first
+        step: Step | None = None if isinstance(first, Kept) else first
         answered: str | None = None
         while True:
-            stopped, message_id = self._next_message(lease, answered)
+            if step is None:
+                step = self._next_step(lease, answered)
             answered = None
-            if stopped:
-                gate.release(sid, token)  # messages wait in the inbox; the sweeper asks again
-                return
-            if message_id is not None:
-                answer = functools.partial(self.user.run, lease, int(message_id))
+            if isinstance(step, NextMessage):
+                answer = functools.partial(self.user.run, lease, int(step.message_id))
                 if self._attempt(lease, "user", answer):
-                    answered = message_id  # acknowledged with the next step's round trip
+                    answered = step.message_id  # acknowledged with the next step's round trip
+                step = None
                 continue
-            ended = gate.end_turn(sid, token, self.lease_ms)
-            if isinstance(ended, KeepLock):
-                continue
-            if isinstance(ended, LockLost):
+            if isinstance(step, LockLost):
                 log.warning("lock lost at the end of a turn", extra=fields("turn.lock_lost", sid))
-                return
-            assert isinstance(ended, TurnEnded)
-            if ended.pending_fire:
-                pending_sid, due_ms = parse_fire_id(ended.pending_fire)
+            elif isinstance(step, TurnEnded) and step.pending_fire:
+                pending_sid, due_ms = parse_fire_id(step.pending_fire)
                 self.on_pending(pending_sid, due_ms)
+            # Stopped: the messages wait in the inbox; the sweeper asks again after the stop.
             return
 
-    def _next_message(self, lease: Lease, answered: str | None) -> tuple[bool, str | None]:
-        """The lock still ours, then the answered message's ack, the estop and the inbox in one
-        round trip; a lock lost meanwhile still acknowledges the answer (as it always did)."""
+    def _next_step(self, lease: Lease, answered: str | None) -> Step:
+        """The lock still ours (in memory), then the step; a lock lost meanwhile still sends
+        what the last turn left and acknowledges its answer (as it always did)."""
         gate, sid = self.rt.gate, lease.session_id
         try:
             lease.keeper.check()
         except TurnAborted:
-            if answered is not None:
-                gate.ack_message(sid, answered)
+            self._leave(lease, answered)
             raise
-        return gate.next_message(sid, ack=answered)
+        step, errors = gate.next_step(
+            sid, lease.grant.token, self.lease_ms, ack=answered, first=lease.take_after()
+        )
+        log_after(sid, errors)
+        return step
+
+    def _leave(self, lease: Lease, answered: str | None) -> None:
+        """The lock is gone: what the finished turn left (its due time above all) and the ack
+        of its answer still go to Redis, best effort, in one round trip."""
+        after = lease.take_after()
+        if after is None and answered is None:
+            return
+        with contextlib.suppress(redis.RedisError):
+            log_after(lease.session_id, self.rt.gate.leave(lease.session_id, answered, after))
 
     def _resync(self, grant: Grant) -> None:
         """Redis lost its fence counter (or the lock moved on): catch up with SQL, start over."""

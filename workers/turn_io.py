@@ -100,6 +100,7 @@ class TurnIO:
         with the confirmation, never after it (a hung Redis holds both, and confirms nothing).
         """
         rt, sid = self.rt, lease.session_id
+        lease.keeper.take_held()  # superseded by this stamp; waits for a renewal sending it
 
         def stamp(pipe: redis.client.Pipeline) -> None:
             rt.liveness.stamp(sid, rt.now_ms(), "delivering", rt.worker, pipe=pipe)
@@ -208,17 +209,15 @@ class TurnIO:
         except Exception:  # a stamp must never break a turn
             log.debug("liveness stamp failed", exc_info=True, extra=fields("liveness.failed", sid))
 
-    def history(self, current: MessageView) -> tuple[tuple[str, str], ...]:
-        """The conversation before ``current`` (the turn's own message, passed on its own, so the
-        agent sees it exactly once — a heartbeat's prompt as much as a user's text)."""
-        messages = self.rt.store.list_messages(
-            current.session_id, limit=HISTORY_TURNS, before=current.id
-        )
-        return conversation_before(current, messages)
+    def hold_stamp(self, lease: Lease, phase: str) -> None:
+        """A stamp that rides on the turn's next round trip (``LockKeeper.hold``): stamped now,
+        landing within a renewal period at the latest."""
+        rt, sid, at_ms = self.rt, lease.session_id, self.rt.now_ms()
+        lease.keeper.hold(lambda pipe: rt.liveness.stamp(sid, at_ms, phase, rt.worker, pipe=pipe))
 
     def _step(self, lease: Lease, phase: str, address: Address | None) -> None:
         lease.keeper.check()
-        self.stamp(lease.session_id, phase)
+        self.hold_stamp(lease, phase)
         if address is not None:  # rule 8: heartbeat turns pass no address, so show nothing
             self.best_effort(self.channel.progress, address, phase, session_id=lease.session_id)
 

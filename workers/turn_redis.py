@@ -1,5 +1,7 @@
-"""The Redis work of a heartbeat turn, pipelined: each function is one round trip for what the
-turn asked Redis one command at a time before (issue 16: ≤ 3 round trips per turn is the goal).
+"""The Redis work of a turn, pipelined: ``recheck`` is one round trip for what the turn asked
+Redis one command at a time before; what a finished turn leaves for Redis is queued on its
+lease and rides ahead of the drain's next step (``TurnGate.next_step``), in its round trip
+(issue 16: ≤ 3 round trips per heartbeat turn, ≤ 4 per user turn, is the goal).
 
 Only plain commands go into these pipelines (no multi-key command, no script), so a cluster
 client may split them by slot; what each answers is exactly what its single command answered.
@@ -15,6 +17,7 @@ import redis
 from hbgw.core.clock import to_ms
 from hbgw.state.ownership import rendezvous_owner
 from hbgw.state.runtime import Runtime
+from hbgw.workers.locks import Lease
 from hbgw.workers.logfields import fields, log
 
 
@@ -39,42 +42,70 @@ def recheck(rt: Runtime, session_id: str) -> Recheck:
     return Recheck(bool(int(every) or int(own)), rendezvous_owner(session_id, live))
 
 
-def wake_and_idle(rt: Runtime, session_id: str) -> None:
-    """After a user turn's reply committed, in one round trip: wake the session's event streams
-    and stamp ``idle``. Both best effort, as they were one at a time: a missed wake-up is
-    delivered by the streams' slow poll, a stamp by the next."""
+@dataclass(frozen=True)
+class DrainCheck:
+    """What admission reads before a drain: messages queued or in flight, the emergency stop
+    (global or the session's) and the session's owner among the live workers."""
+
+    backlog: int
+    estop: bool
+    owner: str | None
+
+
+def drain_check(rt: Runtime, session_id: str) -> DrainCheck:
+    """``TurnGate.backlog``, ``TurnGate.estop_active`` and ``WorkerRegistry.owner`` in one
+    round trip."""
+    k, now_ms = rt.keys, rt.now_ms()
     pipe = rt.client.pipeline(transaction=False)
-    pipe.publish(rt.keys.events(session_id), "1")
-    rt.liveness.stamp(session_id, rt.now_ms(), "idle", rt.worker, pipe=pipe)
-    try:
-        replies = pipe.execute(raise_on_error=False)
-    except (redis.RedisError, OSError) as exc:
-        replies = [exc]
-    for reply in replies:
-        if isinstance(reply, Exception):
-            log.info("wake and idle: %s", reply, extra=fields("turn.after_reply", session_id))
+    pipe.llen(k.inbox(session_id))
+    pipe.llen(k.inflight(session_id))
+    pipe.exists(k.estop())
+    pipe.exists(k.estop(session_id))
+    pipe.zrangebyscore(k.workers(), now_ms - rt.registry.ttl_ms, "+inf")
+    queued, taken, every, own, members = pipe.execute()
+    live = sorted(str(m) for m in members)
+    return DrainCheck(
+        int(queued) + int(taken), bool(int(every) or int(own)), rendezvous_owner(session_id, live)
+    )
 
 
-def after_finish(rt: Runtime, session_id: str, due: datetime | None, *, wake: bool) -> None:
-    """After the finish committed, in one round trip: wake the session's event streams (if a
-    message left), write the due time SQL answered (``Runtime.apply_due``) and stamp ``idle``.
+def wake_and_idle(rt: Runtime, lease: Lease) -> None:
+    """After a user turn's reply committed: wake the session's event streams and stamp
+    ``idle``, sent ahead of the drain's next step in its round trip (``Lease.after``). Both
+    best effort: a missed wake-up is delivered by the streams' slow poll, a stamp by the next."""
+    sid = lease.session_id
 
-    A failing round trip raises as ``apply_due`` did (the index is the one write that matters;
-    beat's restore pass settles an entry left behind); the wake-up and the stamp were best
-    effort before and still are: a command error of theirs is only logged."""
-    pipe = rt.client.pipeline(transaction=False)
-    if wake:
-        pipe.publish(rt.keys.events(session_id), "1")
-    shard = rt.index.shard_key(session_id)
-    if due is None:
-        pipe.zrem(shard, session_id)
-    else:
-        pipe.zadd(shard, {session_id: to_ms(due)})
-    rt.liveness.stamp(session_id, rt.now_ms(), "idle", rt.worker, pipe=pipe)
-    replies = pipe.execute(raise_on_error=False)
-    index_reply = replies[1 if wake else 0]
-    if isinstance(index_reply, Exception):
-        raise index_reply
-    for reply in replies:
-        if isinstance(reply, redis.RedisError):
-            log.info("after finish: %s", reply, extra=fields("turn.after_finish", session_id))
+    def queue(pipe: redis.client.Pipeline) -> None:
+        pipe.publish(rt.keys.events(sid), "1")
+        rt.liveness.stamp(sid, rt.now_ms(), "idle", rt.worker, pipe=pipe)
+
+    lease.after.append(queue)
+
+
+def after_finish(rt: Runtime, lease: Lease, due: datetime | None, *, wake: bool) -> None:
+    """After the finish committed: wake the session's event streams (if a message left), write
+    the due time SQL answered (``Runtime.apply_due``) and stamp ``idle`` — queued for the drain's
+    next step, which sends them ahead of itself in one round trip (``Lease.after``).
+
+    A command error of theirs is logged there (``log_after``): the due index self-heals (a
+    claimed entry comes back after the claim lease and meets the ledger's duplicate, which
+    settles it; beat's restore pass settles an entry left behind), the rest is best effort."""
+    sid = lease.session_id
+
+    def queue(pipe: redis.client.Pipeline) -> None:
+        if wake:
+            pipe.publish(rt.keys.events(sid), "1")
+        shard = rt.index.shard_key(sid)
+        if due is None:
+            pipe.zrem(shard, sid)
+        else:
+            pipe.zadd(shard, {sid: to_ms(due)})
+        rt.liveness.stamp(sid, rt.now_ms(), "idle", rt.worker, pipe=pipe)
+
+    lease.after.append(queue)
+
+
+def log_after(session_id: str, errors: list[Exception]) -> None:
+    """The command errors of what a turn left for the next step's round trip."""
+    for error in errors:
+        log.info("after the turn: %s", error, extra=fields("turn.after_finish", session_id))

@@ -25,7 +25,7 @@ from hbgw.workers.locks import Lease
 from hbgw.workers.logfields import fields
 from hbgw.workers.ports import Address
 from hbgw.workers.turn import Composed, Outgoing, Sent, Turn, outbound_of
-from hbgw.workers.turn_io import Answer, Delivery
+from hbgw.workers.turn_io import HISTORY_TURNS, Answer, Delivery, conversation_before
 from hbgw.workers.turn_redis import wake_and_idle
 
 log = logging.getLogger("hbgw.runner")
@@ -38,6 +38,7 @@ class Asked:
     message: MessageView
     address: Address
     tools: SessionHeartbeatTools
+    history: tuple[tuple[str, str], ...]  # what the agent sees of the conversation before it
 
 
 class UserTurn(Turn[Asked]):
@@ -51,23 +52,26 @@ class UserTurn(Turn[Asked]):
     def _begin(self, lease: Lease, message_id: int) -> Asked | None:
         rt, io, sid = self.rt, self.io, lease.session_id
         try:
-            message = rt.store.get_message(message_id)
+            # The message, its session and the history before it: one transaction.
+            read = rt.store.message_turn(message_id, sid, history=HISTORY_TURNS)
         except NotFound:
             return None
+        message, session = read.message, read.session
         if message.state == MessageState.DONE:
             return None  # answered by a turn that died before it took it off the in-flight list
-        session = rt.store.get_session(sid)
         address = Address(session.platform, session.chat, session.thread, str(message_id))
         io.best_effort(io.channel.typing, address, session_id=sid)
-        io.stamp(sid, "user:start")
-        return Asked(message, address, io.toolbox(sid, "user", address))
+        io.hold_stamp(lease, "user:start")
+        history = conversation_before(message, read.history)
+        return Asked(message, address, io.toolbox(sid, "user", address), history)
 
     # -- the skeleton's steps -----------------------------------------------------------------
 
     def request(self, plan: Asked) -> TurnRequest:
         message = plan.message
-        history = self.io.history(message)
-        return TurnRequest(message.session_id, "user", message.text, history, heartbeat=plan.tools)
+        return TurnRequest(
+            message.session_id, "user", message.text, plan.history, heartbeat=plan.tools
+        )
 
     def progress_to(self, plan: Asked) -> Address | None:
         return plan.address
@@ -149,8 +153,9 @@ class UserTurn(Turn[Asked]):
             delivered=outcome,
         )
         gateway_metrics().user_turns.labels(kind).inc()
-        # The reply (and its notices) reach the API's streams now; the session is stamped idle.
-        wake_and_idle(rt, sid)
+        # With the drain's next step: the reply (and its notices) reach the API's streams, the
+        # session is stamped idle.
+        wake_and_idle(rt, lease)
 
     def aborted(self, lease: Lease, plan: Asked, mark: ReplyStart | None, sent: int) -> None:
         """A turn stopped before some of its sends takes back what it marked for them (best

@@ -21,6 +21,7 @@ from hbgw.sessions.models import MODEL_CHARS, MessageRow, SessionRow
 from hbgw.sessions.states import MessageState
 from hbgw.sessions.store.base import Transactions, fenced_session_row, session_row
 from hbgw.sessions.store.deliveries import DeliveryOutcome, record_outcome_in
+from hbgw.sessions.store.session_records import SessionView, session_view
 from hbgw.sessions.validation import check_idempotency_key, check_user_text
 
 
@@ -71,6 +72,15 @@ class Accepted:
 
     message: MessageView
     duplicate: bool
+
+
+@dataclass(frozen=True)
+class MessageTurn:
+    """A user message with what its turn needs read beside it (``message_turn``)."""
+
+    message: MessageView
+    session: SessionView
+    history: tuple[MessageView, ...]
 
 
 def message_view(row: MessageRow | Row[Any]) -> MessageView:
@@ -170,12 +180,22 @@ class MessageRecords(Transactions):
             db.flush()
             return Accepted(message_view(row), duplicate=False)
 
-    def get_message(self, message_id: int) -> MessageView:
+    def message_turn(self, message_id: int, session_id: str, *, history: int) -> MessageTurn:
+        """What a user turn reads before its agent, in one transaction: the message, the
+        session it is answered in and the last ``history`` messages before it, oldest first."""
         with self._transaction() as db:
             row = db.get(MessageRow, message_id)
             if row is None:
                 raise NotFound(f"There is no message {message_id}.")
-            return message_view(row)
+            session = session_view(session_row(db, session_id))
+            before = db.scalars(
+                select(MessageRow)
+                .where(MessageRow.session_id == row.session_id, MessageRow.id < message_id)
+                .order_by(MessageRow.id.desc())
+                .limit(history)
+            )
+            earlier = tuple(message_view(r) for r in reversed(list(before)))
+            return MessageTurn(message_view(row), session, earlier)
 
     def reply_for(self, message_id: int) -> MessageView | None:
         """The assistant reply or notice answering a user message, once there is one."""

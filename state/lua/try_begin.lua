@@ -22,7 +22,7 @@
 -- Mode "job": as "fire", but each job keeps its own pending fire beside the heartbeat's (a
 -- newer fire of the same job replaces an older one), so neither replaces the other.
 --
--- Mode "user": only the lock matters; a pending fire stays for end_turn to hand back.
+-- Mode "user": only the lock matters; a pending fire stays for next_step to hand back.
 --
 -- With the lock free, messages left in flight belong to a turn whose worker died: they go back
 -- to the head of the inbox first, so nothing a user sent is lost and it still runs first.
