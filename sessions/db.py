@@ -17,8 +17,8 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.pool import NullPool
 
 from core.errors import SchemaBehind, StoreError
+from core.masking import mask_url
 from core.private import private_dir, touch_private
-from core.settings import mask_url
 
 if TYPE_CHECKING:
     from alembic.config import Config

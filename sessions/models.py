@@ -22,7 +22,7 @@ from sqlalchemy import (
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-from core.settings_webhook import WEBHOOK_URL_CHARS
+from core.webhook_url import WEBHOOK_URL_CHARS
 from sessions.states import (
     ClosedReason,
     DeliveryState,

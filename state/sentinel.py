@@ -19,7 +19,7 @@ import redis
 from redis.sentinel import Sentinel, SentinelConnectionPool
 
 from core.errors import BadInput
-from core.settings import mask_url
+from core.masking import mask_url
 
 SCHEME = "sentinel"
 DEFAULT_PORT = 26379

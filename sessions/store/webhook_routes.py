@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from core.errors import BadInput
-from core.settings_webhook import webhook_url_problem
+from core.webhook_url import webhook_url_problem
 from sessions.models import SessionRow
 from sessions.store.base import Transactions, repeatable, session_row
 
