@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, SecretStr, model_validator
 
-from core.settings_quick import PLACEHOLDER, is_placeholder, url_password
+from hbgw.core.settings_quick import PLACEHOLDER, is_placeholder, url_password
 
 # Store URLs whose password compose builds from a variable of its own .env.
 URL_PASSWORDS = {

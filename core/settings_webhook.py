@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field, SecretStr, field_validator
 
-from core.webhook_url import WEBHOOK_URL_CHARS, check_webhook_url, webhook_url_problem
+from hbgw.core.webhook_url import WEBHOOK_URL_CHARS, check_webhook_url, webhook_url_problem
 
 __all__ = ["WEBHOOK_URL_CHARS", "WebhookSettings", "check_webhook_url", "webhook_url_problem"]
 

@@ -16,9 +16,9 @@ from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.pool import NullPool
 
-from core.errors import SchemaBehind, StoreError
-from core.masking import mask_url
-from core.private import private_dir, touch_private
+from hbgw.core.errors import SchemaBehind, StoreError
+from hbgw.core.masking import mask_url
+from hbgw.core.private import private_dir, touch_private
 
 if TYPE_CHECKING:
     from alembic.config import Config

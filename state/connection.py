@@ -9,13 +9,13 @@ from redis.backoff import ExponentialWithJitterBackoff, NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.retry import Retry
 
-from core.errors import HbgwError
-from core.masking import mask_url
-from core.settings_quick import StoreSettings
-from state.cluster import cluster_client, cluster_url_of, is_cluster
-from state.redis_tls import certificate_refused, is_certificate_failure, tls_options, uses_tls
-from state.redis_url import REDIS_URL_FILE, resolve_redis_url
-from state.sentinel import is_sentinel, sentinel_client
+from hbgw.core.errors import HbgwError
+from hbgw.core.masking import mask_url
+from hbgw.core.settings_quick import StoreSettings
+from hbgw.state.cluster import cluster_client, cluster_url_of, is_cluster
+from hbgw.state.redis_tls import certificate_refused, is_certificate_failure, tls_options, uses_tls
+from hbgw.state.redis_url import REDIS_URL_FILE, resolve_redis_url
+from hbgw.state.sentinel import is_sentinel, sentinel_client
 
 __all__ = [
     "REDIS_URL_FILE",

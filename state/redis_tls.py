@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from core.errors import BadInput, HbgwError
-from core.masking import mask_url
-from core.settings_quick import StoreSettings
+from hbgw.core.errors import BadInput, HbgwError
+from hbgw.core.masking import mask_url
+from hbgw.core.settings_quick import StoreSettings
 
 TLS_SCHEMES = ("rediss", "rediss+cluster")
 # What the TLS layer says when the peer's certificate does not verify (OpenSSL's reason codes).

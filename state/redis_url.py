@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from core.errors import HbgwError
+from hbgw.core.errors import HbgwError
 
 if TYPE_CHECKING:
-    from core.settings_quick import StoreSettings
+    from hbgw.core.settings_quick import StoreSettings
 
 REDIS_URL_FILE = "redis.url"
 

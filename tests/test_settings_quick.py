@@ -8,8 +8,8 @@ import os
 
 import pytest
 
-from core.settings import Settings
-from core.settings_quick import COMMAND_VARIABLES, KNOWN, quick_settings
+from hbgw.core.settings import Settings
+from hbgw.core.settings_quick import COMMAND_VARIABLES, KNOWN, quick_settings
 
 FIELDS = (
     "home",

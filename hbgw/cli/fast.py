@@ -19,7 +19,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from core.errors import HbgwError
+from hbgw.core.errors import HbgwError
 
 
 class _NotOurs(Exception):

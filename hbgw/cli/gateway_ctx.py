@@ -11,26 +11,26 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
-from core.errors import HbgwError
 from hbgw.cli.common import open_store, settings, store_settings
+from hbgw.core.errors import HbgwError
 
 if TYPE_CHECKING:
     import redis
 
-    from core.settings_quick import StoreSettings
-    from sessions.store import Store
-    from sessions.views import MessageView
-    from state.dispatch import Dispatcher
-    from state.keys import Keys
-    from state.runtime import Runtime
+    from hbgw.core.settings_quick import StoreSettings
+    from hbgw.sessions.store import Store
+    from hbgw.sessions.views import MessageView
+    from hbgw.state.dispatch import Dispatcher
+    from hbgw.state.keys import Keys
+    from hbgw.state.runtime import Runtime
 
 
 @contextmanager
 def gateway_runtime() -> Iterator[tuple[Store, Runtime | None, Dispatcher | None]]:
     """The store, plus Redis and a dispatcher when a deployment answers (else None, None)."""
     from hbgw.celery_app import make_celery
-    from state.dispatch import Dispatcher
-    from state.runtime import Runtime, resolve_redis_url
+    from hbgw.state.dispatch import Dispatcher
+    from hbgw.state.runtime import Runtime, resolve_redis_url
 
     s = settings()
     store = open_store()
@@ -41,7 +41,7 @@ def gateway_runtime() -> Iterator[tuple[Store, Runtime | None, Dispatcher | None
         finally:
             store.close()
         return
-    from state.shared_clock import shared_clock
+    from hbgw.state.shared_clock import shared_clock
 
     rt = Runtime(settings=s, store=store, client=client, clock=shared_clock(client, s))
     try:
@@ -51,7 +51,7 @@ def gateway_runtime() -> Iterator[tuple[Store, Runtime | None, Dispatcher | None
 
 
 def reachable_redis(s: StoreSettings) -> redis.Redis | None:
-    from state.redis_url import resolve_redis_url
+    from hbgw.state.redis_url import resolve_redis_url
 
     try:
         url = resolve_redis_url(s)  # no Redis named: redis-py is not even imported
@@ -59,7 +59,7 @@ def reachable_redis(s: StoreSettings) -> redis.Redis | None:
         return None
     import redis
 
-    from state.connection import connect
+    from hbgw.state.connection import connect
 
     try:
         client = connect(url, s)
@@ -98,8 +98,8 @@ def stop_and_busy(session_id: str) -> tuple[bool | None, bool | None]:
     client = reachable_redis(s)
     if client is None:
         return None, None
-    from state.keys import Keys
-    from state.turn_gate import TurnGate
+    from hbgw.state.keys import Keys
+    from hbgw.state.turn_gate import TurnGate
 
     try:
         keys = Keys(s.namespace)

@@ -14,7 +14,7 @@ from hbgw.cli.gateway_ctx import stop_and_busy
 def print_status(session_id: str, as_json: bool) -> None:
     """Prompt, schedule, next fire time, fires so far and last outcome, from SQL; whether a
     turn or an emergency stop holds the session, from Redis (None when none answers)."""
-    from sessions import replies
+    from hbgw.sessions import replies
 
     estop, busy = stop_and_busy(session_id)  # None: no Redis answers, so nobody knows
     store = open_store()
