@@ -17,14 +17,13 @@ from hbgw.core.settings_delivery import BrokerSettings, DeliverySettings
 from hbgw.core.settings_discord import DiscordSettings
 from hbgw.core.settings_jobs import JobSettings
 from hbgw.core.settings_placeholders import PlaceholderCheck
+from hbgw.core.settings_quick import DATABASE_SCHEMES, DEFAULT_CLOCK_SKEW_WARN, DEFAULT_HOME
 from hbgw.core.settings_retention import RetentionSettings
 from hbgw.core.settings_slack import SlackSettings
 from hbgw.core.settings_telegram import TelegramSettings
 from hbgw.core.settings_webhook import WebhookSettings
 
 __all__ = ["Settings", "get_settings", "mask_url"]  # mask_url: imported from here by callers
-# SQLite (built in) and PostgreSQL through psycopg 3, the driver the project ships.
-DATABASE_SCHEMES = ("sqlite", "sqlite+pysqlite", "postgresql", "postgresql+psycopg")
 DATABASE_URLS = "use sqlite:///PATH or postgresql://USER:PASSWORD@HOST:PORT/DATABASE"
 
 # What each platform with a client of its own needs before a deployment may name it.
@@ -59,7 +58,7 @@ class Settings(
 ):
     model_config = SettingsConfigDict(env_prefix="HBGW_", extra="ignore")
 
-    home: Path = Field(default=Path("~/.hbgw"), description="Data directory.")
+    home: Path = Field(default=Path(DEFAULT_HOME), description="Data directory.")
     database_url: str | None = Field(
         default=None, description="SQLAlchemy URL; unset means a SQLite file in HBGW_HOME."
     )
@@ -242,7 +241,7 @@ class Settings(
         default=None, description="URL that gets a JSON POST for every newly dead turn."
     )
     clock_skew_warn: float = Field(
-        default=2.0,
+        default=DEFAULT_CLOCK_SKEW_WARN,
         gt=0,
         description="Seconds this host's clock may differ from the shared clock (Redis TIME) "
         "before the process says so in its log.",

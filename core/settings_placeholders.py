@@ -3,11 +3,10 @@ store password says which setting to replace, instead of running with a publishe
 
 from __future__ import annotations
 
-from urllib.parse import urlsplit
-
 from pydantic import BaseModel, SecretStr, model_validator
 
-PLACEHOLDER = "change-me"
+from hbgw.core.settings_quick import PLACEHOLDER, is_placeholder, url_password
+
 # Store URLs whose password compose builds from a variable of its own .env.
 URL_PASSWORDS = {
     "database_url": "POSTGRES_PASSWORD",
@@ -15,17 +14,6 @@ URL_PASSWORDS = {
     "broker_url": "HBGW_BROKER_URL",
 }
 REPLACE = "for example with the output of `openssl rand -hex 32`"
-
-
-def is_placeholder(value: str) -> bool:
-    return value.strip().lower().startswith(PLACEHOLDER)
-
-
-def _url_password(url: str) -> str:
-    try:
-        return urlsplit(url).password or ""
-    except ValueError:  # a malformed URL is its own setting's error
-        return ""
 
 
 class PlaceholderCheck(BaseModel):
@@ -40,7 +28,7 @@ class PlaceholderCheck(BaseModel):
                     f"replace it with a secret of your own, {REPLACE}"
                 )
             url = value if name in URL_PASSWORDS and isinstance(value, str) else ""
-            if url and is_placeholder(_url_password(url)):
+            if url and is_placeholder(url_password(url)):
                 raise ValueError(
                     f"the password in {setting} is still a placeholder of .env.example "
                     f"({PLACEHOLDER}…): replace it ({URL_PASSWORDS[name]} in compose's .env) "

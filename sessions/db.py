@@ -17,8 +17,8 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.pool import NullPool
 
 from hbgw.core.errors import SchemaBehind, StoreError
+from hbgw.core.masking import mask_url
 from hbgw.core.private import private_dir, touch_private
-from hbgw.core.settings import mask_url
 
 if TYPE_CHECKING:
     from alembic.config import Config

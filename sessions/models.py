@@ -23,7 +23,7 @@ from sqlalchemy import (
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-from hbgw.core.settings_webhook import WEBHOOK_URL_CHARS
+from hbgw.core.webhook_url import WEBHOOK_URL_CHARS
 from hbgw.sessions.states import (
     ClosedReason,
     DeliveryState,

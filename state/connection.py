@@ -10,9 +10,11 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.retry import Retry
 
 from hbgw.core.errors import HbgwError
-from hbgw.core.settings import Settings, mask_url
+from hbgw.core.masking import mask_url
+from hbgw.core.settings_quick import StoreSettings
 from hbgw.state.cluster import cluster_client, cluster_url_of, is_cluster
 from hbgw.state.redis_tls import certificate_refused, is_certificate_failure, tls_options, uses_tls
+from hbgw.state.redis_url import REDIS_URL_FILE, resolve_redis_url
 from hbgw.state.sentinel import is_sentinel, sentinel_client
 
 __all__ = [
@@ -38,7 +40,6 @@ TRANSIENT_REDIS_ERRORS: tuple[type[Exception], ...] = (
     redis.exceptions.SlotNotCoveredError,
 )
 
-REDIS_URL_FILE = "redis.url"
 SOCKET_TIMEOUT = 5.0
 CONNECT_TIMEOUT = 2.0
 # The rule (docs/reliability.md, "Sending under a lock"): a Redis call of a process that holds
@@ -77,7 +78,7 @@ def timeouts(lock_lease: float | None) -> tuple[float, float]:
 
 def connect(
     url: str,
-    settings: Settings | None = None,
+    settings: StoreSettings | None = None,
     *,
     lock_lease: float | None = None,
     max_connections: int = MAX_CONNECTIONS,
@@ -142,7 +143,7 @@ def ping_or_error(client: redis.Redis, url: str | None = None) -> None:
         ) from exc
 
 
-def refuse_unverified_redis(settings: Settings, url: str) -> None:
+def refuse_unverified_redis(settings: StoreSettings, url: str) -> None:
     """Every role calls this first: a ``rediss://`` server whose certificate does not verify
     stops the process with a sentence (RedisTlsError) instead of being retried for ever. Any
     other failure (Redis down, loading) is left to the role, which waits it out.
@@ -157,16 +158,3 @@ def refuse_unverified_redis(settings: Settings, url: str) -> None:
             raise certificate_refused(url, settings, exc) from exc
     finally:
         client.close()
-
-
-def resolve_redis_url(settings: Settings) -> str:
-    """HBGW_REDIS_URL, else the embedded server that `hbgw up` or `hbgw demo` started."""
-    if settings.redis_url:
-        return settings.redis_url
-    path = settings.home / REDIS_URL_FILE
-    if path.exists():
-        return path.read_text().strip()
-    raise HbgwError(
-        "No Redis: set HBGW_REDIS_URL, or start everything with `hbgw up`, which runs an "
-        "embedded Redis and tells the other commands where it is."
-    )

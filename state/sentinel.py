@@ -19,7 +19,7 @@ import redis
 from redis.sentinel import Sentinel, SentinelConnectionPool
 
 from hbgw.core.errors import BadInput
-from hbgw.core.settings import mask_url
+from hbgw.core.masking import mask_url
 
 SCHEME = "sentinel"
 DEFAULT_PORT = 26379

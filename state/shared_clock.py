@@ -12,7 +12,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from hbgw.core.clock import OffsetClock, SkewWarning
-from hbgw.core.settings import Settings
+from hbgw.core.settings_quick import StoreSettings
 
 if TYPE_CHECKING:
     import redis
@@ -31,7 +31,7 @@ def redis_seconds(client: redis.Redis) -> float:
 
 
 def shared_clock(
-    client: redis.Redis, settings: Settings, *, gauge: Gauge | None = None
+    client: redis.Redis, settings: StoreSettings, *, gauge: Gauge | None = None
 ) -> OffsetClock:
     """This process's clock; ``gauge`` (default: the process's ``hbgw_clock_offset_seconds``)
     gets each offset measured."""

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from support.cli_fixtures import Hbgw
 
-from hbgw.cli.fast import stamp_args
+from hbgw.cli.fast import short_args, stamp_args
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -63,10 +63,21 @@ def test_a_stamp_into_redis_loads_no_sql_celery_web_or_typer(
     )
     assert done.returncode == 0 and f"(Redis namespace {redis_ns})" in done.stdout, done.stderr
     assert "redis" in packages
-    assert (
-        packages & {"sqlalchemy", "celery", "fastapi", "alembic", "typer", "prometheus_client"}
-        == set()
+    # pydantic neither: the quick settings reader knows this environment (core.settings_quick).
+    heavy = {"sqlalchemy", "celery", "fastapi", "alembic", "typer", "pydantic", "prometheus_client"}
+    assert packages & heavy == set()
+
+
+def test_a_stamp_with_a_setting_the_quick_reader_does_not_know_reads_the_full_settings(
+    tmp_path: Path,
+) -> None:
+    done, packages = loaded(
+        ["stamp", "--dir", str(tmp_path / "d"), "x"], tmp_path, HBGW_MIN_INTERVAL="nope"
     )
+    assert done.returncode == 0, done.stderr  # --dir reads no settings at all
+    bad, packages = loaded(["stamp", "x"], tmp_path, HBGW_MIN_INTERVAL="nope")
+    assert bad.returncode == 2 and "HBGW_MIN_INTERVAL is not valid" in bad.stderr
+    assert "pydantic" in packages
 
 
 def test_heartbeat_status_json_loads_no_celery_web_alembic_or_metrics(
@@ -76,8 +87,46 @@ def test_heartbeat_status_json_loads_no_celery_web_alembic_or_metrics(
     hbgw("heartbeat", "set", sid, "--every", "10m", "check", "CI")
     done, packages = loaded(["heartbeat", "status", sid, "--json"], tmp_path)
     assert done.returncode == 0 and json.loads(done.stdout)["status"] == "active", done.stderr
-    # SQL is its work; the migration tool, Celery, the web stack and metrics are not.
-    assert packages & {"celery", "fastapi", "alembic", "mako", "prometheus_client"} == set()
+    # SQL is its work; Typer, pydantic, the migration tool, Celery, the web stack and metrics
+    # are not, nor redis-py when no Redis is named.
+    heavy = {"typer", "pydantic", "celery", "fastapi", "alembic", "mako", "prometheus_client"}
+    assert packages & (heavy | {"redis"}) == set()
+    text, packages = loaded(["heartbeat", "status", sid], tmp_path)
+    assert text.returncode == 0 and text.stdout.startswith("♥ Heartbeat"), text.stderr
+    assert packages & (heavy | {"redis"}) == set()
+
+
+def test_heartbeat_status_asks_redis_without_typer_or_pydantic(
+    tmp_path: Path, hbgw: Hbgw, redis_url: str, redis_ns: str
+) -> None:
+    sid = hbgw("session", "create", "--platform", "cli", "--chat", "me").out.strip()
+    hbgw("heartbeat", "set", sid, "--every", "10m", "check", "CI")
+    redis_env = {"HBGW_REDIS_URL": redis_url, "HBGW_NAMESPACE": redis_ns}
+    done, packages = loaded(["heartbeat", "status", sid, "--json"], tmp_path, **redis_env)
+    assert done.returncode == 0, done.stderr
+    shown = json.loads(done.stdout)
+    assert (shown["emergency_stop"], shown["waiting_for_idle"]) == (False, False)
+    assert "redis" in packages and "sqlalchemy" in packages
+    assert packages & {"typer", "pydantic", "celery", "fastapi", "alembic"} == set()
+
+
+def test_heartbeat_status_says_the_same_on_both_paths(tmp_path: Path, hbgw: Hbgw) -> None:
+    sid = hbgw("session", "create", "--platform", "cli", "--chat", "me").out.strip()
+    bare = hbgw("session", "create", "--platform", "cli", "--chat", "you").out.strip()
+    hbgw("heartbeat", "set", sid, "--every", "10m", "--times", "3", "check", "CI")
+    hbgw("heartbeat", "pause", sid)  # its text names no time: the same at any moment
+    for argv in (
+        ["heartbeat", "status", sid, "--json"],
+        ["heartbeat", "status", "--json", sid],
+        ["heartbeat", "status", sid],
+        ["heartbeat", "status", bare],
+        ["heartbeat", "status", "no-such-session"],
+    ):
+        short, _ = loaded(argv, tmp_path)
+        full = hbgw(*argv)
+        assert (short.returncode, short.stdout) == (full.code, full.out), argv
+        said = [line for line in short.stderr.splitlines() if not line.startswith("import time")]
+        assert said == full.err.splitlines(), argv
 
 
 @pytest.mark.parametrize(
@@ -90,10 +139,18 @@ def test_heartbeat_status_json_loads_no_celery_web_alembic_or_metrics(
         ["stamp", "--sess", "a", "x"],  # no abbreviations: Typer would refuse it
         ["agents"],
         ["stamp", "--", "x"],
+        ["heartbeat", "status"],  # no session: Typer's usage error
+        ["heartbeat", "status", "s", "--help"],
+        ["heartbeat", "status", "s", "--bogus"],
+        ["heartbeat", "status", "s", "t"],
+        ["heartbeat", "status", "s", "--js"],
+        ["heartbeat", "status", "s", "--json=yes"],
+        ["heartbeat", "set", "s", "check"],
+        ["heartbeat"],
     ],
 )
 def test_what_the_short_path_does_not_read_goes_to_the_full_command(argv: list[str]) -> None:
-    assert stamp_args(argv) is None
+    assert short_args(argv) is None and stamp_args(argv) is None
 
 
 def test_the_short_path_reads_the_options_as_the_full_command_does(

@@ -11,13 +11,13 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
-from hbgw.cli.common import open_store, settings
+from hbgw.cli.common import open_store, settings, store_settings
 from hbgw.core.errors import HbgwError
 
 if TYPE_CHECKING:
     import redis
 
-    from hbgw.core.settings import Settings
+    from hbgw.core.settings_quick import StoreSettings
     from hbgw.sessions.store import Store
     from hbgw.sessions.views import MessageView
     from hbgw.state.dispatch import Dispatcher
@@ -50,13 +50,19 @@ def gateway_runtime() -> Iterator[tuple[Store, Runtime | None, Dispatcher | None
         rt.close()
 
 
-def reachable_redis(s: Settings) -> redis.Redis | None:
-    import redis
-
-    from hbgw.state.connection import connect, resolve_redis_url
+def reachable_redis(s: StoreSettings) -> redis.Redis | None:
+    from hbgw.state.redis_url import resolve_redis_url
 
     try:
-        client = connect(resolve_redis_url(s), s)
+        url = resolve_redis_url(s)  # no Redis named: redis-py is not even imported
+    except HbgwError:
+        return None
+    import redis
+
+    from hbgw.state.connection import connect
+
+    try:
+        client = connect(url, s)
     except HbgwError:
         return None
     try:
@@ -88,13 +94,13 @@ def estop_lift(rt: Runtime, session_id: str) -> str | None:
 def stop_and_busy(session_id: str) -> tuple[bool | None, bool | None]:
     """Whether an emergency stop holds the session, and whether a turn does (or messages wait
     for one); None for both when no Redis answers (unknown)."""
-    from hbgw.state.keys import Keys
-    from hbgw.state.turn_gate import TurnGate
-
-    s = settings()
+    s = store_settings()
     client = reachable_redis(s)
     if client is None:
         return None, None
+    from hbgw.state.keys import Keys
+    from hbgw.state.turn_gate import TurnGate
+
     try:
         keys = Keys(s.namespace)
         return _lift(client, keys, session_id) is not None, not TurnGate(client, keys).is_idle(

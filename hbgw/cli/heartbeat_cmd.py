@@ -6,13 +6,12 @@ accepted or refused, in the same words, whichever way it is given.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import typer
 
 from hbgw.cli.common import limits, now, open_store, out, out_json, settings
-from hbgw.cli.gateway_ctx import stop_and_busy, sync_index
+from hbgw.cli.gateway_ctx import sync_index
 from hbgw.cli.help import Command, Group
 
 if TYPE_CHECKING:
@@ -42,14 +41,9 @@ def status(
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Prompt, schedule, next fire time, fires so far and last outcome."""
-    from hbgw.sessions import replies
+    from hbgw.cli.heartbeat_status import print_status
 
-    estop, busy = stop_and_busy(session_id)  # None: no Redis answers, so nobody knows
-    result = replace(open_store().heartbeat_status(session_id, now()), busy=busy)
-    if as_json:
-        out_json({**result.to_json(), "emergency_stop": estop})
-    else:
-        out(replies.status_reply(result, estop=bool(estop)))
+    print_status(session_id, as_json)
 
 
 @app.command("set", cls=Command)

@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from hbgw.cli.common import err, out, settings
+from hbgw.cli.common import err, out, store_settings
 
 if TYPE_CHECKING:
     import redis
@@ -28,7 +28,7 @@ def redis_now() -> Iterator[tuple[redis.Redis, Keys, int] | None]:
     from hbgw.state.keys import Keys
     from hbgw.state.shared_clock import redis_seconds
 
-    s = settings()
+    s = store_settings()
     client = reachable_redis(s)
     if client is None:
         yield None
@@ -57,15 +57,16 @@ def write_stamp(phase: str, session: str | None, worker: str, directory: Path | 
                 Liveness(found[0], found[1]).stamp(
                     name, found[2], record.phase, worker, external=True
                 )
-                out(f"Stamped {name}: {record.phase} (Redis namespace {settings().namespace}).")
+                namespace = store_settings().namespace
+                out(f"Stamped {name}: {record.phase} (Redis namespace {namespace}).")
                 return
-    path = LivenessDir(directory or settings().effective_liveness_dir).write(record)
+    path = LivenessDir(directory or store_settings().effective_liveness_dir).write(record)
     out(f"Stamped {name}: {record.phase} ({path}).")
     if directory is not None:
         return  # asked for: no settings read (pydantic's import alone is most of a stamp)
-    configured = settings().redis_url
+    configured = store_settings().redis_url
     if configured:
-        from hbgw.core.settings import mask_url
+        from hbgw.core.masking import mask_url
 
         err(
             f"Note: the configured Redis ({mask_url(configured)}, HBGW_REDIS_URL) did not "

@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from hbgw.core.errors import BadInput
-from hbgw.core.settings_webhook import webhook_url_problem
+from hbgw.core.webhook_url import webhook_url_problem
 from hbgw.sessions.models import SessionRow
 from hbgw.sessions.store.base import Transactions, repeatable, session_row
 
