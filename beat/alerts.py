@@ -25,8 +25,8 @@ from typing import Any
 
 import httpx
 
-from core.metrics import gateway_metrics
-from state.failures import log_failure
+from hbgw.core.metrics import gateway_metrics
+from hbgw.state.failures import log_failure
 
 log = logging.getLogger("hbgw.reconcile")
 

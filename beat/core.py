@@ -16,12 +16,12 @@ import select
 from collections import defaultdict
 from datetime import datetime, timedelta
 
-from beat.reconcile import Reconciler
-from beat.restore import RestoreConfig, Restorer, StepReport
-from beat.retention import RetentionStep
-from core.clock import from_ms, to_ms
-from core.metrics import count_delivery, gateway_metrics
-from sessions.states import (
+from hbgw.beat.reconcile import Reconciler
+from hbgw.beat.restore import RestoreConfig, Restorer, StepReport
+from hbgw.beat.retention import RetentionStep
+from hbgw.core.clock import from_ms, to_ms
+from hbgw.core.metrics import count_delivery, gateway_metrics
+from hbgw.sessions.states import (
     DeliveryState,
     LostLockDetail,
     RefundReason,
@@ -29,15 +29,15 @@ from sessions.states import (
     job_member,
     job_of_member,
 )
-from state.beat_registry import BeatRegistry, beat_name, shards_of
-from state.dispatch import Dispatcher
-from state.due_index import Claim
-from state.failures import log_failure
-from state.keys import shard_of
-from state.ownership import Rendezvous, rendezvous_owner
-from state.restore_sweep import RestoreSweep
-from state.retention_lease import RetentionLease
-from state.runtime import Runtime
+from hbgw.state.beat_registry import BeatRegistry, beat_name, shards_of
+from hbgw.state.dispatch import Dispatcher
+from hbgw.state.due_index import Claim
+from hbgw.state.failures import log_failure
+from hbgw.state.keys import shard_of
+from hbgw.state.ownership import Rendezvous, rendezvous_owner
+from hbgw.state.restore_sweep import RestoreSweep
+from hbgw.state.retention_lease import RetentionLease
+from hbgw.state.runtime import Runtime
 
 log = logging.getLogger("hbgw.beat")
 

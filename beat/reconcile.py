@@ -13,10 +13,10 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
-from beat.alerts import AlertSender
-from core.metrics import gateway_metrics
-from state.liveness import DEAD, STALE, Thresholds, Verdict, finished_long_ago, judge
-from state.runtime import Runtime
+from hbgw.beat.alerts import AlertSender
+from hbgw.core.metrics import gateway_metrics
+from hbgw.state.liveness import DEAD, STALE, Thresholds, Verdict, finished_long_ago, judge
+from hbgw.state.runtime import Runtime
 
 log = logging.getLogger("hbgw.reconcile")
 

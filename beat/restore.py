@@ -27,15 +27,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
-from core.clock import to_ms
-from sessions.states import job_member
-from sessions.store import Store
-from sessions.views import JobRestoreEntry, RestoreEntry
-from state.connection import TRANSIENT_REDIS_ERRORS
-from state.due_index import DueIndex
-from state.failures import log_failure
-from state.restore_sweep import Phase, RestoreSweep, SweepState
-from state.turn_gate import TurnGate
+from hbgw.core.clock import to_ms
+from hbgw.sessions.states import job_member
+from hbgw.sessions.store import Store
+from hbgw.sessions.views import JobRestoreEntry, RestoreEntry
+from hbgw.state.connection import TRANSIENT_REDIS_ERRORS
+from hbgw.state.due_index import DueIndex
+from hbgw.state.failures import log_failure
+from hbgw.state.restore_sweep import Phase, RestoreSweep, SweepState
+from hbgw.state.turn_gate import TurnGate
 
 log = logging.getLogger("hbgw.restore")
 

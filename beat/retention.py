@@ -15,12 +15,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from core.clock import from_ms
-from core.metrics import gateway_metrics
-from core.settings import Settings
-from sessions.store import Store
-from state.failures import log_failure
-from state.retention_lease import RetentionLease
+from hbgw.core.clock import from_ms
+from hbgw.core.metrics import gateway_metrics
+from hbgw.core.settings import Settings
+from hbgw.sessions.store import Store
+from hbgw.state.failures import log_failure
+from hbgw.state.retention_lease import RetentionLease
 
 log = logging.getLogger("hbgw.retention")
 

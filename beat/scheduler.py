@@ -8,10 +8,10 @@ from typing import Any
 
 from celery.beat import Scheduler
 
-from beat.core import BeatCore, safe_tick
-from state.connection import TRANSIENT_REDIS_ERRORS
-from state.dispatch import Dispatcher, context_of
-from state.runtime import Runtime
+from hbgw.beat.core import BeatCore, safe_tick
+from hbgw.state.connection import TRANSIENT_REDIS_ERRORS
+from hbgw.state.dispatch import Dispatcher, context_of
+from hbgw.state.runtime import Runtime
 
 log = logging.getLogger("hbgw.beat")
 

@@ -16,13 +16,13 @@ from typing import Any
 
 import redis
 
-from beat.core import BeatCore
-from core.settings import Settings
+from hbgw.beat.core import BeatCore
 from hbgw.celery_app import make_celery
-from sessions.store import Store
-from state.connection import connect
-from state.dispatch import Dispatcher
-from state.runtime import Runtime
+from hbgw.core.settings import Settings
+from hbgw.sessions.store import Store
+from hbgw.state.connection import connect
+from hbgw.state.dispatch import Dispatcher
+from hbgw.state.runtime import Runtime
 
 WORKERS = ("w1", "w2", "w3", "w4")
 # Chunk of the pipelined index writes: bounds one pipeline's memory, not the round trips.

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from state.dispatch import FIRE_TASK
+from hbgw.state.dispatch import FIRE_TASK
 
 
 def take_messages(app: Any, queue: str) -> list[tuple[str, list[Any]]]:

@@ -15,11 +15,11 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from beat.core import group_by_owner
 from bench import redbeat_setup
 from bench.beat_rig import BeatRig, beat_rig, rig_settings, session_ids
 from bench.context import BenchContext, Result
 from bench.stats import summary
+from hbgw.beat.core import group_by_owner
 
 NAME = "claim"
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from bench import e2e_systems
 from bench.context import BenchContext, pg_url_if_up
 from bench.runner import RESULTS
-from core.embedded import EmbeddedRedis
+from hbgw.core.embedded import EmbeddedRedis
 
 WARMUP_S = 5.0
 

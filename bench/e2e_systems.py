@@ -27,15 +27,15 @@ from sqlalchemy.orm import Session
 from bench import redbeat_e2e
 from bench.context import BenchContext
 from bench.e2e_measure import Fire, rows_to_fires
-from core.clock import from_ms, to_ms, utcnow
-from core.errors import HbgwError
-from core.settings import Settings
+from hbgw.core.clock import from_ms, to_ms, utcnow
+from hbgw.core.errors import HbgwError
+from hbgw.core.settings import Settings
 from hbgw.procs import settings_env, spawn_hbgw, spawn_module, stop_all
-from sessions.grammar import IntervalSchedule
-from sessions.models import RunRow
-from sessions.store import Store
-from state.connection import connect
-from state.runtime import Runtime
+from hbgw.sessions.grammar import IntervalSchedule
+from hbgw.sessions.models import RunRow
+from hbgw.sessions.store import Store
+from hbgw.state.connection import connect
+from hbgw.state.runtime import Runtime
 
 # A Redis database each: the deployments live side by side (idle between their phases), and
 # each flushes its own at the start.

@@ -15,8 +15,8 @@ from datetime import UTC, datetime, timedelta
 import sqlalchemy as sa
 
 from bench.beat_rig import BeatRig, session_ids
-from core.clock import to_ms
-from sessions.states import HeartbeatStatus, SessionStatus
+from hbgw.core.clock import to_ms
+from hbgw.sessions.states import HeartbeatStatus, SessionStatus
 
 INTERVAL_S = 3600
 CHUNK = 20_000

@@ -21,12 +21,12 @@ import redis
 from bench.context import BenchContext, Result
 from bench.e2e_systems import postgres_schema, redis_db_url, seed_heartbeat
 from bench.model_fake import Calls, serving
-from core.errors import HbgwError
-from core.settings import Settings
+from hbgw.core.errors import HbgwError
+from hbgw.core.settings import Settings
 from hbgw.procs import settings_env, spawn_hbgw, stop_all
-from sessions.store import Store
-from state.connection import connect
-from state.runtime import Runtime
+from hbgw.sessions.store import Store
+from hbgw.state.connection import connect
+from hbgw.state.runtime import Runtime
 
 NAME = "inflight"
 MODEL_DELAY = 2.0  # seconds a model call takes

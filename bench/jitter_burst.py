@@ -17,11 +17,11 @@ from dataclasses import replace
 from datetime import UTC, datetime
 
 from bench.context import BenchContext, Result
-from sessions import heartbeat as hb
-from sessions import jobs
-from sessions.grammar import CronSchedule, IntervalSchedule, Schedule
-from sessions.grammar.policy import Policy
-from sessions.states import MissedPolicy
+from hbgw.sessions import heartbeat as hb
+from hbgw.sessions import jobs
+from hbgw.sessions.grammar import CronSchedule, IntervalSchedule, Schedule
+from hbgw.sessions.grammar.policy import Policy
+from hbgw.sessions.states import MissedPolicy
 
 NAME = "jitter_burst"
 HEARTBEATS = 100_000

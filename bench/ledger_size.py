@@ -22,13 +22,13 @@ import sqlalchemy as sa
 
 from bench.context import BenchContext, Result
 from bench.e2e_systems import postgres_schema
-from core.clock import to_ms
-from core.usage import TokenUsage
-from sessions.db import make_engine, upgrade
-from sessions.grammar import IntervalSchedule
-from sessions.states import DeliveryState, RunState, fire_id
-from sessions.store import Store
-from sessions.views import DeliveryOutcome, Reserved, Started
+from hbgw.core.clock import to_ms
+from hbgw.core.usage import TokenUsage
+from hbgw.sessions.db import make_engine, upgrade
+from hbgw.sessions.grammar import IntervalSchedule
+from hbgw.sessions.states import DeliveryState, RunState, fire_id
+from hbgw.sessions.store import Store
+from hbgw.sessions.views import DeliveryOutcome, Reserved, Started
 
 NAME = "ledger_size"
 TABLES = ("heartbeat_runs", "deliveries", "messages", "heartbeats", "sessions")

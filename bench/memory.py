@@ -18,7 +18,7 @@ from bench import redbeat_setup
 from bench.beat_rig import BeatRig, beat_rig, rig_settings, session_ids
 from bench.context import BenchContext, Result
 from bench.stats import summary
-from core.clock import to_ms
+from hbgw.core.clock import to_ms
 
 NAME = "memory"
 

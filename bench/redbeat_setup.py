@@ -22,8 +22,8 @@ from redbeat import RedBeatScheduler, RedBeatSchedulerEntry
 from redbeat.decoder import RedBeatJSONEncoder
 from redbeat.schedulers import ensure_conf, get_redis
 
-from core.settings import Settings
 from hbgw.celery_app import make_celery
+from hbgw.core.settings import Settings
 
 # A task name no worker consumes: the messages stay in the queue and are counted there.
 TASK = "bench.redbeat_fire"

@@ -15,11 +15,11 @@ from multiprocessing.queues import Queue
 from multiprocessing.synchronize import Barrier
 from typing import Any
 
-from beat.core import BeatCore
-from core.settings import Settings
+from hbgw.beat.core import BeatCore
 from hbgw.celery_app import make_celery
-from state.dispatch import Dispatcher
-from state.runtime import Runtime
+from hbgw.core.settings import Settings
+from hbgw.state.dispatch import Dispatcher
+from hbgw.state.runtime import Runtime
 
 # Between polls of the global backlog once this beat's own shards are done: rare enough not to
 # take Redis time from the replicas still claiming.

@@ -42,12 +42,12 @@ from bench.broker import take_fires
 from bench.context import BenchContext
 from bench.replica_child import Round, beat_replica
 from bench.stats import summary
-from core.settings import Settings
 from hbgw.celery_app import make_celery
-from sessions.store import Store
-from state.beat_registry import shard_balance
-from state.keys import Keys
-from state.ownership import WorkerRegistry
+from hbgw.core.settings import Settings
+from hbgw.sessions.store import Store
+from hbgw.state.beat_registry import shard_balance
+from hbgw.state.keys import Keys
+from hbgw.state.ownership import WorkerRegistry
 
 NAME = "replicas"
 COUNTS = (1, 2, 4)
@@ -80,7 +80,7 @@ def _clear(client: redis.Redis, keys: Keys) -> None:
 
 
 def _seed(client: redis.Redis, settings: Settings, n: int) -> list[str]:
-    from state.due_index import DueIndex
+    from hbgw.state.due_index import DueIndex
 
     keys = Keys(settings.namespace)
     index = DueIndex(client, keys, settings.due_shards)

@@ -16,7 +16,7 @@ from bench.goals import markdown, rows
 from bench.meta import machine
 from bench.redbeat_setup import flush_sync
 from bench.registry import benchmarks
-from core.embedded import EmbeddedRedis
+from hbgw.core.embedded import EmbeddedRedis
 
 RESULTS = Path(__file__).resolve().parent / "results"
 log = logging.getLogger("hbgw.bench")

@@ -30,13 +30,13 @@ import sqlalchemy as sa
 
 from bench.context import BenchContext
 from bench.e2e_systems import Ours, redis_db_url
-from core.embedded import EmbeddedRedis
-from core.errors import HbgwError
-from core.settings import Settings
+from hbgw.core.embedded import EmbeddedRedis
+from hbgw.core.errors import HbgwError
+from hbgw.core.settings import Settings
 from hbgw.procs import settings_env, spawn_hbgw, stop_all
-from sessions.store import Store
-from state.connection import connect
-from state.runtime import Runtime
+from hbgw.sessions.store import Store
+from hbgw.state.connection import connect
+from hbgw.state.runtime import Runtime
 
 REDIS_DB = 3  # beside the e2e deployments' databases
 CONCURRENCY = 8

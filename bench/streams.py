@@ -24,10 +24,10 @@ from sqlalchemy import Engine, event
 from bench.context import BenchContext, Result
 from bench.e2e_systems import postgres_schema
 from bench.serving import serving_app
-from core.clock import utcnow
-from core.settings import Settings
-from gateway.api.app import api_context, create_app
-from sessions.db import make_engine, upgrade
+from hbgw.core.clock import utcnow
+from hbgw.core.settings import Settings
+from hbgw.gateway.api.app import api_context, create_app
+from hbgw.sessions.db import make_engine, upgrade
 
 NAME = "streams"
 

@@ -29,7 +29,7 @@ from chaos.send_checks import recovery_bounded, send_after_lock_moved, unmarked_
 from chaos.verdict import Check as Check
 from chaos.verdict import sends_in_order
 from chaos.webhook_checks import webhook_delivered_once
-from sessions.states import LostLockDetail
+from hbgw.sessions.states import LostLockDetail
 
 DELIVERING = {"completed", "failed"}
 GIVEN_BACK = {"refunded", "abandoned"}

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from chaos.profiles import FAULT_GROUPS, FAULT_KINDS, Profile, long, quick
 from chaos.run import execute
-from core.errors import HbgwError
+from hbgw.core.errors import HbgwError
 
 RESULTS = Path(__file__).resolve().parents[1] / "bench" / "results"
 

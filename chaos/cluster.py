@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from chaos.evidence import ProcessExit
-from core.embedded import EmbeddedRedis
-from core.errors import HbgwError
-from core.private import private_dir
+from hbgw.core.embedded import EmbeddedRedis
+from hbgw.core.errors import HbgwError
+from hbgw.core.private import private_dir
 from hbgw.procs import spawn_hbgw, stop_all
 
 

@@ -16,11 +16,11 @@ from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
 from chaos.evidence import Delivery, Heartbeat, Job, Reply, Run, UserMessage
-from sessions.grammar.cron import CronSchedule
-from sessions.grammar.job_schedule import OnceSchedule, job_next_fire
-from sessions.models import DeliveryRow, HeartbeatRow, JobRow, MessageRow, RunRow, SessionRow
-from sessions.states import JobStatus
-from sessions.store.job_records import job_state, schedule_of
+from hbgw.sessions.grammar.cron import CronSchedule
+from hbgw.sessions.grammar.job_schedule import OnceSchedule, job_next_fire
+from hbgw.sessions.models import DeliveryRow, HeartbeatRow, JobRow, MessageRow, RunRow, SessionRow
+from hbgw.sessions.states import JobStatus
+from hbgw.sessions.store.job_records import job_state, schedule_of
 
 
 def _ts(value: datetime | None) -> float | None:

@@ -19,7 +19,7 @@ from urllib.parse import quote
 
 from sqlalchemy import Engine, create_engine, text
 
-from core.errors import HbgwError
+from hbgw.core.errors import HbgwError
 
 PG_URL = os.environ.get(
     "CHAOS_POSTGRES_URL",

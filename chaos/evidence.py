@@ -10,9 +10,9 @@ import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from sessions.grammar.hours import ActiveHours
-from sessions.states import IN_TURN
-from sessions.states import REACHED_AGENT as _REACHED
+from hbgw.sessions.grammar.hours import ActiveHours
+from hbgw.sessions.states import IN_TURN
+from hbgw.sessions.states import REACHED_AGENT as _REACHED
 
 # Run states of a fire that reached the agent (counted once, whatever happened after), and of
 # one whose turn is still going or was cut off: ``delivering`` is both.

@@ -19,7 +19,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from core.errors import HbgwError
+from hbgw.core.errors import HbgwError
 
 HOST = "127.0.0.1"
 SEARCH = ("/usr/lib/postgresql/*/bin",)

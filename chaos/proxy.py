@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit, urlunsplit
 
-from core.errors import HbgwError
+from hbgw.core.errors import HbgwError
 
 HOST = "127.0.0.1"
 CHUNK = 64 * 1024

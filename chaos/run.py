@@ -35,10 +35,10 @@ from chaos.skew import skew_env
 from chaos.traffic import Traffic
 from chaos.webhook_checks import webhook_sends
 from chaos.webhook_receiver import ChaosReceiver
-from core.errors import HbgwError
-from core.settings import Settings
+from hbgw.core.errors import HbgwError
+from hbgw.core.settings import Settings
 from hbgw.procs import secrets_env, settings_env, spawn_hbgw
-from sessions.db import make_engine
+from hbgw.sessions.db import make_engine
 
 log = logging.getLogger("chaos")
 READY_TIMEOUT = 120.0  # five Python processes starting on a busy two-core machine

@@ -28,7 +28,7 @@ from itertools import pairwise
 
 from chaos.evidence import REACHED_AGENT, Evidence, Run, inside_hours
 from chaos.verdict import Check
-from sessions.jitter import jitter_offset
+from hbgw.sessions.jitter import jitter_offset
 
 TOLERANCE = 0.01  # seconds: a fire id's due time is in whole milliseconds
 RETRIED = "model unreachable"

@@ -16,17 +16,17 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 
 from chaos.profiles import JOBS, POLICY_HEARTBEATS, SESSION_JOBS, WEBHOOK_EVERY, Profile
-from core.clock import utcnow
-from core.settings import Settings
-from gateway.inbound import Queued, receive
 from hbgw.celery_app import make_celery
-from sessions.grammar import limits_from_settings
-from sessions.grammar.job_schedule import parse_job_schedule
-from sessions.store import Store
-from sessions.views import JobRoute, NewJob
-from state.connection import connect
-from state.dispatch import Dispatcher
-from state.runtime import Runtime
+from hbgw.core.clock import utcnow
+from hbgw.core.settings import Settings
+from hbgw.gateway.inbound import Queued, receive
+from hbgw.sessions.grammar import limits_from_settings
+from hbgw.sessions.grammar.job_schedule import parse_job_schedule
+from hbgw.sessions.store import Store
+from hbgw.sessions.views import JobRoute, NewJob
+from hbgw.state.connection import connect
+from hbgw.state.dispatch import Dispatcher
+from hbgw.state.runtime import Runtime
 
 
 @dataclass

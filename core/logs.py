@@ -20,8 +20,8 @@ from urllib.parse import unquote, urlsplit
 
 from pydantic import SecretStr
 
-from core.masking import command_secrets, mask_url, url_secrets
-from core.settings import Settings
+from hbgw.core.masking import command_secrets, mask_url, url_secrets
+from hbgw.core.settings import Settings
 
 Mode = Literal["json", "text"]
 

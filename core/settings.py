@@ -10,17 +10,17 @@ from typing import Any, Literal
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from core.masking import mask_command, mask_url
-from core.settings_agent import AgentToolSettings
-from core.settings_costs import CostSettings
-from core.settings_delivery import BrokerSettings, DeliverySettings
-from core.settings_discord import DiscordSettings
-from core.settings_jobs import JobSettings
-from core.settings_placeholders import PlaceholderCheck
-from core.settings_retention import RetentionSettings
-from core.settings_slack import SlackSettings
-from core.settings_telegram import TelegramSettings
-from core.settings_webhook import WebhookSettings
+from hbgw.core.masking import mask_command, mask_url
+from hbgw.core.settings_agent import AgentToolSettings
+from hbgw.core.settings_costs import CostSettings
+from hbgw.core.settings_delivery import BrokerSettings, DeliverySettings
+from hbgw.core.settings_discord import DiscordSettings
+from hbgw.core.settings_jobs import JobSettings
+from hbgw.core.settings_placeholders import PlaceholderCheck
+from hbgw.core.settings_retention import RetentionSettings
+from hbgw.core.settings_slack import SlackSettings
+from hbgw.core.settings_telegram import TelegramSettings
+from hbgw.core.settings_webhook import WebhookSettings
 
 __all__ = ["Settings", "get_settings", "mask_url"]  # mask_url: imported from here by callers
 # SQLite (built in) and PostgreSQL through psycopg 3, the driver the project ships.

@@ -17,19 +17,19 @@ from datetime import datetime
 import redis
 from kombu.exceptions import KombuError
 
-from core.clock import to_ms
-from core.errors import InvalidState
-from gateway.platforms.served import Served
-from sessions.cron_commands import handle_cron
-from sessions.grammar import GrammarLimits, is_heartbeat_command
-from sessions.grammar.cron_slash import is_cron_command
-from sessions.heartbeat_commands import handle_slash
-from sessions.states import MessageState, SessionStatus
-from sessions.store import Store
-from sessions.validation import MessageLimits, check_message, check_storable
-from sessions.views import SessionView
-from state.dispatch import Dispatcher
-from state.runtime import Runtime
+from hbgw.core.clock import to_ms
+from hbgw.core.errors import InvalidState
+from hbgw.gateway.platforms.served import Served
+from hbgw.sessions.cron_commands import handle_cron
+from hbgw.sessions.grammar import GrammarLimits, is_heartbeat_command
+from hbgw.sessions.grammar.cron_slash import is_cron_command
+from hbgw.sessions.heartbeat_commands import handle_slash
+from hbgw.sessions.states import MessageState, SessionStatus
+from hbgw.sessions.store import Store
+from hbgw.sessions.validation import MessageLimits, check_message, check_storable
+from hbgw.sessions.views import SessionView
+from hbgw.state.dispatch import Dispatcher
+from hbgw.state.runtime import Runtime
 
 log = logging.getLogger("hbgw.inbound")
 

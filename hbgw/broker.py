@@ -24,10 +24,10 @@ import ssl
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from core.errors import BadInput
-from core.settings import Settings, mask_url
-from state.redis_tls import tls_options
-from state.sentinel import is_sentinel, kombu_url
+from hbgw.core.errors import BadInput
+from hbgw.core.settings import Settings, mask_url
+from hbgw.state.redis_tls import tls_options
+from hbgw.state.sentinel import is_sentinel, kombu_url
 
 BrokerKind = Literal["redis", "amqp"]
 KINDS: dict[str, BrokerKind] = {

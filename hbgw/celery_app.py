@@ -7,9 +7,9 @@ from typing import Any
 from celery import Celery
 from celery.signals import setup_logging
 
-from core.settings import Settings
 from hbgw.broker import broker_conf, broker_url
-from state.dispatch import AppContext, attach_context
+from hbgw.core.settings import Settings
+from hbgw.state.dispatch import AppContext, attach_context
 
 
 @setup_logging.connect  # type: ignore[untyped-decorator]
@@ -23,7 +23,7 @@ def make_celery(settings: Settings, state_url: str) -> Celery:
     """The app of every role; its broker is HBGW_BROKER_URL, else the state Redis at
     ``state_url`` (``hbgw/broker.py``)."""
     given = settings.broker_url or state_url
-    app = Celery("hbgw", broker=broker_url(settings, state_url), include=["workers.tasks"])
+    app = Celery("hbgw", broker=broker_url(settings, state_url), include=["hbgw.workers.tasks"])
     app.conf.update(
         task_serializer="json",
         accept_content=["json"],
@@ -47,7 +47,7 @@ def make_celery(settings: Settings, state_url: str) -> Celery:
         worker_hijack_root_logger=False,
         # The console channel prints deliveries; they are not warnings.
         worker_redirect_stdouts_level="INFO",
-        beat_scheduler="beat.scheduler:HeartbeatScheduler",
+        beat_scheduler="hbgw.beat.scheduler:HeartbeatScheduler",
         beat_max_loop_interval=settings.beat_max_sleep,
         timezone="UTC",
         **broker_conf(settings, given),

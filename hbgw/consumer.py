@@ -37,8 +37,8 @@ from typing import Any
 from celery.exceptions import CPendingDeprecationWarning
 from celery.worker.consumer import Consumer
 
-from core.clock import pause
-from state.dispatch import context_of
+from hbgw.core.clock import pause
+from hbgw.state.dispatch import context_of
 
 log = logging.getLogger("hbgw.worker")
 

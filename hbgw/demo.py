@@ -22,18 +22,18 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-from core.clock import utcnow
-from core.settings import Settings
-from gateway.channels.file import read_records
-from gateway.inbound import receive
 from hbgw.celery_app import make_celery
+from hbgw.core.clock import utcnow
+from hbgw.core.settings import Settings
+from hbgw.gateway.channels.file import read_records
+from hbgw.gateway.inbound import receive
 from hbgw.invariants import check
+from hbgw.sessions.grammar import limits_from_settings
+from hbgw.sessions.replies import preview
+from hbgw.sessions.states import GIVEN_BACK, REACHED_AGENT, RunState, SessionStatus
+from hbgw.state.dispatch import Dispatcher
+from hbgw.state.runtime import Runtime
 from hbgw.up import Stack, local_stack
-from sessions.grammar import limits_from_settings
-from sessions.replies import preview
-from sessions.states import GIVEN_BACK, REACHED_AGENT, RunState, SessionStatus
-from state.dispatch import Dispatcher
-from state.runtime import Runtime
 
 DEMO_SETTINGS: dict[str, Any] = {
     "min_interval": 1,

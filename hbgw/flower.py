@@ -15,9 +15,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from core.errors import BadInput
-from core.netaddr import is_loopback
-from core.settings import Settings
+from hbgw.core.errors import BadInput
+from hbgw.core.netaddr import is_loopback
+from hbgw.core.settings import Settings
 
 OAUTH_VARIABLES = ("FLOWER_AUTH_PROVIDER", "FLOWER_AUTH")
 # Flower hides task arguments by default; ours are what an operator looks for (fire ids, the

@@ -23,15 +23,15 @@ from datetime import datetime, timedelta
 from itertools import pairwise
 from typing import Any
 
-from sessions.states import (
+from hbgw.sessions.states import (
     GIVEN_BACK,
     IN_TURN,
     HeartbeatStatus,
     RunState,
     SessionStatus,
 )
-from sessions.views import HeartbeatSnapshot, LedgerSnapshot, RunView
-from state.runtime import Runtime
+from hbgw.sessions.views import HeartbeatSnapshot, LedgerSnapshot, RunView
+from hbgw.state.runtime import Runtime
 
 
 @dataclass

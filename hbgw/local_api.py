@@ -18,8 +18,8 @@ from subprocess import Popen
 
 import httpx
 
-from core.errors import HbgwError
-from core.settings import Settings
+from hbgw.core.errors import HbgwError
+from hbgw.core.settings import Settings
 from hbgw.procs import DISCORD_SECRETS, SLACK_SECRETS, TELEGRAM_SECRETS, WEBHOOK_SECRETS
 
 API_FILE = "api.json"
@@ -53,7 +53,7 @@ class LocalApi:
 
 def plan(settings: Settings) -> LocalApi:
     """The URL (the configured port, or a free one when it is taken) and the token to use."""
-    from gateway.api.auth import parse_tokens
+    from hbgw.gateway.api.auth import parse_tokens
 
     port = settings.api_port if _free(settings.api_port) else _any_port()
     url = f"http://{LOOPBACK}:{port}"
@@ -76,7 +76,7 @@ def local_owner(settings: Settings) -> str:
         return str(written["owner"])
     configured = settings.api_tokens.get_secret_value() if settings.api_tokens else ""
     if configured.strip():
-        from gateway.api.auth import parse_tokens
+        from hbgw.gateway.api.auth import parse_tokens
 
         return parse_tokens(configured)[0][0]
     return LOCAL_OWNER

@@ -12,8 +12,8 @@ from pathlib import Path
 
 from pydantic import SecretStr
 
-from core.private import open_private
-from core.settings import Settings
+from hbgw.core.private import open_private
+from hbgw.core.settings import Settings
 
 PR_SET_PDEATHSIG = 1
 

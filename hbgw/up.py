@@ -19,15 +19,15 @@ from pathlib import Path
 from subprocess import Popen
 from types import FrameType
 
-from core.embedded import EmbeddedRedis
-from core.errors import BadInput
-from core.private import open_private, private_dir
-from core.settings import Settings
 from hbgw import local_api
+from hbgw.core.embedded import EmbeddedRedis
+from hbgw.core.errors import BadInput
+from hbgw.core.private import open_private, private_dir
+from hbgw.core.settings import Settings
 from hbgw.local_api import LocalApi
 from hbgw.procs import secrets_env, settings_env, spawn_hbgw, stop_all
-from sessions.db import ensure_schema, make_engine
-from state.runtime import write_redis_url
+from hbgw.sessions.db import ensure_schema, make_engine
+from hbgw.state.runtime import write_redis_url
 
 LOCK_FILE = "up.lock"
 
@@ -165,8 +165,8 @@ def _stack(
 def preflight(settings: Settings) -> None:
     """What would stop a worker at start stops `up` before anything starts, with the worker's
     own sentence: the agent's settings, the platforms HBGW_PLATFORMS names."""
-    from gateway.platforms.served import Served
-    from workers.agents import make_agent
+    from hbgw.gateway.platforms.served import Served
+    from hbgw.workers.agents import make_agent
 
     make_agent(settings)
     Served.from_settings(settings)

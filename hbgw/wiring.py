@@ -8,15 +8,15 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from core.settings import Settings
-from gateway.channels import make_channel
-from gateway.platforms.served import Served
 from hbgw.celery_app import make_celery
-from state.dispatch import Dispatcher, context_of
-from state.ownership import RegistryHeartbeat, claim_name
-from state.runtime import Runtime, resolve_redis_url
-from workers.agents import make_agent
-from workers.runner import TurnRunner
+from hbgw.core.settings import Settings
+from hbgw.gateway.channels import make_channel
+from hbgw.gateway.platforms.served import Served
+from hbgw.state.dispatch import Dispatcher, context_of
+from hbgw.state.ownership import RegistryHeartbeat, claim_name
+from hbgw.state.runtime import Runtime, resolve_redis_url
+from hbgw.workers.agents import make_agent
+from hbgw.workers.runner import TurnRunner
 
 
 @dataclass(frozen=True)

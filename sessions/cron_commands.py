@@ -13,9 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from core.errors import NotFound, QuotaExceeded
-from sessions.cron_replies import job_line, job_lines
-from sessions.grammar.cron_slash import (
+from hbgw.core.errors import NotFound, QuotaExceeded
+from hbgw.sessions.cron_replies import job_line, job_lines
+from hbgw.sessions.grammar.cron_slash import (
     AddJob,
     CronCommand,
     CronHelp,
@@ -24,10 +24,10 @@ from sessions.grammar.cron_slash import (
     cron_help,
     parse_cron_command,
 )
-from sessions.grammar.limits import GrammarLimits
-from sessions.store import Store
-from sessions.store.job_records import JOB_PAGE, JobRoute, JobView, NewJob
-from sessions.store.session_records import SessionView
+from hbgw.sessions.grammar.limits import GrammarLimits
+from hbgw.sessions.store import Store
+from hbgw.sessions.store.job_records import JOB_PAGE, JobRoute, JobView, NewJob
+from hbgw.sessions.store.session_records import SessionView
 
 QUOTA_SETTING = "HBGW_API_MAX_JOBS_PER_OWNER"
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from core.clock import iso
-from sessions.grammar.job_schedule import describe_job_schedule
-from sessions.store.job_records import JobView
+from hbgw.core.clock import iso
+from hbgw.sessions.grammar.job_schedule import describe_job_schedule
+from hbgw.sessions.store.job_records import JobView
 
 
 def job_line(job: JobView) -> str:

@@ -16,9 +16,9 @@ from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.pool import NullPool
 
-from core.errors import SchemaBehind, StoreError
-from core.private import private_dir, touch_private
-from core.settings import mask_url
+from hbgw.core.errors import SchemaBehind, StoreError
+from hbgw.core.private import private_dir, touch_private
+from hbgw.core.settings import mask_url
 
 if TYPE_CHECKING:
     from alembic.config import Config

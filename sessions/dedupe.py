@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 from datetime import datetime, timedelta
 
-from sessions.heartbeat import HeartbeatState
+from hbgw.sessions.heartbeat import HeartbeatState
 
 DUPLICATE_DETAIL = "duplicate: the same reply was delivered on this route within the window"
 

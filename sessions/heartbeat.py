@@ -6,11 +6,17 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
-from core.errors import CommandError, InvalidState
-from sessions.grammar import CronSchedule, IntervalSchedule, Schedule, format_interval, next_fire
-from sessions.grammar.policy import NO_POLICY, Policy
-from sessions.jitter import jitter_offset
-from sessions.states import HeartbeatStatus
+from hbgw.core.errors import CommandError, InvalidState
+from hbgw.sessions.grammar import (
+    CronSchedule,
+    IntervalSchedule,
+    Schedule,
+    format_interval,
+    next_fire,
+)
+from hbgw.sessions.grammar.policy import NO_POLICY, Policy
+from hbgw.sessions.jitter import jitter_offset
+from hbgw.sessions.states import HeartbeatStatus
 
 MAX_MISSED_COUNTED = 1000
 MAX_QUIET_COUNTED = 32  # 2**32 times any interval is past every ceiling (at most 366d)

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sessions import replies
-from sessions.grammar import (
+from hbgw.sessions import replies
+from hbgw.sessions.grammar import (
     Clear,
     Command,
     GrammarLimits,
@@ -20,7 +20,7 @@ from sessions.grammar import (
     help_text,
     parse_command,
 )
-from sessions.store import Store
+from hbgw.sessions.store import Store
 
 
 def apply_command(

@@ -16,11 +16,11 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
-from core.errors import InvalidState
-from sessions.grammar import CronSchedule, IntervalSchedule
-from sessions.grammar.job_schedule import JobSchedule, OnceSchedule, job_next_fire
-from sessions.jitter import jitter_offset
-from sessions.states import JobStatus, MissedPolicy
+from hbgw.core.errors import InvalidState
+from hbgw.sessions.grammar import CronSchedule, IntervalSchedule
+from hbgw.sessions.grammar.job_schedule import JobSchedule, OnceSchedule, job_next_fire
+from hbgw.sessions.jitter import jitter_offset
+from hbgw.sessions.states import JobStatus, MissedPolicy
 
 MAX_MISSED_COUNTED = 1000
 MAX_TIMES = 1_000_000  # a repeat count beyond it is "forever": leave --times out

@@ -22,8 +22,8 @@ from sqlalchemy import (
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-from core.settings_webhook import WEBHOOK_URL_CHARS
-from sessions.states import (
+from hbgw.core.settings_webhook import WEBHOOK_URL_CHARS
+from hbgw.sessions.states import (
     ClosedReason,
     DeliveryState,
     HeartbeatStatus,
@@ -33,7 +33,7 @@ from sessions.states import (
     RunState,
     SessionStatus,
 )
-from sessions.validation import (
+from hbgw.sessions.validation import (
     ACTIVE_HOURS_CHARS,
     CHAT_CHARS,
     IDEMPOTENCY_KEY_CHARS,

@@ -5,12 +5,12 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from zoneinfo import ZoneInfo
 
-from sessions.grammar import IntervalSchedule, format_interval
-from sessions.grammar.costs import format_tokens
-from sessions.heartbeat import HeartbeatState
-from sessions.states import HeartbeatStatus
-from sessions.store.heartbeat_records import NO_HEARTBEAT, HeartbeatStatusView
-from sessions.store.owner_budgets import OwnerBudget
+from hbgw.sessions.grammar import IntervalSchedule, format_interval
+from hbgw.sessions.grammar.costs import format_tokens
+from hbgw.sessions.heartbeat import HeartbeatState
+from hbgw.sessions.states import HeartbeatStatus
+from hbgw.sessions.store.heartbeat_records import NO_HEARTBEAT, HeartbeatStatusView
+from hbgw.sessions.store.owner_budgets import OwnerBudget
 
 PROMPT_PREVIEW = 60
 

@@ -12,10 +12,10 @@ import unicodedata
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from core.errors import BadInput
+from hbgw.core.errors import BadInput
 
 if TYPE_CHECKING:
-    from core.settings import Settings
+    from hbgw.core.settings import Settings
 
 PLATFORM_CHARS = 64
 CHAT_CHARS = 255

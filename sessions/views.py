@@ -5,19 +5,19 @@ Nothing outside ``sessions/`` sees an ORM object, only these.
 
 from __future__ import annotations
 
-from sessions.store.deliveries import DeliveryOutcome, DeliveryView, Outbound, Resend
-from sessions.store.delivery_retries import RetryAttempt
-from sessions.store.fire_turns import Finished, FireAdmission, FireClaim, NotStarted, Started
-from sessions.store.heartbeat_records import HeartbeatStatusView
-from sessions.store.job_records import JobRestoreEntry, JobRoute, JobView, NewJob
-from sessions.store.job_turns import (
+from hbgw.sessions.store.deliveries import DeliveryOutcome, DeliveryView, Outbound, Resend
+from hbgw.sessions.store.delivery_retries import RetryAttempt
+from hbgw.sessions.store.fire_turns import Finished, FireAdmission, FireClaim, NotStarted, Started
+from hbgw.sessions.store.heartbeat_records import HeartbeatStatusView
+from hbgw.sessions.store.job_records import JobRestoreEntry, JobRoute, JobView, NewJob
+from hbgw.sessions.store.job_turns import (
     JobAdmission,
     JobClaim,
     JobFinished,
     JobNotStarted,
     JobStarted,
 )
-from sessions.store.ledger import (
+from hbgw.sessions.store.ledger import (
     Duplicate,
     FenceClaim,
     RefusalReason,
@@ -27,10 +27,10 @@ from sessions.store.ledger import (
     ReserveOutcome,
     RunView,
 )
-from sessions.store.ledger_audit import HeartbeatSnapshot, LedgerSnapshot
-from sessions.store.message_records import Accepted, MessageView
-from sessions.store.restore_reads import QueuedPage, RestorablePage, RestoreEntry
-from sessions.store.session_records import SessionView
+from hbgw.sessions.store.ledger_audit import HeartbeatSnapshot, LedgerSnapshot
+from hbgw.sessions.store.message_records import Accepted, MessageView
+from hbgw.sessions.store.restore_reads import QueuedPage, RestorablePage, RestoreEntry
+from hbgw.sessions.store.session_records import SessionView
 
 __all__ = [
     "Accepted",

@@ -37,7 +37,7 @@ from collections.abc import Sequence
 
 import redis
 
-from state.keys import Keys
+from hbgw.state.keys import Keys
 
 __all__ = [
     "BeatRegistry",

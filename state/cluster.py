@@ -34,8 +34,8 @@ from redis.exceptions import (
 )
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from core.errors import BadInput
-from core.settings import mask_url
+from hbgw.core.errors import BadInput
+from hbgw.core.settings import mask_url
 
 SCHEMES = {"redis+cluster": False, "rediss+cluster": True}
 DEFAULT_PORT = 6379

@@ -9,11 +9,11 @@ from redis.backoff import ExponentialWithJitterBackoff, NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.retry import Retry
 
-from core.errors import HbgwError
-from core.settings import Settings, mask_url
-from state.cluster import cluster_client, cluster_url_of, is_cluster
-from state.redis_tls import certificate_refused, is_certificate_failure, tls_options, uses_tls
-from state.sentinel import is_sentinel, sentinel_client
+from hbgw.core.errors import HbgwError
+from hbgw.core.settings import Settings, mask_url
+from hbgw.state.cluster import cluster_client, cluster_url_of, is_cluster
+from hbgw.state.redis_tls import certificate_refused, is_certificate_failure, tls_options, uses_tls
+from hbgw.state.sentinel import is_sentinel, sentinel_client
 
 __all__ = [
     "REDIS_URL_FILE",

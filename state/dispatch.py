@@ -12,11 +12,11 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from core.errors import NotWired
-from core.settings import Settings
-from sessions.states import fire_id
-from state.consumer_progress import ConsumerProgress
-from state.keys import Keys
+from hbgw.core.errors import NotWired
+from hbgw.core.settings import Settings
+from hbgw.sessions.states import fire_id
+from hbgw.state.consumer_progress import ConsumerProgress
+from hbgw.state.keys import Keys
 
 FIRE_TASK = "hbgw.fire_heartbeats"
 DRAIN_TASK = "hbgw.drain_inbox"

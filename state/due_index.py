@@ -18,10 +18,10 @@ from operator import itemgetter
 import redis
 from redis.commands.core import Script
 
-from state.cluster import is_cluster_client
-from state.failures import is_expected, log_failure
-from state.keys import Keys, shard_of
-from state.scripts import load_script
+from hbgw.state.cluster import is_cluster_client
+from hbgw.state.failures import is_expected, log_failure
+from hbgw.state.keys import Keys, shard_of
+from hbgw.state.scripts import load_script
 
 __all__ = ["Claim", "DueIndex"]
 
@@ -75,7 +75,7 @@ class DueIndex:
         self._keys = [
             keys.spread_due_shard(i, shards) if spread else keys.due_shard(i) for i in range(shards)
         ]
-        self._claim: Script = load_script(client, "state", "lua/claim_due.lua")
+        self._claim: Script = load_script(client, "hbgw.state", "lua/claim_due.lua")
 
     def shard_key(self, session_id: str) -> str:
         return self._keys[shard_of(session_id, self.shards)]

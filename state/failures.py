@@ -13,8 +13,8 @@ from typing import Any
 
 from kombu.exceptions import OperationalError as BrokerUnavailable
 
-from core.errors import StoreError
-from state.connection import TRANSIENT_REDIS_ERRORS
+from hbgw.core.errors import StoreError
+from hbgw.state.connection import TRANSIENT_REDIS_ERRORS
 
 EXPECTED_FAILURES: tuple[type[Exception], ...] = (
     *TRANSIENT_REDIS_ERRORS,

@@ -49,7 +49,7 @@ from __future__ import annotations
 import zlib
 from functools import cache
 
-from core.errors import BadInput
+from hbgw.core.errors import BadInput
 
 __all__ = ["Keys", "shard_of", "spread_tag"]
 

@@ -13,8 +13,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from core.errors import BadInput
-from state.keys import Keys
+from hbgw.core.errors import BadInput
+from hbgw.state.keys import Keys
 
 if TYPE_CHECKING:
     import redis

@@ -13,9 +13,9 @@ import re
 import tempfile
 from pathlib import Path
 
-from core.errors import BadInput
-from core.private import private_dir
-from state.liveness import Stamp
+from hbgw.core.errors import BadInput
+from hbgw.core.private import private_dir
+from hbgw.state.liveness import Stamp
 
 _SESSION_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:@+=-]{0,127}")
 _PHASE = re.compile(r"\S.{0,199}", re.DOTALL)

@@ -18,12 +18,12 @@ from collections.abc import Callable, Sequence
 
 import redis
 
-from core.clock import pause
-from core.errors import BadInput
-from core.metrics import gateway_metrics
-from state.connection import TRANSIENT_REDIS_ERRORS
-from state.keys import Keys
-from state.scripts import load_script
+from hbgw.core.clock import pause
+from hbgw.core.errors import BadInput
+from hbgw.core.metrics import gateway_metrics
+from hbgw.state.connection import TRANSIENT_REDIS_ERRORS
+from hbgw.state.keys import Keys
+from hbgw.state.scripts import load_script
 
 log = logging.getLogger("hbgw.registry")
 
@@ -66,7 +66,7 @@ class WorkerRegistry:
         self.client = client
         self.keys = keys
         self.ttl_ms = ttl_ms
-        self._claim = load_script(client, "state", "lua/claim_worker.lua")
+        self._claim = load_script(client, "hbgw.state", "lua/claim_worker.lua")
 
     def claim(self, worker: str, now_ms: int) -> int | None:
         """Register ``worker`` unless a live entry holds the name: None when registered, else

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from core.errors import BadInput, HbgwError
-from core.settings import Settings, mask_url
+from hbgw.core.errors import BadInput, HbgwError
+from hbgw.core.settings import Settings, mask_url
 
 TLS_SCHEMES = ("rediss", "rediss+cluster")
 # What the TLS layer says when the peer's certificate does not verify (OpenSSL's reason codes).

@@ -21,8 +21,8 @@ from enum import StrEnum
 import redis
 from redis.commands.core import Script
 
-from state.keys import Keys
-from state.scripts import load_script
+from hbgw.state.keys import Keys
+from hbgw.state.scripts import load_script
 
 __all__ = ["Phase", "RestoreSweep", "SweepState"]
 
@@ -57,7 +57,7 @@ class RestoreSweep:
     def __init__(self, client: redis.Redis, keys: Keys) -> None:
         self.client = client
         self.keys = keys
-        self._commit: Script = load_script(client, "state", "lua/restore_commit.lua")
+        self._commit: Script = load_script(client, "hbgw.state", "lua/restore_commit.lua")
 
     def read(self) -> SweepState:
         raw = self.client.hgetall(self.keys.restore_sweep())

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import redis
 
-from state.keys import Keys
+from hbgw.state.keys import Keys
 
 # A step that left rows behind lets the next one start this soon (one beat tick or two).
 CONTINUE_MS = 1000

@@ -12,26 +12,26 @@ from pathlib import Path
 
 import redis
 
-from core.clock import Clock, to_ms, utcnow
-from core.errors import NotFound
-from core.private import private_dir, write_private
-from core.settings import Settings
-from sessions.states import SessionStatus, job_member
-from sessions.store import Store
-from state.connection import MAX_CONNECTIONS, connect
+from hbgw.core.clock import Clock, to_ms, utcnow
+from hbgw.core.errors import NotFound
+from hbgw.core.private import private_dir, write_private
+from hbgw.core.settings import Settings
+from hbgw.sessions.states import SessionStatus, job_member
+from hbgw.sessions.store import Store
+from hbgw.state.connection import MAX_CONNECTIONS, connect
 
 # Re-exported: callers import these from here; they live with the connection so that a command
 # that only needs Redis (`hbgw stamp`) does not load the SQL store.
-from state.connection import REDIS_URL_FILE as REDIS_URL_FILE
-from state.connection import resolve_redis_url as resolve_redis_url
-from state.due_index import DueIndex
-from state.failures import log_failure
-from state.keys import Keys
-from state.liveness import Liveness
-from state.ownership import WorkerRegistry
-from state.shared_clock import shared_clock
-from state.stream_wake import wake_streams
-from state.turn_gate import TurnGate
+from hbgw.state.connection import REDIS_URL_FILE as REDIS_URL_FILE
+from hbgw.state.connection import resolve_redis_url as resolve_redis_url
+from hbgw.state.due_index import DueIndex
+from hbgw.state.failures import log_failure
+from hbgw.state.keys import Keys
+from hbgw.state.liveness import Liveness
+from hbgw.state.ownership import WorkerRegistry
+from hbgw.state.shared_clock import shared_clock
+from hbgw.state.stream_wake import wake_streams
+from hbgw.state.turn_gate import TurnGate
 
 log = logging.getLogger("hbgw.runtime")
 

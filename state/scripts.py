@@ -14,7 +14,7 @@ from importlib.resources import files
 import redis
 from redis.commands.core import Script
 
-from core.errors import HbgwError
+from hbgw.core.errors import HbgwError
 
 __all__ = ["load_script", "read_script"]
 

@@ -18,8 +18,8 @@ from urllib.parse import quote, unquote, urlsplit
 import redis
 from redis.sentinel import Sentinel, SentinelConnectionPool
 
-from core.errors import BadInput
-from core.settings import mask_url
+from hbgw.core.errors import BadInput
+from hbgw.core.settings import mask_url
 
 SCHEME = "sentinel"
 DEFAULT_PORT = 26379

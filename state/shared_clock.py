@@ -11,8 +11,8 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from core.clock import OffsetClock, SkewWarning
-from core.settings import Settings
+from hbgw.core.clock import OffsetClock, SkewWarning
+from hbgw.core.settings import Settings
 
 if TYPE_CHECKING:
     import redis
@@ -37,7 +37,7 @@ def shared_clock(
     gets each offset measured."""
     warn = SkewWarning(settings.clock_skew_warn, log)
     if gauge is None:
-        from core.metrics import gateway_metrics  # a command that only reads needs no metrics
+        from hbgw.core.metrics import gateway_metrics  # a command that only reads needs no metrics
 
         gauge = gateway_metrics().clock_offset
 

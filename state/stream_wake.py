@@ -23,8 +23,8 @@ from typing import Any
 
 import redis
 
-from state.connection import TRANSIENT_REDIS_ERRORS
-from state.keys import Keys
+from hbgw.state.connection import TRANSIENT_REDIS_ERRORS
+from hbgw.state.keys import Keys
 
 __all__ = ["StreamWaker", "Watch", "wake_streams"]
 

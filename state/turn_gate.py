@@ -16,8 +16,8 @@ from typing import Any, Literal
 import redis
 from redis.commands.core import Script
 
-from state.keys import Keys
-from state.scripts import load_script
+from hbgw.state.keys import Keys
+from hbgw.state.scripts import load_script
 
 __all__ = [
     "Began",
@@ -28,7 +28,7 @@ __all__ = [
     "TurnGate",
 ]
 
-_PACKAGE = "state"
+_PACKAGE = "hbgw.state"
 
 
 @dataclass(frozen=True, slots=True)

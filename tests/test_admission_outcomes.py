@@ -11,8 +11,8 @@ from pathlib import Path
 from support.fire_path import FirePath, fire_path_gateway
 
 from hbgw.celery_app import make_celery
-from state.dispatch import Dispatcher
-from state.ownership import rendezvous_owner
+from hbgw.state.dispatch import Dispatcher
+from hbgw.state.ownership import rendezvous_owner
 
 SESSIONS = 8
 

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from support.harness import Gateway, gateway_settings
 
-from workers.agents import make_agent
-from workers.agents.base import TurnRequest
+from hbgw.workers.agents import make_agent
+from hbgw.workers.agents.base import TurnRequest
 
 SECRETS = {
     "HBGW_DATABASE_URL": "postgresql://hbgw:db-secret@db/hbgw",

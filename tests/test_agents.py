@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from core.errors import BadInput
-from core.settings import Settings, get_settings
 from hbgw.cli.main import main
-from workers.agents import make_agent
+from hbgw.core.errors import BadInput
+from hbgw.core.settings import Settings, get_settings
+from hbgw.workers.agents import make_agent
 
 
 @pytest.mark.parametrize("command", ["", "   ", "\t \n"])

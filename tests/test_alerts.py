@@ -21,10 +21,10 @@ from support.broker import take_fires
 from support.harness import Gateway, gateway_settings
 from support.http_server import serving
 
-from beat.alerts import SIGNATURE_HEADER, AlertSender, sign
-from beat.reconcile import Reconciler
-from core.logs import configure_logging
-from core.metrics import gateway_metrics
+from hbgw.beat.alerts import SIGNATURE_HEADER, AlertSender, sign
+from hbgw.beat.reconcile import Reconciler
+from hbgw.core.logs import configure_logging
+from hbgw.core.metrics import gateway_metrics
 
 MINUTE = 60_000
 SECRET = "whsec-test-91c2"

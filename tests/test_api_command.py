@@ -17,7 +17,7 @@ from support.api_fixtures import EventReader
 from support.cli_fixtures import Hbgw
 from support.harness import wait_until
 
-from gateway.api.auth import parse_tokens
+from hbgw.gateway.api.auth import parse_tokens
 
 TOKEN = "sEcReT-alice-93f0b7"
 ADMIN = "sEcReT-admin-4411aa"

@@ -10,9 +10,9 @@ import pytest
 from support.api_fixtures import ALICE, Api, EventReader
 from support.harness import wait_until
 
-from core.clock import utcnow
-from gateway.api.app import api_context, create_app
-from gateway.api.server import api_server
+from hbgw.core.clock import utcnow
+from hbgw.gateway.api.app import api_context, create_app
+from hbgw.gateway.api.server import api_server
 
 
 def ready_worker(api: Api) -> None:

@@ -15,7 +15,7 @@ from support.fake_openai import FakeOpenAI, Text, ToolCall, openai_gateway
 from support.harness import wait_until
 from support.http_server import serving
 
-from gateway.api.app import create_app
+from hbgw.gateway.api.app import create_app
 
 
 @pytest.fixture

@@ -9,8 +9,8 @@ from support.harness import Gateway, gateway_settings
 from support.http_server import serving
 from support.private_redis import PrivateRedis
 
-from gateway.api.app import create_app
-from sessions.db import downgrade, make_engine
+from hbgw.gateway.api.app import create_app
+from hbgw.sessions.db import downgrade, make_engine
 
 
 def test_readyz_fails_while_redis_is_down_and_messages_are_still_accepted(

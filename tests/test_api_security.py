@@ -18,10 +18,10 @@ from support.api_fixtures import ALICE, BOB, Api, EventReader, api_overrides
 from support.harness import Gateway, gateway_settings, wait_until
 from support.http_server import serving
 
-from gateway.api.app import create_app
-from gateway.api.server import api_server
-from sessions.models import HeartbeatRow, RunRow
-from sessions.states import RunState
+from hbgw.gateway.api.app import create_app
+from hbgw.gateway.api.server import api_server
+from hbgw.sessions.models import HeartbeatRow, RunRow
+from hbgw.sessions.states import RunState
 
 
 def _series(anyone: httpx.Client) -> set[str]:

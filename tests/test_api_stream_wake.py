@@ -17,11 +17,11 @@ from support.http_server import serving
 from support.private_redis import PrivateRedis
 from support.sql_count import counting_sql
 
-from core.clock import utcnow
-from gateway.api.app import api_context, create_app
-from state.connection import connect
-from state.keys import Keys
-from state.stream_wake import StreamWaker, wake_streams
+from hbgw.core.clock import utcnow
+from hbgw.gateway.api.app import api_context, create_app
+from hbgw.state.connection import connect
+from hbgw.state.keys import Keys
+from hbgw.state.stream_wake import StreamWaker, wake_streams
 
 # Neither the sweep nor a stream's own recheck comes within a test's deadline: only a wake-up can.
 SLOW = {"api_stream_poll": 60.0, "api_stream_recheck": 60.0}

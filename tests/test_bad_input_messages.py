@@ -13,12 +13,12 @@ from support.cli_fixtures import Hbgw
 from support.scenarios import LIMITS
 from support.seed import T0
 
-from core.errors import BadInput, StaleFence
-from gateway.inbound import Queued, receive
-from sessions.grammar import IntervalSchedule
-from sessions.states import MessageState
-from sessions.store import Store
-from sessions.validation import MessageLimits
+from hbgw.core.errors import BadInput, StaleFence
+from hbgw.gateway.inbound import Queued, receive
+from hbgw.sessions.grammar import IntervalSchedule
+from hbgw.sessions.states import MessageState
+from hbgw.sessions.store import Store
+from hbgw.sessions.validation import MessageLimits
 
 NOT_UTF8 = "caf\udce9"  # how Python decodes the byte 0xE9 of a Latin-1 argument
 LONG = "x" * 256

@@ -15,7 +15,7 @@ from support.harness import Gateway, gateway_settings, wait_until
 from support.metrics_reading import free_port, scrape, value, with_name
 
 from hbgw.procs import spawn_hbgw, stop_all
-from state.beat_registry import BeatRegistry, assign_shards
+from hbgw.state.beat_registry import BeatRegistry, assign_shards
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 

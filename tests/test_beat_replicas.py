@@ -16,12 +16,12 @@ from pydantic import ValidationError
 from support.broker import take_fires, take_messages
 from support.harness import Gateway
 
-from beat.core import DRAIN_REASK_MS, BeatCore
-from core.clock import utcnow
-from core.metrics import gateway_metrics
-from core.settings import Settings
-from state.dispatch import DRAIN_TASK
-from state.keys import shard_of
+from hbgw.beat.core import DRAIN_REASK_MS, BeatCore
+from hbgw.core.clock import utcnow
+from hbgw.core.metrics import gateway_metrics
+from hbgw.core.settings import Settings
+from hbgw.state.dispatch import DRAIN_TASK
+from hbgw.state.keys import shard_of
 
 WORKER = "w1"
 SESSIONS = [f"sess-{i}" for i in range(200)]

@@ -19,8 +19,8 @@ from bench import claim, memory, plots, redbeat_setup, tick
 from bench.beat_rig import BeatRig, beat_rig, rig_settings, session_ids
 from bench.fleet import build_fleet
 from bench.runner import write_result
-from core.clock import to_ms
-from state.turn_gate import Began, TurnEnded
+from hbgw.core.clock import to_ms
+from hbgw.state.turn_gate import Began, TurnEnded
 
 SIZE = 200
 

@@ -25,7 +25,7 @@ from bench.e2e_measure import (
     steady_window,
 )
 from bench.plots_e2e import lag_plot
-from core.embedded import EmbeddedRedis
+from hbgw.core.embedded import EmbeddedRedis
 
 T0 = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
 E0 = T0.timestamp()

@@ -4,7 +4,7 @@ in one second."""
 from __future__ import annotations
 
 from bench.jitter_burst import measure
-from sessions.jitter import MAX_SECONDS
+from hbgw.sessions.jitter import MAX_SECONDS
 
 
 def test_jitter_spreads_a_burst_that_exact_times_concentrate() -> None:

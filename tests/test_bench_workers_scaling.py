@@ -17,7 +17,7 @@ from bench.workers_scaling import (
     phases_markdown,
     run_plan,
 )
-from core.embedded import EmbeddedRedis
+from hbgw.core.embedded import EmbeddedRedis
 
 
 def _pg(**given: float) -> dict[str, object]:

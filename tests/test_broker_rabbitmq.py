@@ -11,8 +11,8 @@ from support.harness import Gateway, gateway_settings, wait_until
 from support.rabbitmq import queue_type
 from support.scenarios import send
 
-from gateway.inbound import Queued
-from sessions.states import RunState
+from hbgw.gateway.inbound import Queued
+from hbgw.sessions.states import RunState
 
 
 def rabbit_gateway(tmp_path: Path, redis_url: str, ns: str, amqp_url: str) -> Gateway:

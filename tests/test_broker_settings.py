@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from core.errors import BadInput
-from core.settings import Settings
 from hbgw.broker import broker_conf, broker_kind, broker_url
 from hbgw.celery_app import make_celery
+from hbgw.core.errors import BadInput
+from hbgw.core.settings import Settings
 
 STATE = "redis://127.0.0.1:6379/0"
 

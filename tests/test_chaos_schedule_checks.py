@@ -11,10 +11,10 @@ from datetime import datetime
 from chaos.checks import Check, run_checks
 from chaos.collect import read_jobs
 from chaos.evidence import Delivery, Evidence, Heartbeat, Job, Run
-from sessions.grammar.job_schedule import parse_job_schedule
-from sessions.jitter import jitter_offset
-from sessions.store import Store
-from sessions.views import JobRoute, NewJob
+from hbgw.sessions.grammar.job_schedule import parse_job_schedule
+from hbgw.sessions.jitter import jitter_offset
+from hbgw.sessions.store import Store
+from hbgw.sessions.views import JobRoute, NewJob
 
 T = 1_767_261_600.0  # 2026-01-01T10:00:00Z; the fake run lasts a minute
 S, FRESH = "s1", "s2"

@@ -13,11 +13,11 @@ from typing import Any
 
 import redis
 
-from beat.core import group_by_owner
-from state.dispatch import ARGSREPR_FIRES, FIRE_TASK, Dispatcher
-from state.due_index import DueIndex, _pairs
-from state.keys import Keys
-from state.ownership import Rendezvous, rendezvous_owner
+from hbgw.beat.core import group_by_owner
+from hbgw.state.dispatch import ARGSREPR_FIRES, FIRE_TASK, Dispatcher
+from hbgw.state.due_index import DueIndex, _pairs
+from hbgw.state.keys import Keys
+from hbgw.state.ownership import Rendezvous, rendezvous_owner
 
 SESSIONS = [f"s{i:015x}" for i in range(4000)]
 

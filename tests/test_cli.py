@@ -146,7 +146,7 @@ def test_estop_switches_the_flag(
 ) -> None:
     monkeypatch.setenv("HBGW_REDIS_URL", redis_url)
     monkeypatch.setenv("HBGW_NAMESPACE", redis_ns)
-    from state.keys import Keys
+    from hbgw.state.keys import Keys
 
     keys = Keys(redis_ns)
     s1 = hbgw("session", "create", "--platform", "cli", "--chat", "me").out.strip()

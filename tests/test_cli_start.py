@@ -112,7 +112,7 @@ def test_the_short_path_reads_the_options_as_the_full_command_does(
 
 
 def test_the_files_head_is_alembics_head(tmp_path: Path) -> None:
-    from sessions.db import ensure_schema, file_head, head_revision, make_engine
+    from hbgw.sessions.db import ensure_schema, file_head, head_revision, make_engine
 
     engine = make_engine(f"sqlite:///{tmp_path / 'db.sqlite3'}")
     try:

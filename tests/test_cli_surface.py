@@ -13,8 +13,8 @@ import pytest
 import typer
 from support.cli_fixtures import Hbgw, Result
 
-from core import errors
 from hbgw.cli import main as cli
+from hbgw.core import errors
 
 # -- heartbeat set speaks the /heartbeat grammar ---------------------------------------------
 

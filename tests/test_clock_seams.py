@@ -7,10 +7,10 @@ from pathlib import Path
 
 from support.harness import Gateway
 
-from beat.core import BeatCore
-from core.clock import utcnow
-from gateway.channels.file import FileChannel, read_records
-from workers.ports import Address
+from hbgw.beat.core import BeatCore
+from hbgw.core.clock import utcnow
+from hbgw.gateway.channels.file import FileChannel, read_records
+from hbgw.workers.ports import Address
 
 FIXED = datetime(2031, 1, 2, 3, 4, 5, 678000, tzinfo=UTC)
 

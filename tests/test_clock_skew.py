@@ -19,11 +19,11 @@ import pytest
 from support.harness import Gateway, gateway_settings, wait_until
 from support.metrics_reading import free_port, scrape
 
-from core.clock import utcnow
+from hbgw.core.clock import utcnow
 from hbgw.procs import spawn_hbgw, stop_all
-from sessions.states import REACHED_AGENT
-from state.beat_registry import BeatRegistry, shards_of
-from state.keys import shard_of
+from hbgw.sessions.states import REACHED_AGENT
+from hbgw.state.beat_registry import BeatRegistry, shards_of
+from hbgw.state.keys import shard_of
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
 

@@ -18,12 +18,12 @@ from celery.worker.consumer import Consumer
 from support.harness import Gateway, gateway_settings, wait_until
 from support.private_redis import running_redis
 
-from core.settings import Settings
 from hbgw.celery_app import make_celery
 from hbgw.consumer import ResilientConsumer
-from state.consumer_progress import STARTUP_GRACE, ConsumerProgress
-from state.keys import Keys
-from state.ownership import RegistryHeartbeat, WorkerRegistry
+from hbgw.core.settings import Settings
+from hbgw.state.consumer_progress import STARTUP_GRACE, ConsumerProgress
+from hbgw.state.keys import Keys
+from hbgw.state.ownership import RegistryHeartbeat, WorkerRegistry
 
 TTL = 3.0  # seconds, the harness's worker TTL
 

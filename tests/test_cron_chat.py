@@ -16,7 +16,7 @@ from support.api_fixtures import ALICE, BOB, Api, api_overrides
 from support.harness import Gateway, gateway_settings, wait_until
 from support.http_server import serving
 
-from gateway.api.app import create_app
+from hbgw.gateway.api.app import create_app
 
 
 def say(who: httpx.Client, sid: str, text: str) -> dict[str, Any]:

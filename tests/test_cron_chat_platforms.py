@@ -10,10 +10,10 @@ from support.fake_telegram import USERNAME
 from support.harness import wait_until
 from support.telegram_fixtures import GROUP, OWNER, TOPIC, Telegram, message_update
 
-from gateway.platforms.discord.commands import definitions
-from gateway.platforms.discord.interactions import Interaction
-from gateway.platforms.slack.events import as_command
-from gateway.platforms.telegram.updates import as_text, read_command
+from hbgw.gateway.platforms.discord.commands import definitions
+from hbgw.gateway.platforms.discord.interactions import Interaction
+from hbgw.gateway.platforms.slack.events import as_command
+from hbgw.gateway.platforms.telegram.updates import as_text, read_command
 
 
 @pytest.mark.e2e

@@ -13,10 +13,10 @@ from support.harness import Gateway, wait_until
 from support.jobs import add_job, ago, job_runs
 from support.scenarios import assert_invariants
 
-from core.clock import iso, to_ms, utcnow
-from core.errors import InvalidState
-from sessions.grammar.job_schedule import job_next_fire
-from sessions.states import JobStatus, MissedPolicy, RunState, job_member
+from hbgw.core.clock import iso, to_ms, utcnow
+from hbgw.core.errors import InvalidState
+from hbgw.sessions.grammar.job_schedule import job_next_fire
+from hbgw.sessions.states import JobStatus, MissedPolicy, RunState, job_member
 
 
 def test_a_one_shot_runs_in_a_fresh_session_completes_and_never_fires_again(

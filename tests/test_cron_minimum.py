@@ -9,10 +9,10 @@ from __future__ import annotations
 import pytest
 from support.cli_fixtures import Hbgw
 
-from core.errors import CronError
-from sessions.grammar import CronSchedule, GrammarLimits, parse_cron
-from sessions.grammar.cron import smallest_gap
-from sessions.grammar.slash import parse_command
+from hbgw.core.errors import CronError
+from hbgw.sessions.grammar import CronSchedule, GrammarLimits, parse_cron
+from hbgw.sessions.grammar.cron import smallest_gap
+from hbgw.sessions.grammar.slash import parse_command
 
 HOUR = GrammarLimits(min_interval=3600)
 

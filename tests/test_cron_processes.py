@@ -13,11 +13,11 @@ import pytest
 from support.harness import Gateway, gateway_settings, wait_until
 from support.jobs import add_job
 
-from core.clock import utcnow
+from hbgw.core.clock import utcnow
 from hbgw.invariants import check
 from hbgw.procs import spawn_hbgw, stop_all
-from sessions.states import REACHED_AGENT, RunState
-from state.beat_registry import BeatRegistry
+from hbgw.sessions.states import REACHED_AGENT, RunState
+from hbgw.state.beat_registry import BeatRegistry
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 

@@ -21,10 +21,10 @@ from support.http_server import serving
 from support.jobs import add_job, ago, backdate_retry
 from support.tcp_proxy import tcp_proxy
 
-from core.clock import utcnow
-from sessions.states import RunState
-from sessions.views import RunView
-from workers.agents.openai_agent import unreachable
+from hbgw.core.clock import utcnow
+from hbgw.sessions.states import RunState
+from hbgw.sessions.views import RunView
+from hbgw.workers.agents.openai_agent import unreachable
 
 REQUEST: Any = httpx.Request("POST", "http://127.0.0.1:9/v1/chat/completions")  # refused
 LADDER = {"openai_max_retries": 0, "job_retry_delays": "60,300,900"}

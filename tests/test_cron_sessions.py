@@ -10,9 +10,9 @@ from support.harness import Gateway, gateway_settings, wait_until
 from support.jobs import add_job, ago, job_runs
 from support.scenarios import assert_invariants, send
 
-from core.clock import to_ms
-from sessions.states import REACHED_AGENT, RunState, job_member
-from state.restore_sweep import RestoreSweep
+from hbgw.core.clock import to_ms
+from hbgw.sessions.states import REACHED_AGENT, RunState, job_member
+from hbgw.state.restore_sweep import RestoreSweep
 
 
 def _hold(gw: Gateway, sid: str, gate: Path) -> None:

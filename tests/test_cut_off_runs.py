@@ -15,8 +15,8 @@ from support.fires import lock_free, vanished_turn
 from support.harness import Gateway
 from support.scenarios import assert_invariants
 
-from core.clock import to_ms, utcnow
-from sessions.states import LostLockDetail, RunState
+from hbgw.core.clock import to_ms, utcnow
+from hbgw.sessions.states import LostLockDetail, RunState
 
 
 @pytest.mark.parametrize(

@@ -22,16 +22,16 @@ from support.harness import Gateway, gateway_settings, wait_until
 from support.scenarios import send, started_run
 from support.tcp_proxy import TcpProxy, tcp_proxy
 
-from core.clock import utcnow
-from core.errors import TurnAborted
-from gateway.inbound import Queued
-from sessions.states import LostLockDetail, RunState
-from sessions.views import Outbound
-from state.connection import connect
-from state.turn_gate import Began, TurnGate
-from workers.locks import LockKeeper
-from workers.runner import TurnRunner
-from workers.turn_io import REPEAT_MARK
+from hbgw.core.clock import utcnow
+from hbgw.core.errors import TurnAborted
+from hbgw.gateway.inbound import Queued
+from hbgw.sessions.states import LostLockDetail, RunState
+from hbgw.sessions.views import Outbound
+from hbgw.state.connection import connect
+from hbgw.state.turn_gate import Began, TurnGate
+from hbgw.workers.locks import LockKeeper
+from hbgw.workers.runner import TurnRunner
+from hbgw.workers.turn_io import REPEAT_MARK
 
 NEWER = "newer-grant"
 

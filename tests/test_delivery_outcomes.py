@@ -16,15 +16,15 @@ from support.fires import lock_free, vanished_turn
 from support.harness import Gateway, gateway_settings, wait_until
 from support.scenarios import assert_invariants, send
 
-from core.clock import to_ms, utcnow
-from core.metrics import gateway_metrics
-from gateway.inbound import Queued
-from sessions.db import make_engine, upgrade
-from sessions.models import DeliveryRow
-from sessions.states import DeliveryState, RunState
-from sessions.views import Outbound
-from state.turn_gate import Began
-from workers.turn_io import REPEAT_MARK
+from hbgw.core.clock import to_ms, utcnow
+from hbgw.core.metrics import gateway_metrics
+from hbgw.gateway.inbound import Queued
+from hbgw.sessions.db import make_engine, upgrade
+from hbgw.sessions.models import DeliveryRow
+from hbgw.sessions.states import DeliveryState, RunState
+from hbgw.sessions.views import Outbound
+from hbgw.state.turn_gate import Began
+from hbgw.workers.turn_io import REPEAT_MARK
 
 
 def _count(outcome: str) -> float:

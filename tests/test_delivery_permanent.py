@@ -16,9 +16,9 @@ from support.fake_slack import Failure
 from support.harness import wait_until
 from support.slack_fixtures import CHANNEL, TEAM, Slack
 
-from core.clock import utcnow
-from core.metrics import gateway_metrics
-from sessions.states import DeliveryState, HeartbeatStatus, RunState
+from hbgw.core.clock import utcnow
+from hbgw.core.metrics import gateway_metrics
+from hbgw.sessions.states import DeliveryState, HeartbeatStatus, RunState
 
 pytestmark = pytest.mark.e2e
 

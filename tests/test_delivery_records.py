@@ -9,10 +9,10 @@ from datetime import timedelta
 from support.fires import reserve, start
 from support.seed import T0, make_session_with_heartbeat
 
-from sessions.states import DeliveryState, RunState
-from sessions.store import Store
-from sessions.store.deliveries import CUT_OFF_ERROR, NOT_SENT_ERROR
-from sessions.views import DeliveryOutcome, DeliveryView, Outbound
+from hbgw.sessions.states import DeliveryState, RunState
+from hbgw.sessions.store import Store
+from hbgw.sessions.store.deliveries import CUT_OFF_ERROR, NOT_SENT_ERROR
+from hbgw.sessions.views import DeliveryOutcome, DeliveryView, Outbound
 
 T1 = T0 + timedelta(minutes=11)
 LATER = T1 + timedelta(minutes=1)

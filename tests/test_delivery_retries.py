@@ -15,9 +15,9 @@ from support.fake_openai import Text
 from support.fake_slack import Failure
 from support.harness import wait_until
 
-from core.metrics import gateway_metrics
-from sessions.states import DeliveryState, RunState
-from workers.turn_io import REPEAT_MARK
+from hbgw.core.metrics import gateway_metrics
+from hbgw.sessions.states import DeliveryState, RunState
+from hbgw.workers.turn_io import REPEAT_MARK
 
 pytestmark = pytest.mark.e2e
 

@@ -11,10 +11,10 @@ import pytest
 from support.fires import reserve, start
 from support.seed import T0, make_session_with_heartbeat
 
-from core.errors import StaleFence
-from sessions.states import DeliveryState, HeartbeatStatus, RunState
-from sessions.store import Store
-from sessions.views import DeliveryOutcome, Resend
+from hbgw.core.errors import StaleFence
+from hbgw.sessions.states import DeliveryState, HeartbeatStatus, RunState
+from hbgw.sessions.store import Store
+from hbgw.sessions.views import DeliveryOutcome, Resend
 
 T1 = T0 + timedelta(minutes=11)
 LATER = T1 + timedelta(minutes=1)

@@ -13,10 +13,10 @@ from support.cli_fixtures import Hbgw
 from support.discord_fixtures import APP_ID, BOT_TOKEN, CHANNEL, PUBLIC_KEY, THREAD
 from support.fake_discord import Failure, FakeDiscord, fake_discord
 
-from core.errors import PermanentDelivery, TransientDelivery
-from gateway.platforms.discord.channel import DiscordChannel
-from gateway.platforms.discord.commands import definitions
-from workers.ports import Address
+from hbgw.core.errors import PermanentDelivery, TransientDelivery
+from hbgw.gateway.platforms.discord.channel import DiscordChannel
+from hbgw.gateway.platforms.discord.commands import definitions
+from hbgw.workers.ports import Address
 
 IN_THREAD = Address("discord", CHANNEL, THREAD)
 

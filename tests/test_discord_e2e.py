@@ -10,7 +10,7 @@ from support.discord_fixtures import APP_ID, BOT_TOKEN, CHANNEL, GUILD, THREAD, 
 from support.fake_discord import Failure
 from support.harness import wait_until
 
-from core.clock import utcnow
+from hbgw.core.clock import utcnow
 
 pytestmark = pytest.mark.e2e
 

@@ -13,19 +13,19 @@ import pytest
 from nacl.signing import SigningKey
 from pydantic import ValidationError
 
-from core.errors import BadInput, PermanentDelivery, TransientDelivery
-from core.logs import configured_secrets
-from core.settings import Settings
-from gateway.channels import make_channel
-from gateway.platforms.discord.channel import DiscordChannel, nonce
-from gateway.platforms.discord.commands import definitions
-from gateway.platforms.discord.interactions import read_interaction
-from gateway.platforms.discord.ratelimits import Buckets
-from gateway.platforms.discord.rest import classify, retry_after
-from gateway.platforms.discord.routes import router
-from gateway.platforms.discord.signature import DiscordSignature
-from gateway.platforms.guard import Reject
-from gateway.platforms.served import Served
+from hbgw.core.errors import BadInput, PermanentDelivery, TransientDelivery
+from hbgw.core.logs import configured_secrets
+from hbgw.core.settings import Settings
+from hbgw.gateway.channels import make_channel
+from hbgw.gateway.platforms.discord.channel import DiscordChannel, nonce
+from hbgw.gateway.platforms.discord.commands import definitions
+from hbgw.gateway.platforms.discord.interactions import read_interaction
+from hbgw.gateway.platforms.discord.ratelimits import Buckets
+from hbgw.gateway.platforms.discord.rest import classify, retry_after
+from hbgw.gateway.platforms.discord.routes import router
+from hbgw.gateway.platforms.discord.signature import DiscordSignature
+from hbgw.gateway.platforms.guard import Reject
+from hbgw.gateway.platforms.served import Served
 from hbgw.local_api import LocalApi
 from hbgw.procs import ROLE_SECRETS, secrets_env, settings_env
 

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 import redis
 
-from core.embedded import EmbeddedRedis
-from core.errors import HbgwError
-from state.connection import connect, ping_or_error
+from hbgw.core.embedded import EmbeddedRedis
+from hbgw.core.errors import HbgwError
+from hbgw.state.connection import connect, ping_or_error
 
 
 def port_is_closed(port: int) -> bool:

@@ -13,11 +13,11 @@ import redis
 from support.cli_fixtures import Hbgw
 from support.harness import wait_until
 
-from core.clock import utcnow
-from sessions.grammar import IntervalSchedule
-from sessions.states import MessageState
-from sessions.store import Store
-from state.keys import Keys
+from hbgw.core.clock import utcnow
+from hbgw.sessions.grammar import IntervalSchedule
+from hbgw.sessions.states import MessageState
+from hbgw.sessions.store import Store
+from hbgw.state.keys import Keys
 
 HELD = 3  # `hbgw send`: the message is queued, an emergency stop holds it
 

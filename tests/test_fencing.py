@@ -14,11 +14,11 @@ import pytest
 from support.harness import Gateway, gateway_settings, wait_until
 from support.scenarios import assert_invariants, send, started_run
 
-from core.clock import utcnow
-from gateway.inbound import Queued
-from sessions.states import LostLockDetail, RunState
-from sessions.views import RunView
-from workers.runner import TurnRunner
+from hbgw.core.clock import utcnow
+from hbgw.gateway.inbound import Queued
+from hbgw.sessions.states import LostLockDetail, RunState
+from hbgw.sessions.views import RunView
+from hbgw.workers.runner import TurnRunner
 
 
 def accept_due_fire(gw: Gateway, runner: TurnRunner, sid: str) -> str:

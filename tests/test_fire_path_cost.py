@@ -18,10 +18,10 @@ from support.broker import take_messages
 from support.fire_path import FireCost, fire_path_gateway
 from support.scenarios import assert_invariants, send
 
-from gateway.inbound import Queued
-from sessions.db import make_engine, upgrade
-from sessions.states import RunState
-from state.ownership import rendezvous_owner
+from hbgw.gateway.inbound import Queued
+from hbgw.sessions.db import make_engine, upgrade
+from hbgw.sessions.states import RunState
+from hbgw.state.ownership import rendezvous_owner
 
 ADMISSION_TRANSACTIONS = 1
 TURN_TRANSACTIONS = 4  # claim + reserve, re-check + start, delivering, finish

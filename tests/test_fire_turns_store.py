@@ -8,11 +8,11 @@ from datetime import datetime, timedelta
 import pytest
 from support.seed import T0, make_session_with_heartbeat
 
-from core.clock import to_ms
-from core.errors import StaleFence
-from sessions.states import RefundReason, RunState, fire_id
-from sessions.store import Store
-from sessions.views import (
+from hbgw.core.clock import to_ms
+from hbgw.core.errors import StaleFence
+from hbgw.sessions.states import RefundReason, RunState, fire_id
+from hbgw.sessions.store import Store
+from hbgw.sessions.views import (
     Duplicate,
     FireClaim,
     NotStarted,

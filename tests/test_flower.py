@@ -14,8 +14,8 @@ import pytest
 from support.harness import Gateway, gateway_settings, wait_until
 from support.metrics_reading import free_port
 
-from core.errors import BadInput
-from core.settings import Settings
+from hbgw.core.errors import BadInput
+from hbgw.core.settings import Settings
 from hbgw.flower import flower_plan
 from hbgw.procs import spawn_hbgw, stop_all
 

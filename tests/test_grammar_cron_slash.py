@@ -7,16 +7,16 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from core.errors import GrammarError
-from sessions.grammar import CronSchedule, GrammarLimits, IntervalSchedule, is_cron_command
-from sessions.grammar.cron_slash import (
+from hbgw.core.errors import GrammarError
+from hbgw.sessions.grammar import CronSchedule, GrammarLimits, IntervalSchedule, is_cron_command
+from hbgw.sessions.grammar.cron_slash import (
     AddJob,
     CronHelp,
     JobVerb,
     ListJobs,
     parse_cron_command,
 )
-from sessions.grammar.job_schedule import OnceSchedule
+from hbgw.sessions.grammar.job_schedule import OnceSchedule
 
 NOW = datetime(2026, 12, 2, 8, 0, tzinfo=UTC)
 LIMITS = GrammarLimits()

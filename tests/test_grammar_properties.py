@@ -10,8 +10,8 @@ from croniter import croniter
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.errors import GrammarError
-from sessions.grammar import (
+from hbgw.core.errors import GrammarError
+from hbgw.sessions.grammar import (
     CronSchedule,
     GrammarLimits,
     IntervalSchedule,
@@ -22,8 +22,8 @@ from sessions.grammar import (
     parse_cron,
     parse_interval,
 )
-from sessions.grammar.cron import ALIASES
-from sessions.grammar.intervals import MAX_INTERVAL, UNITS
+from hbgw.sessions.grammar.cron import ALIASES
+from hbgw.sessions.grammar.intervals import MAX_INTERVAL, UNITS
 
 
 def words(text: str) -> list[str]:

@@ -8,8 +8,8 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from core.errors import CronError, IntervalError
-from sessions.grammar import (
+from hbgw.core.errors import CronError, IntervalError
+from hbgw.sessions.grammar import (
     CronSchedule,
     IntervalSchedule,
     cron_next,

@@ -6,8 +6,8 @@ import re
 
 import pytest
 
-from core.errors import CommandError, CronError, GrammarError, IntervalError
-from sessions.grammar import (
+from hbgw.core.errors import CommandError, CronError, GrammarError, IntervalError
+from hbgw.sessions.grammar import (
     Clear,
     Command,
     CronSchedule,

@@ -21,11 +21,11 @@ from sqlalchemy import Engine, create_engine, event, text
 from support.seed import T0, make_session_with_heartbeat
 from support.sql_fixtures import PG_URL
 
-from core.clock import to_ms
-from sessions import states
-from sessions.db import make_engine, upgrade
-from sessions.store import Store
-from sessions.store.ledger import Reserved
+from hbgw.core.clock import to_ms
+from hbgw.sessions import states
+from hbgw.sessions.db import make_engine, upgrade
+from hbgw.sessions.store import Store
+from hbgw.sessions.store.ledger import Reserved
 
 pytestmark = pytest.mark.postgres
 

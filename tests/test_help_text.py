@@ -15,8 +15,8 @@ from support.harness import Gateway, wait_until
 from support.jobs import add_job, ago, job_runs
 from support.tls_redis import free_port
 
-from core.masking import mask_url
 from hbgw.cli.main import app
+from hbgw.core.masking import mask_url
 
 
 def _paths(command: Any, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:

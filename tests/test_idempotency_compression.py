@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from support.seed import T0
 
-from sessions.store import Store
+from hbgw.sessions.store import Store
 
 
 def test_a_retry_after_compressions_gets_the_first_message(store: Store) -> None:

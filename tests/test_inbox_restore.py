@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 import redis
 
-from state.keys import Keys
-from state.turn_gate import TurnGate
+from hbgw.state.keys import Keys
+from hbgw.state.turn_gate import TurnGate
 
 SID = "sess-1"
 

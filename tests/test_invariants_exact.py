@@ -18,11 +18,11 @@ from support.harness import Gateway, wait_until
 from support.scenarios import send
 from support.seed import T0, make_session_with_heartbeat
 
-from core.clock import utcnow
-from core.errors import StaleFence
+from hbgw.core.clock import utcnow
+from hbgw.core.errors import StaleFence
 from hbgw.invariants import InvariantReport, audit, check
-from sessions.states import LostLockDetail, RefundReason, RunState
-from sessions.store import Store
+from hbgw.sessions.states import LostLockDetail, RefundReason, RunState
+from hbgw.sessions.store import Store
 
 MINUTE = timedelta(minutes=1)
 

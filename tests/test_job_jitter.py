@@ -15,20 +15,20 @@ import pytest
 from support.cli_fixtures import Hbgw
 from support.seed import T0
 
-from core.clock import iso
-from sessions import jobs
-from sessions.cron_commands import handle_cron
-from sessions.grammar import CronSchedule, GrammarLimits, IntervalSchedule
-from sessions.grammar.job_schedule import (
+from hbgw.core.clock import iso
+from hbgw.sessions import jobs
+from hbgw.sessions.cron_commands import handle_cron
+from hbgw.sessions.grammar import CronSchedule, GrammarLimits, IntervalSchedule
+from hbgw.sessions.grammar.job_schedule import (
     JobSchedule,
     OnceSchedule,
     is_exact,
     parse_job_schedule,
     split_schedule,
 )
-from sessions.jitter import jitter_offset
-from sessions.states import JobStatus, MissedPolicy
-from sessions.store import Store
+from hbgw.sessions.jitter import jitter_offset
+from hbgw.sessions.states import JobStatus, MissedPolicy
+from hbgw.sessions.store import Store
 
 IDS = [f"j{n:011x}" for n in range(2000)]
 TOP = datetime(2026, 11, 29, 13, 0, tzinfo=UTC)

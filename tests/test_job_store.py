@@ -7,12 +7,12 @@ from datetime import timedelta
 
 import pytest
 
-from core.clock import to_ms, utcnow
-from core.errors import InvalidState, StaleFence
-from sessions.grammar.job_schedule import parse_job_schedule
-from sessions.states import JobStatus, RefundReason, RunState
-from sessions.store import Store
-from sessions.views import Duplicate, JobRoute, NewJob, Reserved
+from hbgw.core.clock import to_ms, utcnow
+from hbgw.core.errors import InvalidState, StaleFence
+from hbgw.sessions.grammar.job_schedule import parse_job_schedule
+from hbgw.sessions.states import JobStatus, RefundReason, RunState
+from hbgw.sessions.store import Store
+from hbgw.sessions.views import Duplicate, JobRoute, NewJob, Reserved
 
 
 def _job(store: Store, schedule: str, age: float) -> tuple[str, str]:

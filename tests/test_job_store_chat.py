@@ -9,12 +9,12 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from core.clock import to_ms, utcnow
-from core.errors import BadInput
-from sessions.grammar.job_schedule import parse_job_schedule
-from sessions.states import RunState
-from sessions.store import Store
-from sessions.views import JobRoute, JobView, NewJob, Reserved
+from hbgw.core.clock import to_ms, utcnow
+from hbgw.core.errors import BadInput
+from hbgw.sessions.grammar.job_schedule import parse_job_schedule
+from hbgw.sessions.states import RunState
+from hbgw.sessions.store import Store
+from hbgw.sessions.views import JobRoute, JobView, NewJob, Reserved
 
 HERE = JobRoute(platform="slack", chat="C1", thread="T1")
 

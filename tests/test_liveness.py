@@ -15,12 +15,12 @@ import pytest
 import redis
 from support.cli_fixtures import Hbgw
 
-from core.clock import to_ms, utcnow
-from core.errors import BadInput
-from state.keys import Keys
-from state.liveness import DEAD, IDLE, STALE, Liveness, Stamp, Thresholds, judge
-from state.liveness_dir import LivenessDir
-from state.ownership import WorkerRegistry
+from hbgw.core.clock import to_ms, utcnow
+from hbgw.core.errors import BadInput
+from hbgw.state.keys import Keys
+from hbgw.state.liveness import DEAD, IDLE, STALE, Liveness, Stamp, Thresholds, judge
+from hbgw.state.liveness_dir import LivenessDir
+from hbgw.state.ownership import WorkerRegistry
 
 NOW = 1_800_000_000_000
 LIMITS = Thresholds(300, 900)

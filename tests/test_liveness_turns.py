@@ -6,12 +6,12 @@ from dataclasses import dataclass, field
 
 from support.harness import Gateway
 
-from sessions.states import DeliveryState
-from state.turn_gate import Began
-from workers.agents.echo import EchoAgent
-from workers.locks import Grant, Lease, LockKeeper
-from workers.ports import Address
-from workers.turn_io import Delivery, TurnIO
+from hbgw.sessions.states import DeliveryState
+from hbgw.state.turn_gate import Began
+from hbgw.workers.agents.echo import EchoAgent
+from hbgw.workers.locks import Grant, Lease, LockKeeper
+from hbgw.workers.ports import Address
+from hbgw.workers.turn_io import Delivery, TurnIO
 
 
 @dataclass

@@ -12,8 +12,8 @@ from typing import Any
 import redis
 from support.harness import Gateway
 
-from state.turn_gate import Began, TurnGate
-from workers.locks import LockKeeper, LockRenewals
+from hbgw.state.turn_gate import Began, TurnGate
+from hbgw.workers.locks import LockKeeper, LockRenewals
 
 LEASE_MS = 3000
 TURNS = 50

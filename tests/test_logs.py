@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from pydantic import SecretStr, ValidationError
 
-from core.logs import LogFormatter, Mode, configure_logging
-from core.settings import Settings
+from hbgw.core.logs import LogFormatter, Mode, configure_logging
+from hbgw.core.settings import Settings
 
 SECRETS = {
     "database_url": "postgresql://hb:s3cret-db@db:5432/hb",

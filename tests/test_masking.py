@@ -11,9 +11,9 @@ from collections.abc import Iterator
 import pytest
 from support.cli_fixtures import Hbgw
 
-from core.logs import configure_logging
-from core.masking import mask_command, mask_url
-from core.settings import Settings
+from hbgw.core.logs import configure_logging
+from hbgw.core.masking import mask_command, mask_url
+from hbgw.core.settings import Settings
 
 WEBHOOK_TOKEN = "whk-7f3a"
 AGENT_TOKEN = "agt-91bc"

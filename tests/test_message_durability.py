@@ -16,10 +16,10 @@ from support.harness import Gateway, gateway_settings, wait_until
 from support.private_redis import PrivateRedis
 from support.scenarios import LIMITS
 
-from core.clock import utcnow
-from gateway.inbound import Queued, receive
-from sessions.db import make_engine, upgrade
-from sessions.states import MessageState
+from hbgw.core.clock import utcnow
+from hbgw.gateway.inbound import Queued, receive
+from hbgw.sessions.db import make_engine, upgrade
+from hbgw.sessions.states import MessageState
 
 NAMESPACE = "durable"
 

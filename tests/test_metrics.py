@@ -16,11 +16,11 @@ from support.harness import Gateway, gateway_settings, wait_until
 from support.http_server import serving
 from support.metrics_reading import Samples, free_port, free_port_run, scrape, value, with_name
 
-from core.metrics import DELIVERY_PLATFORMS
-from gateway.api.app import create_app
+from hbgw.core.metrics import DELIVERY_PLATFORMS
+from hbgw.gateway.api.app import create_app
 from hbgw.procs import spawn_hbgw, stop_all
+from hbgw.sessions.states import DELIVERY_OUTCOMES
 from hbgw.up import local_stack
-from sessions.states import DELIVERY_OUTCOMES
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 

@@ -8,8 +8,8 @@ import pytest
 from sqlalchemy import Connection, Engine, inspect, text
 from sqlalchemy.exc import IntegrityError
 
-from core.errors import SchemaBehind
-from sessions.db import (
+from hbgw.core.errors import SchemaBehind
+from hbgw.sessions.db import (
     current_revision,
     downgrade,
     ensure_schema,

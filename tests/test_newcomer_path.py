@@ -16,7 +16,7 @@ from support.tls_redis import free_port
 
 from hbgw.cli.common import path_hint
 from hbgw.cli.send_out import FAILED_TURN_EXIT
-from workers.agents.openai_agent import endpoint_host
+from hbgw.workers.agents.openai_agent import endpoint_host
 
 
 def test_a_session_made_without_an_owner_belongs_to_the_local_owner(hbgw: Hbgw) -> None:

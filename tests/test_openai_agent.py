@@ -15,12 +15,12 @@ from support.fake_openai import Delay, Fail, FakeOpenAI, Text, ToolCall, set_arg
 from support.harness import Gateway
 from support.http_server import serving
 
-from core.errors import AgentError, BadInput
-from core.settings import Settings
-from workers.agents import make_agent
-from workers.agents.base import TurnKind, TurnRequest
-from workers.agents.openai_agent import OpenAIAgent, OpenAIConfig
-from workers.heartbeat_tools import HEARTBEAT_TURN_REFUSAL, SessionHeartbeatTools
+from hbgw.core.errors import AgentError, BadInput
+from hbgw.core.settings import Settings
+from hbgw.workers.agents import make_agent
+from hbgw.workers.agents.base import TurnKind, TurnRequest
+from hbgw.workers.agents.openai_agent import OpenAIAgent, OpenAIConfig
+from hbgw.workers.heartbeat_tools import HEARTBEAT_TURN_REFUSAL, SessionHeartbeatTools
 
 KEY = "sk-test-NEVER-SHOWN-4242"
 

@@ -15,10 +15,10 @@ from support.fake_openai import Delay, Fail, FakeOpenAI, Text, ToolCall, openai_
 from support.harness import Gateway, wait_until
 from support.scenarios import send
 
-from core.clock import to_ms
-from gateway.inbound import Queued
-from sessions.states import RunState
-from sessions.views import MessageView
+from hbgw.core.clock import to_ms
+from hbgw.gateway.inbound import Queued
+from hbgw.sessions.states import RunState
+from hbgw.sessions.views import MessageView
 
 
 @pytest.fixture

@@ -14,12 +14,12 @@ import pytest
 from support.fake_openai import Fail, FakeOpenAI, Text
 from support.http_server import serving
 
-from core.errors import AgentError
-from core.settings import Settings
-from workers.agents import make_agent
-from workers.agents.base import TurnRequest
-from workers.agents.command import CommandAgent
-from workers.agents.openai_agent import REASON_CHARS, OpenAIAgent
+from hbgw.core.errors import AgentError
+from hbgw.core.settings import Settings
+from hbgw.workers.agents import make_agent
+from hbgw.workers.agents.base import TurnRequest
+from hbgw.workers.agents.command import CommandAgent
+from hbgw.workers.agents.openai_agent import REASON_CHARS, OpenAIAgent
 
 ROOT = Path(__file__).resolve().parent.parent
 # Ollama's OpenAI-compatible route, for a model without tool support (its exact words).

@@ -13,7 +13,7 @@ import pytest
 from pydantic import SecretStr, ValidationError
 from support.packaging_tools import CHART, ROOT, compose_binary, render, run
 
-from core.settings import Settings
+from hbgw.core.settings import Settings
 
 ROLES = ("migrate", "api", "beat", "worker-1", "flower")
 REQUIRED = {

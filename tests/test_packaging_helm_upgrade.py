@@ -10,7 +10,7 @@ from typing import Any
 from pydantic import SecretStr
 from support.packaging_tools import CHART, render
 
-from core.settings import Settings
+from hbgw.core.settings import Settings
 
 DEFAULT = (CHART / "ci" / "default-values.yaml").read_text()
 # Settings that carry credentials without being SecretStr: URLs with a password or a token.

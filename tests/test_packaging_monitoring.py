@@ -12,8 +12,8 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 from support.packaging_tools import CHART, render
 
-from core.metrics import GatewayMetrics
-from gateway.api.metrics import ApiMetrics
+from hbgw.core.metrics import GatewayMetrics
+from hbgw.gateway.api.metrics import ApiMetrics
 
 SUFFIXES = {"counter": ("_total",), "histogram": ("_bucket", "_sum", "_count"), "gauge": ("",)}
 ALERTS = {

@@ -10,15 +10,15 @@ import pytest
 from nacl.signing import SigningKey
 from pydantic import ValidationError
 
-from core.errors import BadInput, PermanentDelivery
-from core.logs import configured_secrets
-from core.settings import Settings
-from gateway.channels import make_channel
-from gateway.channels.file import FileChannel, read_records
-from gateway.platforms.served import Served
-from gateway.platforms.slack.channel import SlackChannel
-from gateway.platforms.slack.routes import router
-from workers.ports import Address
+from hbgw.core.errors import BadInput, PermanentDelivery
+from hbgw.core.logs import configured_secrets
+from hbgw.core.settings import Settings
+from hbgw.gateway.channels import make_channel
+from hbgw.gateway.channels.file import FileChannel, read_records
+from hbgw.gateway.platforms.served import Served
+from hbgw.gateway.platforms.slack.channel import SlackChannel
+from hbgw.gateway.platforms.slack.routes import router
+from hbgw.workers.ports import Address
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 SLACK = {"slack_signing_secret": "sign-3f9a1c", "slack_bot_token": "xoxb-1-2-tok"}

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from core.errors import BadInput
-from core.settings import Settings
-from gateway.platforms.served import Served
 from hbgw.celery_app import make_celery
+from hbgw.core.errors import BadInput
+from hbgw.core.settings import Settings
+from hbgw.gateway.platforms.served import Served
 
 
 @pytest.mark.parametrize("platform", ["slack", "telegram", "discord", "webhook"])

@@ -16,18 +16,18 @@ from support.fires import reserve
 from support.harness import Gateway, wait_until
 from support.seed import T0
 
-from core.clock import utcnow
-from core.errors import CommandError
-from core.usage import TokenUsage
-from sessions import replies
-from sessions.grammar import GrammarLimits, IntervalSchedule, SetHeartbeat, parse_command
-from sessions.grammar.policy import Policy
-from sessions.heartbeat import set_heartbeat
-from sessions.states import HeartbeatStatus, RunState
-from sessions.store import Store
-from sessions.views import Started
-from workers.heartbeat_end import budget_notice, budget_reason
-from workers.turn_io import Answer
+from hbgw.core.clock import utcnow
+from hbgw.core.errors import CommandError
+from hbgw.core.usage import TokenUsage
+from hbgw.sessions import replies
+from hbgw.sessions.grammar import GrammarLimits, IntervalSchedule, SetHeartbeat, parse_command
+from hbgw.sessions.grammar.policy import Policy
+from hbgw.sessions.heartbeat import set_heartbeat
+from hbgw.sessions.states import HeartbeatStatus, RunState
+from hbgw.sessions.store import Store
+from hbgw.sessions.views import Started
+from hbgw.workers.heartbeat_end import budget_notice, budget_reason
+from hbgw.workers.turn_io import Answer
 
 ALLOWED = GrammarLimits(allowed_models=("gpt-4o-mini", "llama3"))
 

@@ -10,18 +10,18 @@ from datetime import datetime, timedelta
 import pytest
 from support.seed import T0
 
-from core.clock import to_ms
-from core.errors import CommandError
-from sessions import heartbeat as hb
-from sessions.dedupe import is_duplicate, normalise, reply_hash
-from sessions.grammar import CronSchedule, GrammarLimits, IntervalSchedule, SetHeartbeat
-from sessions.grammar import parse_command as parse
-from sessions.grammar.policy import Policy, parse_policy
-from sessions.replies import status_reply
-from sessions.states import DeliveryState, RunState, fire_id
-from sessions.store import Store
-from sessions.store.heartbeat_records import HeartbeatStatusView
-from sessions.views import DeliveryOutcome, Outbound, ReplyStart, Reserved
+from hbgw.core.clock import to_ms
+from hbgw.core.errors import CommandError
+from hbgw.sessions import heartbeat as hb
+from hbgw.sessions.dedupe import is_duplicate, normalise, reply_hash
+from hbgw.sessions.grammar import CronSchedule, GrammarLimits, IntervalSchedule, SetHeartbeat
+from hbgw.sessions.grammar import parse_command as parse
+from hbgw.sessions.grammar.policy import Policy, parse_policy
+from hbgw.sessions.replies import status_reply
+from hbgw.sessions.states import DeliveryState, RunState, fire_id
+from hbgw.sessions.store import Store
+from hbgw.sessions.store.heartbeat_records import HeartbeatStatusView
+from hbgw.sessions.views import DeliveryOutcome, Outbound, ReplyStart, Reserved
 
 ROUTE = ("slack", "C1", "T1")
 HASH = reply_hash(*ROUTE, "all green")

@@ -13,12 +13,12 @@ from support.cli_fixtures import Hbgw
 from support.harness import Gateway, wait_until
 from support.scenarios import send
 
-from core.clock import to_ms, utcnow
-from sessions.dedupe import DUPLICATE_DETAIL
-from sessions.grammar import IntervalSchedule
-from sessions.grammar.policy import Policy
-from sessions.models import HeartbeatRow
-from sessions.states import DeliveryState, RunState
+from hbgw.core.clock import to_ms, utcnow
+from hbgw.sessions.dedupe import DUPLICATE_DETAIL
+from hbgw.sessions.grammar import IntervalSchedule
+from hbgw.sessions.grammar.policy import Policy
+from hbgw.sessions.models import HeartbeatRow
+from hbgw.sessions.states import DeliveryState, RunState
 
 
 def set_due(gw: Gateway, sid: str, prompt: str, **policy: object) -> None:

@@ -8,11 +8,11 @@ from datetime import timedelta
 import pytest
 from support.harness import Gateway, wait_until
 
-from core.clock import utcnow
-from sessions.grammar import IntervalSchedule
-from sessions.grammar.policy import Policy
-from sessions.store.heartbeat_records import NO_HEARTBEAT
-from workers.heartbeat_end import DONE_NOTICE, split_done
+from hbgw.core.clock import utcnow
+from hbgw.sessions.grammar import IntervalSchedule
+from hbgw.sessions.grammar.policy import Policy
+from hbgw.sessions.store.heartbeat_records import NO_HEARTBEAT
+from hbgw.workers.heartbeat_end import DONE_NOTICE, split_done
 
 
 def set_at(
@@ -100,7 +100,7 @@ def test_for_ends_with_the_last_fire_before_the_end(gateway: Gateway) -> None:
 
 
 def test_a_for_shorter_than_the_first_due_time_is_refused(gateway: Gateway) -> None:
-    from core.errors import CommandError
+    from hbgw.core.errors import CommandError
 
     sid = gateway.session()
     with pytest.raises(CommandError, match="would never fire"):
@@ -123,8 +123,8 @@ def test_split_done(reply: str, expected: tuple[str, bool]) -> None:
 
 
 def test_the_grammar_reads_an_end() -> None:
-    from core.errors import CommandError
-    from sessions.grammar import SetHeartbeat, parse_command
+    from hbgw.core.errors import CommandError
+    from hbgw.sessions.grammar import SetHeartbeat, parse_command
 
     command = parse_command("/heartbeat every 1h for 7 days times 3 check")
     assert isinstance(command, SetHeartbeat) and command.prompt == "check"

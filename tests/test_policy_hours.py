@@ -6,13 +6,13 @@ from datetime import UTC, datetime, time
 
 import pytest
 
-from core.errors import GrammarError
-from sessions import heartbeat as hb
-from sessions.grammar import IntervalSchedule, SetHeartbeat, parse_command
-from sessions.grammar.hours import ActiveHours
-from sessions.grammar.policy import Policy
-from sessions.replies import status_reply
-from sessions.store.heartbeat_records import HeartbeatStatusView, policy_json
+from hbgw.core.errors import GrammarError
+from hbgw.sessions import heartbeat as hb
+from hbgw.sessions.grammar import IntervalSchedule, SetHeartbeat, parse_command
+from hbgw.sessions.grammar.hours import ActiveHours
+from hbgw.sessions.grammar.policy import Policy
+from hbgw.sessions.replies import status_reply
+from hbgw.sessions.store.heartbeat_records import HeartbeatStatusView, policy_json
 
 PARIS = "Europe/Paris"
 OFFICE = ActiveHours(time(9), time(18), PARIS)

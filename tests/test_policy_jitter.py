@@ -9,12 +9,12 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from support.seed import T0
 
-from sessions import heartbeat as hb
-from sessions.grammar import CronSchedule, GrammarLimits, IntervalSchedule, Schedule
-from sessions.grammar.policy import Policy
-from sessions.heartbeat_commands import handle_slash
-from sessions.jitter import MAX_SECONDS, jitter_offset
-from sessions.store import Store
+from hbgw.sessions import heartbeat as hb
+from hbgw.sessions.grammar import CronSchedule, GrammarLimits, IntervalSchedule, Schedule
+from hbgw.sessions.grammar.policy import Policy
+from hbgw.sessions.heartbeat_commands import handle_slash
+from hbgw.sessions.jitter import MAX_SECONDS, jitter_offset
+from hbgw.sessions.store import Store
 
 SEEDS = [f"s{n:015x}" for n in range(2000)]
 
@@ -92,7 +92,7 @@ def test_chat_commands_are_jittered_unless_exact(store: Store) -> None:
 def test_every_policy_reads_back_from_sql(store: Store) -> None:
     from datetime import time
 
-    from sessions.grammar.hours import ActiveHours
+    from hbgw.sessions.grammar.hours import ActiveHours
 
     sid = store.create_session(platform="slack", chat="C1", thread=None, now=T0).id
     hours = ActiveHours(time(22), time(6), "Europe/Paris", weekdays=True)

@@ -17,15 +17,15 @@ from support.fake_openai import Text, openai_gateway
 from support.harness import Gateway, wait_until
 from support.seed import T0
 
-from core.clock import utcnow
-from core.errors import CommandError
-from sessions import replies
-from sessions.grammar import GrammarLimits, IntervalSchedule, SetHeartbeat, parse_command
-from sessions.grammar.costs import BudgetSource, parse_default_budget
-from sessions.grammar.policy import Policy
-from sessions.models import HeartbeatRow
-from sessions.states import HeartbeatStatus
-from sessions.store import Store
+from hbgw.core.clock import utcnow
+from hbgw.core.errors import CommandError
+from hbgw.sessions import replies
+from hbgw.sessions.grammar import GrammarLimits, IntervalSchedule, SetHeartbeat, parse_command
+from hbgw.sessions.grammar.costs import BudgetSource, parse_default_budget
+from hbgw.sessions.grammar.policy import Policy
+from hbgw.sessions.models import HeartbeatRow
+from hbgw.sessions.states import HeartbeatStatus
+from hbgw.sessions.store import Store
 
 OPERATOR = GrammarLimits(daily_tokens=25_000)
 

@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 from support.seed import T0
 
-from core.jsonl import append_line
+from hbgw.core.jsonl import append_line
 from hbgw.procs import spawn_module
+from hbgw.sessions.store import Store
+from hbgw.state.runtime import write_redis_url
 from hbgw.up import home_lock
-from sessions.store import Store
-from state.runtime import write_redis_url
 
 
 @pytest.fixture(autouse=True)

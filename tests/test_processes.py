@@ -14,12 +14,12 @@ from subprocess import Popen
 import pytest
 from support.harness import Gateway, gateway_settings, wait_until
 
-from core.clock import utcnow
+from hbgw.core.clock import utcnow
 from hbgw.invariants import check
 from hbgw.procs import spawn_hbgw, stop_all
-from sessions.states import REACHED_AGENT, RunState
-from state.beat_registry import BeatRegistry
-from state.ownership import rendezvous_owner
+from hbgw.sessions.states import REACHED_AGENT, RunState
+from hbgw.state.beat_registry import BeatRegistry
+from hbgw.state.ownership import rendezvous_owner
 
 # Real processes on a shared 2-core machine: allow more than the default per-test timeout.
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]

@@ -14,8 +14,8 @@ from fastapi import FastAPI, Request, Response
 from support.harness import Gateway, gateway_settings
 from support.http_server import serving
 
-from beat.reconcile import Reconciler
-from core.metrics import gateway_metrics
+from hbgw.beat.reconcile import Reconciler
+from hbgw.core.metrics import gateway_metrics
 
 MINUTE = 60_000
 

@@ -17,18 +17,18 @@ from redis.crc import REDIS_CLUSTER_HASH_SLOTS, key_slot
 from support.harness import wait_until
 from support.redis_cluster import LocalCluster
 
-from core.errors import BadInput
-from core.settings import Settings
-from state.beat_registry import BeatRegistry
-from state.cluster import GatewayCluster, is_cluster_client, parse
-from state.connection import connect
-from state.due_index import DueIndex
-from state.keys import Keys, spread_tag
-from state.liveness import Liveness, Stamp
-from state.ownership import WorkerRegistry
-from state.restore_sweep import RestoreSweep
-from state.stream_wake import StreamWaker, wake_streams
-from state.turn_gate import Began, Busy, LockLost, TurnEnded
+from hbgw.core.errors import BadInput
+from hbgw.core.settings import Settings
+from hbgw.state.beat_registry import BeatRegistry
+from hbgw.state.cluster import GatewayCluster, is_cluster_client, parse
+from hbgw.state.connection import connect
+from hbgw.state.due_index import DueIndex
+from hbgw.state.keys import Keys, spread_tag
+from hbgw.state.liveness import Liveness, Stamp
+from hbgw.state.ownership import WorkerRegistry
+from hbgw.state.restore_sweep import RestoreSweep
+from hbgw.state.stream_wake import StreamWaker, wake_streams
+from hbgw.state.turn_gate import Began, Busy, LockLost, TurnEnded
 
 pytestmark = [pytest.mark.timeout(180)]
 SHARDS = 16
@@ -80,7 +80,7 @@ def ns() -> Keys:
 
 
 def test_locks_with_fencing_and_the_inbox(cluster_client: GatewayCluster, ns: Keys) -> None:
-    from state.turn_gate import TurnGate
+    from hbgw.state.turn_gate import TurnGate
 
     gate = TurnGate(cluster_client, ns)  # type: ignore[arg-type]
     sid = "s-1"

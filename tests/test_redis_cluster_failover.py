@@ -19,16 +19,16 @@ from support.harness import Gateway, gateway_settings, wait_until
 from support.redis_cluster import LocalCluster
 from support.scenarios import send
 
-from core.clock import utcnow
-from gateway.inbound import Queued
+from hbgw.core.clock import utcnow
+from hbgw.gateway.inbound import Queued
 from hbgw.invariants import check
 from hbgw.procs import spawn_hbgw, stop_all
-from sessions.states import REACHED_AGENT, RunState
-from state.cluster import GatewayCluster
-from state.connection import TRANSIENT_REDIS_ERRORS, connect
-from state.due_index import DueIndex
-from state.keys import Keys
-from state.turn_gate import Began, TurnGate
+from hbgw.sessions.states import REACHED_AGENT, RunState
+from hbgw.state.cluster import GatewayCluster
+from hbgw.state.connection import TRANSIENT_REDIS_ERRORS, connect
+from hbgw.state.due_index import DueIndex
+from hbgw.state.keys import Keys
+from hbgw.state.turn_gate import Began, TurnGate
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 SESSIONS = 12

@@ -13,8 +13,8 @@ from pathlib import Path
 
 from support.harness import gateway_settings
 
-from state.connection import connect
-from state.runtime import SPARE_CONNECTIONS, Runtime
+from hbgw.state.connection import connect
+from hbgw.state.runtime import SPARE_CONNECTIONS, Runtime
 
 CALLERS = 4
 CONNECTIONS = 2

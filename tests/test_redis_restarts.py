@@ -25,10 +25,10 @@ from support.harness import Gateway, gateway_settings, wait_until
 from support.private_redis import PrivateRedis, running_redis
 from support.scenarios import send
 
-from core.clock import utcnow
-from gateway.inbound import Queued
+from hbgw.core.clock import utcnow
+from hbgw.gateway.inbound import Queued
 from hbgw.procs import spawn_hbgw, stop_all
-from sessions.states import REACHED_AGENT
+from hbgw.sessions.states import REACHED_AGENT
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(420)]
 

@@ -13,13 +13,13 @@ import pytest
 import redis
 from redis.crc import key_slot
 
-from core.errors import BadInput, HbgwError
-from state.connection import connect, ping_or_error
-from state.due_index import DueIndex
-from state.keys import Keys, shard_of
-from state.restore_sweep import RestoreSweep
-from state.scripts import load_script, read_script
-from state.turn_gate import TurnGate
+from hbgw.core.errors import BadInput, HbgwError
+from hbgw.state.connection import connect, ping_or_error
+from hbgw.state.due_index import DueIndex
+from hbgw.state.keys import Keys, shard_of
+from hbgw.state.restore_sweep import RestoreSweep
+from hbgw.state.scripts import load_script, read_script
+from hbgw.state.turn_gate import TurnGate
 
 NOW = 1_700_000_000_000
 LEASE = 60_000
@@ -28,16 +28,16 @@ TOKEN = "tok-a"
 LOCK_MS = 30_000
 
 SCRIPTS = [
-    ("state", "lua/claim_due.lua"),
-    ("state", "lua/enqueue_user.lua"),
-    ("state", "lua/try_begin.lua"),
-    ("state", "lua/end_turn.lua"),
-    ("state", "lua/lock_renew.lua"),
-    ("state", "lua/lock_release.lua"),
-    ("state", "lua/seed_session.lua"),
-    ("state", "lua/claim_worker.lua"),
-    ("state", "lua/restore_inbox.lua"),
-    ("state", "lua/restore_commit.lua"),
+    ("hbgw.state", "lua/claim_due.lua"),
+    ("hbgw.state", "lua/enqueue_user.lua"),
+    ("hbgw.state", "lua/try_begin.lua"),
+    ("hbgw.state", "lua/end_turn.lua"),
+    ("hbgw.state", "lua/lock_renew.lua"),
+    ("hbgw.state", "lua/lock_release.lua"),
+    ("hbgw.state", "lua/seed_session.lua"),
+    ("hbgw.state", "lua/claim_worker.lua"),
+    ("hbgw.state", "lua/restore_inbox.lua"),
+    ("hbgw.state", "lua/restore_commit.lua"),
 ]
 
 
@@ -100,24 +100,26 @@ def test_every_script_has_a_header(package: str, name: str) -> None:
 
 
 def test_every_lua_file_is_listed() -> None:
-    lua_dir = files("state").joinpath("lua")
-    shipped = {("state", f"lua/{p.name}") for p in lua_dir.iterdir() if p.name.endswith(".lua")}
+    lua_dir = files("hbgw.state").joinpath("lua")
+    shipped = {
+        ("hbgw.state", f"lua/{p.name}") for p in lua_dir.iterdir() if p.name.endswith(".lua")
+    }
     assert shipped == set(SCRIPTS)
 
 
 def test_scripts_are_cached_per_client(redis_client: redis.Redis, redis_url: str) -> None:
-    first = load_script(redis_client, "state", "lua/claim_due.lua")
-    assert load_script(redis_client, "state", "lua/claim_due.lua") is first
+    first = load_script(redis_client, "hbgw.state", "lua/claim_due.lua")
+    assert load_script(redis_client, "hbgw.state", "lua/claim_due.lua") is first
     other = connect(redis_url)
     try:
-        assert load_script(other, "state", "lua/claim_due.lua") is not first
+        assert load_script(other, "hbgw.state", "lua/claim_due.lua") is not first
     finally:
         other.close()
 
 
 def test_missing_script_is_an_actionable_error() -> None:
     with pytest.raises(HbgwError, match="reinstall"):
-        read_script("beat", "nope.lua")
+        read_script("hbgw.beat", "nope.lua")
 
 
 class EvalSpy:

@@ -18,13 +18,13 @@ from support.api_fixtures import ADMIN_TOKEN, api_overrides
 from support.harness import Gateway, gateway_settings, wait_until
 from support.tls_redis import PASSWORD, Impostor, Pki, free_port, make_pki, tls_redis_server
 
-from core.errors import BadInput
-from core.settings import Settings
 from hbgw.celery_app import make_celery
+from hbgw.core.errors import BadInput
+from hbgw.core.settings import Settings
 from hbgw.procs import settings_env, spawn_hbgw, stop_all
-from sessions.states import RunState
-from state.connection import connect, refuse_unverified_redis
-from state.redis_tls import RedisTlsError
+from hbgw.sessions.states import RunState
+from hbgw.state.connection import connect, refuse_unverified_redis
+from hbgw.state.redis_tls import RedisTlsError
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
 

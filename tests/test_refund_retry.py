@@ -13,9 +13,9 @@ from support.harness import Gateway, wait_until
 from support.restoring import make_restorer
 from support.scenarios import assert_invariants
 
-from core.clock import to_ms
-from sessions.states import RefundReason, RunState, fire_id
-from sessions.views import RunView
+from hbgw.core.clock import to_ms
+from hbgw.sessions.states import RefundReason, RunState, fire_id
+from hbgw.sessions.views import RunView
 
 
 def test_refunded_due_time_fires_again_after_the_index_is_rebuilt(gateway: Gateway) -> None:

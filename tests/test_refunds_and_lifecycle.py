@@ -11,15 +11,15 @@ from support.harness import Gateway, gateway_settings, wait_until
 from support.restoring import make_restorer
 from support.scenarios import assert_invariants, busy_session_with_pending_fire
 
-from beat.core import BeatCore
-from core.clock import to_ms, utcnow
-from core.embedded import EmbeddedRedis
-from sessions.db import make_engine
-from sessions.states import MessageState, RefundReason, RunState, fire_id
-from sessions.store import Store
-from sessions.views import Reserved, RunView
-from state.ownership import rendezvous_owner
-from state.turn_gate import Began
+from hbgw.beat.core import BeatCore
+from hbgw.core.clock import to_ms, utcnow
+from hbgw.core.embedded import EmbeddedRedis
+from hbgw.sessions.db import make_engine
+from hbgw.sessions.states import MessageState, RefundReason, RunState, fire_id
+from hbgw.sessions.store import Store
+from hbgw.sessions.views import Reserved, RunView
+from hbgw.state.ownership import rendezvous_owner
+from hbgw.state.turn_gate import Began
 
 # Tests' hooks may return what the store call returned; the runner's hooks return nothing.
 Hook = Callable[[str, RunView], object]

@@ -9,11 +9,11 @@ from datetime import timedelta
 import pytest
 from support.seed import T0, make_session_with_heartbeat
 
-from core.clock import to_ms
-from core.errors import StaleFence
-from sessions.states import LostLockDetail, RunState, fire_id
-from sessions.store import Store
-from sessions.views import Outbound, ReplyStart, Reserved, Started
+from hbgw.core.clock import to_ms
+from hbgw.core.errors import StaleFence
+from hbgw.sessions.states import LostLockDetail, RunState, fire_id
+from hbgw.sessions.store import Store
+from hbgw.sessions.views import Outbound, ReplyStart, Reserved, Started
 
 DUE = T0 + timedelta(minutes=10)
 LATER = DUE + timedelta(seconds=5)

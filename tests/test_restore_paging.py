@@ -19,13 +19,13 @@ from sqlalchemy import Engine
 from support.harness import Gateway, gateway_settings
 from support.private_redis import PrivateRedis
 
-from beat.core import MIN_SLEEP, BeatCore
-from core.clock import to_ms, utcnow
-from sessions.states import MessageState
-from sessions.store import Store
-from sessions.views import QueuedPage, RestorablePage
-from state.restore_sweep import RestoreSweep
-from state.runtime import Runtime
+from hbgw.beat.core import MIN_SLEEP, BeatCore
+from hbgw.core.clock import to_ms, utcnow
+from hbgw.sessions.states import MessageState
+from hbgw.sessions.store import Store
+from hbgw.sessions.views import QueuedPage, RestorablePage
+from hbgw.state.restore_sweep import RestoreSweep
+from hbgw.state.runtime import Runtime
 
 PAGE = 5
 

@@ -16,16 +16,16 @@ from support.fires import reserve, start
 from support.harness import Gateway, gateway_settings
 from support.ledger_week import fill, fire_once, heartbeat_session
 
-from beat.retention import RetentionStep
-from core.clock import to_ms, utcnow
-from core.metrics import gateway_metrics
-from core.settings import Settings
+from hbgw.beat.retention import RetentionStep
+from hbgw.core.clock import to_ms, utcnow
+from hbgw.core.metrics import gateway_metrics
+from hbgw.core.settings import Settings
 from hbgw.invariants import audit
-from sessions.grammar import IntervalSchedule
-from sessions.states import MessageState, RunState
-from sessions.store import Store
-from state.keys import Keys
-from state.retention_lease import CONTINUE_MS, RetentionLease
+from hbgw.sessions.grammar import IntervalSchedule
+from hbgw.sessions.states import MessageState, RunState
+from hbgw.sessions.store import Store
+from hbgw.state.keys import Keys
+from hbgw.state.retention_lease import CONTINUE_MS, RetentionLease
 
 END = datetime.fromisoformat("2026-12-09T12:30:00+00:00")
 START = END - timedelta(days=7)

@@ -17,9 +17,9 @@ from support.scenarios import (
     started_run,
 )
 
-from core.clock import to_ms, utcnow
-from sessions.grammar import IntervalSchedule
-from sessions.states import MessageState, RunState
+from hbgw.core.clock import to_ms, utcnow
+from hbgw.sessions.grammar import IntervalSchedule
+from hbgw.sessions.states import MessageState, RunState
 
 
 def test_idle_only_then_fires_at_the_idle_transition(gateway: Gateway) -> None:

@@ -8,9 +8,9 @@ import pytest
 from support.harness import Gateway, gateway_settings
 from support.scenarios import assert_invariants, busy_with_slow_turn, fire_pending
 
-from core.clock import utcnow
-from sessions.db import make_engine, upgrade
-from sessions.states import RunState
+from hbgw.core.clock import utcnow
+from hbgw.sessions.db import make_engine, upgrade
+from hbgw.sessions.states import RunState
 
 pytestmark = pytest.mark.postgres
 

@@ -14,10 +14,10 @@ import pytest
 from support.harness import Gateway, wait_until
 from support.scenarios import assert_invariants, send
 
-from core.clock import utcnow
-from gateway.inbound import Queued
-from sessions.states import SETTLED
-from sessions.views import RunView
+from hbgw.core.clock import utcnow
+from hbgw.gateway.inbound import Queued
+from hbgw.sessions.states import SETTLED
+from hbgw.sessions.views import RunView
 
 
 def answered(gw: Gateway, message_id: int, *, tick: bool) -> object:

@@ -11,7 +11,7 @@ import pytest
 from support.cli_fixtures import Hbgw
 from support.harness import Gateway
 
-from sessions.states import MessageState
+from hbgw.sessions.states import MessageState
 
 LATE = 4
 FAILED_TURN = 5

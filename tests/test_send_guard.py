@@ -22,13 +22,13 @@ from support.fake_webhook_receiver import FakeReceiver, Scripted, fake_receiver
 from support.harness import wait_until
 from support.slack_fixtures import slack_deployment
 
-from core.errors import TurnAborted
-from gateway.platforms.discord.channel import DiscordChannel
-from gateway.platforms.slack.channel import SlackChannel
-from gateway.platforms.telegram.channel import TelegramChannel
-from gateway.platforms.webhook.channel import Policy, WebhookChannel
-from sessions.states import LostLockDetail, RunState
-from workers.ports import Address
+from hbgw.core.errors import TurnAborted
+from hbgw.gateway.platforms.discord.channel import DiscordChannel
+from hbgw.gateway.platforms.slack.channel import SlackChannel
+from hbgw.gateway.platforms.telegram.channel import TelegramChannel
+from hbgw.gateway.platforms.webhook.channel import Policy, WebhookChannel
+from hbgw.sessions.states import LostLockDetail, RunState
+from hbgw.workers.ports import Address
 
 
 class LockGone:

@@ -16,15 +16,15 @@ from support.harness import Gateway, gateway_settings, wait_until
 from support.scenarios import send
 from support.sentinel_cluster import SentinelCluster
 
-from core.clock import utcnow
-from core.errors import BadInput
-from gateway.inbound import Queued
 from hbgw.broker import broker_url
+from hbgw.core.clock import utcnow
+from hbgw.core.errors import BadInput
+from hbgw.gateway.inbound import Queued
 from hbgw.invariants import check
 from hbgw.procs import spawn_hbgw, stop_all
-from sessions.states import REACHED_AGENT, RunState
-from state.connection import connect
-from state.sentinel import kombu_url, parse
+from hbgw.sessions.states import REACHED_AGENT, RunState
+from hbgw.state.connection import connect
+from hbgw.state.sentinel import kombu_url, parse
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 SESSIONS = 12

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
 
-from core.clock import utcnow
-from sessions.store import Store
-from sessions.views import SessionView
+from hbgw.core.clock import utcnow
+from hbgw.sessions.store import Store
+from hbgw.sessions.views import SessionView
 
 
 def test_an_address_finds_its_open_session(store: Store) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from core.settings import Settings
+from hbgw.core.settings import Settings
 
 OPTIONAL = sorted(n for n, f in Settings.model_fields.items() if f.default is None)
 

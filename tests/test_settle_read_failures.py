@@ -17,10 +17,10 @@ from support.harness import gateway_settings
 from support.seed import T0, make_session_with_heartbeat
 from support.sql_fixtures import PG_URL
 
-from core.clock import to_ms
-from sessions.db import make_engine, upgrade
-from sessions.store import Store
-from state.runtime import Runtime
+from hbgw.core.clock import to_ms
+from hbgw.sessions.db import make_engine, upgrade
+from hbgw.sessions.store import Store
+from hbgw.state.runtime import Runtime
 
 DUE = 1_700_000_000_000
 

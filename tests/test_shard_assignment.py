@@ -13,7 +13,7 @@ from collections import Counter
 
 import pytest
 
-from state.beat_registry import assign_shards, shard_balance, shards_of
+from hbgw.state.beat_registry import assign_shards, shard_balance, shards_of
 
 SHARD_COUNTS = (1, 3, 7, 16, 64, 100)
 

@@ -11,11 +11,11 @@ import redis
 from prometheus_client import generate_latest
 from support.harness import Gateway
 
-from core.clock import OffsetClock, SkewWarning
-from core.metrics import gateway_metrics
-from gateway.api.app import api_context, create_app
-from state.runtime import Runtime
-from state.shared_clock import redis_seconds
+from hbgw.core.clock import OffsetClock, SkewWarning
+from hbgw.core.metrics import gateway_metrics
+from hbgw.gateway.api.app import api_context, create_app
+from hbgw.state.runtime import Runtime
+from hbgw.state.shared_clock import redis_seconds
 
 
 class Times:

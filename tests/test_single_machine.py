@@ -15,7 +15,7 @@ from subprocess import Popen
 import pytest
 from support.harness import Gateway, gateway_settings, wait_until
 
-from core.embedded import EmbeddedRedis
+from hbgw.core.embedded import EmbeddedRedis
 from hbgw.procs import spawn_hbgw, stop_all
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]

@@ -10,7 +10,7 @@ from support.fake_slack import Failure
 from support.harness import wait_until
 from support.slack_fixtures import BOT, CHANNEL, TEAM, Slack, message
 
-from core.clock import utcnow
+from hbgw.core.clock import utcnow
 
 pytestmark = pytest.mark.e2e
 

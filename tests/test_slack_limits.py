@@ -12,7 +12,7 @@ import pytest
 from support.harness import wait_until
 from support.slack_fixtures import BOT, CHANNEL, Slack, message, slack_deployment
 
-from core.clock import utcnow
+from hbgw.core.clock import utcnow
 
 
 @pytest.fixture

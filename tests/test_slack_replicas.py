@@ -12,8 +12,8 @@ from support.harness import wait_until
 from support.http_server import serving
 from support.slack_fixtures import BOT, CHANNEL, TEAM, Slack, api_clock, message
 
-from core.clock import utcnow
-from gateway.api.app import create_app
+from hbgw.core.clock import utcnow
+from hbgw.gateway.api.app import create_app
 
 pytestmark = pytest.mark.e2e
 ROOT = "1700000000.000900"

@@ -9,10 +9,10 @@ import pytest
 from slack_sdk.errors import SlackApiError
 from slack_sdk.web import SlackResponse
 
-from core.errors import PermanentDelivery, TransientDelivery
-from gateway.platforms.slack.channel import SPLIT_AT, classify
-from gateway.platforms.slack.events import as_command, read_message, session_thread
-from gateway.platforms.split import split_text
+from hbgw.core.errors import PermanentDelivery, TransientDelivery
+from hbgw.gateway.platforms.slack.channel import SPLIT_AT, classify
+from hbgw.gateway.platforms.slack.events import as_command, read_message, session_thread
+from hbgw.gateway.platforms.split import split_text
 
 
 def payload(**event: Any) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from sqlalchemy import Engine, text
 from support import fires
 from support.seed import T0, make_session_with_heartbeat
 
-from sessions.states import (
+from hbgw.sessions.states import (
     ClosedReason,
     HeartbeatStatus,
     MessageState,
@@ -21,8 +21,8 @@ from sessions.states import (
     fire_id,
     parse_fire_id,
 )
-from sessions.store import Store
-from sessions.views import RunView
+from hbgw.sessions.store import Store
+from hbgw.sessions.views import RunView
 
 
 @given(session_id=st.text(min_size=1, max_size=40), due_ms=st.integers(0, 2**53))

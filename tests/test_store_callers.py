@@ -8,7 +8,7 @@ import inspect
 import re
 from pathlib import Path
 
-from sessions.store import Store
+from hbgw.sessions.store import Store
 
 ROOT = Path(__file__).resolve().parents[1]
 PRODUCT = ("beat", "workers", "gateway", "hbgw", "state", "sessions", "core", "chaos", "bench")

@@ -10,12 +10,12 @@ from datetime import timedelta
 import pytest
 from support.seed import T0, make_session_with_heartbeat
 
-from core.clock import to_ms
-from core.errors import StaleFence
-from sessions import states
-from sessions.db import make_engine
-from sessions.states import RefundReason, RunState
-from sessions.store import Store
+from hbgw.core.clock import to_ms
+from hbgw.core.errors import StaleFence
+from hbgw.sessions import states
+from hbgw.sessions.db import make_engine
+from hbgw.sessions.states import RefundReason, RunState
+from hbgw.sessions.store import Store
 
 ROUNDS = 10
 NOW = T0 + timedelta(minutes=10)
@@ -79,7 +79,7 @@ def test_two_threads_claim_same_fire_id(store: Store) -> None:
 
 @pytest.mark.postgres
 def test_two_processes_claim_same_fire_id(pg_schema_url: str) -> None:
-    from sessions.db import upgrade
+    from hbgw.sessions.db import upgrade
 
     engine = make_engine(pg_schema_url)
     upgrade(engine)

@@ -9,11 +9,11 @@ import pytest
 from support.fires import due_fire, finish, reserve, restorable, start
 from support.seed import T0, make_session_with_heartbeat
 
-from core.errors import InvalidState, NotFound, StaleFence
-from sessions.grammar import CronSchedule, IntervalSchedule
-from sessions.states import HeartbeatStatus, RefundReason, RunState, SessionStatus
-from sessions.store import Store
-from sessions.views import Duplicate, RefusalReason, Refused, RunView
+from hbgw.core.errors import InvalidState, NotFound, StaleFence
+from hbgw.sessions.grammar import CronSchedule, IntervalSchedule
+from hbgw.sessions.states import HeartbeatStatus, RefundReason, RunState, SessionStatus
+from hbgw.sessions.store import Store
+from hbgw.sessions.views import Duplicate, RefusalReason, Refused, RunView
 
 TEN_MIN = IntervalSchedule(seconds=600)
 

@@ -20,13 +20,13 @@ from support.fires import finish, reserve, start
 from support.seed import T0
 from support.sql_fixtures import PG_URL
 
-from core.errors import OutcomeUnknown, StoreError
-from sessions.db import make_engine, upgrade
-from sessions.grammar import IntervalSchedule
-from sessions.states import RunState
-from sessions.store import Store
-from sessions.store.ledger import Reserved
-from sessions.views import Started
+from hbgw.core.errors import OutcomeUnknown, StoreError
+from hbgw.sessions.db import make_engine, upgrade
+from hbgw.sessions.grammar import IntervalSchedule
+from hbgw.sessions.states import RunState
+from hbgw.sessions.store import Store
+from hbgw.sessions.store.ledger import Reserved
+from hbgw.sessions.views import Started
 
 
 @pytest.fixture

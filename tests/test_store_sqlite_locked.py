@@ -19,9 +19,9 @@ import pytest
 from sqlalchemy import event
 from support.seed import T0
 
-from core.errors import StoreError
-from sessions.db import make_engine, upgrade
-from sessions.store import Store
+from hbgw.core.errors import StoreError
+from hbgw.sessions.db import make_engine, upgrade
+from hbgw.sessions.store import Store
 
 BUSY_TIMEOUT_MS = 1000  # the store's wait per attempt in this test (production: 30 s)
 HOLD_LIMIT_S = 60.0  # the holder gives up on its own after this, whatever the test does

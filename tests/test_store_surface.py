@@ -14,7 +14,7 @@ import inspect
 from collections.abc import Iterator
 from pathlib import Path
 
-from sessions.store import Store
+from hbgw.sessions.store import Store
 
 ROOT = Path(__file__).resolve().parent.parent
 PRODUCTION = ["core", "sessions", "state", "beat", "workers", "gateway", "hbgw", "chaos", "bench"]

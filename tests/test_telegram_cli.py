@@ -23,7 +23,7 @@ from support.telegram_fixtures import (
     telegram_settings_values,
 )
 
-from core.clock import utcnow
+from hbgw.core.clock import utcnow
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ from support.harness import Gateway, gateway_settings, wait_until
 from support.http_server import serving
 from support.telegram_fixtures import SECRET, Telegram, message_update, telegram_deployment
 
-from gateway.api.app import create_app
+from hbgw.gateway.api.app import create_app
 
 
 def stored(telegram: Telegram) -> tuple[int, int, int]:

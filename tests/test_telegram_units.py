@@ -15,17 +15,22 @@ from support.fake_telegram import BLOCKED, CHAT_NOT_FOUND, TOKEN, Failure, FakeT
 from support.fake_telegram import fake_telegram as serve_fake
 from support.telegram_fixtures import message_update
 
-from core.errors import BadInput, PermanentDelivery, TransientDelivery
-from core.logs import configured_secrets
-from core.settings import Settings
-from gateway.channels import make_channel
-from gateway.channels.file import FileChannel
-from gateway.platforms.served import Served
-from gateway.platforms.telegram.api import Refused
-from gateway.platforms.telegram.channel import SPLIT_AT, TelegramChannel, classify, telegram_parts
-from gateway.platforms.telegram.updates import as_text, read_command, read_update
+from hbgw.core.errors import BadInput, PermanentDelivery, TransientDelivery
+from hbgw.core.logs import configured_secrets
+from hbgw.core.settings import Settings
+from hbgw.gateway.channels import make_channel
+from hbgw.gateway.channels.file import FileChannel
+from hbgw.gateway.platforms.served import Served
+from hbgw.gateway.platforms.telegram.api import Refused
+from hbgw.gateway.platforms.telegram.channel import (
+    SPLIT_AT,
+    TelegramChannel,
+    classify,
+    telegram_parts,
+)
+from hbgw.gateway.platforms.telegram.updates import as_text, read_command, read_update
 from hbgw.procs import ROLE_SECRETS
-from workers.ports import Address
+from hbgw.workers.ports import Address
 
 TELEGRAM = {"telegram_bot_token": TOKEN, "telegram_secret_token": "s3cret-token_1"}
 TOPIC = Address("telegram", "-1001", "42")

@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 from support.cli_fixtures import Hbgw
 
-from core.terminal import inert
-from gateway.channels.console import ConsoleChannel
-from sessions.store import Store
-from workers.ports import Address
+from hbgw.core.terminal import inert
+from hbgw.gateway.channels.console import ConsoleChannel
+from hbgw.sessions.store import Store
+from hbgw.workers.ports import Address
 
 RED = "\x1b[31mred\x1b[0m"
 TITLE = "\x1b]0;pwned\x07"  # OSC: sets the terminal window title

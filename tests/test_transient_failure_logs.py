@@ -15,13 +15,13 @@ from support.harness import Gateway, gateway_settings
 from support.private_redis import running_redis
 from support.restoring import make_restorer
 
-from beat.core import BeatCore, safe_tick
-from core.clock import utcnow
-from sessions.db import make_engine
-from sessions.store import Store
-from state.connection import connect
-from state.ownership import RegistryHeartbeat
-from state.runtime import Runtime
+from hbgw.beat.core import BeatCore, safe_tick
+from hbgw.core.clock import utcnow
+from hbgw.sessions.db import make_engine
+from hbgw.sessions.store import Store
+from hbgw.state.connection import connect
+from hbgw.state.ownership import RegistryHeartbeat
+from hbgw.state.runtime import Runtime
 
 # Loopback port 1: nothing listens there, so every connection is refused at once.
 NO_DATABASE = "postgresql+psycopg://postgres@127.0.0.1:1/test?connect_timeout=2"

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import redis
 
-from state.keys import Keys
-from state.scripts import load_script
-from state.turn_gate import Began, Busy, KeepLock, LockLost, TurnEnded, TurnGate
+from hbgw.state.keys import Keys
+from hbgw.state.scripts import load_script
+from hbgw.state.turn_gate import Began, Busy, KeepLock, LockLost, TurnEnded, TurnGate
 
 SID = "sess-1"
 TOKEN = "tok-a"
@@ -105,7 +105,7 @@ def test_user_mode(gate: TurnGate) -> None:
 
 
 def test_unknown_mode_is_an_error(gate: TurnGate, redis_client: redis.Redis) -> None:
-    script = load_script(redis_client, "state", "lua/try_begin.lua")
+    script = load_script(redis_client, "hbgw.state", "lua/try_begin.lua")
     k = gate.keys
     session_keys = [
         k.lock(SID),

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from support.up_process import user_env
 
-from core.errors import HbgwError
-from core.settings import Settings
+from hbgw.core.errors import HbgwError
+from hbgw.core.settings import Settings
 from hbgw.up import Stack, last_words, preflight, wait_forever
 
 

@@ -14,14 +14,14 @@ import pytest
 from pydantic import ValidationError
 from support.fake_webhook_receiver import FakeReceiver, Scripted, fake_receiver
 
-from core.errors import BadInput, PermanentDelivery, TransientDelivery
-from core.logs import configured_secrets
-from core.settings import Settings
-from gateway.channels.registry import ChannelRegistry
-from gateway.platforms.served import Served
-from gateway.platforms.webhook.channel import Policy, WebhookChannel
-from gateway.platforms.webhook.signature import problem, sign
-from workers.ports import Address
+from hbgw.core.errors import BadInput, PermanentDelivery, TransientDelivery
+from hbgw.core.logs import configured_secrets
+from hbgw.core.settings import Settings
+from hbgw.gateway.channels.registry import ChannelRegistry
+from hbgw.gateway.platforms.served import Served
+from hbgw.gateway.platforms.webhook.channel import Policy, WebhookChannel
+from hbgw.gateway.platforms.webhook.signature import problem, sign
+from hbgw.workers.ports import Address
 
 SECRET = "whsec-unit"
 TO = Address("webhook", "room-1", "t-1")

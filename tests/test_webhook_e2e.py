@@ -15,8 +15,8 @@ from support.fake_webhook_receiver import Received, Scripted
 from support.harness import wait_until
 from support.webhook_fixtures import SECRET, TIMEOUT, Webhook
 
-from core.clock import utcnow
-from gateway.platforms.webhook import signature
+from hbgw.core.clock import utcnow
+from hbgw.gateway.platforms.webhook import signature
 
 pytestmark = pytest.mark.e2e
 

@@ -9,7 +9,7 @@ from support.harness import Gateway, gateway_settings, wait_until
 from support.private_redis import running_redis
 
 from hbgw.procs import spawn_hbgw, stop_all
-from sessions.states import RunState
+from hbgw.sessions.states import RunState
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(240)]
 

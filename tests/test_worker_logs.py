@@ -20,15 +20,15 @@ from support.fire_path import fire_path_gateway
 from support.harness import Gateway, wait_until
 from support.scenarios import send
 
-from core.clock import utcnow
-from core.errors import StoreError
-from gateway.channels import make_channel
-from sessions.states import fire_id
-from sessions.views import RunView
-from state.dispatch import DRAIN_TASK
-from state.runtime import Runtime
-from workers.agents import make_agent
-from workers.runner import TurnRunner
+from hbgw.core.clock import utcnow
+from hbgw.core.errors import StoreError
+from hbgw.gateway.channels import make_channel
+from hbgw.sessions.states import fire_id
+from hbgw.sessions.views import RunView
+from hbgw.state.dispatch import DRAIN_TASK
+from hbgw.state.runtime import Runtime
+from hbgw.workers.agents import make_agent
+from hbgw.workers.runner import TurnRunner
 
 NOWHERE = "redis://127.0.0.1:1/0"  # nothing listens on port 1: connection refused at once
 

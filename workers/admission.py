@@ -18,17 +18,17 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from core.clock import to_ms
-from sessions.states import SessionStatus, fire_id, job_of_member
-from sessions.store.fire_turns import FireAdmission
-from state.dispatch import Dispatcher
-from state.ownership import Rendezvous
-from state.runtime import Runtime
-from state.turn_gate import Began
-from workers.heartbeat_turn import Fire, is_active, settle_duplicate
-from workers.job_admission import JobFire, JobFires
-from workers.locks import Grant
-from workers.logfields import fields, log, report
+from hbgw.core.clock import to_ms
+from hbgw.sessions.states import SessionStatus, fire_id, job_of_member
+from hbgw.sessions.store.fire_turns import FireAdmission
+from hbgw.state.dispatch import Dispatcher
+from hbgw.state.ownership import Rendezvous
+from hbgw.state.runtime import Runtime
+from hbgw.state.turn_gate import Began
+from hbgw.workers.heartbeat_turn import Fire, is_active, settle_duplicate
+from hbgw.workers.job_admission import JobFire, JobFires
+from hbgw.workers.locks import Grant
+from hbgw.workers.logfields import fields, log, report
 
 Start = Callable[[str, Fire | None], None]
 

@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import contextlib
 
-from core.errors import TurnAborted
-from sessions.states import DeliveryState
-from sessions.views import DeliveryOutcome, DeliveryView, Resend, RetryAttempt
-from workers.locks import Lease
-from workers.logfields import fields, log
-from workers.ports import Address
-from workers.turn_io import REPEAT_MARK, Delivery, TurnIO
+from hbgw.core.errors import TurnAborted
+from hbgw.sessions.states import DeliveryState
+from hbgw.sessions.views import DeliveryOutcome, DeliveryView, Resend, RetryAttempt
+from hbgw.workers.locks import Lease
+from hbgw.workers.logfields import fields, log
+from hbgw.workers.ports import Address
+from hbgw.workers.turn_io import REPEAT_MARK, Delivery, TurnIO
 
 # Most retries one grant sends before its inbox: a session's backlog of failed sends is small.
 RETRIES_PER_GRANT = 20

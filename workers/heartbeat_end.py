@@ -14,10 +14,10 @@ and the heartbeat pauses (``paused_reason``) until a person resumes it.
 
 from __future__ import annotations
 
-from core.clock import iso
-from sessions.heartbeat import HeartbeatState
-from sessions.states import HeartbeatStatus
-from workers.turn_io import Answer
+from hbgw.core.clock import iso
+from hbgw.sessions.heartbeat import HeartbeatState
+from hbgw.sessions.states import HeartbeatStatus
+from hbgw.workers.turn_io import Answer
 
 DONE_MARKER = "[DONE]"
 DONE_NOTICE = "♥ Heartbeat ended: the agent marked the task done."

@@ -14,12 +14,12 @@ sentences are identical); a grammar or state error is the tool's answer, not a f
 
 from __future__ import annotations
 
-from core.errors import BadInput
-from sessions import replies
-from sessions.grammar import Clear, SetHeartbeat, limits_from_settings, parse_command
-from sessions.heartbeat_commands import apply_command
-from state.runtime import Runtime
-from workers.agents.base import TurnKind
+from hbgw.core.errors import BadInput
+from hbgw.sessions import replies
+from hbgw.sessions.grammar import Clear, SetHeartbeat, limits_from_settings, parse_command
+from hbgw.sessions.heartbeat_commands import apply_command
+from hbgw.state.runtime import Runtime
+from hbgw.workers.agents.base import TurnKind
 
 HEARTBEAT_TURN_REFUSAL = "Refused: a heartbeat turn may not change the heartbeat."
 WRITES_OFF = "Refused: changing the heartbeat is turned off here (HBGW_AGENT_HEARTBEAT_WRITE)."

@@ -19,13 +19,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
-from core.clock import to_ms
-from core.errors import StaleFence
-from core.metrics import count_delivery, gateway_metrics
-from sessions.dedupe import DUPLICATE_DETAIL, is_duplicate, reply_hash
-from sessions.heartbeat import HeartbeatState
-from sessions.states import DeliveryState, HeartbeatStatus, RefundReason, RunState
-from sessions.views import (
+from hbgw.core.clock import to_ms
+from hbgw.core.errors import StaleFence
+from hbgw.core.metrics import count_delivery, gateway_metrics
+from hbgw.sessions.dedupe import DUPLICATE_DETAIL, is_duplicate, reply_hash
+from hbgw.sessions.heartbeat import HeartbeatState
+from hbgw.sessions.states import DeliveryState, HeartbeatStatus, RefundReason, RunState
+from hbgw.sessions.views import (
     DeliveryOutcome,
     Duplicate,
     FireClaim,
@@ -36,23 +36,23 @@ from sessions.views import (
     SessionView,
     Started,
 )
-from state.runtime import Runtime
-from workers.agents.base import TurnRequest
-from workers.heartbeat_end import (
+from hbgw.state.runtime import Runtime
+from hbgw.workers.agents.base import TurnRequest
+from hbgw.workers.heartbeat_end import (
     budget_notice,
     budget_reason,
     end_notice,
     split_done,
     with_notice,
 )
-from workers.heartbeat_tools import SessionHeartbeatTools
-from workers.injection import heartbeat_message, is_silent
-from workers.locks import Lease
-from workers.logfields import fields, log
-from workers.ports import Address
-from workers.turn import Composed, Outgoing, Sent, Turn
-from workers.turn_io import HISTORY_TURNS, Answer, Delivery, TurnIO, conversation_before
-from workers.turn_redis import after_finish, recheck
+from hbgw.workers.heartbeat_tools import SessionHeartbeatTools
+from hbgw.workers.injection import heartbeat_message, is_silent
+from hbgw.workers.locks import Lease
+from hbgw.workers.logfields import fields, log
+from hbgw.workers.ports import Address
+from hbgw.workers.turn import Composed, Outgoing, Sent, Turn
+from hbgw.workers.turn_io import HISTORY_TURNS, Answer, Delivery, TurnIO, conversation_before
+from hbgw.workers.turn_redis import after_finish, recheck
 
 # Test seam: called after a reservation, before the re-check (simulates races).
 BeforeStartHook = Callable[[str, RunView], None]

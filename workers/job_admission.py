@@ -14,14 +14,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from core.clock import to_ms
-from sessions.states import JobStatus, MissedPolicy, SessionStatus, fire_id, job_of_member
-from sessions.views import JobAdmission, SessionView
-from state.dispatch import Dispatcher
-from state.ownership import Rendezvous
-from state.runtime import Runtime
-from workers.heartbeat_turn import Fire, settle_duplicate
-from workers.logfields import fields, log, report
+from hbgw.core.clock import to_ms
+from hbgw.sessions.states import JobStatus, MissedPolicy, SessionStatus, fire_id, job_of_member
+from hbgw.sessions.views import JobAdmission, SessionView
+from hbgw.state.dispatch import Dispatcher
+from hbgw.state.ownership import Rendezvous
+from hbgw.state.runtime import Runtime
+from hbgw.workers.heartbeat_turn import Fire, settle_duplicate
+from hbgw.workers.logfields import fields, log, report
 
 
 @dataclass(frozen=True)

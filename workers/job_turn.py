@@ -20,12 +20,12 @@ import contextlib
 from dataclasses import dataclass
 from datetime import timedelta
 
-from core.clock import iso
-from core.errors import StaleFence
-from core.metrics import count_delivery, gateway_metrics
-from sessions.grammar.job_schedule import describe_job_schedule
-from sessions.states import DeliveryState, JobStatus, RefundReason, RunState
-from sessions.views import (
+from hbgw.core.clock import iso
+from hbgw.core.errors import StaleFence
+from hbgw.core.metrics import count_delivery, gateway_metrics
+from hbgw.sessions.grammar.job_schedule import describe_job_schedule
+from hbgw.sessions.states import DeliveryState, JobStatus, RefundReason, RunState
+from hbgw.sessions.views import (
     DeliveryOutcome,
     Duplicate,
     JobClaim,
@@ -36,16 +36,16 @@ from sessions.views import (
     Reserved,
     RunView,
 )
-from workers.agents.base import TurnFailed, TurnRequest
-from workers.heartbeat_tools import SessionHeartbeatTools
-from workers.heartbeat_turn import count_refund, settle_duplicate
-from workers.injection import is_silent
-from workers.job_admission import JobFire
-from workers.locks import Lease
-from workers.logfields import fields, log
-from workers.ports import Address
-from workers.turn import Composed, Outgoing, Sent, Turn
-from workers.turn_io import HISTORY_TURNS, Answer, Delivery, conversation_before
+from hbgw.workers.agents.base import TurnFailed, TurnRequest
+from hbgw.workers.heartbeat_tools import SessionHeartbeatTools
+from hbgw.workers.heartbeat_turn import count_refund, settle_duplicate
+from hbgw.workers.injection import is_silent
+from hbgw.workers.job_admission import JobFire
+from hbgw.workers.locks import Lease
+from hbgw.workers.logfields import fields, log
+from hbgw.workers.ports import Address
+from hbgw.workers.turn import Composed, Outgoing, Sent, Turn
+from hbgw.workers.turn_io import HISTORY_TURNS, Answer, Delivery, conversation_before
 
 
 def job_message(job: JobView) -> str:

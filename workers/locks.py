@@ -22,8 +22,8 @@ from types import TracebackType
 
 import redis
 
-from core.errors import TurnAborted
-from state.turn_gate import TurnGate
+from hbgw.core.errors import TurnAborted
+from hbgw.state.turn_gate import TurnGate
 
 __all__ = ["CONFIRM_FRACTION", "Grant", "Lease", "LockKeeper", "LockRenewals", "TurnAborted"]
 

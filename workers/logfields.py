@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import logging
 
-from core.errors import StaleFence, TurnAborted
-from state.failures import is_expected
+from hbgw.core.errors import StaleFence, TurnAborted
+from hbgw.state.failures import is_expected
 
 log = logging.getLogger("hbgw.runner")
 

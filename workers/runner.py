@@ -14,19 +14,19 @@ from __future__ import annotations
 import functools
 from concurrent.futures import Future, ThreadPoolExecutor
 
-from state.dispatch import Dispatcher
-from state.runtime import Runtime
-from workers.admission import Admission
-from workers.agents.base import Agent
-from workers.delivery_retry import DeliveryRetrier
-from workers.heartbeat_turn import BeforeStartHook, Fire, HeartbeatTurn
-from workers.job_turn import JobTurn
-from workers.locks import LockRenewals
-from workers.logfields import is_transient, report
-from workers.ports import Channel
-from workers.session_loop import SessionLoop
-from workers.turn_io import TurnIO
-from workers.user_turn import UserTurn
+from hbgw.state.dispatch import Dispatcher
+from hbgw.state.runtime import Runtime
+from hbgw.workers.admission import Admission
+from hbgw.workers.agents.base import Agent
+from hbgw.workers.delivery_retry import DeliveryRetrier
+from hbgw.workers.heartbeat_turn import BeforeStartHook, Fire, HeartbeatTurn
+from hbgw.workers.job_turn import JobTurn
+from hbgw.workers.locks import LockRenewals
+from hbgw.workers.logfields import is_transient, report
+from hbgw.workers.ports import Channel
+from hbgw.workers.session_loop import SessionLoop
+from hbgw.workers.turn_io import TurnIO
+from hbgw.workers.user_turn import UserTurn
 
 __all__ = ["BeforeStartHook", "TurnRunner"]
 

@@ -30,19 +30,19 @@ from collections.abc import Callable
 
 import redis
 
-from core.errors import StaleFence, TurnAborted
-from core.metrics import count_delivery
-from sessions.states import DeliveryState, parse_fire_id
-from state.dispatch import Dispatcher
-from state.runtime import Runtime
-from state.turn_gate import KeepLock, LockLost, TurnEnded
-from workers.delivery_retry import RETRIES_PER_GRANT, DeliveryRetrier
-from workers.heartbeat_turn import Fire, HeartbeatTurn
-from workers.job_admission import JobFire
-from workers.job_turn import JobTurn
-from workers.locks import Grant, Lease, LockKeeper, LockRenewals
-from workers.logfields import fields, log, report
-from workers.user_turn import UserTurn
+from hbgw.core.errors import StaleFence, TurnAborted
+from hbgw.core.metrics import count_delivery
+from hbgw.sessions.states import DeliveryState, parse_fire_id
+from hbgw.state.dispatch import Dispatcher
+from hbgw.state.runtime import Runtime
+from hbgw.state.turn_gate import KeepLock, LockLost, TurnEnded
+from hbgw.workers.delivery_retry import RETRIES_PER_GRANT, DeliveryRetrier
+from hbgw.workers.heartbeat_turn import Fire, HeartbeatTurn
+from hbgw.workers.job_admission import JobFire
+from hbgw.workers.job_turn import JobTurn
+from hbgw.workers.locks import Grant, Lease, LockKeeper, LockRenewals
+from hbgw.workers.logfields import fields, log, report
+from hbgw.workers.user_turn import UserTurn
 
 OnPending = Callable[[str, int], object]
 

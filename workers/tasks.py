@@ -7,8 +7,8 @@ from typing import Any
 
 from celery import shared_task
 
-from state.dispatch import DRAIN_TASK, FIRE_TASK, context_of
-from workers.admission import ESTOP
+from hbgw.state.dispatch import DRAIN_TASK, FIRE_TASK, context_of
+from hbgw.workers.admission import ESTOP
 
 
 class _QuietHeldDrains(logging.Filter):

@@ -23,14 +23,14 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Generic, Literal, TypeVar
 
-from core.errors import TurnAborted
-from core.metrics import gateway_metrics
-from sessions.states import DeliveryState
-from sessions.views import DeliveryOutcome, Outbound, ReplyStart
-from workers.agents.base import TurnRequest
-from workers.locks import Lease
-from workers.ports import Address
-from workers.turn_io import Answer, Delivery, TurnIO, as_sent
+from hbgw.core.errors import TurnAborted
+from hbgw.core.metrics import gateway_metrics
+from hbgw.sessions.states import DeliveryState
+from hbgw.sessions.views import DeliveryOutcome, Outbound, ReplyStart
+from hbgw.workers.agents.base import TurnRequest
+from hbgw.workers.locks import Lease
+from hbgw.workers.ports import Address
+from hbgw.workers.turn_io import Answer, Delivery, TurnIO, as_sent
 
 P = TypeVar("P")  # what a kind's begin step hands on to the rest of its turn
 

@@ -9,18 +9,18 @@ from typing import Any
 
 import redis
 
-from core.errors import DeliveryFailed, PermanentDelivery, TurnAborted
-from core.metrics import DELIVERY_PLATFORMS, count_delivery
-from core.settings import Settings
-from core.usage import TokenUsage
-from sessions.states import DeliveryState
-from sessions.views import DeliveryOutcome, MessageView, Resend
-from state.runtime import Runtime
-from workers.agents.base import Agent, TurnFailed, TurnKind, TurnRequest
-from workers.heartbeat_tools import SessionHeartbeatTools
-from workers.locks import Lease
-from workers.logfields import fields, log
-from workers.ports import Address, Channel
+from hbgw.core.errors import DeliveryFailed, PermanentDelivery, TurnAborted
+from hbgw.core.metrics import DELIVERY_PLATFORMS, count_delivery
+from hbgw.core.settings import Settings
+from hbgw.core.usage import TokenUsage
+from hbgw.sessions.states import DeliveryState
+from hbgw.sessions.views import DeliveryOutcome, MessageView, Resend
+from hbgw.state.runtime import Runtime
+from hbgw.workers.agents.base import Agent, TurnFailed, TurnKind, TurnRequest
+from hbgw.workers.heartbeat_tools import SessionHeartbeatTools
+from hbgw.workers.locks import Lease
+from hbgw.workers.logfields import fields, log
+from hbgw.workers.ports import Address, Channel
 
 HISTORY_TURNS = 20
 # What the model sees of the conversation: what was said, not the gateway's notices (failures,

@@ -12,10 +12,10 @@ from datetime import datetime
 
 import redis
 
-from core.clock import to_ms
-from state.ownership import rendezvous_owner
-from state.runtime import Runtime
-from workers.logfields import fields, log
+from hbgw.core.clock import to_ms
+from hbgw.state.ownership import rendezvous_owner
+from hbgw.state.runtime import Runtime
+from hbgw.workers.logfields import fields, log
 
 
 @dataclass(frozen=True)

@@ -14,19 +14,19 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from core.errors import NotFound
-from core.metrics import count_delivery, gateway_metrics
-from sessions.states import DeliveryState, MessageState
-from sessions.views import DeliveryOutcome, MessageView, ReplyStart
-from workers.agents.base import TurnRequest
-from workers.heartbeat_tools import SessionHeartbeatTools
-from workers.injection import EMPTY_REPLY_NOTICE, FAILED_TURN_NOTICE, is_silent
-from workers.locks import Lease
-from workers.logfields import fields
-from workers.ports import Address
-from workers.turn import Composed, Outgoing, Sent, Turn, outbound_of
-from workers.turn_io import Answer, Delivery
-from workers.turn_redis import wake_and_idle
+from hbgw.core.errors import NotFound
+from hbgw.core.metrics import count_delivery, gateway_metrics
+from hbgw.sessions.states import DeliveryState, MessageState
+from hbgw.sessions.views import DeliveryOutcome, MessageView, ReplyStart
+from hbgw.workers.agents.base import TurnRequest
+from hbgw.workers.heartbeat_tools import SessionHeartbeatTools
+from hbgw.workers.injection import EMPTY_REPLY_NOTICE, FAILED_TURN_NOTICE, is_silent
+from hbgw.workers.locks import Lease
+from hbgw.workers.logfields import fields
+from hbgw.workers.ports import Address
+from hbgw.workers.turn import Composed, Outgoing, Sent, Turn, outbound_of
+from hbgw.workers.turn_io import Answer, Delivery
+from hbgw.workers.turn_redis import wake_and_idle
 
 log = logging.getLogger("hbgw.runner")
 

@@ -15,9 +15,9 @@ from fastapi import FastAPI, Request
 from fastapi.responses import PlainTextResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from core.clock import Clock
-from core.settings import Settings
-from gateway.api import (
+from hbgw.core.clock import Clock
+from hbgw.core.settings import Settings
+from hbgw.gateway.api import (
     docs_page,
     errors,
     events,
@@ -28,15 +28,15 @@ from gateway.api import (
     routes_owner,
     routes_sessions,
 )
-from gateway.api.context import ApiContext, build_context, context
-from gateway.api.limits import BodyLimit
-from gateway.api.metrics import MetricsMiddleware
-from gateway.platforms.discord import routes as discord_routes
-from gateway.platforms.guard import Reject
-from gateway.platforms.slack import routes as slack_routes
-from gateway.platforms.telegram import routes as telegram_routes
-from gateway.platforms.webhook import routes as webhook_routes
-from gateway.platforms.webhook import session_url
+from hbgw.gateway.api.context import ApiContext, build_context, context
+from hbgw.gateway.api.limits import BodyLimit
+from hbgw.gateway.api.metrics import MetricsMiddleware
+from hbgw.gateway.platforms.discord import routes as discord_routes
+from hbgw.gateway.platforms.guard import Reject
+from hbgw.gateway.platforms.slack import routes as slack_routes
+from hbgw.gateway.platforms.telegram import routes as telegram_routes
+from hbgw.gateway.platforms.webhook import routes as webhook_routes
+from hbgw.gateway.platforms.webhook import session_url
 
 TITLE = "Heartbeat Gateway API"
 VERSION = "1"

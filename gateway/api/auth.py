@@ -16,9 +16,9 @@ import hmac
 import string
 from dataclasses import dataclass
 
-from core.errors import BadInput
-from core.settings import Settings
-from sessions.validation import check_name
+from hbgw.core.errors import BadInput
+from hbgw.core.settings import Settings
+from hbgw.sessions.validation import check_name
 
 OWNER_CHARS = 255
 MIN_TOKEN_CHARS = 16

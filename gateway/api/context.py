@@ -10,27 +10,27 @@ from typing import Any
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from core.clock import Clock, utcnow
-from core.errors import BadInput, HbgwError, NotFound
-from core.settings import Settings
-from gateway.api.auth import Principal, TokenTable
-from gateway.api.errors import ApiError, not_found
-from gateway.api.metrics import ApiMetrics
-from gateway.api.public_ids import PublicIds, id_key
-from gateway.api.quotas import StreamSlots
-from gateway.inbound import Answered, Queued, receive
-from gateway.platforms.served import Served
-from sessions.db import make_engine
-from sessions.grammar import GrammarLimits, limits_from_settings
-from sessions.store import Store
-from sessions.validation import MessageLimits, check_storable, message_limits_from_settings
-from sessions.views import SessionView
-from state.connection import TRANSIENT_REDIS_ERRORS, connect
-from state.dispatch import Dispatcher
-from state.keys import Keys
-from state.runtime import Runtime, resolve_redis_url
-from state.shared_clock import shared_clock
-from state.stream_wake import StreamWaker
+from hbgw.core.clock import Clock, utcnow
+from hbgw.core.errors import BadInput, HbgwError, NotFound
+from hbgw.core.settings import Settings
+from hbgw.gateway.api.auth import Principal, TokenTable
+from hbgw.gateway.api.errors import ApiError, not_found
+from hbgw.gateway.api.metrics import ApiMetrics
+from hbgw.gateway.api.public_ids import PublicIds, id_key
+from hbgw.gateway.api.quotas import StreamSlots
+from hbgw.gateway.inbound import Answered, Queued, receive
+from hbgw.gateway.platforms.served import Served
+from hbgw.sessions.db import make_engine
+from hbgw.sessions.grammar import GrammarLimits, limits_from_settings
+from hbgw.sessions.store import Store
+from hbgw.sessions.validation import MessageLimits, check_storable, message_limits_from_settings
+from hbgw.sessions.views import SessionView
+from hbgw.state.connection import TRANSIENT_REDIS_ERRORS, connect
+from hbgw.state.dispatch import Dispatcher
+from hbgw.state.keys import Keys
+from hbgw.state.runtime import Runtime, resolve_redis_url
+from hbgw.state.shared_clock import shared_clock
+from hbgw.state.stream_wake import StreamWaker
 
 log = logging.getLogger("hbgw.api")
 

@@ -21,7 +21,7 @@ from fastapi.responses import JSONResponse
 from kombu.exceptions import KombuError
 from starlette.exceptions import HTTPException
 
-from core.errors import BadInput, HbgwError, InvalidState, NotFound, QuotaExceeded, StoreError
+from hbgw.core.errors import BadInput, HbgwError, InvalidState, NotFound, QuotaExceeded, StoreError
 
 log = logging.getLogger("hbgw.api")
 

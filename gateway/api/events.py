@@ -26,14 +26,14 @@ from fastapi.responses import StreamingResponse
 from starlette.background import BackgroundTask
 from starlette.concurrency import run_in_threadpool
 
-from core.errors import BadInput, HbgwError
-from gateway.api.context import ApiContext
-from gateway.api.public_ids import PublicIds
-from gateway.api.routes_sessions import MAX_ID, Ctx, Who
-from gateway.api.schemas import errors
-from gateway.api.serial import is_silent_answer, message_json
-from sessions.states import ClosedReason, SessionStatus
-from sessions.views import MessageView
+from hbgw.core.errors import BadInput, HbgwError
+from hbgw.gateway.api.context import ApiContext
+from hbgw.gateway.api.public_ids import PublicIds
+from hbgw.gateway.api.routes_sessions import MAX_ID, Ctx, Who
+from hbgw.gateway.api.schemas import errors
+from hbgw.gateway.api.serial import is_silent_answer, message_json
+from hbgw.sessions.states import ClosedReason, SessionStatus
+from hbgw.sessions.views import MessageView
 
 router = APIRouter(prefix="/v1/sessions", tags=["events"])
 log = logging.getLogger("hbgw.api.events")

@@ -13,11 +13,11 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 from fastapi.security import HTTPAuthorizationCredentials
 
-from core.errors import HbgwError
-from gateway.api.context import ApiContext, bearer, context
-from gateway.api.schemas import Health, Readiness
-from sessions.db import current_revision, head_revision
-from state.connection import TRANSIENT_REDIS_ERRORS
+from hbgw.core.errors import HbgwError
+from hbgw.gateway.api.context import ApiContext, bearer, context
+from hbgw.gateway.api.schemas import Health, Readiness
+from hbgw.sessions.db import current_revision, head_revision
+from hbgw.state.connection import TRANSIENT_REDIS_ERRORS
 
 router = APIRouter(tags=["health"])
 

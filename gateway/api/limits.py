@@ -17,7 +17,7 @@ from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from gateway.api.errors import error_body
+from hbgw.gateway.api.errors import error_body
 
 
 class BodyLimit:

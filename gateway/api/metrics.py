@@ -15,8 +15,8 @@ import time
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from core.metrics import clock_offset_gauge
-from gateway.platforms.guard import InboundRejects
+from hbgw.core.metrics import clock_offset_gauge
+from hbgw.gateway.platforms.guard import InboundRejects
 
 METHODS = frozenset(
     {"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "TRACE", "CONNECT"}

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 
-from core.errors import BadInput
+from hbgw.core.errors import BadInput
 
 HALF_BITS = 31
 HALF_MASK = (1 << HALF_BITS) - 1

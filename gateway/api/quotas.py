@@ -17,10 +17,10 @@ import math
 import threading
 from collections.abc import Callable
 
-from gateway.api.auth import Principal
-from gateway.api.errors import ApiError
-from state.connection import TRANSIENT_REDIS_ERRORS
-from state.runtime import Runtime
+from hbgw.gateway.api.auth import Principal
+from hbgw.gateway.api.errors import ApiError
+from hbgw.state.connection import TRANSIENT_REDIS_ERRORS
+from hbgw.state.runtime import Runtime
 
 log = logging.getLogger("hbgw.api")
 

@@ -14,19 +14,19 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
 
-from core.errors import BadInput
-from gateway.api.auth import Principal
-from gateway.api.context import ApiContext
-from gateway.api.routes_sessions import PAGE_MAX, Ctx, Who
-from gateway.api.schemas import JobSpec, errors
-from gateway.api.serial import run_json
-from sessions.cron_commands import check_job_quota
-from sessions.grammar import check_prompt
-from sessions.grammar.job_schedule import exact_text, parse_job_schedule
-from sessions.states import MissedPolicy
-from sessions.validation import check_storable
-from sessions.views import JobRoute, JobView, NewJob
-from state.connection import TRANSIENT_REDIS_ERRORS
+from hbgw.core.errors import BadInput
+from hbgw.gateway.api.auth import Principal
+from hbgw.gateway.api.context import ApiContext
+from hbgw.gateway.api.routes_sessions import PAGE_MAX, Ctx, Who
+from hbgw.gateway.api.schemas import JobSpec, errors
+from hbgw.gateway.api.serial import run_json
+from hbgw.sessions.cron_commands import check_job_quota
+from hbgw.sessions.grammar import check_prompt
+from hbgw.sessions.grammar.job_schedule import exact_text, parse_job_schedule
+from hbgw.sessions.states import MissedPolicy
+from hbgw.sessions.validation import check_storable
+from hbgw.sessions.views import JobRoute, JobView, NewJob
+from hbgw.state.connection import TRANSIENT_REDIS_ERRORS
 
 router = APIRouter(prefix="/v1/cron", tags=["cron"])
 

@@ -11,20 +11,20 @@ from typing import Any
 
 from fastapi import APIRouter
 
-from core.errors import CommandError
-from gateway.api.auth import Principal
-from gateway.api.context import ApiContext
-from gateway.api.errors import ApiError
-from gateway.api.quotas import check_heartbeats
-from gateway.api.routes_sessions import Ctx, Who
-from gateway.api.schemas import HeartbeatChange, HeartbeatSpec, HeartbeatStatus, Reply, errors
-from sessions.grammar import Clear, Command, Pause, Resume, SetHeartbeat, parse_command
-from sessions.grammar.costs import check_model, parse_budget
-from sessions.grammar.policy import policy_words
-from sessions.heartbeat_commands import apply_command
-from sessions.store.heartbeat_records import NO_HEARTBEAT
-from sessions.views import SessionView
-from state.connection import TRANSIENT_REDIS_ERRORS
+from hbgw.core.errors import CommandError
+from hbgw.gateway.api.auth import Principal
+from hbgw.gateway.api.context import ApiContext
+from hbgw.gateway.api.errors import ApiError
+from hbgw.gateway.api.quotas import check_heartbeats
+from hbgw.gateway.api.routes_sessions import Ctx, Who
+from hbgw.gateway.api.schemas import HeartbeatChange, HeartbeatSpec, HeartbeatStatus, Reply, errors
+from hbgw.sessions.grammar import Clear, Command, Pause, Resume, SetHeartbeat, parse_command
+from hbgw.sessions.grammar.costs import check_model, parse_budget
+from hbgw.sessions.grammar.policy import policy_words
+from hbgw.sessions.heartbeat_commands import apply_command
+from hbgw.sessions.store.heartbeat_records import NO_HEARTBEAT
+from hbgw.sessions.views import SessionView
+from hbgw.state.connection import TRANSIENT_REDIS_ERRORS
 
 router = APIRouter(prefix="/v1/sessions/{session_id}/heartbeat", tags=["heartbeat"])
 

@@ -8,17 +8,17 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Header, Query
 from fastapi.responses import JSONResponse
 
-from core.errors import BadInput, GrammarError, NotFound
-from gateway.api.auth import Principal
-from gateway.api.context import ApiContext
-from gateway.api.errors import command_error_code, not_found
-from gateway.api.quotas import check_heartbeats, check_message_rate
-from gateway.api.routes_sessions import MAX_ID, PAGE_MAX, Ctx, Who
-from gateway.api.schemas import CommandAnswer, MessageAccepted, MessageList, NewMessage, errors
-from gateway.api.serial import message_json
-from gateway.inbound import Answered, Queued
-from sessions.grammar import SetHeartbeat, is_cron_command, is_heartbeat_command, parse_command
-from sessions.validation import IDEMPOTENCY_KEY_CHARS
+from hbgw.core.errors import BadInput, GrammarError, NotFound
+from hbgw.gateway.api.auth import Principal
+from hbgw.gateway.api.context import ApiContext
+from hbgw.gateway.api.errors import command_error_code, not_found
+from hbgw.gateway.api.quotas import check_heartbeats, check_message_rate
+from hbgw.gateway.api.routes_sessions import MAX_ID, PAGE_MAX, Ctx, Who
+from hbgw.gateway.api.schemas import CommandAnswer, MessageAccepted, MessageList, NewMessage, errors
+from hbgw.gateway.api.serial import message_json
+from hbgw.gateway.inbound import Answered, Queued
+from hbgw.sessions.grammar import SetHeartbeat, is_cron_command, is_heartbeat_command, parse_command
+from hbgw.sessions.validation import IDEMPOTENCY_KEY_CHARS
 
 router = APIRouter(prefix="/v1/sessions", tags=["messages"])
 

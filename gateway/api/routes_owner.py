@@ -12,14 +12,14 @@ from typing import Any
 
 from fastapi import APIRouter
 
-from gateway.api.auth import Principal
-from gateway.api.context import ApiContext
-from gateway.api.errors import ApiError
-from gateway.api.routes_sessions import Ctx, Who
-from gateway.api.schemas import OwnerBudgetSpec, errors
-from sessions import replies
-from sessions.grammar.costs import parse_default_budget
-from sessions.store.owner_budgets import OwnerBudget
+from hbgw.gateway.api.auth import Principal
+from hbgw.gateway.api.context import ApiContext
+from hbgw.gateway.api.errors import ApiError
+from hbgw.gateway.api.routes_sessions import Ctx, Who
+from hbgw.gateway.api.schemas import OwnerBudgetSpec, errors
+from hbgw.sessions import replies
+from hbgw.sessions.grammar.costs import parse_default_budget
+from hbgw.sessions.store.owner_budgets import OwnerBudget
 
 router = APIRouter(prefix="/v1/owners/{owner}/budget", tags=["owners"])
 

@@ -7,11 +7,11 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Query
 from fastapi.responses import JSONResponse
 
-from gateway.api.auth import Principal
-from gateway.api.context import ApiContext, context, principal
-from gateway.api.errors import ApiError
-from gateway.api.quotas import check_sessions
-from gateway.api.schemas import (
+from hbgw.gateway.api.auth import Principal
+from hbgw.gateway.api.context import ApiContext, context, principal
+from hbgw.gateway.api.errors import ApiError
+from hbgw.gateway.api.quotas import check_sessions
+from hbgw.gateway.api.schemas import (
     NewSession,
     RunList,
     Session,
@@ -20,8 +20,8 @@ from gateway.api.schemas import (
     SessionList,
     errors,
 )
-from gateway.api.serial import run_json, session_json
-from sessions.validation import check_storable
+from hbgw.gateway.api.serial import run_json, session_json
+from hbgw.sessions.validation import check_storable
 
 router = APIRouter(prefix="/v1/sessions", tags=["sessions"])
 

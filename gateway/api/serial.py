@@ -8,10 +8,10 @@ from datetime import datetime
 from enum import Enum
 from typing import Any
 
-from core.clock import iso
-from gateway.api.public_ids import PublicIds
-from sessions.views import MessageView, SessionView
-from workers.injection import is_silent
+from hbgw.core.clock import iso
+from hbgw.gateway.api.public_ids import PublicIds
+from hbgw.sessions.views import MessageView, SessionView
+from hbgw.workers.injection import is_silent
 
 
 def view_json(view: Any) -> dict[str, Any]:

@@ -8,8 +8,8 @@ from typing import Any
 import uvicorn
 from fastapi import FastAPI
 
-from gateway.api.app import api_context
-from gateway.api.slow_clients import slow_client_protocol
+from hbgw.gateway.api.app import api_context
+from hbgw.gateway.api.slow_clients import slow_client_protocol
 
 # Seconds uvicorn waits for requests still running at shutdown before it cancels them.
 GRACE = 5

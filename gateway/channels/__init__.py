@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from core.clock import Clock, utcnow
-from core.settings import Settings
-from gateway.channels.registry import ChannelRegistry
-from sessions.store import Store
-from workers.ports import Address, Channel
+from hbgw.core.clock import Clock, utcnow
+from hbgw.core.settings import Settings
+from hbgw.gateway.channels.registry import ChannelRegistry
+from hbgw.sessions.store import Store
+from hbgw.workers.ports import Address, Channel
 
 __all__ = ["Address", "Channel", "ChannelRegistry", "make_channel"]
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import sys
 
-from core.terminal import inert
-from workers.ports import Address, Receipt, SendGuard
+from hbgw.core.terminal import inert
+from hbgw.workers.ports import Address, Receipt, SendGuard
 
 
 class ConsoleChannel:

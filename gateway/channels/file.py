@@ -7,10 +7,10 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from core.clock import Clock, utcnow
-from core.jsonl import append_line
-from core.private import private_dir
-from workers.ports import Address, Receipt, SendGuard
+from hbgw.core.clock import Clock, utcnow
+from hbgw.core.jsonl import append_line
+from hbgw.core.private import private_dir
+from hbgw.workers.ports import Address, Receipt, SendGuard
 
 
 class FileChannel:

@@ -3,12 +3,12 @@ file), as before platforms existed."""
 
 from __future__ import annotations
 
-from core.clock import Clock, utcnow
-from core.errors import BadInput
-from core.settings import Settings
-from gateway.channels.console import ConsoleChannel
-from gateway.channels.file import FileChannel
-from workers.ports import Channel
+from hbgw.core.clock import Clock, utcnow
+from hbgw.core.errors import BadInput
+from hbgw.core.settings import Settings
+from hbgw.gateway.channels.console import ConsoleChannel
+from hbgw.gateway.channels.file import FileChannel
+from hbgw.workers.ports import Channel
 
 
 def make_local_channel(settings: Settings, *, clock: Clock = utcnow) -> Channel:

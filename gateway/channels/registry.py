@@ -13,18 +13,18 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from core.clock import Clock, utcnow
-from core.errors import PermanentDelivery, PlatformNotEnabled
-from core.settings import Settings
-from gateway.channels.local import make_local_channel
-from gateway.platforms.discord.channel import DiscordChannel
-from gateway.platforms.served import Served
-from gateway.platforms.slack.channel import SlackChannel
-from gateway.platforms.telegram.channel import TelegramChannel
-from gateway.platforms.webhook.channel import WebhookChannel
-from gateway.platforms.webhook.urls import StoredUrls
-from sessions.store import Store
-from workers.ports import Address, Channel, Receipt, SendGuard
+from hbgw.core.clock import Clock, utcnow
+from hbgw.core.errors import PermanentDelivery, PlatformNotEnabled
+from hbgw.core.settings import Settings
+from hbgw.gateway.channels.local import make_local_channel
+from hbgw.gateway.platforms.discord.channel import DiscordChannel
+from hbgw.gateway.platforms.served import Served
+from hbgw.gateway.platforms.slack.channel import SlackChannel
+from hbgw.gateway.platforms.telegram.channel import TelegramChannel
+from hbgw.gateway.platforms.webhook.channel import WebhookChannel
+from hbgw.gateway.platforms.webhook.urls import StoredUrls
+from hbgw.sessions.store import Store
+from hbgw.workers.ports import Address, Channel, Receipt, SendGuard
 
 
 class ChannelRegistry:

@@ -14,12 +14,12 @@ from enum import StrEnum
 
 from prometheus_client import CollectorRegistry, Counter
 
-from core.errors import DeliveryFailed
-from core.metrics import CHAT_PLATFORMS
-from gateway.api.errors import ApiError
-from state.connection import TRANSIENT_REDIS_ERRORS
-from state.runtime import Runtime
-from workers.ports import Address, Channel
+from hbgw.core.errors import DeliveryFailed
+from hbgw.core.metrics import CHAT_PLATFORMS
+from hbgw.gateway.api.errors import ApiError
+from hbgw.state.connection import TRANSIENT_REDIS_ERRORS
+from hbgw.state.runtime import Runtime
+from hbgw.workers.ports import Address, Channel
 
 log = logging.getLogger("hbgw.platforms")
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from core.errors import BadInput, PlatformNotEnabled
-from core.settings import Settings
+from hbgw.core.errors import BadInput, PlatformNotEnabled
+from hbgw.core.settings import Settings
 
 
 @dataclass(frozen=True)

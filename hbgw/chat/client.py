@@ -14,7 +14,7 @@ from typing import Any
 
 import httpx
 
-from core.errors import HbgwError
+from hbgw.core.errors import HbgwError
 
 DEFAULT_TIMEOUT = 10.0
 UNAUTHORIZED = 401

@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import TextIO
 
-from core.terminal import inert
 from hbgw.chat.client import ApiClient, ApiError, ApiUnreachable, ChatMessage, CommandReply
 from hbgw.chat.events import EventStream, Moved
+from hbgw.core.terminal import inert
 
 PROMPT = "you> "
 HEARTBEAT_HEADER = "[Heartbeat"

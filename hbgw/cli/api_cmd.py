@@ -8,12 +8,12 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from core.errors import BadInput
-from core.netaddr import is_loopback
 from hbgw.cli.common import settings
+from hbgw.core.errors import BadInput
+from hbgw.core.netaddr import is_loopback
 
 if TYPE_CHECKING:
-    from core.settings import Settings
+    from hbgw.core.settings import Settings
 
 
 def api(
@@ -29,8 +29,8 @@ def api(
     Requests carry a bearer token of HBGW_API_TOKENS (one owner's sessions) or HBGW_ADMIN_TOKEN.
     Without any token configured it listens only on a loopback address.
     """
-    from core.logs import configure_logging
-    from gateway.api.auth import TokenTable
+    from hbgw.core.logs import configure_logging
+    from hbgw.gateway.api.auth import TokenTable
 
     s = settings()
     host = host or s.api_host
@@ -61,12 +61,12 @@ def _listen(host: str, port: int) -> socket.socket:
 
 
 def _serve(s: Settings, sock: socket.socket, host: str) -> None:
-    from core.errors import HbgwError
-    from gateway.api.app import create_app
-    from gateway.api.server import api_server
     from hbgw.celery_app import make_celery
-    from state.connection import refuse_unverified_redis
-    from state.runtime import resolve_redis_url
+    from hbgw.core.errors import HbgwError
+    from hbgw.gateway.api.app import create_app
+    from hbgw.gateway.api.server import api_server
+    from hbgw.state.connection import refuse_unverified_redis
+    from hbgw.state.runtime import resolve_redis_url
 
     log = logging.getLogger("hbgw.api")
     try:

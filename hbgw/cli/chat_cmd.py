@@ -10,8 +10,8 @@ from pathlib import Path
 
 import typer
 
-from core.errors import BadInput
 from hbgw.cli.common import out, path_hint, settings
+from hbgw.core.errors import BadInput
 
 API_FILE = "api.json"  # written by `hbgw up` while it runs
 NO_ADDRESS = (

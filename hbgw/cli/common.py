@@ -11,21 +11,21 @@ import sys
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from core.clock import utcnow
-from core.errors import BadInput, HbgwError
-from core.terminal import inert
+from hbgw.core.clock import utcnow
+from hbgw.core.errors import BadInput, HbgwError
+from hbgw.core.terminal import inert
 
 if TYPE_CHECKING:
-    from core.settings import Settings
-    from sessions.grammar import GrammarLimits
-    from sessions.store import Store
-    from sessions.views import DeliveryView
+    from hbgw.core.settings import Settings
+    from hbgw.sessions.grammar import GrammarLimits
+    from hbgw.sessions.store import Store
+    from hbgw.sessions.views import DeliveryView
 
 
 def settings() -> Settings:
     from pydantic import ValidationError
 
-    from core.settings import get_settings
+    from hbgw.core.settings import get_settings
 
     try:
         return get_settings()
@@ -40,13 +40,13 @@ def settings() -> Settings:
 
 
 def open_store() -> Store:
-    from sessions.store import Store
+    from hbgw.sessions.store import Store
 
     return Store.from_url(settings().effective_database_url)
 
 
 def limits() -> GrammarLimits:
-    from sessions.grammar import limits_from_settings
+    from hbgw.sessions.grammar import limits_from_settings
 
     return limits_from_settings(settings())
 
@@ -58,7 +58,7 @@ def now() -> datetime:
     which date everything by Redis; a host whose clock is off says so on stderr.
     """
     from hbgw.cli.gateway_ctx import reachable_redis
-    from state.shared_clock import shared_clock
+    from hbgw.state.shared_clock import shared_clock
 
     s = settings()
     client = reachable_redis(s)

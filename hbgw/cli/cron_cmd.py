@@ -41,11 +41,11 @@ def add(
     as_json: bool = JSON,
 ) -> None:
     """Add a job; nothing is stored when any part is refused."""
-    from core.errors import BadInput
-    from sessions.grammar import check_prompt
-    from sessions.grammar.job_schedule import exact_text, parse_job_schedule, split_schedule
-    from sessions.states import MissedPolicy
-    from sessions.views import JobRoute, NewJob
+    from hbgw.core.errors import BadInput
+    from hbgw.sessions.grammar import check_prompt
+    from hbgw.sessions.grammar.job_schedule import exact_text, parse_job_schedule, split_schedule
+    from hbgw.sessions.states import MissedPolicy
+    from hbgw.sessions.views import JobRoute, NewJob
 
     lim, at = limits(), now()
     schedule_text, prompt_words = split_schedule(words)
@@ -67,7 +67,7 @@ def add(
 @app.command("list", cls=Command)
 def list_(owner: str | None = OWNER, as_json: bool = JSON) -> None:
     """Every job (or one owner's), oldest first."""
-    from sessions.store.job_records import JOB_PAGE
+    from hbgw.sessions.store.job_records import JOB_PAGE
 
     store, jobs, after = open_store(), [], None
     while True:  # every page: the operator sees them all, however many
@@ -125,8 +125,8 @@ def cancel(job_id: str = JOB) -> None:
 @app.command(cls=Command)
 def runs(job_id: str = JOB, as_json: bool = JSON) -> None:
     """The job's runs in the ledger: state, session, tokens and delivery."""
-    from core.clock import iso
     from hbgw.cli.common import aligned, delivery_cell, delivery_error
+    from hbgw.core.clock import iso
 
     rows = open_store().job_runs(job_id)
     if as_json:

@@ -24,7 +24,7 @@ def register_commands(
     They replace the application's commands (globally, or in the --guild). Needs
     HBGW_DISCORD_BOT_TOKEN and HBGW_DISCORD_APPLICATION_ID.
     """
-    from gateway.platforms.discord.commands import register
+    from hbgw.gateway.platforms.discord.commands import register
 
     done = register(settings(), guild)
     out(f"Registered {', '.join(done.names) or 'no commands'} {done.where}.")

@@ -14,7 +14,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from core.errors import HbgwError
+from hbgw.core.errors import HbgwError
 
 
 class _NotOurs(Exception):

@@ -11,26 +11,26 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
-from core.errors import HbgwError
 from hbgw.cli.common import open_store, settings
+from hbgw.core.errors import HbgwError
 
 if TYPE_CHECKING:
     import redis
 
-    from core.settings import Settings
-    from sessions.store import Store
-    from sessions.views import MessageView
-    from state.dispatch import Dispatcher
-    from state.keys import Keys
-    from state.runtime import Runtime
+    from hbgw.core.settings import Settings
+    from hbgw.sessions.store import Store
+    from hbgw.sessions.views import MessageView
+    from hbgw.state.dispatch import Dispatcher
+    from hbgw.state.keys import Keys
+    from hbgw.state.runtime import Runtime
 
 
 @contextmanager
 def gateway_runtime() -> Iterator[tuple[Store, Runtime | None, Dispatcher | None]]:
     """The store, plus Redis and a dispatcher when a deployment answers (else None, None)."""
     from hbgw.celery_app import make_celery
-    from state.dispatch import Dispatcher
-    from state.runtime import Runtime, resolve_redis_url
+    from hbgw.state.dispatch import Dispatcher
+    from hbgw.state.runtime import Runtime, resolve_redis_url
 
     s = settings()
     store = open_store()
@@ -41,7 +41,7 @@ def gateway_runtime() -> Iterator[tuple[Store, Runtime | None, Dispatcher | None
         finally:
             store.close()
         return
-    from state.shared_clock import shared_clock
+    from hbgw.state.shared_clock import shared_clock
 
     rt = Runtime(settings=s, store=store, client=client, clock=shared_clock(client, s))
     try:
@@ -53,7 +53,7 @@ def gateway_runtime() -> Iterator[tuple[Store, Runtime | None, Dispatcher | None
 def reachable_redis(s: Settings) -> redis.Redis | None:
     import redis
 
-    from state.connection import connect, resolve_redis_url
+    from hbgw.state.connection import connect, resolve_redis_url
 
     try:
         client = connect(resolve_redis_url(s), s)
@@ -88,8 +88,8 @@ def estop_lift(rt: Runtime, session_id: str) -> str | None:
 def stop_and_busy(session_id: str) -> tuple[bool | None, bool | None]:
     """Whether an emergency stop holds the session, and whether a turn does (or messages wait
     for one); None for both when no Redis answers (unknown)."""
-    from state.keys import Keys
-    from state.turn_gate import TurnGate
+    from hbgw.state.keys import Keys
+    from hbgw.state.turn_gate import TurnGate
 
     s = settings()
     client = reachable_redis(s)

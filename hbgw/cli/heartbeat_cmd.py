@@ -16,8 +16,8 @@ from hbgw.cli.gateway_ctx import stop_and_busy, sync_index
 from hbgw.cli.help import Command, Group
 
 if TYPE_CHECKING:
-    from sessions.grammar import Command as HeartbeatCommand
-    from sessions.grammar.policy import Policy
+    from hbgw.sessions.grammar import Command as HeartbeatCommand
+    from hbgw.sessions.grammar.policy import Policy
 
 app = typer.Typer(
     cls=Group,
@@ -42,7 +42,7 @@ def status(
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Prompt, schedule, next fire time, fires so far and last outcome."""
-    from sessions import replies
+    from hbgw.sessions import replies
 
     estop, busy = stop_and_busy(session_id)  # None: no Redis answers, so nobody knows
     result = replace(open_store().heartbeat_status(session_id, now()), busy=busy)
@@ -86,8 +86,8 @@ def set_(
 
     Without --every or --cron it fires every HBGW_DEFAULT_INTERVAL; policies: docs/contract.md.
     """
-    from sessions.grammar import IntervalSchedule, SetHeartbeat, check_prompt, option_schedule
-    from sessions.grammar.policy import policy_words
+    from hbgw.sessions.grammar import IntervalSchedule, SetHeartbeat, check_prompt, option_schedule
+    from hbgw.sessions.grammar.policy import policy_words
 
     lim = limits()
     chosen: dict[str, Any] = {"lasts": lasts, "times": times, "budget": budget, "model": model}
@@ -108,7 +108,7 @@ def set_(
 @app.command(cls=Command)
 def pause(session_id: str = SESSION) -> None:
     """Stop firing but keep the heartbeat."""
-    from sessions.grammar import Pause
+    from hbgw.sessions.grammar import Pause
 
     _apply(session_id, Pause())
 
@@ -116,7 +116,7 @@ def pause(session_id: str = SESSION) -> None:
 @app.command(cls=Command)
 def resume(session_id: str = SESSION) -> None:
     """Fire again; the clock re-anchors to now (no instant catch-up)."""
-    from sessions.grammar import Resume
+    from hbgw.sessions.grammar import Resume
 
     _apply(session_id, Resume())
 
@@ -124,7 +124,7 @@ def resume(session_id: str = SESSION) -> None:
 @app.command(cls=Command)
 def clear(session_id: str = SESSION) -> None:
     """Remove the heartbeat (kept as cleared for audit, never restored)."""
-    from sessions.grammar import Clear
+    from hbgw.sessions.grammar import Clear
 
     _apply(session_id, Clear())
 
@@ -145,8 +145,8 @@ def budget_(
     heartbeat's own budget comes first, HBGW_HEARTBEAT_DAILY_TOKENS last.
     """
     from hbgw.local_api import local_owner
-    from sessions import replies
-    from sessions.grammar.costs import parse_default_budget
+    from hbgw.sessions import replies
+    from hbgw.sessions.grammar.costs import parse_default_budget
 
     s = settings()
     who = owner if owner is not None else local_owner(s)
@@ -164,8 +164,8 @@ def budget_(
 
 def _policy(words: str, tz: str | None, budget: str | None) -> Policy:
     """The policy options, read by the /heartbeat grammar with the operator's limits."""
-    from sessions.grammar.costs import parse_budget
-    from sessions.grammar.policy import parse_policy
+    from hbgw.sessions.grammar.costs import parse_budget
+    from hbgw.sessions.grammar.policy import parse_policy
 
     if budget is not None:
         parse_budget(budget)  # its own sentence: the words would read it as the prompt's start
@@ -173,7 +173,7 @@ def _policy(words: str, tz: str | None, budget: str | None) -> Policy:
 
 
 def _apply(session_id: str, command: HeartbeatCommand) -> None:
-    from sessions.heartbeat_commands import apply_command
+    from hbgw.sessions.heartbeat_commands import apply_command
 
     out(apply_command(open_store(), session_id, command, now()))
     sync_index(session_id)

@@ -20,15 +20,15 @@ from hbgw.cli.common import out, out_json, settings
 from hbgw.cli.stamp_cmd import redis_now, write_stamp
 
 if TYPE_CHECKING:
-    from state.liveness import Liveness, Stamp, Thresholds, Verdict
-    from state.ownership import WorkerRegistry
+    from hbgw.state.liveness import Liveness, Stamp, Thresholds, Verdict
+    from hbgw.state.ownership import WorkerRegistry
 
 
 @contextmanager
 def redis_liveness() -> Iterator[tuple[Liveness, WorkerRegistry, int] | None]:
     """Redis' stamps and worker registry, and the time now by Redis' clock (ms)."""
-    from state.liveness import Liveness
-    from state.ownership import WorkerRegistry
+    from hbgw.state.liveness import Liveness
+    from hbgw.state.ownership import WorkerRegistry
 
     with redis_now() as found:
         if found is None:
@@ -78,7 +78,7 @@ def agents(
     count: int | None = typer.Option(None, "--count", hidden=True, min=1),
 ) -> None:
     """List running and recent turns, oldest stamp first; exit 1 when one is stale? or dead?."""
-    from state.liveness import Thresholds
+    from hbgw.state.liveness import Thresholds
 
     s = settings()
     limits = Thresholds(
@@ -100,9 +100,9 @@ def agents(
 
 
 def _verdicts(limits: Thresholds, directory: Path | None) -> tuple[list[Verdict], str]:
-    from core.clock import to_ms, utcnow
-    from state.liveness import judge
-    from state.liveness_dir import LivenessDir
+    from hbgw.core.clock import to_ms, utcnow
+    from hbgw.state.liveness import judge
+    from hbgw.state.liveness_dir import LivenessDir
 
     if directory is None:
         with redis_liveness() as found:

@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from core.errors import HbgwError
 from hbgw.cli import (
     api_cmd,
     chat_cmd,
@@ -28,9 +27,10 @@ from hbgw.cli import (
 )
 from hbgw.cli.common import err, limits, now, open_store, out, out_json, sentence, settings
 from hbgw.cli.help import INSPECT, OPERATE, RUN, TALK, Command, Group
+from hbgw.core.errors import HbgwError
 
 if TYPE_CHECKING:
-    from sessions.store.run_views import RunView
+    from hbgw.sessions.store.run_views import RunView
 
 PACKAGE = "heartbeat-gateway"
 
@@ -93,7 +93,7 @@ def config() -> None:
 
 def migrate() -> None:
     """Upgrade the database schema to this version."""
-    from sessions.db import current_revision, head_revision, make_engine, upgrade
+    from hbgw.sessions.db import current_revision, head_revision, make_engine, upgrade
 
     engine = make_engine(settings().effective_database_url)
     before = current_revision(engine)
@@ -124,10 +124,10 @@ def send(
     /heartbeat commands are answered at once; other text runs a turn on the owning worker.
     Once stored the message is answered, even when Redis is down: that is exit 0 too.
     """
-    from gateway.inbound import Answered, receive
     from hbgw.cli.gateway_ctx import gateway_runtime
     from hbgw.cli.send_out import print_reply, queued_sentence, reply_or_hold
-    from sessions.validation import message_limits_from_settings
+    from hbgw.gateway.inbound import Answered, receive
+    from hbgw.sessions.validation import message_limits_from_settings
 
     with gateway_runtime() as (store, rt, dispatcher):
         result = receive(
@@ -161,8 +161,8 @@ def runs(
 ) -> None:
     """List the fire ledger of a session — its heartbeat's runs and its cron jobs' — with the
     tokens each turn spent and how its delivery ended."""
-    from core.clock import iso
     from hbgw.cli.common import aligned, delivery_cell, delivery_error
+    from hbgw.core.clock import iso
 
     store = open_store()
     store.get_session(session_id)  # an unknown session is bad input, like everywhere else

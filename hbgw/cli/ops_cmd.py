@@ -31,10 +31,10 @@ def worker(
     ),
 ) -> None:
     """Run a gateway worker: consumes its own queue and runs the turns of the sessions it owns."""
-    from core.logs import configure_logging
-    from core.metrics import serve_metrics
+    from hbgw.core.logs import configure_logging
+    from hbgw.core.metrics import serve_metrics
+    from hbgw.state.connection import refuse_unverified_redis, resolve_redis_url
     from hbgw.wiring import assembled_worker
-    from state.connection import refuse_unverified_redis, resolve_redis_url
 
     name = name or socket.gethostname()
     s = settings()
@@ -64,12 +64,12 @@ def beat() -> None:
 
     from celery.beat import Service
 
-    from beat.scheduler import HeartbeatScheduler
-    from core.logs import configure_logging
-    from core.metrics import serve_metrics
+    from hbgw.beat.scheduler import HeartbeatScheduler
     from hbgw.celery_app import make_celery
-    from state.connection import refuse_unverified_redis
-    from state.runtime import resolve_redis_url
+    from hbgw.core.logs import configure_logging
+    from hbgw.core.metrics import serve_metrics
+    from hbgw.state.connection import refuse_unverified_redis
+    from hbgw.state.runtime import resolve_redis_url
 
     s = settings()
     configure_logging(s)
@@ -111,11 +111,11 @@ unless bound to loopback with --unauthenticated-loopback.
     """
     import os
 
-    from core.logs import configure_logging
     from hbgw.celery_app import make_celery
+    from hbgw.core.logs import configure_logging
     from hbgw.flower import flower_plan
-    from state.connection import refuse_unverified_redis
-    from state.runtime import resolve_redis_url
+    from hbgw.state.connection import refuse_unverified_redis
+    from hbgw.state.runtime import resolve_redis_url
 
     s = settings()
     plan = flower_plan(
@@ -139,7 +139,7 @@ def estop(
     session: str | None = typer.Option(None, "--session", help="Only this session."),
 ) -> None:
     """Emergency stop: while on, no agent turn starts and accepted fires are refunded."""
-    from state.runtime import Runtime
+    from hbgw.state.runtime import Runtime
 
     if switch not in ("on", "off"):
         raise typer.BadParameter("say on or off", param_hint="on|off")
@@ -158,7 +158,7 @@ def up(
     workers: int = typer.Option(2, "--workers", min=1, help="Gateway worker processes."),
 ) -> None:
     """Run everything on this machine: embedded Redis, SQLite, beat, workers and the HTTP API."""
-    from core.settings import mask_url
+    from hbgw.core.settings import mask_url
     from hbgw.up import local_stack, wait_forever
 
     s = settings()

@@ -15,14 +15,14 @@ import typer
 
 from hbgw.cli.common import out
 from hbgw.cli.gateway_ctx import estop_lift, held_sentence, wait_for_reply
-from workers.injection import FAILED_TURN_NOTICE
-from workers.turn_io import REPEAT_MARK
+from hbgw.workers.injection import FAILED_TURN_NOTICE
+from hbgw.workers.turn_io import REPEAT_MARK
 
 if TYPE_CHECKING:
-    from gateway.inbound import Queued
-    from sessions.store import Store
-    from sessions.views import MessageView
-    from state.runtime import Runtime
+    from hbgw.gateway.inbound import Queued
+    from hbgw.sessions.store import Store
+    from hbgw.sessions.views import MessageView
+    from hbgw.state.runtime import Runtime
 
 HELD_EXIT = 3
 """`hbgw send` waited for a reply, but an emergency stop holds the (queued) message."""

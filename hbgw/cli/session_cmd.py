@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import typer
 
-from core.clock import iso
 from hbgw.cli.common import err, now, open_store, out, out_json, settings
 from hbgw.cli.gateway_ctx import sync_index
 from hbgw.cli.help import Command, Group
+from hbgw.core.clock import iso
 
 app = typer.Typer(
     cls=Group, help="Create and inspect sessions; compress, reset, switch, suspend, resume."

@@ -16,7 +16,7 @@ from hbgw.cli.common import err, out, settings
 if TYPE_CHECKING:
     import redis
 
-    from state.keys import Keys
+    from hbgw.state.keys import Keys
 
 
 @contextmanager
@@ -25,8 +25,8 @@ def redis_now() -> Iterator[tuple[redis.Redis, Keys, int] | None]:
     stamps are compared with the workers' ones, all dated by Redis TIME
     (``state/shared_clock.py``)."""
     from hbgw.cli.gateway_ctx import reachable_redis
-    from state.keys import Keys
-    from state.shared_clock import redis_seconds
+    from hbgw.state.keys import Keys
+    from hbgw.state.shared_clock import redis_seconds
 
     s = settings()
     client = reachable_redis(s)
@@ -41,9 +41,9 @@ def redis_now() -> Iterator[tuple[redis.Redis, Keys, int] | None]:
 
 def write_stamp(phase: str, session: str | None, worker: str, directory: Path | None) -> None:
     """Into Redis when a deployment answers (unless ``directory``), else the stamp directory."""
-    from core.clock import to_ms, utcnow
-    from state.liveness import Stamp
-    from state.liveness_dir import LivenessDir, check_phase, check_session_name
+    from hbgw.core.clock import to_ms, utcnow
+    from hbgw.state.liveness import Stamp
+    from hbgw.state.liveness_dir import LivenessDir, check_phase, check_session_name
 
     if session is None:
         session = os.environ.get("HBGW_SESSION") or "default"
@@ -52,7 +52,7 @@ def write_stamp(phase: str, session: str | None, worker: str, directory: Path | 
     if directory is None:
         with redis_now() as found:
             if found is not None:
-                from state.liveness import Liveness
+                from hbgw.state.liveness import Liveness
 
                 Liveness(found[0], found[1]).stamp(
                     name, found[2], record.phase, worker, external=True
@@ -65,7 +65,7 @@ def write_stamp(phase: str, session: str | None, worker: str, directory: Path | 
         return  # asked for: no settings read (pydantic's import alone is most of a stamp)
     configured = settings().redis_url
     if configured:
-        from core.settings import mask_url
+        from hbgw.core.settings import mask_url
 
         err(
             f"Note: the configured Redis ({mask_url(configured)}, HBGW_REDIS_URL) did not "

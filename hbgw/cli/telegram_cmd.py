@@ -10,13 +10,13 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from core.errors import BadInput, HbgwError
 from hbgw.cli.common import out, settings
 from hbgw.cli.help import Command, Group
+from hbgw.core.errors import BadInput, HbgwError
 
 if TYPE_CHECKING:
-    from core.settings import Settings
-    from gateway.platforms.telegram.api import BotApi
+    from hbgw.core.settings import Settings
+    from hbgw.gateway.platforms.telegram.api import BotApi
 
 app = typer.Typer(
     cls=Group, help="Telegram: set or delete the bot's webhook, or poll for its messages."
@@ -37,7 +37,7 @@ def _configured() -> Settings:
 
 
 def _api(s: Settings) -> BotApi:
-    from gateway.platforms.telegram.api import BotApi
+    from hbgw.gateway.platforms.telegram.api import BotApi
 
     token = s.telegram_bot_token
     assert token is not None
@@ -45,7 +45,7 @@ def _api(s: Settings) -> BotApi:
 
 
 def _call(s: Settings, method: str, params: dict[str, Any]) -> Any:
-    from gateway.platforms.telegram.api import Refused, Unreachable
+    from hbgw.gateway.platforms.telegram.api import Refused, Unreachable
 
     api = _api(s)
     try:
@@ -119,7 +119,7 @@ def poll(
     stops. The webhook must be deleted first (`hbgw telegram delete-webhook`)."""
     import signal
 
-    from core.logs import configure_logging
+    from hbgw.core.logs import configure_logging
 
     s = _configured()
     configure_logging(s)
@@ -129,13 +129,13 @@ def poll(
 
 
 def _run_poller(s: Settings, wait: int) -> None:
-    from gateway.api.context import build_context
-    from gateway.platforms.guard import SeenEvents
-    from gateway.platforms.telegram.channel import TelegramChannel
-    from gateway.platforms.telegram.inbound import TelegramBot
-    from gateway.platforms.telegram.polling import Poller
     from hbgw.celery_app import make_celery
-    from state.runtime import resolve_redis_url
+    from hbgw.gateway.api.context import build_context
+    from hbgw.gateway.platforms.guard import SeenEvents
+    from hbgw.gateway.platforms.telegram.channel import TelegramChannel
+    from hbgw.gateway.platforms.telegram.inbound import TelegramBot
+    from hbgw.gateway.platforms.telegram.polling import Poller
+    from hbgw.state.runtime import resolve_redis_url
 
     try:
         redis_url: str | None = resolve_redis_url(s)

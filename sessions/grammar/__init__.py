@@ -7,12 +7,12 @@ next), ``limits`` (what the settings allow), ``slash`` (the /heartbeat command l
 import from this package; the modules import each other only downwards, never lazily.
 """
 
-from sessions.grammar.cron import CronSchedule, cron_next, parse_cron, parse_timezone
-from sessions.grammar.cron_slash import is_cron_command
-from sessions.grammar.intervals import IntervalSchedule, format_interval, parse_interval
-from sessions.grammar.limits import GrammarLimits, limits_from_settings
-from sessions.grammar.schedule import Schedule, next_fire
-from sessions.grammar.slash import (
+from hbgw.sessions.grammar.cron import CronSchedule, cron_next, parse_cron, parse_timezone
+from hbgw.sessions.grammar.cron_slash import is_cron_command
+from hbgw.sessions.grammar.intervals import IntervalSchedule, format_interval, parse_interval
+from hbgw.sessions.grammar.limits import GrammarLimits, limits_from_settings
+from hbgw.sessions.grammar.schedule import Schedule, next_fire
+from hbgw.sessions.grammar.slash import (
     Clear,
     Command,
     Pause,

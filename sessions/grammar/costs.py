@@ -12,8 +12,8 @@ from __future__ import annotations
 import re
 from enum import StrEnum
 
-from core.errors import CommandError
-from sessions.grammar.text import quote
+from hbgw.core.errors import CommandError
+from hbgw.sessions.grammar.text import quote
 
 MAX_BUDGET = 10**12
 

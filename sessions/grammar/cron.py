@@ -22,9 +22,9 @@ from zoneinfo import ZoneInfo, available_timezones
 
 from croniter import CroniterError, croniter
 
-from core.errors import CronError
-from sessions.grammar.intervals import format_interval
-from sessions.grammar.text import quote
+from hbgw.core.errors import CronError
+from hbgw.sessions.grammar.intervals import format_interval
+from hbgw.sessions.grammar.text import quote
 
 ALIASES: dict[str, str] = {
     "@hourly": "0 * * * *",

@@ -14,17 +14,17 @@ import re
 from dataclasses import dataclass
 from datetime import datetime
 
-from core.errors import CommandError
-from sessions.grammar.job_schedule import (
+from hbgw.core.errors import CommandError
+from hbgw.sessions.grammar.job_schedule import (
     FORMS,
     JobSchedule,
     exact_text,
     parse_job_schedule,
     split_schedule,
 )
-from sessions.grammar.limits import GrammarLimits
-from sessions.grammar.slash import check_prompt
-from sessions.grammar.text import quote
+from hbgw.sessions.grammar.limits import GrammarLimits
+from hbgw.sessions.grammar.slash import check_prompt
+from hbgw.sessions.grammar.text import quote
 
 EXAMPLE = "for example: /cron add in 10m -- remind me to deploy"
 _HEAD = re.compile(r"\s*/cron(?:@[A-Za-z0-9_]+)?(?=\s|$)", re.IGNORECASE)

@@ -11,8 +11,8 @@ import re
 from dataclasses import dataclass
 from fractions import Fraction
 
-from core.errors import IntervalError
-from sessions.grammar.text import quote
+from hbgw.core.errors import IntervalError
+from hbgw.sessions.grammar.text import quote
 
 UNITS: dict[str, int] = {
     **dict.fromkeys(("s", "sec", "secs", "second", "seconds"), 1),

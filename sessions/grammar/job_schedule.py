@@ -13,10 +13,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from core.errors import CommandError
-from sessions.grammar.cron import CronSchedule, cron_next, parse_cron
-from sessions.grammar.intervals import IntervalSchedule, format_interval, parse_interval
-from sessions.grammar.text import quote
+from hbgw.core.errors import CommandError
+from hbgw.sessions.grammar.cron import CronSchedule, cron_next, parse_cron
+from hbgw.sessions.grammar.intervals import IntervalSchedule, format_interval, parse_interval
+from hbgw.sessions.grammar.text import quote
 
 FORMS = (
     "in 10m, at 2027-01-05T09:00+01:00, every 2h, five cron fields such as 0 9 * * 1-5, "

@@ -5,11 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from core.errors import IntervalError
-from sessions.grammar.intervals import parse_interval
+from hbgw.core.errors import IntervalError
+from hbgw.sessions.grammar.intervals import parse_interval
 
 if TYPE_CHECKING:
-    from core.settings import Settings
+    from hbgw.core.settings import Settings
 
 
 @dataclass(frozen=True)

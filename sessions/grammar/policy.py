@@ -20,19 +20,19 @@ from dataclasses import dataclass
 from datetime import time
 from typing import Protocol
 
-from core.errors import CommandError
-from sessions.grammar.costs import (
+from hbgw.core.errors import CommandError
+from hbgw.sessions.grammar.costs import (
     BudgetSource,
     check_model,
     format_tokens,
     is_budget,
     parse_budget,
 )
-from sessions.grammar.cron import parse_timezone
-from sessions.grammar.hours import ActiveHours
-from sessions.grammar.intervals import format_interval, parse_interval, unit_seconds
-from sessions.grammar.limits import GrammarLimits
-from sessions.grammar.text import quote
+from hbgw.sessions.grammar.cron import parse_timezone
+from hbgw.sessions.grammar.hours import ActiveHours
+from hbgw.sessions.grammar.intervals import format_interval, parse_interval, unit_seconds
+from hbgw.sessions.grammar.limits import GrammarLimits
+from hbgw.sessions.grammar.text import quote
 
 MAX_TIMES = 1_000_000
 DEFAULT_DEDUPE = 86400

@@ -9,8 +9,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 
-from sessions.grammar.cron import CronSchedule, cron_next
-from sessions.grammar.intervals import IntervalSchedule
+from hbgw.sessions.grammar.cron import CronSchedule, cron_next
+from hbgw.sessions.grammar.intervals import IntervalSchedule
 
 Schedule = IntervalSchedule | CronSchedule
 

@@ -34,9 +34,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from core.errors import CommandError, CronError, IntervalError
-from sessions.grammar.cron import ALIASES, UNSUPPORTED_ALIASES, parse_cron
-from sessions.grammar.intervals import (
+from hbgw.core.errors import CommandError, CronError, IntervalError
+from hbgw.sessions.grammar.cron import ALIASES, UNSUPPORTED_ALIASES, parse_cron
+from hbgw.sessions.grammar.intervals import (
     NUMBER,
     IntervalSchedule,
     format_interval,
@@ -44,10 +44,10 @@ from sessions.grammar.intervals import (
     parse_interval,
     unit_seconds,
 )
-from sessions.grammar.limits import GrammarLimits
-from sessions.grammar.policy import NO_POLICY, Policy, PolicyDraft
-from sessions.grammar.schedule import Schedule
-from sessions.grammar.text import edit_distance, quote
+from hbgw.sessions.grammar.limits import GrammarLimits
+from hbgw.sessions.grammar.policy import NO_POLICY, Policy, PolicyDraft
+from hbgw.sessions.grammar.schedule import Schedule
+from hbgw.sessions.grammar.text import edit_distance, quote
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from alembic import context
 
-from sessions.models import Base
+from hbgw.sessions.models import Base
 
 config = context.config
 engine = config.attributes["engine"]

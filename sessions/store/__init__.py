@@ -8,20 +8,20 @@ new owner has started.
 
 from __future__ import annotations
 
-from sessions.db import ensure_schema, make_engine
-from sessions.store.deliveries import DeliveryRecords
-from sessions.store.delivery_retries import DeliveryRetries
-from sessions.store.fire_turns import FireTurns
-from sessions.store.heartbeat_records import HeartbeatRecords
-from sessions.store.job_records import JobRecords
-from sessions.store.job_turns import JobTurns
-from sessions.store.ledger import FireLedger
-from sessions.store.message_records import MessageRecords
-from sessions.store.owner_budgets import OwnerBudgets
-from sessions.store.restore_reads import RestoreReads
-from sessions.store.retention import Retention
-from sessions.store.session_records import SessionRecords
-from sessions.store.webhook_routes import WebhookRoutes
+from hbgw.sessions.db import ensure_schema, make_engine
+from hbgw.sessions.store.deliveries import DeliveryRecords
+from hbgw.sessions.store.delivery_retries import DeliveryRetries
+from hbgw.sessions.store.fire_turns import FireTurns
+from hbgw.sessions.store.heartbeat_records import HeartbeatRecords
+from hbgw.sessions.store.job_records import JobRecords
+from hbgw.sessions.store.job_turns import JobTurns
+from hbgw.sessions.store.ledger import FireLedger
+from hbgw.sessions.store.message_records import MessageRecords
+from hbgw.sessions.store.owner_budgets import OwnerBudgets
+from hbgw.sessions.store.restore_reads import RestoreReads
+from hbgw.sessions.store.retention import Retention
+from hbgw.sessions.store.session_records import SessionRecords
+from hbgw.sessions.store.webhook_routes import WebhookRoutes
 
 
 class Store(

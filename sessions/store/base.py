@@ -23,10 +23,10 @@ from sqlalchemy import Engine, event, select
 from sqlalchemy.exc import DBAPIError, OperationalError, SQLAlchemyError
 from sqlalchemy.orm import ORMExecuteState, Session, sessionmaker
 
-from core.clock import pause
-from core.errors import InvalidState, NotFound, OutcomeUnknown, StaleFence, StoreError
-from sessions.models import HeartbeatRow, RunRow, SessionRow
-from sessions.states import SessionStatus
+from hbgw.core.clock import pause
+from hbgw.core.errors import InvalidState, NotFound, OutcomeUnknown, StaleFence, StoreError
+from hbgw.sessions.models import HeartbeatRow, RunRow, SessionRow
+from hbgw.sessions.states import SessionStatus
 
 log = logging.getLogger("hbgw.store")
 

@@ -18,11 +18,11 @@ from typing import Any
 from sqlalchemy import or_, select, update
 from sqlalchemy.orm import Session
 
-from core.clock import iso
-from sessions.models import DELIVERY_ERROR_CHARS, PLATFORM_MESSAGE_ID_CHARS, DeliveryRow
-from sessions.states import DeliveryState
-from sessions.store import ledger_sql
-from sessions.store.base import Transactions
+from hbgw.core.clock import iso
+from hbgw.sessions.models import DELIVERY_ERROR_CHARS, PLATFORM_MESSAGE_ID_CHARS, DeliveryRow
+from hbgw.sessions.states import DeliveryState
+from hbgw.sessions.store import ledger_sql
+from hbgw.sessions.store.base import Transactions
 
 # What an unknown record says: the one fact known about it.
 CUT_OFF_ERROR = "cut off between the send and its record: it may have been sent"

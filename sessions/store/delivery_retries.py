@@ -19,10 +19,10 @@ from datetime import datetime
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from sessions.models import DeliveryRow, SessionRow
-from sessions.states import DeliveryState, SessionStatus
-from sessions.store.base import Transactions, fenced_session_row
-from sessions.store.deliveries import (
+from hbgw.sessions.models import DeliveryRow, SessionRow
+from hbgw.sessions.states import DeliveryState, SessionStatus
+from hbgw.sessions.store.base import Transactions, fenced_session_row
+from hbgw.sessions.store.deliveries import (
     DeliveryOutcome,
     DeliveryView,
     delivery_view,

@@ -15,11 +15,11 @@ from typing import Any
 from sqlalchemy import Connection, CursorResult, Row
 from sqlalchemy.orm import Session
 
-from core.errors import InvalidState, NotFound, StaleFence
-from core.usage import TokenUsage
-from sessions import heartbeat as hb
-from sessions.models import MODEL_CHARS
-from sessions.states import (
+from hbgw.core.errors import InvalidState, NotFound, StaleFence
+from hbgw.core.usage import TokenUsage
+from hbgw.sessions import heartbeat as hb
+from hbgw.sessions.models import MODEL_CHARS
+from hbgw.sessions.states import (
     IN_TURN,
     ClosedReason,
     HeartbeatStatus,
@@ -28,19 +28,19 @@ from sessions.states import (
     RunState,
     SessionStatus,
 )
-from sessions.store import ledger_sql as sql
-from sessions.store.deliveries import (
+from hbgw.sessions.store import ledger_sql as sql
+from hbgw.sessions.store.deliveries import (
     DeliveryOutcome,
     Outbound,
     Owner,
     insert_suppressed_in,
     record_outcome_in,
 )
-from sessions.store.heartbeat_records import state_values
-from sessions.store.ledger_steps import admit, settle_older_turns_in
-from sessions.store.message_records import MessageView, message_view
-from sessions.store.reservations import reserved_values
-from sessions.store.run_views import (
+from hbgw.sessions.store.heartbeat_records import state_values
+from hbgw.sessions.store.ledger_steps import admit, settle_older_turns_in
+from hbgw.sessions.store.message_records import MessageView, message_view
+from hbgw.sessions.store.reservations import reserved_values
+from hbgw.sessions.store.run_views import (
     Duplicate,
     Refused,
     Reserved,

@@ -31,20 +31,26 @@ from sqlalchemy import Connection, Row
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from core.errors import InvalidState
-from core.usage import TokenUsage
-from sessions import heartbeat as hb
-from sessions.states import ClosedReason, HeartbeatStatus, RefundReason, RunState, SessionStatus
-from sessions.store import fire_rows as rows
-from sessions.store import ledger_sql as sql
-from sessions.store.base import Transactions, heartbeat_row, repeatable, run_row
-from sessions.store.deliveries import DeliveryOutcome
-from sessions.store.heartbeat_costs import tokens_on_day_in
-from sessions.store.heartbeat_records import heartbeat_state
-from sessions.store.ledger_steps import finished_outcome, refund_in, refund_reason
-from sessions.store.message_records import MessageView
-from sessions.store.run_views import Reserved, ReserveOutcome, RunView, run_view
-from sessions.store.session_records import SessionView, resolve_active_row, session_view
+from hbgw.core.errors import InvalidState
+from hbgw.core.usage import TokenUsage
+from hbgw.sessions import heartbeat as hb
+from hbgw.sessions.states import (
+    ClosedReason,
+    HeartbeatStatus,
+    RefundReason,
+    RunState,
+    SessionStatus,
+)
+from hbgw.sessions.store import fire_rows as rows
+from hbgw.sessions.store import ledger_sql as sql
+from hbgw.sessions.store.base import Transactions, heartbeat_row, repeatable, run_row
+from hbgw.sessions.store.deliveries import DeliveryOutcome
+from hbgw.sessions.store.heartbeat_costs import tokens_on_day_in
+from hbgw.sessions.store.heartbeat_records import heartbeat_state
+from hbgw.sessions.store.ledger_steps import finished_outcome, refund_in, refund_reason
+from hbgw.sessions.store.message_records import MessageView
+from hbgw.sessions.store.run_views import Reserved, ReserveOutcome, RunView, run_view
+from hbgw.sessions.store.session_records import SessionView, resolve_active_row, session_view
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from datetime import UTC, datetime, time, timedelta
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from sessions.models import RunRow
+from hbgw.sessions.models import RunRow
 
 
 def utc_day(now: datetime) -> datetime:

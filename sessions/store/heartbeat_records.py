@@ -9,18 +9,18 @@ from typing import Any
 from sqlalchemy import Row, func, select
 from sqlalchemy.orm import Session
 
-from core.clock import iso
-from sessions import heartbeat as hb
-from sessions.grammar import CronSchedule, IntervalSchedule, Schedule
-from sessions.grammar.costs import BudgetSource
-from sessions.grammar.hours import ActiveHours
-from sessions.grammar.policy import Policy
-from sessions.models import PAUSED_REASON_CHARS, HeartbeatRow, SessionRow
-from sessions.states import HeartbeatStatus, SessionStatus
-from sessions.store.base import Transactions, active_session_row, heartbeat_row, session_row
-from sessions.store.heartbeat_costs import tokens_on_day_in
-from sessions.store.owner_budgets import with_owner_budget
-from sessions.validation import check_schedule_text, check_storable
+from hbgw.core.clock import iso
+from hbgw.sessions import heartbeat as hb
+from hbgw.sessions.grammar import CronSchedule, IntervalSchedule, Schedule
+from hbgw.sessions.grammar.costs import BudgetSource
+from hbgw.sessions.grammar.hours import ActiveHours
+from hbgw.sessions.grammar.policy import Policy
+from hbgw.sessions.models import PAUSED_REASON_CHARS, HeartbeatRow, SessionRow
+from hbgw.sessions.states import HeartbeatStatus, SessionStatus
+from hbgw.sessions.store.base import Transactions, active_session_row, heartbeat_row, session_row
+from hbgw.sessions.store.heartbeat_costs import tokens_on_day_in
+from hbgw.sessions.store.owner_budgets import with_owner_budget
+from hbgw.sessions.validation import check_schedule_text, check_storable
 
 # What status shows for a session without a live heartbeat; never stored.
 NO_HEARTBEAT = "none"

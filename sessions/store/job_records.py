@@ -16,22 +16,22 @@ from typing import Any
 from sqlalchemy import ColumnElement, and_, func, or_, select
 from sqlalchemy.orm import Session
 
-from core.clock import iso
-from core.errors import BadInput, NotFound
-from sessions import jobs
-from sessions.grammar import CronSchedule, IntervalSchedule
-from sessions.grammar.job_schedule import (
+from hbgw.core.clock import iso
+from hbgw.core.errors import BadInput, NotFound
+from hbgw.sessions import jobs
+from hbgw.sessions.grammar import CronSchedule, IntervalSchedule
+from hbgw.sessions.grammar.job_schedule import (
     JobSchedule,
     OnceSchedule,
     describe_job_schedule,
     is_exact,
 )
-from sessions.models import MODEL_CHARS, JobRow, RunRow
-from sessions.states import JobStatus, MissedPolicy
-from sessions.store.base import Transactions, active_session_row
-from sessions.store.deliveries import deliveries_of_runs
-from sessions.store.run_views import RunView, run_view
-from sessions.validation import check_schedule_text, check_session_names, check_storable
+from hbgw.sessions.models import MODEL_CHARS, JobRow, RunRow
+from hbgw.sessions.states import JobStatus, MissedPolicy
+from hbgw.sessions.store.base import Transactions, active_session_row
+from hbgw.sessions.store.deliveries import deliveries_of_runs
+from hbgw.sessions.store.run_views import RunView, run_view
+from hbgw.sessions.validation import check_schedule_text, check_session_names, check_storable
 
 JOB_PAGE = 100  # the jobs one list call answers; a cursor reads on
 

@@ -8,12 +8,12 @@ from datetime import datetime
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from sessions import jobs
-from sessions.models import JobRow, RunRow, SessionRow
-from sessions.states import JobStatus, RefundReason, RunState, SessionStatus
-from sessions.store.job_records import apply_job_state, job_state
-from sessions.store.reservations import reserved_run
-from sessions.store.run_views import (
+from hbgw.sessions import jobs
+from hbgw.sessions.models import JobRow, RunRow, SessionRow
+from hbgw.sessions.states import JobStatus, RefundReason, RunState, SessionStatus
+from hbgw.sessions.store.job_records import apply_job_state, job_state
+from hbgw.sessions.store.reservations import reserved_run
+from hbgw.sessions.store.run_views import (
     Duplicate,
     RefusalReason,
     Refused,

@@ -19,23 +19,23 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from core.errors import NotFound
-from core.usage import TokenUsage
-from sessions import jobs
-from sessions.models import JobRow, RunRow, SessionRow
-from sessions.states import JobStatus, RefundReason, RunState, SessionStatus
-from sessions.store.base import Transactions, fenced_session_row, repeatable, run_row
-from sessions.store.deliveries import DeliveryOutcome
-from sessions.store.fire_rows import (
+from hbgw.core.errors import NotFound
+from hbgw.core.usage import TokenUsage
+from hbgw.sessions import jobs
+from hbgw.sessions.models import JobRow, RunRow, SessionRow
+from hbgw.sessions.states import JobStatus, RefundReason, RunState, SessionStatus
+from hbgw.sessions.store.base import Transactions, fenced_session_row, repeatable, run_row
+from hbgw.sessions.store.deliveries import DeliveryOutcome
+from hbgw.sessions.store.fire_rows import (
     DEPARTED,
     add_message,
     history_before,
     prompt_of,
     record_delivery,
 )
-from sessions.store.job_records import JobView, apply_job_state, job_row, job_state, job_view
-from sessions.store.job_steps import job_outcome_in, reserve_job_in
-from sessions.store.ledger_steps import (
+from hbgw.sessions.store.job_records import JobView, apply_job_state, job_row, job_state, job_view
+from hbgw.sessions.store.job_steps import job_outcome_in, reserve_job_in
+from hbgw.sessions.store.ledger_steps import (
     claim_in,
     end_run,
     finish_in,
@@ -45,9 +45,9 @@ from sessions.store.ledger_steps import (
     run_by_fire_id,
     start_in,
 )
-from sessions.store.message_records import MessageView
-from sessions.store.run_views import ReserveOutcome, RunView, run_view
-from sessions.store.session_records import SessionView, resolve_active_row, session_view
+from hbgw.sessions.store.message_records import MessageView
+from hbgw.sessions.store.run_views import ReserveOutcome, RunView, run_view
+from hbgw.sessions.store.session_records import SessionView, resolve_active_row, session_view
 
 
 @dataclass(frozen=True)

@@ -24,19 +24,19 @@ from datetime import datetime
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from core.errors import InvalidState
-from sessions.models import MessageRow, RunRow
-from sessions.states import IN_TURN, DeliveryState, MessageState, RefundReason, RunState
-from sessions.store import fire_rows as rows
-from sessions.store import ledger_sql as sql
-from sessions.store.base import (
+from hbgw.core.errors import InvalidState
+from hbgw.sessions.models import MessageRow, RunRow
+from hbgw.sessions.states import IN_TURN, DeliveryState, MessageState, RefundReason, RunState
+from hbgw.sessions.store import fire_rows as rows
+from hbgw.sessions.store import ledger_sql as sql
+from hbgw.sessions.store.base import (
     Transactions,
     fenced_session_row,
     repeatable,
     run_row,
     session_row,
 )
-from sessions.store.deliveries import (
+from hbgw.sessions.store.deliveries import (
     DeliveryView,
     Outbound,
     Owner,
@@ -45,11 +45,11 @@ from sessions.store.deliveries import (
     mark_pending_in,
     take_back_in,
 )
-from sessions.store.delivery_retries import due_retries_in
-from sessions.store.heartbeat_records import user_spoke_in
-from sessions.store.ledger_audit import HeartbeatSnapshot, LedgerSnapshot, read_snapshot
-from sessions.store.ledger_steps import refund_run, settle_lost_run
-from sessions.store.run_views import (
+from hbgw.sessions.store.delivery_retries import due_retries_in
+from hbgw.sessions.store.heartbeat_records import user_spoke_in
+from hbgw.sessions.store.ledger_audit import HeartbeatSnapshot, LedgerSnapshot, read_snapshot
+from hbgw.sessions.store.ledger_steps import refund_run, settle_lost_run
+from hbgw.sessions.store.run_views import (
     Duplicate,
     RefusalReason,
     Refused,

@@ -8,9 +8,9 @@ from datetime import datetime
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from sessions.models import HeartbeatRow, RunRow, SessionRow
-from sessions.states import HeartbeatStatus, SessionStatus
-from sessions.store.run_views import RunView, run_view
+from hbgw.sessions.models import HeartbeatRow, RunRow, SessionRow
+from hbgw.sessions.states import HeartbeatStatus, SessionStatus
+from hbgw.sessions.store.run_views import RunView, run_view
 
 
 @dataclass(frozen=True)

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from sqlalchemy import Table, bindparam, insert, select, update
 
-from sessions.models import DeliveryRow, HeartbeatRow, MessageRow, RunRow, SessionRow
-from sessions.states import IN_TURN, DeliveryState, RunState
+from hbgw.sessions.models import DeliveryRow, HeartbeatRow, MessageRow, RunRow, SessionRow
+from hbgw.sessions.states import IN_TURN, DeliveryState, RunState
 
 RUNS: Table = RunRow.__table__  # type: ignore[assignment]
 SESSIONS: Table = SessionRow.__table__  # type: ignore[assignment]

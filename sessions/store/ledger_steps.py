@@ -11,11 +11,11 @@ from typing import Any
 from sqlalchemy import Row, select
 from sqlalchemy.orm import Session
 
-from core.errors import InvalidState, StaleFence
-from core.usage import TokenUsage
-from sessions import heartbeat as hb
-from sessions.models import MODEL_CHARS, HeartbeatRow, RunRow, SessionRow
-from sessions.states import (
+from hbgw.core.errors import InvalidState, StaleFence
+from hbgw.core.usage import TokenUsage
+from hbgw.sessions import heartbeat as hb
+from hbgw.sessions.models import MODEL_CHARS, HeartbeatRow, RunRow, SessionRow
+from hbgw.sessions.states import (
     FINISHED,
     IN_TURN,
     HeartbeatStatus,
@@ -24,12 +24,12 @@ from sessions.states import (
     RunState,
     SessionStatus,
 )
-from sessions.store.base import session_row
-from sessions.store.deliveries import settle_pending_in
-from sessions.store.heartbeat_records import apply_state, heartbeat_state
-from sessions.store.job_steps import job_outcome_in, refund_job_run
-from sessions.store.reservations import reserved_run
-from sessions.store.run_views import (
+from hbgw.sessions.store.base import session_row
+from hbgw.sessions.store.deliveries import settle_pending_in
+from hbgw.sessions.store.heartbeat_records import apply_state, heartbeat_state
+from hbgw.sessions.store.job_steps import job_outcome_in, refund_job_run
+from hbgw.sessions.store.reservations import reserved_run
+from hbgw.sessions.store.run_views import (
     Duplicate,
     RefusalReason,
     Refused,

@@ -14,14 +14,14 @@ from typing import Any
 from sqlalchemy import Row, func, select
 from sqlalchemy.orm import Session
 
-from core.clock import iso
-from core.errors import NotFound
-from core.usage import TokenUsage, usage_of
-from sessions.models import MODEL_CHARS, MessageRow, SessionRow
-from sessions.states import MessageState
-from sessions.store.base import Transactions, fenced_session_row, session_row
-from sessions.store.deliveries import DeliveryOutcome, record_outcome_in
-from sessions.validation import check_idempotency_key, check_user_text
+from hbgw.core.clock import iso
+from hbgw.core.errors import NotFound
+from hbgw.core.usage import TokenUsage, usage_of
+from hbgw.sessions.models import MODEL_CHARS, MessageRow, SessionRow
+from hbgw.sessions.states import MessageState
+from hbgw.sessions.store.base import Transactions, fenced_session_row, session_row
+from hbgw.sessions.store.deliveries import DeliveryOutcome, record_outcome_in
+from hbgw.sessions.validation import check_idempotency_key, check_user_text
 
 
 @dataclass(frozen=True)

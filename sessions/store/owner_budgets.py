@@ -14,12 +14,12 @@ from datetime import datetime
 from sqlalchemy import ColumnElement, func, or_, select, update
 from sqlalchemy.orm import Session
 
-from sessions.grammar.costs import BudgetSource
-from sessions.grammar.policy import Policy
-from sessions.models import HeartbeatRow, OwnerBudgetRow, SessionRow
-from sessions.states import HeartbeatStatus
-from sessions.store.base import Transactions, repeatable
-from sessions.validation import OWNER_CHARS, check_name
+from hbgw.sessions.grammar.costs import BudgetSource
+from hbgw.sessions.grammar.policy import Policy
+from hbgw.sessions.models import HeartbeatRow, OwnerBudgetRow, SessionRow
+from hbgw.sessions.states import HeartbeatStatus
+from hbgw.sessions.store.base import Transactions, repeatable
+from hbgw.sessions.validation import OWNER_CHARS, check_name
 
 
 @dataclass(frozen=True)

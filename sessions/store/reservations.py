@@ -6,9 +6,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Protocol
 
-from core.clock import from_ms
-from sessions.models import RunRow
-from sessions.states import RunState
+from hbgw.core.clock import from_ms
+from hbgw.sessions.models import RunRow
+from hbgw.sessions.states import RunState
 
 
 class Schedule(Protocol):

@@ -14,9 +14,9 @@ from datetime import datetime
 
 from sqlalchemy import and_, or_, select
 
-from sessions.models import HeartbeatRow, MessageRow, SessionRow
-from sessions.states import ClosedReason, HeartbeatStatus, MessageState, SessionStatus
-from sessions.store.base import Transactions
+from hbgw.sessions.models import HeartbeatRow, MessageRow, SessionRow
+from hbgw.sessions.states import ClosedReason, HeartbeatStatus, MessageState, SessionStatus
+from hbgw.sessions.store.base import Transactions
 
 
 @dataclass(frozen=True)

@@ -21,8 +21,8 @@ from typing import Any
 from sqlalchemy import delete, exists, func, select
 from sqlalchemy.orm import Session
 
-from sessions.models import DeliveryRow, HeartbeatRow, JobRow, MessageRow, RunRow, SessionRow
-from sessions.states import (
+from hbgw.sessions.models import DeliveryRow, HeartbeatRow, JobRow, MessageRow, RunRow, SessionRow
+from hbgw.sessions.states import (
     IN_TURN,
     SETTLED,
     DeliveryState,
@@ -30,7 +30,7 @@ from sessions.states import (
     RunState,
     SessionStatus,
 )
-from sessions.store.base import Transactions
+from hbgw.sessions.store.base import Transactions
 
 OPEN_DELIVERIES = (DeliveryState.PENDING, DeliveryState.RETRYING)
 IN_FLIGHT = (RunState.RESERVED, *IN_TURN)

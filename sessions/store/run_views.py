@@ -9,11 +9,11 @@ from typing import Any
 
 from sqlalchemy import Row
 
-from core.clock import iso
-from core.usage import TokenUsage, usage_of
-from sessions.models import RunRow
-from sessions.states import RunState
-from sessions.store.deliveries import DeliveryView
+from hbgw.core.clock import iso
+from hbgw.core.usage import TokenUsage, usage_of
+from hbgw.sessions.models import RunRow
+from hbgw.sessions.states import RunState
+from hbgw.sessions.store.deliveries import DeliveryView
 
 
 @dataclass(frozen=True)

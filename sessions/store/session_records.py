@@ -10,13 +10,13 @@ from typing import Any
 from sqlalchemy import Row, exists, func, select, text
 from sqlalchemy.orm import Session
 
-from core.clock import iso
-from core.errors import InvalidState
-from sessions.models import JobRow, RunRow, SessionRow
-from sessions.states import ClosedReason, SessionStatus
-from sessions.store.base import Transactions, active_session_row, heartbeat_row, session_row
-from sessions.store.heartbeat_records import clear_departing
-from sessions.validation import check_session_names
+from hbgw.core.clock import iso
+from hbgw.core.errors import InvalidState
+from hbgw.sessions.models import JobRow, RunRow, SessionRow
+from hbgw.sessions.states import ClosedReason, SessionStatus
+from hbgw.sessions.store.base import Transactions, active_session_row, heartbeat_row, session_row
+from hbgw.sessions.store.heartbeat_records import clear_departing
+from hbgw.sessions.validation import check_session_names
 
 # A compression chain longer than this is a loop in the data, not a conversation.
 MAX_COMPRESSIONS_FOLLOWED = 1000

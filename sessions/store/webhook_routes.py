@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from core.errors import BadInput
-from core.settings_webhook import webhook_url_problem
-from sessions.models import SessionRow
-from sessions.store.base import Transactions, repeatable, session_row
+from hbgw.core.errors import BadInput
+from hbgw.core.settings_webhook import webhook_url_problem
+from hbgw.sessions.models import SessionRow
+from hbgw.sessions.store.base import Transactions, repeatable, session_row
 
 
 class WebhookRoutes(Transactions):

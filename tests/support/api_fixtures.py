@@ -15,8 +15,8 @@ from typing import Any
 import httpx
 import pytest
 
-from gateway.api.app import create_app
-from gateway.api.public_ids import PublicIds, id_key
+from hbgw.gateway.api.app import create_app
+from hbgw.gateway.api.public_ids import PublicIds, id_key
 from support.harness import Gateway, gateway_settings, wait_until
 from support.http_server import serving
 

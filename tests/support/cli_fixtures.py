@@ -9,8 +9,8 @@ from typing import Protocol
 
 import pytest
 
-from core.settings import get_settings
 from hbgw.cli.main import main
+from hbgw.core.settings import get_settings
 
 
 @dataclass

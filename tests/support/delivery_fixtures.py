@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from sessions.views import RunView
+from hbgw.sessions.views import RunView
 from support.fake_openai import FakeOpenAI
 from support.harness import wait_until
 from support.http_server import serving

@@ -23,8 +23,8 @@ import httpx
 import pytest
 from nacl.signing import SigningKey
 
-from core.clock import utcnow
-from gateway.api.app import create_app
+from hbgw.core.clock import utcnow
+from hbgw.gateway.api.app import create_app
 from support.api_fixtures import api_overrides
 from support.fake_discord import FakeDiscord, fake_discord
 from support.harness import Gateway, gateway_settings

@@ -12,14 +12,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from gateway.channels import make_channel
-from state.dispatch import Dispatcher
-from state.runtime import Runtime
+from hbgw.gateway.channels import make_channel
+from hbgw.state.dispatch import Dispatcher
+from hbgw.state.runtime import Runtime
+from hbgw.workers.agents import make_agent
+from hbgw.workers.runner import TurnRunner
 from support.harness import Gateway, gateway_settings
 from support.redis_count import RedisCount, RedisCounter
 from support.sql_count import SqlCount, counting_sql
-from workers.agents import make_agent
-from workers.runner import TurnRunner
 
 WORKER = "w1"
 

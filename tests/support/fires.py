@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from core.clock import to_ms, utcnow
-from sessions.states import RunState, fire_id
-from sessions.store import Store
-from sessions.views import Reserved, RestoreEntry, RunView, Started
-from state.turn_gate import Began
+from hbgw.core.clock import to_ms, utcnow
+from hbgw.sessions.states import RunState, fire_id
+from hbgw.sessions.store import Store
+from hbgw.sessions.views import Reserved, RestoreEntry, RunView, Started
+from hbgw.state.turn_gate import Began
 from support.harness import Gateway, wait_until
 
 PROMPT = "check CI"

@@ -16,20 +16,20 @@ from typing import Any
 
 from celery.contrib.testing.worker import start_worker
 
-from beat.core import BeatCore
-from core.clock import utcnow
-from core.settings import Settings
-from gateway.channels.file import read_records
+from hbgw.beat.core import BeatCore
 from hbgw.celery_app import make_celery
+from hbgw.core.clock import utcnow
+from hbgw.core.settings import Settings
+from hbgw.gateway.channels.file import read_records
 from hbgw.procs import settings_env
+from hbgw.sessions.grammar import IntervalSchedule
+from hbgw.sessions.states import SETTLED
+from hbgw.sessions.store import Store
+from hbgw.state.connection import connect
+from hbgw.state.dispatch import Dispatcher
+from hbgw.state.runtime import Runtime
 from hbgw.wiring import assembled_worker
-from sessions.grammar import IntervalSchedule
-from sessions.states import SETTLED
-from sessions.store import Store
-from state.connection import connect
-from state.dispatch import Dispatcher
-from state.runtime import Runtime
-from workers.runner import TurnRunner
+from hbgw.workers.runner import TurnRunner
 
 AGENT_SCRIPT = Path(__file__).with_name("agent_script.py")
 

@@ -13,10 +13,10 @@ import sys
 import time
 from pathlib import Path
 
-from core.logs import configure_logging
-from core.settings import Settings
 from hbgw.celery_app import make_celery
-from state.dispatch import AppContext, attach_context
+from hbgw.core.logs import configure_logging
+from hbgw.core.settings import Settings
+from hbgw.state.dispatch import AppContext, attach_context
 
 QUEUE = "test.hold"
 NAMESPACE = "hold"  # the Celery keys' prefix: a sender's app must use the same

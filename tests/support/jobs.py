@@ -7,11 +7,11 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from core.clock import utcnow
-from sessions.grammar.job_schedule import exact_text, parse_job_schedule
-from sessions.models import JobRow
-from sessions.states import SETTLED, MissedPolicy
-from sessions.views import JobRoute, JobView, NewJob
+from hbgw.core.clock import utcnow
+from hbgw.sessions.grammar.job_schedule import exact_text, parse_job_schedule
+from hbgw.sessions.models import JobRow
+from hbgw.sessions.states import SETTLED, MissedPolicy
+from hbgw.sessions.views import JobRoute, JobView, NewJob
 from support.harness import Gateway, wait_until
 
 

@@ -7,11 +7,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from core.usage import TokenUsage
-from sessions.grammar import IntervalSchedule
-from sessions.states import DeliveryState, RunState
-from sessions.store import Store
-from sessions.views import DeliveryOutcome, Reserved
+from hbgw.core.usage import TokenUsage
+from hbgw.sessions.grammar import IntervalSchedule
+from hbgw.sessions.states import DeliveryState, RunState
+from hbgw.sessions.store import Store
+from hbgw.sessions.views import DeliveryOutcome, Reserved
 from support.fires import due_fire, start
 
 USAGE = TokenUsage(prompt_tokens=100, completion_tokens=20, model="m")

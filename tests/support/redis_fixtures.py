@@ -19,9 +19,9 @@ from urllib.parse import urlsplit, urlunsplit
 import pytest
 import redis
 
-from core.embedded import EmbeddedRedis
-from state.connection import connect
-from state.keys import Keys
+from hbgw.core.embedded import EmbeddedRedis
+from hbgw.state.connection import connect
+from hbgw.state.keys import Keys
 
 LOCAL_REDIS = "redis://127.0.0.1:6379/0"
 # Databases 1..15 of a default server go to xdist workers; db 0 is left to plain runs.

@@ -3,11 +3,11 @@ counting one, or that set their own page size."""
 
 from __future__ import annotations
 
-from beat.core import RESTORE_STEP_LEASE_MS
-from beat.restore import RestoreConfig, Restorer
-from sessions.store import Store
-from state.restore_sweep import RestoreSweep
-from state.runtime import Runtime
+from hbgw.beat.core import RESTORE_STEP_LEASE_MS
+from hbgw.beat.restore import RestoreConfig, Restorer
+from hbgw.sessions.store import Store
+from hbgw.state.restore_sweep import RestoreSweep
+from hbgw.state.runtime import Runtime
 
 
 def make_restorer(

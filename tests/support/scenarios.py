@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from core.clock import utcnow
-from gateway.inbound import receive
+from hbgw.core.clock import utcnow
+from hbgw.gateway.inbound import receive
 from hbgw.invariants import check
-from sessions.grammar import GrammarLimits
-from sessions.states import RunState
-from sessions.views import RunView
+from hbgw.sessions.grammar import GrammarLimits
+from hbgw.sessions.states import RunState
+from hbgw.sessions.views import RunView
 from support.harness import Gateway, wait_until
 
 LIMITS = GrammarLimits(min_interval=1, default_interval=60, max_prompt_chars=4000)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from sessions.grammar import IntervalSchedule
-from sessions.store import Store
+from hbgw.sessions.grammar import IntervalSchedule
+from hbgw.sessions.store import Store
 
 T0 = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 

@@ -21,8 +21,8 @@ from urllib.parse import urlencode
 import httpx
 import pytest
 
-from core.clock import utcnow
-from gateway.api.app import create_app
+from hbgw.core.clock import utcnow
+from hbgw.gateway.api.app import create_app
 from support.api_fixtures import api_overrides
 from support.fake_slack import FakeSlack, fake_slack, slack_headers
 from support.harness import Gateway, gateway_settings

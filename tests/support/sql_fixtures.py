@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from sqlalchemy import Engine, create_engine, text
 
-from sessions.db import make_engine, upgrade
-from sessions.store import Store
+from hbgw.sessions.db import make_engine, upgrade
+from hbgw.sessions.store import Store
 
 PG_URL = os.environ.get(
     "HBGW_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"

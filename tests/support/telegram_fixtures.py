@@ -21,8 +21,8 @@ from typing import Any
 import httpx
 import pytest
 
-from core.clock import utcnow
-from gateway.api.app import create_app
+from hbgw.core.clock import utcnow
+from hbgw.gateway.api.app import create_app
 from support.api_fixtures import api_overrides
 from support.fake_telegram import BOT_ID, TOKEN, FakeTelegram, fake_telegram
 from support.harness import Gateway, gateway_settings

@@ -22,10 +22,10 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from core.clock import utcnow
-from gateway.api.app import create_app
-from gateway.platforms.webhook.signature import signed_headers
-from sessions.models import DeliveryRow
+from hbgw.core.clock import utcnow
+from hbgw.gateway.api.app import create_app
+from hbgw.gateway.platforms.webhook.signature import signed_headers
+from hbgw.sessions.models import DeliveryRow
 from support.api_fixtures import ADMIN_TOKEN, api_overrides
 from support.fake_webhook_receiver import FakeReceiver, fake_receiver
 from support.harness import Gateway, gateway_settings

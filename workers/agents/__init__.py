@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from core.errors import BadInput
-from core.settings import Settings
-from workers.agents.base import Agent
-from workers.agents.command import BLANK_COMMAND, CommandAgent
-from workers.agents.echo import EchoAgent
-from workers.agents.openai_agent import OpenAIAgent, OpenAIConfig
+from hbgw.core.errors import BadInput
+from hbgw.core.settings import Settings
+from hbgw.workers.agents.base import Agent
+from hbgw.workers.agents.command import BLANK_COMMAND, CommandAgent
+from hbgw.workers.agents.echo import EchoAgent
+from hbgw.workers.agents.openai_agent import OpenAIAgent, OpenAIConfig
 
 OPENAI_NEEDS = (
     "HBGW_AGENT=openai needs HBGW_OPENAI_BASE_URL (the endpoint, e.g. https://api.openai.com/v1) "

@@ -10,8 +10,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
-from core.errors import AgentError
-from core.usage import TokenUsage
+from hbgw.core.errors import AgentError
+from hbgw.core.usage import TokenUsage
 
 __all__ = [
     "SYSTEM_PROMPT",

@@ -12,8 +12,8 @@ import os
 import shlex
 import subprocess
 
-from core.errors import AgentError, BadInput
-from workers.agents.base import AgentReply, StepCallback, TurnRequest
+from hbgw.core.errors import AgentError, BadInput
+from hbgw.workers.agents.base import AgentReply, StepCallback, TurnRequest
 
 DEFAULT_ENV_ALLOW = ("PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR")
 

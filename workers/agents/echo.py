@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from core.clock import pause
-from core.jsonl import append_line
-from workers.agents.base import AgentReply, StepCallback, TurnRequest
+from hbgw.core.clock import pause
+from hbgw.core.jsonl import append_line
+from hbgw.workers.agents.base import AgentReply, StepCallback, TurnRequest
 
 QUIET_TAG = "#quiet"
 

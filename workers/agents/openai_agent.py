@@ -26,10 +26,10 @@ from urllib.parse import urlsplit
 
 import openai
 
-from core.usage import TokenUsage, added
-from workers.agents.base import AgentReply, StepCallback, TurnFailed, TurnRequest
-from workers.agents.model_loop import ModelLoop
-from workers.agents.tools import run_tool, tool_list
+from hbgw.core.usage import TokenUsage, added
+from hbgw.workers.agents.base import AgentReply, StepCallback, TurnFailed, TurnRequest
+from hbgw.workers.agents.model_loop import ModelLoop
+from hbgw.workers.agents.tools import run_tool, tool_list
 
 # The gateway's words (failure notices, slash-command answers, heartbeat-change announcements)
 # are not sent as history: TurnIO leaves them out, so the model never learns to imitate them.

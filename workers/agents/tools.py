@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any, Final
 
-from workers.agents.base import HeartbeatTools, TurnFailed
+from hbgw.workers.agents.base import HeartbeatTools, TurnFailed
 
 GET_HEARTBEAT: Final[dict[str, Any]] = {
     "type": "function",

@@ -21,11 +21,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from core.clock import pause
-from core.settings import Settings
-from gateway.platforms.discord.rest import DEFAULT_API, DiscordRest, Route, body_of
-from gateway.platforms.split import split_text
-from workers.ports import Address, Receipt, SendGuard
+from hbgw.core.clock import pause
+from hbgw.core.settings import Settings
+from hbgw.gateway.platforms.discord.rest import DEFAULT_API, DiscordRest, Route, body_of
+from hbgw.gateway.platforms.split import split_text
+from hbgw.workers.ports import Address, Receipt, SendGuard
 
 PLATFORM = "discord"
 SPLIT_AT = 2000

@@ -16,10 +16,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from core.errors import BadInput, DeliveryFailed, HbgwError
-from core.settings import Settings
-from gateway.platforms.discord.interactions import ASK_MESSAGE_NAME, ASK_NAME, TEXT_OPTION
-from gateway.platforms.discord.rest import DiscordRest, Route
+from hbgw.core.errors import BadInput, DeliveryFailed, HbgwError
+from hbgw.core.settings import Settings
+from hbgw.gateway.platforms.discord.interactions import ASK_MESSAGE_NAME, ASK_NAME, TEXT_OPTION
+from hbgw.gateway.platforms.discord.rest import DiscordRest, Route
 
 CHAT_INPUT, MESSAGE = 1, 3  # application command types
 STRING = 3  # option type

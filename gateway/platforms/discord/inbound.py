@@ -12,14 +12,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from core.clock import pause
-from core.errors import BadInput, DeliveryFailed
-from gateway.api.context import ApiContext
-from gateway.inbound import Answered
-from gateway.platforms.discord.interactions import EPHEMERAL, NO_PINGS, PLATFORM, Interaction
-from gateway.platforms.discord.rest import DiscordRest, Route
-from gateway.platforms.split import split_text
-from sessions.views import SessionView
+from hbgw.core.clock import pause
+from hbgw.core.errors import BadInput, DeliveryFailed
+from hbgw.gateway.api.context import ApiContext
+from hbgw.gateway.inbound import Answered
+from hbgw.gateway.platforms.discord.interactions import EPHEMERAL, NO_PINGS, PLATFORM, Interaction
+from hbgw.gateway.platforms.discord.rest import DiscordRest, Route
+from hbgw.gateway.platforms.split import split_text
+from hbgw.sessions.views import SessionView
 
 log = logging.getLogger("hbgw.discord")
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Mapping
 
-from core.errors import TransientDelivery
+from hbgw.core.errors import TransientDelivery
 
 PLATFORM = "discord"
 

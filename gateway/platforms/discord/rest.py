@@ -26,9 +26,9 @@ from typing import Any
 
 import httpx
 
-from core.clock import pause
-from core.errors import DeliveryFailed, PermanentDelivery, TransientDelivery
-from gateway.platforms.discord.ratelimits import Buckets
+from hbgw.core.clock import pause
+from hbgw.core.errors import DeliveryFailed, PermanentDelivery, TransientDelivery
+from hbgw.gateway.platforms.discord.ratelimits import Buckets
 
 PLATFORM = "discord"
 DEFAULT_API = "https://discord.com/api/v10"

@@ -26,11 +26,11 @@ from fastapi import APIRouter, BackgroundTasks, FastAPI, Request
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
-from gateway.api.context import ApiContext, context
-from gateway.api.errors import ApiError
-from gateway.platforms.discord.channel import DiscordChannel
-from gateway.platforms.discord.inbound import follow_up, take_heartbeat, take_message
-from gateway.platforms.discord.interactions import (
+from hbgw.gateway.api.context import ApiContext, context
+from hbgw.gateway.api.errors import ApiError
+from hbgw.gateway.platforms.discord.channel import DiscordChannel
+from hbgw.gateway.platforms.discord.inbound import follow_up, take_heartbeat, take_message
+from hbgw.gateway.platforms.discord.interactions import (
     ASK_MESSAGE_NAME,
     ASK_NAME,
     PLATFORM,
@@ -43,8 +43,8 @@ from gateway.platforms.discord.interactions import (
     said,
     usage,
 )
-from gateway.platforms.discord.signature import DiscordSignature
-from gateway.platforms.guard import InboundRejects, Reject, SeenEvents, unsigned
+from hbgw.gateway.platforms.discord.signature import DiscordSignature
+from hbgw.gateway.platforms.guard import InboundRejects, Reject, SeenEvents, unsigned
 
 log = logging.getLogger("hbgw.discord")
 

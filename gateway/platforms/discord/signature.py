@@ -16,8 +16,8 @@ from collections.abc import Mapping
 from nacl.exceptions import BadSignatureError
 from nacl.signing import VerifyKey
 
-from core.clock import Clock
-from gateway.platforms.guard import Reject
+from hbgw.core.clock import Clock
+from hbgw.gateway.platforms.guard import Reject
 
 REPLAY_WINDOW = 300  # seconds
 SIGNATURE_HEX = 128  # an Ed25519 signature is 64 bytes

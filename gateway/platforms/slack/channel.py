@@ -29,11 +29,11 @@ from slack_sdk.http_retry.request import HttpRequest
 from slack_sdk.http_retry.response import HttpResponse
 from slack_sdk.http_retry.state import RetryState
 
-from core.clock import pause
-from core.errors import DeliveryFailed, PermanentDelivery, TransientDelivery
-from core.settings import Settings
-from gateway.platforms.split import split_text
-from workers.ports import Address, Receipt, SendGuard
+from hbgw.core.clock import pause
+from hbgw.core.errors import DeliveryFailed, PermanentDelivery, TransientDelivery
+from hbgw.core.settings import Settings
+from hbgw.gateway.platforms.split import split_text
+from hbgw.workers.ports import Address, Receipt, SendGuard
 
 PLATFORM = "slack"
 SPLIT_AT = 3900

@@ -11,16 +11,16 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from core.errors import BadInput, GrammarError
-from gateway.api.auth import Principal
-from gateway.api.context import ApiContext
-from gateway.api.errors import ApiError
-from gateway.api.quotas import check_heartbeats, check_message_rate
-from gateway.inbound import Answered
-from gateway.platforms import guard
-from gateway.platforms.guard import Answer
-from gateway.platforms.slack.channel import SlackChannel
-from gateway.platforms.slack.events import (
+from hbgw.core.errors import BadInput, GrammarError
+from hbgw.gateway.api.auth import Principal
+from hbgw.gateway.api.context import ApiContext
+from hbgw.gateway.api.errors import ApiError
+from hbgw.gateway.api.quotas import check_heartbeats, check_message_rate
+from hbgw.gateway.inbound import Answered
+from hbgw.gateway.platforms import guard
+from hbgw.gateway.platforms.guard import Answer
+from hbgw.gateway.platforms.slack.channel import SlackChannel
+from hbgw.gateway.platforms.slack.events import (
     PLATFORM,
     SlashCommand,
     as_command,
@@ -28,8 +28,8 @@ from gateway.platforms.slack.events import (
     read_message,
     session_thread,
 )
-from sessions.grammar import SetHeartbeat, parse_command
-from workers.ports import Address
+from hbgw.sessions.grammar import SetHeartbeat, parse_command
+from hbgw.workers.ports import Address
 
 log = logging.getLogger("hbgw.slack")
 

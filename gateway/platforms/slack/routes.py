@@ -22,14 +22,14 @@ from fastapi import APIRouter, BackgroundTasks, FastAPI, Request
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
-from core.settings import Settings
-from gateway.api.context import ApiContext, context
-from gateway.api.errors import ApiError
-from gateway.platforms.guard import InboundRejects, Reject, SeenEvents, unsigned
-from gateway.platforms.slack.channel import SlackChannel
-from gateway.platforms.slack.events import PLATFORM, read_command
-from gateway.platforms.slack.inbound import post_answer, take_command, take_event
-from gateway.platforms.slack.signature import SlackSignature
+from hbgw.core.settings import Settings
+from hbgw.gateway.api.context import ApiContext, context
+from hbgw.gateway.api.errors import ApiError
+from hbgw.gateway.platforms.guard import InboundRejects, Reject, SeenEvents, unsigned
+from hbgw.gateway.platforms.slack.channel import SlackChannel
+from hbgw.gateway.platforms.slack.events import PLATFORM, read_command
+from hbgw.gateway.platforms.slack.inbound import post_answer, take_command, take_event
+from hbgw.gateway.platforms.slack.signature import SlackSignature
 
 log = logging.getLogger("hbgw.slack")
 

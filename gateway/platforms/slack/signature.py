@@ -15,8 +15,8 @@ from collections.abc import Mapping
 from slack_sdk.signature import Clock as SlackClock
 from slack_sdk.signature import SignatureVerifier
 
-from core.clock import Clock
-from gateway.platforms.guard import Reject
+from hbgw.core.clock import Clock
+from hbgw.gateway.platforms.guard import Reject
 
 REPLAY_WINDOW = 300  # seconds, Slack's own
 

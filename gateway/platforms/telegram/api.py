@@ -24,7 +24,7 @@ from typing import Any
 
 import httpx
 
-from core.clock import pause
+from hbgw.core.clock import pause
 
 RATE_LIMIT_RETRIES = 3
 MAX_RETRY_AFTER = 30.0

@@ -22,12 +22,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from core.clock import pause
-from core.errors import DeliveryFailed, PermanentDelivery, TransientDelivery
-from core.settings import Settings
-from gateway.platforms.split import split_text
-from gateway.platforms.telegram.api import BotApi, Refused, Unreachable
-from workers.ports import Address, Receipt, SendGuard
+from hbgw.core.clock import pause
+from hbgw.core.errors import DeliveryFailed, PermanentDelivery, TransientDelivery
+from hbgw.core.settings import Settings
+from hbgw.gateway.platforms.split import split_text
+from hbgw.gateway.platforms.telegram.api import BotApi, Refused, Unreachable
+from hbgw.workers.ports import Address, Receipt, SendGuard
 
 PLATFORM = "telegram"
 SPLIT_AT = 4096

@@ -13,14 +13,14 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from core.errors import BadInput
-from core.settings import Settings
-from gateway.api.context import ApiContext
-from gateway.inbound import Answered
-from gateway.platforms.guard import Answer, InboundRejects, Reject, SeenEvents, post_answer
-from gateway.platforms.telegram.api import Refused, Unreachable
-from gateway.platforms.telegram.channel import TelegramChannel
-from gateway.platforms.telegram.updates import (
+from hbgw.core.errors import BadInput
+from hbgw.core.settings import Settings
+from hbgw.gateway.api.context import ApiContext
+from hbgw.gateway.inbound import Answered
+from hbgw.gateway.platforms.guard import Answer, InboundRejects, Reject, SeenEvents, post_answer
+from hbgw.gateway.platforms.telegram.api import Refused, Unreachable
+from hbgw.gateway.platforms.telegram.channel import TelegramChannel
+from hbgw.gateway.platforms.telegram.updates import (
     PLATFORM,
     USAGE_COMMANDS,
     TelegramMessage,
@@ -31,7 +31,7 @@ from gateway.platforms.telegram.updates import (
     update_id,
     usage,
 )
-from workers.ports import Address
+from hbgw.workers.ports import Address
 
 log = logging.getLogger("hbgw.telegram")
 

@@ -15,11 +15,11 @@ import logging
 import threading
 from dataclasses import dataclass, field
 
-from core.errors import BadInput
-from gateway.api.context import ApiContext
-from gateway.platforms.telegram.api import Refused, Unreachable
-from gateway.platforms.telegram.inbound import TelegramBot
-from gateway.platforms.telegram.updates import update_id
+from hbgw.core.errors import BadInput
+from hbgw.gateway.api.context import ApiContext
+from hbgw.gateway.platforms.telegram.api import Refused, Unreachable
+from hbgw.gateway.platforms.telegram.inbound import TelegramBot
+from hbgw.gateway.platforms.telegram.updates import update_id
 
 log = logging.getLogger("hbgw.telegram")
 

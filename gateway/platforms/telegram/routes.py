@@ -21,12 +21,12 @@ from typing import Any
 from fastapi import APIRouter, BackgroundTasks, FastAPI, Request
 from starlette.concurrency import run_in_threadpool
 
-from gateway.api.context import ApiContext, context
-from gateway.api.errors import ApiError
-from gateway.platforms.guard import InboundRejects, Reject, SeenEvents
-from gateway.platforms.telegram.channel import TelegramChannel
-from gateway.platforms.telegram.inbound import TelegramBot
-from gateway.platforms.telegram.updates import PLATFORM, update_id
+from hbgw.gateway.api.context import ApiContext, context
+from hbgw.gateway.api.errors import ApiError
+from hbgw.gateway.platforms.guard import InboundRejects, Reject, SeenEvents
+from hbgw.gateway.platforms.telegram.channel import TelegramChannel
+from hbgw.gateway.platforms.telegram.inbound import TelegramBot
+from hbgw.gateway.platforms.telegram.updates import PLATFORM, update_id
 
 SECRET_HEADER = "x-telegram-bot-api-secret-token"
 

@@ -30,13 +30,13 @@ from typing import Any
 import httpx
 from tenacity import RetryCallState, Retrying, retry_if_exception_type, wait_random_exponential
 
-from core.clock import Clock, iso, pause, utcnow
-from core.errors import PermanentDelivery, TransientDelivery
-from core.settings import Settings
-from gateway.platforms.webhook.redact import origin
-from gateway.platforms.webhook.signature import signed_headers
-from gateway.platforms.webhook.urls import StoredUrls
-from workers.ports import Address, Receipt, SendGuard
+from hbgw.core.clock import Clock, iso, pause, utcnow
+from hbgw.core.errors import PermanentDelivery, TransientDelivery
+from hbgw.core.settings import Settings
+from hbgw.gateway.platforms.webhook.redact import origin
+from hbgw.gateway.platforms.webhook.signature import signed_headers
+from hbgw.gateway.platforms.webhook.urls import StoredUrls
+from hbgw.workers.ports import Address, Receipt, SendGuard
 
 log = logging.getLogger("hbgw.webhook")
 

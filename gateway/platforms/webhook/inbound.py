@@ -17,12 +17,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from core.errors import BadInput
-from gateway.api.context import ApiContext
-from gateway.api.errors import command_error_code
-from gateway.api.quotas import check_message_rate
-from gateway.inbound import Answered
-from sessions.grammar import is_cron_command, is_heartbeat_command
+from hbgw.core.errors import BadInput
+from hbgw.gateway.api.context import ApiContext
+from hbgw.gateway.api.errors import command_error_code
+from hbgw.gateway.api.quotas import check_message_rate
+from hbgw.gateway.inbound import Answered
+from hbgw.sessions.grammar import is_cron_command, is_heartbeat_command
 
 PLATFORM = "webhook"
 DEFAULT_OWNER = "webhook"

@@ -18,12 +18,12 @@ from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
-from core.clock import Clock
-from gateway.api.context import ApiContext, context
-from gateway.api.errors import ApiError
-from gateway.platforms.guard import InboundRejects, Reject, SeenEvents, unsigned
-from gateway.platforms.webhook import signature
-from gateway.platforms.webhook.inbound import PLATFORM, NotAMessage, read_message, take_message
+from hbgw.core.clock import Clock
+from hbgw.gateway.api.context import ApiContext, context
+from hbgw.gateway.api.errors import ApiError
+from hbgw.gateway.platforms.guard import InboundRejects, Reject, SeenEvents, unsigned
+from hbgw.gateway.platforms.webhook import signature
+from hbgw.gateway.platforms.webhook.inbound import PLATFORM, NotAMessage, read_message, take_message
 
 log = logging.getLogger("hbgw.webhook")
 

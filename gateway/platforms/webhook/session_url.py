@@ -12,11 +12,11 @@ from typing import Any
 
 from fastapi import APIRouter
 
-from gateway.api.errors import ApiError
-from gateway.api.routes_sessions import Ctx, Who
-from gateway.api.schemas import Request, Response, errors
-from gateway.platforms.webhook.inbound import PLATFORM
-from gateway.platforms.webhook.redact import origin
+from hbgw.gateway.api.errors import ApiError
+from hbgw.gateway.api.routes_sessions import Ctx, Who
+from hbgw.gateway.api.schemas import Request, Response, errors
+from hbgw.gateway.platforms.webhook.inbound import PLATFORM
+from hbgw.gateway.platforms.webhook.redact import origin
 
 router = APIRouter(prefix="/v1/sessions", tags=["sessions"])
 

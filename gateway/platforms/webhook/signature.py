@@ -16,7 +16,7 @@ import hashlib
 import hmac
 from collections.abc import Mapping
 
-from gateway.platforms.guard import Reject
+from hbgw.gateway.platforms.guard import Reject
 
 TIMESTAMP_HEADER = "X-Hbgw-Timestamp"
 SIGNATURE_HEADER = "X-Hbgw-Signature"

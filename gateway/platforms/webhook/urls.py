@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import threading
 
-from core.settings import Settings
-from sessions.store import Store
+from hbgw.core.settings import Settings
+from hbgw.sessions.store import Store
 
 
 class StoredUrls:
