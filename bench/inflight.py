@@ -49,6 +49,7 @@ class Point:
     threads_peak: int
     seconds: float  # from the first due time to the last answer
     answered: int
+    cpu_ms_per_turn: float  # the worker process's CPU (user + system) over the turns, per turn
 
 
 def run(ctx: BenchContext) -> Result:
@@ -88,6 +89,7 @@ def _measure(ctx: BenchContext, model_url: str, calls: Calls, turns: int) -> Poi
             openai_base_url=model_url,
             openai_api_key="bench",
             openai_model="bench-model",
+            openai_max_in_flight=turns,  # the bound out of the way: the process is measured
             channel="file",
             channel_file=home / "deliveries.jsonl",
             log_format="json",
@@ -106,9 +108,12 @@ def _measure(ctx: BenchContext, model_url: str, calls: Calls, turns: int) -> Poi
         _wait(lambda: bool(rt.registry.live(rt.now_ms())), worker, f"the worker (logs: {logs})")
         proc = psutil.Process(worker.pid)
         idle_rss, idle_threads = proc.memory_info().rss, proc.num_threads()
+        cpu_before = _cpu_seconds(proc)
         done_before, calls.most = calls.done, 0
         first_due = _seed(rt, turns)
-        return _watch(proc, calls, done_before, turns, first_due, idle_rss, idle_threads)
+        point = _watch(proc, calls, done_before, turns, first_due, idle_rss, idle_threads)
+        cpu_ms = (_cpu_seconds(proc) - cpu_before) * 1000 / turns
+        return Point(**{**vars(point), "cpu_ms_per_turn": round(cpu_ms, 1)})
     raise AssertionError("unreachable")
 
 
@@ -149,7 +154,13 @@ def _watch(
         threads_peak=peak_threads,
         seconds=round(time.time() - first_due, 2),
         answered=calls.done - done_before,
+        cpu_ms_per_turn=0.0,  # the caller's, once the turns are over
     )
+
+
+def _cpu_seconds(proc: psutil.Process) -> float:
+    times = proc.cpu_times()
+    return float(times.user + times.system)
 
 
 def _wait(ready: Any, proc: Any, what: str) -> None:

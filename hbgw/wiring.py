@@ -65,4 +65,7 @@ def assembled_worker(settings: Settings, name: str, *, threads: int) -> Iterator
         registry.stop()
         runner.shutdown(wait=True)
         channel.close()  # after the last turn: no send is left to use the platform clients
+        close_agent = getattr(agent, "close", None)  # the model loop's connections, if any
+        if callable(close_agent):
+            close_agent()
         rt.close()

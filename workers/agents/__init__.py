@@ -52,5 +52,6 @@ def openai_agent(settings: Settings) -> OpenAIAgent:
             max_steps=settings.agent_max_steps,
             heartbeat_write=settings.agent_heartbeat_write,
             send_tools=settings.openai_tools,
+            max_in_flight=settings.openai_max_in_flight,
         )
     )

@@ -16,8 +16,10 @@ them. An endpoint's refusal
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
+import weakref
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -26,6 +28,7 @@ import openai
 
 from hbgw.core.usage import TokenUsage, added
 from hbgw.workers.agents.base import AgentReply, StepCallback, TurnFailed, TurnRequest
+from hbgw.workers.agents.model_loop import ModelLoop
 from hbgw.workers.agents.tools import run_tool, tool_list
 
 # The gateway's words (failure notices, slash-command answers, heartbeat-change announcements)
@@ -55,6 +58,7 @@ class OpenAIConfig:
     max_steps: int = 8
     heartbeat_write: bool = False
     send_tools: bool = True
+    max_in_flight: int = 256  # model requests of the process out at once
 
 
 class OpenAIAgent:
@@ -62,12 +66,12 @@ class OpenAIAgent:
 
     def __init__(self, config: OpenAIConfig) -> None:
         self.config = config
-        self.client = openai.OpenAI(
-            base_url=config.base_url,
-            api_key=config.api_key or NO_KEY,
-            timeout=config.timeout,
-            max_retries=config.max_retries,
-        )
+        # The requests of every turn on one loop (workers/agents/model_loop.py): a turn's
+        # thread waits on a future, not on a socket of its own.
+        self.calls = ModelLoop(functools.partial(async_client, config), config.max_in_flight)
+        # An agent dropped unclosed (a test's) still closes its connections; the finalizer
+        # holds the loop, never the agent.
+        weakref.finalize(self, self.calls.close, wait=False)
         self.where = endpoint_host(config.base_url)
         self.tools = tool_list(config.heartbeat_write) if config.send_tools else ()
         self.tool_names = tuple(t["function"]["name"] for t in self.tools)
@@ -98,6 +102,9 @@ class OpenAIAgent:
             usage,
         )
 
+    def close(self) -> None:
+        self.calls.close()
+
     def model_for(self, request: TurnRequest) -> str:
         if request.model:
             return request.model  # a cron job's own choice
@@ -111,10 +118,12 @@ class OpenAIAgent:
         # No tools at all is no `tools` key: some servers refuse an empty list as well.
         extra: dict[str, Any] = {"tools": list(self.tools)} if self.tools else {}
         try:
-            return self.client.chat.completions.create(
-                model=model,
-                messages=messages,  # type: ignore[arg-type]
-                **extra,
+            return self.calls.call(
+                lambda client: client.chat.completions.create(
+                    model=model,
+                    messages=messages,  # type: ignore[arg-type]
+                    **extra,
+                )
             )
         except openai.OpenAIError as exc:
             sentence = self.explain(exc)
@@ -152,6 +161,16 @@ class OpenAIAgent:
         if isinstance(exc, openai.APIResponseValidationError):
             return f"The model endpoint at {at} answered something that is not a chat completion."
         return f"The model call failed: {type(exc).__name__}."
+
+
+def async_client(config: OpenAIConfig) -> openai.AsyncOpenAI:
+    """The client of the model loop; it retries by itself (``max_retries``), on the loop."""
+    return openai.AsyncOpenAI(
+        base_url=config.base_url,
+        api_key=config.api_key or NO_KEY,
+        timeout=config.timeout,
+        max_retries=config.max_retries,
+    )
 
 
 def endpoint_host(base_url: str) -> str:
