@@ -234,7 +234,7 @@ class BeatCore:
         for run in rt.store.stale_reservations(before, limit=rt.settings.restore_page):
             if rt.gate.lock_holder(run.session_id) is not None:
                 continue
-            if rt.store.refund_orphan(run.id, now) is not None:
+            if rt.store.refund_orphan(run.key, now) is not None:
                 metrics = gateway_metrics()
                 metrics.fires.labels(RunState.REFUNDED.value).inc()
                 metrics.refunds.labels(RefundReason.ORPHANED.name.lower()).inc()
@@ -266,7 +266,7 @@ class BeatCore:
         for run in rt.store.stale_turns(before, limit=rt.settings.restore_page):
             if rt.gate.lock_holder(run.session_id) is not None:
                 continue
-            ended = rt.store.settle_cut_off(run.id, now)
+            ended = rt.store.settle_cut_off(run.key, now)
             if ended is not None:
                 gateway_metrics().fires.labels(RunState.FAILED.value).inc()
                 if ended.detail == LostLockDetail.CUT_OFF_DURING_DELIVERY:

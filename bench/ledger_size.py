@@ -115,9 +115,9 @@ def _fire(store: Store, sid: str, fence: int) -> None:
     fid = fire_id(sid, to_ms(due))
     claimed = store.claim_fire(sid, fence, fid, to_ms(due), due, worker="bench").outcome
     assert isinstance(claimed, Reserved), claimed
-    run_id = claimed.run.id
+    run_key = claimed.run.key
     begun = store.start_fire(
-        run_id,
+        run_key,
         fence,
         due,
         conversation=1,
@@ -126,11 +126,11 @@ def _fire(store: Store, sid: str, fence: int) -> None:
         history=0,
     )
     assert isinstance(begun, Started), begun
-    store.mark_delivering(run_id, fence, due, channel="slack", kind="heartbeat")
+    store.mark_delivering(run_key, fence, due, channel="slack", kind="heartbeat")
     sent = DeliveryOutcome(fid, DeliveryState.SENT, platform_message_id=f"1700000000.{fence:06d}")
     done = due + timedelta(seconds=2)
     store.finish_fire(
-        run_id,
+        run_key,
         RunState.COMPLETED,
         fence,
         done,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import UTC, date, datetime
 from enum import StrEnum
 from typing import Any, TypeVar
@@ -52,6 +53,10 @@ DELIVERY_ERROR_CHARS = 500
 # A platform's message id (Slack's ts, Telegram's message_id, …) as text.
 PLATFORM_MESSAGE_ID_CHARS = 255
 PAUSED_REASON_CHARS = 500
+# The ids of the tables that grow with every fire (runs, messages, deliveries) and the columns
+# that hold them: 64-bit, as 288 million runs a day spend 32 bits in about a week. SQLite's
+# INTEGER PRIMARY KEY is already 64-bit, and only that spelling keeps its rowid autoincrement.
+LEDGER_ID = BigInteger().with_variant(Integer, "sqlite")
 
 
 class UTCDateTime(TypeDecorator[datetime]):
@@ -130,7 +135,7 @@ class SessionRow(Base):
 class MessageRow(Base):
     __tablename__ = "messages"
 
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    id: Mapped[int] = mapped_column(LEDGER_ID, primary_key=True, autoincrement=True)
     session_id: Mapped[str] = mapped_column(ForeignKey("sessions.id"), index=True)
     conversation: Mapped[int] = mapped_column(Integer, default=1)
     # user | assistant | system
@@ -140,7 +145,7 @@ class MessageRow(Base):
     text: Mapped[str] = mapped_column(Text)
     fire_id: Mapped[str | None] = mapped_column(String(160))
     # The user message an assistant reply or notice answers.
-    reply_to: Mapped[int | None] = mapped_column(Integer, index=True)
+    reply_to: Mapped[int | None] = mapped_column(LEDGER_ID, index=True)
     # A user message waits queued for a turn; replies and notices are born done.
     state: Mapped[MessageState] = mapped_column(
         StateText(MessageState, 16), default=MessageState.DONE
@@ -161,6 +166,8 @@ class MessageRow(Base):
         # The restore pass pages through queued messages by id; they are few among many.
         Index("ix_messages_state_id", "state", "id"),
     )
+    # As a run's: by id and ``created_at`` (the partition key), one partition per statement.
+    __mapper_args__: Mapping[str, Any] = {"primary_key": (id, created_at)}
 
 
 class HeartbeatRow(Base):
@@ -279,11 +286,11 @@ class RunRow(Base):
 
     __tablename__ = "heartbeat_runs"
 
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    id: Mapped[int] = mapped_column(LEDGER_ID, primary_key=True, autoincrement=True)
     fire_id: Mapped[str] = mapped_column(String(160), unique=True)
     # The UTC day of the fire id's due time (``states.fire_day``, migration 0017): PostgreSQL
     # partitions the ledger by it, and its UNIQUE (fire_id, fire_day) is UNIQUE (fire_id).
-    fire_day: Mapped[date | None] = mapped_column(Date)
+    fire_day: Mapped[date] = mapped_column(Date)
     heartbeat_id: Mapped[int | None] = mapped_column(ForeignKey("heartbeats.id"), index=True)
     job_id: Mapped[str | None] = mapped_column(ForeignKey("cron_jobs.id"), index=True)
     session_id: Mapped[str] = mapped_column(ForeignKey("sessions.id"), index=True)
@@ -315,6 +322,9 @@ class RunRow(Base):
             "(heartbeat_id IS NULL) <> (job_id IS NULL)", name="ck_heartbeat_runs_heartbeat_or_job"
         ),
     )
+    # The ORM finds and updates a run by its id and its day (PostgreSQL's partition key, the
+    # second half of its primary key there), so each such statement reads one partition.
+    __mapper_args__: Mapping[str, Any] = {"primary_key": (id, fire_day)}
 
 
 class DeliveryRow(Base):
@@ -324,9 +334,11 @@ class DeliveryRow(Base):
 
     __tablename__ = "deliveries"
 
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    run_id: Mapped[int | None] = mapped_column(ForeignKey("heartbeat_runs.id"), index=True)
-    message_id: Mapped[int | None] = mapped_column(ForeignKey("messages.id"), index=True)
+    id: Mapped[int] = mapped_column(LEDGER_ID, primary_key=True, autoincrement=True)
+    run_id: Mapped[int | None] = mapped_column(
+        LEDGER_ID, ForeignKey("heartbeat_runs.id"), index=True
+    )
+    message_id: Mapped[int | None] = mapped_column(LEDGER_ID, ForeignKey("messages.id"), index=True)
     session_id: Mapped[str] = mapped_column(ForeignKey("sessions.id"), index=True)
     channel: Mapped[str] = mapped_column(String(32))
     delivery_key: Mapped[str] = mapped_column(String(200))

@@ -25,10 +25,11 @@ from hbgw.sessions.store.ledger import (
     ReplyStart,
     Reserved,
     ReserveOutcome,
+    RunKey,
     RunView,
 )
 from hbgw.sessions.store.ledger_audit import HeartbeatSnapshot, LedgerSnapshot
-from hbgw.sessions.store.message_records import Accepted, MessageView
+from hbgw.sessions.store.message_records import Accepted, MessageKey, MessageView
 from hbgw.sessions.store.restore_reads import QueuedPage, RestorablePage, RestoreEntry
 from hbgw.sessions.store.session_records import SessionView
 
@@ -52,6 +53,7 @@ __all__ = [
     "JobStarted",
     "JobView",
     "LedgerSnapshot",
+    "MessageKey",
     "MessageView",
     "NewJob",
     "NotStarted",
@@ -66,6 +68,7 @@ __all__ = [
     "RestorablePage",
     "RestoreEntry",
     "RetryAttempt",
+    "RunKey",
     "RunView",
     "SessionView",
     "Started",

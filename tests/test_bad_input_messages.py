@@ -97,11 +97,11 @@ def test_reply_marks_its_message_done_in_the_same_fenced_transaction(store: Stor
     store.claim_fence(sid, 2, T0)  # a newer turn took over
     with pytest.raises(StaleFence):
         store.add_message(sid, role="assistant", kind="assistant", text="old", now=T0,
-                          reply_to=message.id, fence=1)  # fmt: skip
+                          reply_to=message.key, fence=1)  # fmt: skip
     assert store.message_turn(message.id, sid, history=0).message.state == MessageState.QUEUED
     assert store.reply_for(message.id) is None
     store.add_message(
-        sid, role="assistant", kind="assistant", text="hi", now=T0, reply_to=message.id, fence=2
+        sid, role="assistant", kind="assistant", text="hi", now=T0, reply_to=message.key, fence=2
     )
     assert store.message_turn(message.id, sid, history=0).message.state == MessageState.DONE
     assert store.queued_page(0, 100).by_session == {}

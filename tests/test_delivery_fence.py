@@ -179,7 +179,12 @@ def test_a_reply_an_older_grant_may_have_sent_is_marked_and_keyed(gateway: Gatew
     gw.store.claim_fence(sid, older.fence, utcnow())
     reply = [Outbound(f"msg:{queued.message_id}", "reply")]
     start = gw.store.begin_reply(
-        sid, queued.message_id, older.fence, utcnow(), channel="file", outbound=reply
+        sid,
+        gw.store.message_turn(queued.message_id, sid, history=0).message.key,
+        older.fence,
+        utcnow(),
+        channel="file",
+        outbound=reply,
     )
     assert start is not None and not start.possible_repeat
     gw.rt.gate.release(sid, "older")

@@ -158,7 +158,12 @@ def test_a_reply_cut_off_between_send_and_record_is_unknown_then_resent_marked(
     key = f"msg:{queued.message_id}"
     reply = [Outbound(key, "reply")]
     gw.store.begin_reply(
-        sid, queued.message_id, older.fence, long_ago, channel="file", outbound=reply
+        sid,
+        gw.store.message_turn(queued.message_id, sid, history=0).message.key,
+        older.fence,
+        long_ago,
+        channel="file",
+        outbound=reply,
     )
     lock_free(gw, sid)
     gw.beat.settle_cut_off(utcnow())

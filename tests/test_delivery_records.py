@@ -12,7 +12,7 @@ from support.seed import T0, make_session_with_heartbeat
 from hbgw.sessions.states import DeliveryState, RunState
 from hbgw.sessions.store import Store
 from hbgw.sessions.store.deliveries import CUT_OFF_ERROR, NOT_SENT_ERROR
-from hbgw.sessions.views import DeliveryOutcome, DeliveryView, Outbound
+from hbgw.sessions.views import DeliveryOutcome, DeliveryView, MessageKey, Outbound, RunKey
 
 T1 = T0 + timedelta(minutes=11)
 LATER = T1 + timedelta(minutes=1)
@@ -23,13 +23,13 @@ def _delivery(store: Store, sid: str) -> DeliveryView | None:
     return run.delivery
 
 
-def _delivering(store: Store, fence: int = 1) -> tuple[str, int, str]:
-    """A heartbeat run marked delivering by grant ``fence``: session, run id, fire id."""
+def _delivering(store: Store, fence: int = 1) -> tuple[str, RunKey, str]:
+    """A heartbeat run marked delivering by grant ``fence``: session, run key, fire id."""
     sid = make_session_with_heartbeat(store)
     run = reserve(store, sid, fence, T1)
     start(store, run, fence, T1)
-    store.mark_delivering(run.id, fence, T1, channel="file", kind="heartbeat")
-    return sid, run.id, run.fire_id
+    store.mark_delivering(run.key, fence, T1, channel="file", kind="heartbeat")
+    return sid, run.key, run.fire_id
 
 
 def test_a_heartbeat_delivery_is_pending_with_its_mark_then_sent_with_its_finish(
@@ -83,7 +83,7 @@ def test_a_silent_heartbeat_is_recorded_suppressed_without_an_attempt(store: Sto
     start(store, run, 1, T1)
     quiet = DeliveryOutcome(run.fire_id, DeliveryState.SUPPRESSED)
     store.finish_fire(
-        run.id,
+        run.key,
         RunState.SILENT,
         1,
         LATER,
@@ -118,14 +118,14 @@ def test_a_turn_that_stopped_before_its_send_records_it_failed_not_unknown(store
     assert store.claim_fence(sid, 2, LATER).unknown == 0  # settled already: nothing unknown
 
 
-def _reply(store: Store, sid: str, message_id: int, fence: int) -> int:
+def _reply(store: Store, sid: str, message: MessageKey, fence: int) -> int:
     """Grant ``fence`` marks a notice and the reply pending; the cut-off attempts it found."""
     keys = [
-        Outbound(f"msg:{message_id}:notice:1", "notice"),
-        Outbound(f"msg:{message_id}", "reply"),
+        Outbound(f"msg:{message.id}:notice:1", "notice"),
+        Outbound(f"msg:{message.id}", "reply"),
     ]
     store.claim_fence(sid, fence, T1)
-    begun = store.begin_reply(sid, message_id, fence, T1, channel="file", outbound=keys)
+    begun = store.begin_reply(sid, message, fence, T1, channel="file", outbound=keys)
     assert begun is not None
     return begun.unknown
 
@@ -133,16 +133,16 @@ def _reply(store: Store, sid: str, message_id: int, fence: int) -> int:
 def test_a_user_reply_tried_again_after_a_cut_off_counts_its_attempts(store: Store) -> None:
     sid = make_session_with_heartbeat(store)
     message = store.accept_message(sid, "hello", now=T0, idempotency_key="k1").message
-    assert _reply(store, sid, message.id, 1) == 0
+    assert _reply(store, sid, message.key, 1) == 0
     # Grant 1 vanished between its sends and their records: grant 2 finds both pending.
-    assert _reply(store, sid, message.id, 2) == 2
+    assert _reply(store, sid, message.key, 2) == 2
     key = f"msg:{message.id}"
     store.add_message(
         sid,
         role="assistant",
         kind="assistant",
         text="hi",
-        reply_to=message.id,
+        reply_to=message.key,
         now=LATER,
         fence=2,
         delivered=DeliveryOutcome(key, DeliveryState.SENT),
@@ -159,19 +159,19 @@ def test_a_user_reply_tried_again_after_a_cut_off_counts_its_attempts(store: Sto
 def test_beat_leaves_a_record_a_newer_grant_took_over(store: Store) -> None:
     sid = make_session_with_heartbeat(store)
     message = store.accept_message(sid, "hello", now=T0, idempotency_key="k1").message
-    _reply(store, sid, message.id, 1)
+    _reply(store, sid, message.key, 1)
     seen = store.stale_deliveries(LATER)
-    _reply(store, sid, message.id, 2)  # a newer grant's attempt, pending under its fence
+    _reply(store, sid, message.key, 2)  # a newer grant's attempt, pending under its fence
     assert all(store.settle_cut_off_delivery(d.id, d.fence, LATER) is None for d in seen)
 
 
 def test_a_grant_that_stopped_before_its_sends_takes_the_attempts_back(store: Store) -> None:
     sid = make_session_with_heartbeat(store)
     message = store.accept_message(sid, "hello", now=T0, idempotency_key="k1").message
-    _reply(store, sid, message.id, 1)
+    _reply(store, sid, message.key, 1)
     key = f"msg:{message.id}"
     store.drop_reply_mark(
-        message.id, 1, None, LATER, unsent=[f"{key}:notice:1", key], nothing_sent=True
+        message.key, 1, None, LATER, unsent=[f"{key}:notice:1", key], nothing_sent=True
     )
     assert store.stale_deliveries(LATER + timedelta(minutes=1)) == []  # none left pending
-    assert _reply(store, sid, message.id, 2) == 0  # nothing was cut off: no unknown
+    assert _reply(store, sid, message.key, 2) == 0  # nothing was cut off: no unknown

@@ -25,13 +25,13 @@ def _retrying(store: Store) -> tuple[str, str]:
     sid = make_session_with_heartbeat(store)
     run = reserve(store, sid, 1, T1)
     start(store, run, 1, T1)
-    store.mark_delivering(run.id, 1, T1, channel="slack", kind="heartbeat")
+    store.mark_delivering(run.key, 1, T1, channel="slack", kind="heartbeat")
     resend = Resend("CI is green", "C1", "T1", None, LATER, maybe_sent=True)
     failed = DeliveryOutcome(
         run.fire_id, DeliveryState.RETRYING, error="delivery retrying: 503", resend=resend
     )
     store.finish_fire(
-        run.id, RunState.COMPLETED, 1, T1, reply="CI is green", reply_kind="assistant",
+        run.key, RunState.COMPLETED, 1, T1, reply="CI is green", reply_kind="assistant",
         delivered=failed,
     )  # fmt: skip
     return sid, run.fire_id

@@ -40,7 +40,7 @@ def reserved(store: Store, sid: str, fence: int = 1) -> RunView:
 def start(store: Store, run: RunView, fence: int = 1, **kwargs: object) -> Started | NotStarted:
     args: dict[str, object] = {"conversation": 1, "owner_changed": False, "prompt": "do it"}
     args.update(kwargs)
-    return store.start_fire(run.id, fence, LATER, history=20, **args)  # type: ignore[arg-type]
+    return store.start_fire(run.key, fence, LATER, history=20, **args)  # type: ignore[arg-type]
 
 
 def fire_count(store: Store, sid: str) -> int:
@@ -159,12 +159,12 @@ def test_finish_fire_stores_reply_and_answers_next_due(store: Store) -> None:
     assert isinstance(start(store, run), Started)
     done = LATER + timedelta(seconds=3)
     finished = store.finish_fire(
-        run.id, RunState.COMPLETED, 1, done, reply="all green", reply_kind="assistant"
+        run.key, RunState.COMPLETED, 1, done, reply="all green", reply_kind="assistant"
     )
     assert finished.run.state == RunState.COMPLETED and finished.run.finished_at == done
     assert finished.next_due == LATER + timedelta(minutes=10)
     again = store.finish_fire(
-        run.id, RunState.COMPLETED, 1, done, reply="all green", reply_kind="assistant"
+        run.key, RunState.COMPLETED, 1, done, reply="all green", reply_kind="assistant"
     )
     assert again.run == finished.run
     assert [(m.role, m.text) for m in store.list_messages(sid)] == [
@@ -179,7 +179,7 @@ def test_finish_fire_of_a_stale_turn_records_nothing(store: Store) -> None:
     assert isinstance(start(store, run), Started)
     store.claim_fence(sid, 2, LATER)  # settles the cut-off run failed
     with pytest.raises(StaleFence):
-        store.finish_fire(run.id, RunState.COMPLETED, 1, LATER, reply="x", reply_kind="assistant")
+        store.finish_fire(run.key, RunState.COMPLETED, 1, LATER, reply="x", reply_kind="assistant")
     [failed] = store.runs(sid)
     assert failed.state == RunState.FAILED
     assert [m.role for m in store.list_messages(sid)] == ["user"]
@@ -201,7 +201,7 @@ def test_admit_fires_follows_compression_and_sees_the_ledger(store: Store) -> No
 def test_refund_fire_gives_back_and_answers_the_heartbeat(store: Store) -> None:
     sid = make_session_with_heartbeat(store)
     run = reserved(store, sid)
-    refunded = store.refund_fire(run.id, RefundReason.EMERGENCY_STOP, LATER)
+    refunded = store.refund_fire(run.key, RefundReason.EMERGENCY_STOP, LATER)
     assert (refunded.reason, refunded.run.state) == (RefundReason.EMERGENCY_STOP, "refunded")
     assert refunded.state is not None and refunded.state.next_due() == DUE
     assert fire_count(store, sid) == 0

@@ -44,7 +44,7 @@ def test_a_reservation_in_flight_and_an_abandoned_one_are_counted(store: Store) 
     assert report(store, now).ok, report(store, now).to_json()
     store.pause_heartbeat(sid, now)
     store.resume_heartbeat(sid, now)
-    refunded = store.refund_fire(run.id, RefundReason.HEARTBEAT_CHANGED, now)
+    refunded = store.refund_fire(run.key, RefundReason.HEARTBEAT_CHANGED, now)
     assert refunded.run.state == "abandoned"
     assert report(store, now).ok, report(store, now).to_json()
     sql(store, "UPDATE heartbeats SET fire_count = fire_count + 1")
@@ -63,9 +63,9 @@ def test_the_next_grant_settles_a_cut_off_turn_and_the_stale_turn_cannot_deliver
     assert (settled.state, settled.detail) == (RunState.FAILED, LostLockDetail.BEFORE_DELIVERY)
     assert settled.finished_at == t1 + MINUTE
     with pytest.raises(StaleFence):
-        store.mark_delivering(run.id, 1, t1 + 2 * MINUTE, channel="file", kind="heartbeat")
+        store.mark_delivering(run.key, 1, t1 + 2 * MINUTE, channel="file", kind="heartbeat")
     with pytest.raises(StaleFence):
-        store.settle_lost(run.id, 1, t1 + 2 * MINUTE)
+        store.settle_lost(run.key, 1, t1 + 2 * MINUTE)
     assert report(store, t1 + 2 * MINUTE).ok
 
 
@@ -75,7 +75,7 @@ def test_a_delivering_turn_cut_off_is_settled_as_such(store: Store) -> None:
     run = reserve(store, sid, 1, t1)
     start(store, run, 1, t1)
     assert (
-        store.mark_delivering(run.id, 1, t1, channel="file", kind="heartbeat").state
+        store.mark_delivering(run.key, 1, t1, channel="file", kind="heartbeat").state
         == RunState.DELIVERING
     )
     store.claim_fence(sid, 2, t1 + MINUTE)
@@ -96,7 +96,7 @@ def test_a_run_stuck_in_its_turn_beside_a_later_turn_is_an_overlap(
     t2 = t1 + timedelta(minutes=11)
     second = reserve(store, sid, 2, t2)
     start(store, second, 2, t2)
-    finish(store, second.id, RunState.COMPLETED, 2, t2 + MINUTE)
+    finish(store, second.key, RunState.COMPLETED, 2, t2 + MINUTE)
     sql(
         store,
         "UPDATE heartbeat_runs SET state = :state, finished_at = NULL, detail = NULL "
@@ -118,7 +118,7 @@ def test_overlapping_finished_turns_are_caught(store: Store) -> None:
     t1 = T0 + timedelta(minutes=11)
     first = reserve(store, sid, 1, t1)
     start(store, first, 1, t1)
-    finish(store, first.id, RunState.COMPLETED, 1, t1 + MINUTE)
+    finish(store, first.key, RunState.COMPLETED, 1, t1 + MINUTE)
     t2 = t1 + timedelta(minutes=11)
     second = reserve(store, sid, 2, t2)
     start(store, second, 2, t2)

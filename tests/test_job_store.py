@@ -51,11 +51,11 @@ def test_a_one_shot_completes_at_its_finish_and_cancel_says_so(store: Store) -> 
     claim = store.claim_job_fire(sid, 1, jid, fid, to_ms(due), now)
     assert isinstance(claim.outcome, Reserved) and claim.job.next_due is None
     started = store.start_job_fire(
-        claim.outcome.run.id, 1, now, conversation=1, owner_changed=False, prompt="p", history=5
+        claim.outcome.run.key, 1, now, conversation=1, owner_changed=False, prompt="p", history=5
     )
-    store.mark_delivering(started.run.id, 1, now, channel="file", kind="heartbeat")
+    store.mark_delivering(started.run.key, 1, now, channel="file", kind="heartbeat")
     done = store.finish_job_fire(
-        started.run.id, RunState.COMPLETED, 1, now, reply="r", reply_kind="assistant"
+        started.run.key, RunState.COMPLETED, 1, now, reply="r", reply_kind="assistant"
     )
     assert done.job.status == JobStatus.COMPLETED and done.job.next_due is None
     with pytest.raises(InvalidState, match="already completed"):

@@ -68,17 +68,17 @@ def test_a_run_given_back_to_the_ladder_is_due_at_its_retry(store: Store) -> Non
     claim = store.claim_job_fire(sid, 1, job.id, fid, to_ms(due), now)
     assert isinstance(claim.outcome, Reserved)
     started = store.start_job_fire(
-        claim.outcome.run.id, 1, now, conversation=1, owner_changed=False, prompt="p", history=5
+        claim.outcome.run.key, 1, now, conversation=1, owner_changed=False, prompt="p", history=5
     )
     retry_at = now + timedelta(minutes=1)
     back = store.retry_job_fire(
-        started.run.id, 1, now, detail="model unreachable", notice="n", usage=None,
+        started.run.key, 1, now, detail="model unreachable", notice="n", usage=None,
         retry_at=retry_at,
     )  # fmt: skip
     assert back.run.state == RunState.FAILED
     assert back.job.next_due == retry_at and back.job.status == "active"
     assert (back.job.state.fire_count, back.job.state.retries) == (0, 1)
     again = store.retry_job_fire(
-        started.run.id, 1, now, detail="x", notice="n", usage=None, retry_at=retry_at
+        started.run.key, 1, now, detail="x", notice="n", usage=None, retry_at=retry_at
     )  # a repeat after a lost answer changes nothing
     assert again.job.state.retries == 1

@@ -125,12 +125,12 @@ def fire(store: Store, sid: str, now: datetime, tokens: int, pause: str | None =
     """One fire at ``now`` spending ``tokens``; the tokens spent today before it."""
     run = reserve(store, sid, 1 + len(store.runs(sid)), now)
     begun = store.start_fire(
-        run.id, run.fence, now, conversation=1, owner_changed=False, prompt="p", history=0
+        run.key, run.fence, now, conversation=1, owner_changed=False, prompt="p", history=0
     )
     assert isinstance(begun, Started)
     usage = TokenUsage(tokens - 2, 2, "m")
     store.finish_fire(
-        run.id,
+        run.key,
         RunState.COMPLETED,
         run.fence,
         now,
@@ -175,10 +175,10 @@ def test_a_pause_for_a_heartbeat_set_again_meanwhile_is_ignored(store: Store) ->
     store.set_heartbeat(sid, now=T0, policy=Policy(exact=True, budget=10), **kwargs)  # type: ignore[arg-type]
     now = T0 + timedelta(minutes=10)
     run = reserve(store, sid, 1, now)
-    store.start_fire(run.id, 1, now, conversation=1, owner_changed=False, prompt="p", history=0)
+    store.start_fire(run.key, 1, now, conversation=1, owner_changed=False, prompt="p", history=0)
     store.set_heartbeat(sid, now=now, policy=Policy(exact=True, budget=10**6), **kwargs)  # type: ignore[arg-type]
     store.finish_fire(
-        run.id, RunState.COMPLETED, 1, now, reply="ok", reply_kind="assistant", pause_reason="x"
+        run.key, RunState.COMPLETED, 1, now, reply="ok", reply_kind="assistant", pause_reason="x"
     )
     assert store.heartbeat_status(sid, now).status == HeartbeatStatus.ACTIVE
 

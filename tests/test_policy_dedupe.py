@@ -178,12 +178,14 @@ def fire(store: Store, sid: str, fence: int, due: datetime, *, quiet: bool) -> d
     outcome = store.claim_fire(sid, fence, fid, to_ms(due), due, worker="w1").outcome
     assert isinstance(outcome, Reserved), outcome
     run = outcome.run
-    store.start_fire(run.id, fence, due, conversation=1, owner_changed=False, prompt="p", history=5)
+    store.start_fire(
+        run.key, fence, due, conversation=1, owner_changed=False, prompt="p", history=5
+    )
     state = DeliveryState.SUPPRESSED if quiet else DeliveryState.SENT
     if not quiet:
-        store.mark_delivering(run.id, fence, due, channel="slack", kind="heartbeat")
+        store.mark_delivering(run.key, fence, due, channel="slack", kind="heartbeat")
     finished = store.finish_fire(
-        run.id,
+        run.key,
         RunState.SILENT if quiet else RunState.COMPLETED,
         fence,
         due,
@@ -202,7 +204,7 @@ def user_turn_mark(store: Store, sid: str, fence: int, now: datetime) -> ReplySt
     store.claim_fence(sid, fence, now)
     message = store.accept_message(sid, "hi", now=now, idempotency_key=f"k{fence}").message
     outbound = [Outbound(f"msg:{message.id}", "reply")]
-    start = store.begin_reply(sid, message.id, fence, now, channel="slack", outbound=outbound)
+    start = store.begin_reply(sid, message.key, fence, now, channel="slack", outbound=outbound)
     assert start is not None
     return start
 

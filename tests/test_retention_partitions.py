@@ -141,11 +141,43 @@ def _seed_0016(engine: Engine) -> None:
             conn.execute(text(sql), {"at": at})
 
 
+ID_COLUMNS = {
+    ("heartbeat_runs", "id"),
+    ("messages", "id"),
+    ("messages", "reply_to"),
+    ("deliveries", "id"),
+    ("deliveries", "run_id"),
+    ("deliveries", "message_id"),
+}
+
+
+def _id_types(engine: Engine) -> set[str]:
+    """The types of the ledger's id columns and of their sequences."""
+    with engine.connect() as conn:
+        columns = conn.execute(
+            text(
+                "SELECT table_name, column_name, data_type FROM information_schema.columns"
+                " WHERE table_schema = current_schema()"
+            )
+        ).all()
+        sequences = conn.execute(
+            text(
+                "SELECT data_type FROM information_schema.sequences WHERE sequence_schema ="
+                " current_schema() AND sequence_name IN ('heartbeat_runs_id_seq',"
+                " 'messages_id_seq', 'deliveries_id_seq')"
+            )
+        ).scalars()
+        kinds = {kind for table, column, kind in columns if (table, column) in ID_COLUMNS}
+        return kinds | set(sequences)
+
+
 def test_0017_converts_a_full_ledger_and_back(pg_schema_url: str) -> None:
     engine = make_engine(pg_schema_url)
     upgrade(engine, "0016")
     _seed_0016(engine)
+    assert _id_types(engine) == {"integer"}
     upgrade(engine)
+    assert _id_types(engine) == {"bigint"}  # 32 bits last a week at 288 million runs a day
     store = Store(engine)
     [run] = store.runs("s1")
     assert run.fire_id.startswith("s1:") and run.delivery is not None
@@ -156,6 +188,7 @@ def test_0017_converts_a_full_ledger_and_back(pg_schema_url: str) -> None:
     assert accepted.duplicate  # the key still finds the moved message
     assert audit(store.audit_snapshot(), END).ok
     downgrade(engine, "0016")
+    assert _id_types(engine) == {"integer"}
     with engine.connect() as conn:
         assert conn.scalar(text("SELECT count(*) FROM heartbeat_runs")) == 1
         assert conn.scalar(text("SELECT count(*) FROM messages")) == 1

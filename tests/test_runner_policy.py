@@ -85,7 +85,7 @@ def test_typed_error_in_heartbeat_turn_frees_the_session_at_once(
         sid = gw.session()
 
         def refund_meanwhile_and_queue_a_message(s: str, run: RunView) -> None:
-            gw.store.refund_orphan(run.id, utcnow())
+            gw.store.refund_orphan(run.key, utcnow())
             message = send(gw, s, "hello")
             assert isinstance(message, Queued)
             queued.append(message)

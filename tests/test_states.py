@@ -57,13 +57,13 @@ def test_stored_states_are_exactly_the_enum_values(store: Store, migrated_engine
     finished, refunded, abandoned = (make_session_with_heartbeat(store) for _ in range(3))
     run = _reserve(store, finished, 1, 10)
     fires.start(store, run, 1, T0)
-    fires.finish(store, run.id, RunState.SILENT, 1, T0)
-    store.refund_fire(_reserve(store, refunded, 1, 10).id, RefundReason.OWNER_CHANGED, T0)
+    fires.finish(store, run.key, RunState.SILENT, 1, T0)
+    store.refund_fire(_reserve(store, refunded, 1, 10).key, RefundReason.OWNER_CHANGED, T0)
     store.pause_heartbeat(abandoned, T0)
     store.resume_heartbeat(abandoned, T0)
     gone = _reserve(store, abandoned, 1, 10)
     store.pause_heartbeat(abandoned, T0 + timedelta(minutes=10))
-    store.refund_fire(gone.id, RefundReason.HEARTBEAT_CHANGED, T0)
+    store.refund_fire(gone.key, RefundReason.HEARTBEAT_CHANGED, T0)
     store.clear_heartbeat(refunded, T0)
     store.compress(finished, T0)
     store.switch(refunded, T0)
@@ -122,7 +122,7 @@ def test_unknown_refund_reason_and_outcome_are_rejected(store: Store) -> None:
     sid = make_session_with_heartbeat(store)
     run = _reserve(store, sid, 1, 10)
     with pytest.raises(ValueError, match="refund reason must be one of"):
-        store.refund_fire(run.id, "too late", T0)  # type: ignore[arg-type]  # an untyped caller
+        store.refund_fire(run.key, "too late", T0)  # type: ignore[arg-type]  # an untyped caller
     fires.start(store, run, 1, T0)
     with pytest.raises(ValueError, match="outcome must be one of"):
-        fires.finish(store, run.id, RunState.REFUNDED, 1, T0)
+        fires.finish(store, run.key, RunState.REFUNDED, 1, T0)

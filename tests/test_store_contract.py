@@ -103,7 +103,7 @@ def test_reserve_duplicate_fire_id_is_noop(store: Store) -> None:
     now = T0 + timedelta(minutes=10)
     first = fire(store, sid, now, fence=1)
     start(store, first, 1, now)
-    finish(store, first.id, RunState.COMPLETED, 1, now)
+    finish(store, first.key, RunState.COMPLETED, 1, now)
     again = store.claim_fire(sid, 2, first.fire_id, 0, now).outcome
     assert isinstance(again, Duplicate)
     assert again.run.id == first.id and again.run.state == RunState.COMPLETED
@@ -141,10 +141,10 @@ def test_start_and_finish_are_fenced(store: Store) -> None:
     started = start(store, run, 1, now)
     assert started.state == RunState.STARTED and started.started_at == now
     with pytest.raises(InvalidState):
-        store.refund_fire(run.id, RefundReason.LOCK_LOST, now)
+        store.refund_fire(run.key, RefundReason.LOCK_LOST, now)
     store.claim_fence(sid, 2, now)  # another turn took over
     with pytest.raises(StaleFence):
-        finish(store, run.id, RunState.COMPLETED, 1, now)
+        finish(store, run.key, RunState.COMPLETED, 1, now)
 
 
 def test_finish_records_outcome(store: Store) -> None:
@@ -152,7 +152,7 @@ def test_finish_records_outcome(store: Store) -> None:
     now = T0 + timedelta(minutes=10)
     run = fire(store, sid, now, fence=1)
     start(store, run, 1, now)
-    done = finish(store, run.id, RunState.SILENT, 1, now + timedelta(seconds=3))
+    done = finish(store, run.key, RunState.SILENT, 1, now + timedelta(seconds=3))
     assert done.state == RunState.SILENT
     assert store.heartbeat_status(sid, now).to_json()["last_outcome"] == RunState.SILENT
     with pytest.raises(ValueError):
@@ -163,7 +163,7 @@ def test_refund_with_unchanged_generation_restores(store: Store) -> None:
     sid = make(store)
     now = T0 + timedelta(minutes=12)
     run = fire(store, sid, now, fence=1)
-    refunded = store.refund_fire(run.id, RefundReason.OWNER_CHANGED, now).run
+    refunded = store.refund_fire(run.key, RefundReason.OWNER_CHANGED, now).run
     assert refunded.state == RunState.REFUNDED
     status = store.heartbeat_status(sid, now)
     assert status.to_json()["fire_count"] == 0
@@ -176,7 +176,7 @@ def test_refund_with_changed_generation_is_abandoned(store: Store) -> None:
     now = T0 + timedelta(minutes=10)
     run = fire(store, sid, now, fence=1)
     store.pause_heartbeat(sid, now)
-    abandoned = store.refund_fire(run.id, RefundReason.SESSION_RESET, now).run
+    abandoned = store.refund_fire(run.key, RefundReason.SESSION_RESET, now).run
     assert abandoned.state == RunState.ABANDONED
     status = store.heartbeat_status(sid, now).to_json()
     assert status["fire_count"] == 1
@@ -277,7 +277,7 @@ def test_refund_orphan_only_while_reserved(store: Store) -> None:
     run = fire(store, sid, now, fence=1)
     assert [r.id for r in store.stale_reservations(now + timedelta(seconds=1))] == [run.id]
     assert store.stale_reservations(now) == []
-    refunded = store.refund_orphan(run.id, now)
+    refunded = store.refund_orphan(run.key, now)
     assert refunded is not None and refunded.state == RunState.REFUNDED
-    assert store.refund_orphan(run.id, now) is None
+    assert store.refund_orphan(run.key, now) is None
     assert store.heartbeat_status(sid, now).to_json()["fire_count"] == 0

@@ -26,7 +26,7 @@ from hbgw.sessions.grammar import IntervalSchedule
 from hbgw.sessions.states import RunState
 from hbgw.sessions.store import Store
 from hbgw.sessions.store.ledger import Reserved
-from hbgw.sessions.views import Started
+from hbgw.sessions.views import RunKey, Started
 
 
 @pytest.fixture
@@ -81,15 +81,15 @@ def kill_own_backend(
     return lambda: done[0]
 
 
-def started_run(store: Store) -> tuple[int, int]:
-    """A session with a heartbeat and one run started at fence 1: (run id, fence)."""
+def started_run(store: Store) -> tuple[RunKey, int]:
+    """A session with a heartbeat and one run started at fence 1: (run key, fence)."""
     sid = store.create_session(platform="slack", chat="C1", thread="T1", now=T0).id
     store.set_heartbeat(
         sid, schedule=IntervalSchedule(60), schedule_text="every 60s", prompt="p", now=T0
     )
     now = T0 + timedelta(seconds=61)
     run = start(store, reserve(store, sid, 1, now), 1, now)
-    return run.id, 1
+    return run.key, 1
 
 
 def final_state(store: Store) -> RunState:
@@ -171,7 +171,7 @@ def test_folded_fire_steps_are_repeated_after_a_commit_cut_off(
     now = T0 + timedelta(seconds=61)
     claimed = pg_store.claim_fire(sid, 1, f"{sid}:1", 1, now)
     assert isinstance(claimed.outcome, Reserved)
-    run_id = claimed.outcome.run.id
+    run_id = claimed.outcome.run.key
     killed = kill_own_backend(pg_store.engine, admin, "commit", times=1)
     begun = pg_store.start_fire(
         run_id, 1, now, conversation=1, owner_changed=False, prompt="p", history=20

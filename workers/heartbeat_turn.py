@@ -138,7 +138,7 @@ class HeartbeatTurn(Turn[Begun]):
             hook(sid, run)
         reason, owner = self._lock_refusal(lease)
         if reason is not None:
-            self._refunded(fire, self.rt.store.refund_fire(run.id, reason, self.rt.clock()))
+            self._refunded(fire, self.rt.store.refund_fire(run.key, reason, self.rt.clock()))
             return None
         started = self._start(lease, fire, run, claim, owner_changed=owner != self.rt.worker)
         if isinstance(started, NotStarted):
@@ -188,7 +188,7 @@ class HeartbeatTurn(Turn[Begun]):
         # and prompt and schedule change only with a new one.
         prompt = heartbeat_message(claim.state.prompt, claim.state.schedule.describe())
         return rt.store.start_fire(
-            run.id,
+            run.key,
             lease.fence,
             rt.clock(),
             conversation=fire.session.conversation,
@@ -262,7 +262,11 @@ class HeartbeatTurn(Turn[Begun]):
         rt, kind = self.rt, composed.reply.delivery.kind
         run = plan.started.run
         rt.store.mark_delivering(
-            run.id, lease.fence, rt.clock(), channel=self.io.label(plan.address.platform), kind=kind
+            run.key,
+            lease.fence,
+            rt.clock(),
+            channel=self.io.label(plan.address.platform),
+            kind=kind,
         )
         return ReplyStart(possible_repeat=False)  # a fire is sent by one grant only
 
@@ -291,7 +295,7 @@ class HeartbeatTurn(Turn[Begun]):
         # heartbeats cost money), the reply, the delivery's outcome, and the due time the
         # index gets without a read.
         finished = rt.store.finish_fire(
-            plan.started.run.id,
+            plan.started.run.key,
             result,
             lease.fence,
             rt.clock(),
@@ -326,7 +330,7 @@ class HeartbeatTurn(Turn[Begun]):
         nothing_sent = sent == 0
         with contextlib.suppress(StaleFence):
             self.rt.store.settle_lost(
-                run.id, lease.fence, self.rt.clock(), nothing_sent=nothing_sent
+                run.key, lease.fence, self.rt.clock(), nothing_sent=nothing_sent
             )
         if mark is not None:
             state = DeliveryState.FAILED if nothing_sent else DeliveryState.UNKNOWN

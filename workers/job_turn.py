@@ -97,10 +97,10 @@ class JobTurn(Turn[JobBegun]):
         elif rt.gate.estop_active(sid):
             reason = RefundReason.EMERGENCY_STOP
         if reason is not None:
-            self._refunded(fire, rt.store.refund_job_fire(run.id, reason, rt.clock()))
+            self._refunded(fire, rt.store.refund_job_fire(run.key, reason, rt.clock()))
             return None
         started = rt.store.start_job_fire(
-            run.id,
+            run.key,
             lease.fence,
             rt.clock(),
             conversation=fire.session.conversation,
@@ -184,7 +184,7 @@ class JobTurn(Turn[JobBegun]):
         assert composed.reply is not None
         rt, kind = self.rt, composed.reply.delivery.kind
         rt.store.mark_delivering(
-            plan.started.run.id, lease.fence, rt.clock(), channel=self.io.channel.name, kind=kind
+            plan.started.run.key, lease.fence, rt.clock(), channel=self.io.channel.name, kind=kind
         )
         return ReplyStart(possible_repeat=False)  # a fire is sent by one grant only
 
@@ -208,7 +208,7 @@ class JobTurn(Turn[JobBegun]):
             failed = answer.failure is not None or outcome.state is DeliveryState.FAILED
             result = RunState.FAILED if failed else RunState.COMPLETED
         finished = rt.store.finish_job_fire(
-            plan.started.run.id,
+            plan.started.run.key,
             result,
             lease.fence,
             rt.clock(),
@@ -244,7 +244,7 @@ class JobTurn(Turn[JobBegun]):
         detail = f"model unreachable, retry {rung} of {of} at {iso(retry_at)}: {answer.failure}"
         notice = f"⚠ Cron job {job_id}: {answer.failure} Trying again at {iso(retry_at)}."
         finished = rt.store.retry_job_fire(
-            plan.started.run.id,
+            plan.started.run.key,
             lease.fence,
             now,
             detail=detail,
@@ -262,7 +262,7 @@ class JobTurn(Turn[JobBegun]):
         assert sent == 0  # a job turn stops only at a check before its one send
         with contextlib.suppress(StaleFence):
             self.rt.store.settle_lost(
-                plan.started.run.id, lease.fence, self.rt.clock(), nothing_sent=True
+                plan.started.run.key, lease.fence, self.rt.clock(), nothing_sent=True
             )
         if mark is not None:
             count_delivery(self.io.channel.name, DeliveryState.FAILED.value)

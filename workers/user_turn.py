@@ -102,7 +102,7 @@ class UserTurn(Turn[Asked]):
         rt, channel = self.rt, self.io.label(plan.address.platform)
         start = rt.store.begin_reply(
             lease.session_id,
-            plan.message.id,
+            plan.message.key,
             lease.fence,
             rt.clock(),
             channel=channel,
@@ -146,7 +146,7 @@ class UserTurn(Turn[Asked]):
             role="assistant",
             kind="assistant" if kind == "reply" and delivered else "notice",
             text=sent.reply.text,
-            reply_to=plan.message.id,
+            reply_to=plan.message.key,
             now=rt.clock(),
             fence=lease.fence,
             usage=composed.answer.usage,
@@ -170,7 +170,7 @@ class UserTurn(Turn[Asked]):
         unsent = [*keys, key][sent:]
         try:
             self.rt.store.drop_reply_mark(
-                message_id,
+                plan.message.key,
                 lease.fence,
                 mark.earlier,
                 self.rt.clock(),

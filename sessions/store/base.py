@@ -17,6 +17,7 @@ import inspect
 import logging
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from datetime import date
 from typing import Any, TypeVar
 
 from sqlalchemy import Engine, event, select
@@ -208,8 +209,9 @@ def heartbeat_row(db: Session, session_id: str, *, for_update: bool = False) -> 
     return db.scalars(query).first()
 
 
-def run_row(db: Session, run_id: int) -> RunRow:
-    run = db.get(RunRow, run_id, with_for_update=True)
+def run_row(db: Session, run_key: tuple[int, date]) -> RunRow:
+    """The run of ``run_key`` (``RunKey``: id and fire day, the ORM's identity of a run), locked."""
+    run = db.get(RunRow, run_key, with_for_update=True)
     if run is None:
-        raise NotFound(f"There is no run {run_id}.")
+        raise NotFound(f"There is no run {run_key[0]}.")
     return run

@@ -27,6 +27,7 @@ from hbgw.sessions.states import (
     RefundReason,
     RunState,
     SessionStatus,
+    fire_day,
 )
 from hbgw.sessions.store import ledger_sql as sql
 from hbgw.sessions.store.deliveries import (
@@ -45,6 +46,7 @@ from hbgw.sessions.store.run_views import (
     Refused,
     Reserved,
     ReserveOutcome,
+    RunKey,
     RunView,
     run_view,
 )
@@ -66,18 +68,23 @@ def on(db: Session, *, writes: bool) -> Connection:
     return db.connection()
 
 
-def run_with_fence(conn: Connection, run_id: int, fence: int) -> Row[Any]:
+def run_with_fence(conn: Connection, run_key: RunKey, fence: int) -> Row[Any]:
     """``RUN_WITH_FENCE``, checked: NotFound, or StaleFence when ``fence`` is not the session's
     newest (a turn that lost its lock writes nothing)."""
-    row = conn.execute(sql.RUN_WITH_FENCE, {"p_run_id": run_id}).first()
+    row = conn.execute(sql.RUN_WITH_FENCE, key_params(run_key)).first()
     if row is None:
-        raise NotFound(f"There is no run {run_id}.")
+        raise NotFound(f"There is no run {run_key.id}.")
     if row.session_fence != fence:
         raise StaleFence(
             f"Session {row.session_id} is now fenced at {row.session_fence}; a write with fence "
             f"{fence} comes from a turn that lost its lock and is rejected."
         )
     return row
+
+
+def key_params(run_key: RunKey) -> dict[str, Any]:
+    """The parameters that find one run (``ledger_sql``: its id and its partition's day)."""
+    return {"p_run_id": run_key.id, "p_fire_day": run_key.fire_day}
 
 
 def run_view_of(row: Row[Any], **changed: Any) -> RunView:
@@ -123,7 +130,8 @@ def reserve(
 ) -> ReserveOutcome:
     """Reserve one fire after ``claim`` in the same transaction: count +1, anchor = now, one
     ledger row (its id from the INSERT), the heartbeat's state in one UPDATE."""
-    existing = conn.execute(sql.RUN_BY_FIRE_ID, {"p_fire_id": fire_id}).first()
+    found = {"p_fire_id": fire_id, "p_fire_day": fire_day(fire_id)}
+    existing = conn.execute(sql.RUN_BY_FIRE_ID, found).first()
     if existing is not None:
         return Duplicate(run_view(existing))
     admitted = admit(session, row, now)
@@ -168,7 +176,7 @@ def _new_id(result: CursorResult[Any]) -> int:
 
 def start(conn: Connection, run: Row[Any], now: datetime) -> RunView:
     """Mark a reserved run started (the re-check read it reserved, locked)."""
-    conn.execute(sql.START_RUN, {"p_run_id": run.id, "p_now": now})
+    conn.execute(sql.START_RUN, {"p_run_id": run.id, "p_fire_day": run.fire_day, "p_now": now})
     return run_view_of(run, state=RunState.STARTED, started_at=now)
 
 
@@ -190,9 +198,9 @@ def finish(
         "model": usage.model[:MODEL_CHARS] if usage else run.model,
     }
     params = {f"p_{name}": value for name, value in spent.items()}
+    key = {"p_run_id": run.id, "p_fire_day": run.fire_day}
     conn.execute(
-        sql.FINISH_RUN,
-        {"p_run_id": run.id, "p_state": final, "p_now": now, "p_detail": detail, **params},
+        sql.FINISH_RUN, {**key, "p_state": final, "p_now": now, "p_detail": detail, **params}
     )
     return run_view_of(run, state=final, finished_at=now, detail=detail, **spent)
 
@@ -239,8 +247,10 @@ def add_message(
     return MessageView(id=message_id, **values)
 
 
-def prompt_of(db: Session, fire_id: str) -> MessageView:
-    row = on(db, writes=False).execute(sql.PROMPT_OF_FIRE, {"p_fire_id": fire_id}).first()
+def prompt_of(db: Session, fire_id: str, started_at: datetime | None) -> MessageView:
+    """The prompt a started run stored: created with the start, so at its ``started_at``."""
+    params = {"p_fire_id": fire_id, "p_created_at": started_at}
+    row = on(db, writes=False).execute(sql.PROMPT_OF_FIRE, params).first()
     assert row is not None  # stored in the transaction that started the run
     return message_view(row)
 

@@ -40,6 +40,7 @@ from hbgw.sessions.states import (
     RefundReason,
     RunState,
     SessionStatus,
+    fire_day,
 )
 from hbgw.sessions.store import fire_rows as rows
 from hbgw.sessions.store import ledger_sql as sql
@@ -49,7 +50,7 @@ from hbgw.sessions.store.heartbeat_costs import tokens_on_day_in
 from hbgw.sessions.store.heartbeat_records import heartbeat_state
 from hbgw.sessions.store.ledger_steps import finished_outcome, refund_in, refund_reason
 from hbgw.sessions.store.message_records import MessageView
-from hbgw.sessions.store.run_views import Reserved, ReserveOutcome, RunView, run_view
+from hbgw.sessions.store.run_views import Reserved, ReserveOutcome, RunKey, RunView, run_view
 from hbgw.sessions.store.session_records import SessionView, resolve_active_row, session_view
 
 
@@ -159,7 +160,7 @@ class FireTurns(Transactions):
     @repeatable
     def start_fire(
         self,
-        run_id: int,
+        run_key: RunKey,
         fence: int,
         now: datetime,
         *,
@@ -174,12 +175,12 @@ class FireTurns(Transactions):
         message. ``conversation``: the session's conversation when the fire was admitted."""
         with self._transaction() as db:
             conn = rows.on(db, writes=True)
-            run = rows.run_with_fence(conn, run_id, fence)
+            run = rows.run_with_fence(conn, run_key, fence)
             row = rows.heartbeat_of(conn, run.session_id)
             state = heartbeat_state(row) if row else None
             if run.state == RunState.STARTED and run.fence == fence:
                 assert state is not None  # it started: the re-check found the heartbeat
-                message = rows.prompt_of(db, run.fire_id)  # a repeat after a lost COMMIT
+                message = rows.prompt_of(db, run.fire_id, run.started_at)  # a lost COMMIT's repeat
                 before = rows.history_before(db, message, history)
                 return Started(
                     rows.run_view_of(run), state, message, before, _spent(db, run, state)
@@ -188,7 +189,7 @@ class FireTurns(Transactions):
             if reason is not None:
                 if run.state != RunState.RESERVED and run.detail == reason.value:
                     return NotStarted(reason, rows.run_view_of(run), state)  # a repeat, as above
-                refunded = run_row(db, run_id)  # the rare way: the ORM's refund steps
+                refunded = run_row(db, run_key)  # the rare way: the ORM's refund steps
                 refund_in(db, refunded, reason, now)
                 return NotStarted(reason, run_view(refunded), state)
             assert state is not None  # refusal answered HEARTBEAT_CHANGED otherwise
@@ -202,7 +203,7 @@ class FireTurns(Transactions):
             before = rows.history_before(db, message, history)
             return Started(started, state, message, before, _spent(db, run, state))
 
-    def refund_fire(self, run_id: int, reason: RefundReason, now: datetime) -> NotStarted:
+    def refund_fire(self, run_key: RunKey, reason: RefundReason, now: datetime) -> NotStarted:
         """Give back a reservation that never reached the agent, answering the session's heartbeat
         after it (for the index) as well.
 
@@ -211,7 +212,7 @@ class FireTurns(Transactions):
         """
         why = refund_reason(reason)
         with self._transaction() as db:
-            run = run_row(db, run_id)
+            run = run_row(db, run_key)
             refund_in(db, run, why, now)
             row = heartbeat_row(db, run.session_id)
             return NotStarted(why, run_view(run), heartbeat_state(row) if row else None)
@@ -219,7 +220,7 @@ class FireTurns(Transactions):
     @repeatable
     def finish_fire(
         self,
-        run_id: int,
+        run_key: RunKey,
         outcome: RunState,
         fence: int,
         now: datetime,
@@ -249,7 +250,7 @@ class FireTurns(Transactions):
         ending = _Ending(quiet, delivered_hash, end_heartbeat, pause_reason)
         with self._transaction() as db:
             conn = rows.on(db, writes=True)
-            run = rows.run_with_fence(conn, run_id, fence)
+            run = rows.run_with_fence(conn, run_key, fence)
             if run.state == final:  # a repeat after a COMMIT whose answer was lost (reply too)
                 return Finished(rows.run_view_of(run), _session_due(conn, run))
             assert run.job_id is None  # a cron job's run finishes in job_turns.py
@@ -337,7 +338,9 @@ def _admissions_in(db: Session, fires: Sequence[tuple[str, str]]) -> list[FireAd
         else:
             active[sid] = found_row
     fire_ids = sorted({fid for _, fid in fires})
-    runs = rows.by_key(conn.execute(sql.RUNS_BY_FIRE_ID, {"p_ids": fire_ids}).all(), "fire_id")
+    days = sorted({fire_day(fid) for fid in fire_ids})
+    fire_runs = conn.execute(sql.RUNS_BY_FIRE_ID, {"p_ids": fire_ids, "p_days": days}).all()
+    runs = rows.by_key(fire_runs, "fire_id")
     resolved = sorted({s.id for s in active.values()})
     beats = conn.execute(sql.HEARTBEATS_OF_SESSIONS, {"p_ids": resolved}).all()
     heartbeats = rows.by_key(beats, "session_id")

@@ -5,14 +5,13 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from hbgw.sessions import jobs
 from hbgw.sessions.models import JobRow, RunRow, SessionRow
 from hbgw.sessions.states import JobStatus, RefundReason, RunState, SessionStatus
 from hbgw.sessions.store.job_records import apply_job_state, job_state
-from hbgw.sessions.store.reservations import reserved_run
+from hbgw.sessions.store.reservations import reserved_run, run_by_fire_id
 from hbgw.sessions.store.run_views import (
     Duplicate,
     RefusalReason,
@@ -36,7 +35,7 @@ def reserve_job_in(
 ) -> ReserveOutcome:
     """Reserve one run of ``row`` (locked) in ``session`` (locked, its fence claimed in this
     transaction): count +1, anchor = now, one ledger row."""
-    existing = db.scalars(select(RunRow).where(RunRow.fire_id == fire_id)).first()
+    existing = run_by_fire_id(db, fire_id)
     if existing is not None:
         return Duplicate(run_view(existing))
     state = job_state(row)

@@ -42,11 +42,11 @@ from hbgw.sessions.store.ledger_steps import (
     finished_outcome,
     refund_in,
     refund_reason,
-    run_by_fire_id,
     start_in,
 )
 from hbgw.sessions.store.message_records import MessageView
-from hbgw.sessions.store.run_views import ReserveOutcome, RunView, run_view
+from hbgw.sessions.store.reservations import run_by_fire_id
+from hbgw.sessions.store.run_views import ReserveOutcome, RunKey, RunView, run_view
 from hbgw.sessions.store.session_records import SessionView, resolve_active_row, session_view
 
 
@@ -192,7 +192,7 @@ class JobTurns(Transactions):
     @repeatable
     def start_job_fire(
         self,
-        run_id: int,
+        run_key: RunKey,
         fence: int,
         now: datetime,
         *,
@@ -203,14 +203,13 @@ class JobTurns(Transactions):
     ) -> JobStarted | JobNotStarted:
         """The fenced re-check after a reservation, then the start with ``prompt`` stored."""
         with self._transaction() as db:
-            run = run_row(db, run_id)
+            run = run_row(db, run_key)
             session = fenced_session_row(db, run.session_id, fence)
             assert run.job_id is not None
             row = job_row(db, run.job_id, for_update=True)
             if run.state == RunState.STARTED and run.fence == fence:
-                message = prompt_of(
-                    db, run.fire_id
-                )  # a repeat after a COMMIT whose answer was lost
+                # A repeat after a COMMIT whose answer was lost.
+                message = prompt_of(db, run.fire_id, run.started_at)
                 return JobStarted(
                     run_view(run), job_view(row), message, history_before(db, message, history)
                 )
@@ -227,10 +226,12 @@ class JobTurns(Transactions):
                 run_view(run), job_view(row), message, history_before(db, message, history)
             )
 
-    def refund_job_fire(self, run_id: int, reason: RefundReason, now: datetime) -> JobNotStarted:
+    def refund_job_fire(
+        self, run_key: RunKey, reason: RefundReason, now: datetime
+    ) -> JobNotStarted:
         why = refund_reason(reason)
         with self._transaction() as db:
-            run = run_row(db, run_id)
+            run = run_row(db, run_key)
             refund_in(db, run, why, now)
             assert run.job_id is not None
             return JobNotStarted(why, run_view(run), job_view(job_row(db, run.job_id)))
@@ -238,7 +239,7 @@ class JobTurns(Transactions):
     @repeatable
     def finish_job_fire(
         self,
-        run_id: int,
+        run_key: RunKey,
         outcome: RunState,
         fence: int,
         now: datetime,
@@ -254,7 +255,7 @@ class JobTurns(Transactions):
         state after it (completed when that was its last run)."""
         final = finished_outcome(outcome)
         with self._transaction() as db:
-            run = run_row(db, run_id)
+            run = run_row(db, run_key)
             session = fenced_session_row(db, run.session_id, fence)
             if run.state != final:
                 if delivered is not None:
@@ -276,7 +277,7 @@ class JobTurns(Transactions):
     @repeatable
     def retry_job_fire(
         self,
-        run_id: int,
+        run_key: RunKey,
         fence: int,
         now: datetime,
         *,
@@ -289,7 +290,7 @@ class JobTurns(Transactions):
         notice stored in its session, and its reservation given back to the job, due again at
         ``retry_at`` — unless the job changed since (then this was its run, failed)."""
         with self._transaction() as db:
-            run = run_row(db, run_id)
+            run = run_row(db, run_key)
             session = fenced_session_row(db, run.session_id, fence)
             assert run.job_id is not None
             row = job_row(db, run.job_id, for_update=True)

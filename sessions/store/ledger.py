@@ -49,6 +49,7 @@ from hbgw.sessions.store.delivery_retries import due_retries_in
 from hbgw.sessions.store.heartbeat_records import user_spoke_in
 from hbgw.sessions.store.ledger_audit import HeartbeatSnapshot, LedgerSnapshot, read_snapshot
 from hbgw.sessions.store.ledger_steps import refund_run, settle_lost_run
+from hbgw.sessions.store.message_records import MessageKey
 from hbgw.sessions.store.run_views import (
     Duplicate,
     RefusalReason,
@@ -56,6 +57,7 @@ from hbgw.sessions.store.run_views import (
     ReplyStart,
     Reserved,
     ReserveOutcome,
+    RunKey,
     RunView,
     run_view,
 )
@@ -81,6 +83,7 @@ __all__ = [
     "ReplyStart",
     "ReserveOutcome",
     "Reserved",
+    "RunKey",
     "RunView",
     "run_view",
 ]
@@ -89,7 +92,7 @@ __all__ = [
 class FireLedger(Transactions):
     @repeatable
     def mark_delivering(
-        self, run_id: int, fence: int, now: datetime, *, channel: str, kind: str
+        self, run_key: RunKey, fence: int, now: datetime, *, channel: str, kind: str
     ) -> RunView:
         """The fenced step just before a reply leaves: a turn that lost its lock sends nothing.
         The run's delivery record (key: the fire id) is written ``pending`` with it.
@@ -98,15 +101,15 @@ class FireLedger(Transactions):
         """
         with self._transaction() as db:
             conn = rows.on(db, writes=True)
-            run = rows.run_with_fence(conn, run_id, fence)
+            run = rows.run_with_fence(conn, run_key, fence)
             if run.state == RunState.DELIVERING and run.fence == fence:
                 return rows.run_view_of(run)  # a repeat after a COMMIT whose answer was lost
             if run.state != RunState.STARTED:
                 raise InvalidState(
                     f"Run {run.fire_id} is {run.state}; only a started run delivers."
                 )
-            conn.execute(sql.MARK_DELIVERING, {"p_run_id": run_id})
-            owner = Owner(run.session_id, fence, channel, run_id=run_id)
+            conn.execute(sql.MARK_DELIVERING, rows.key_params(run_key))
+            owner = Owner(run.session_id, fence, channel, run_id=run_key.id)
             record = delivery_values(
                 owner, Outbound(run.fire_id, kind), DeliveryState.PENDING, 1, now
             )
@@ -115,7 +118,7 @@ class FireLedger(Transactions):
 
     @repeatable
     def settle_lost(
-        self, run_id: int, fence: int, now: datetime, *, nothing_sent: bool = False
+        self, run_key: RunKey, fence: int, now: datetime, *, nothing_sent: bool = False
     ) -> RunView | None:
         """A turn noticed it lost its lock: end its run ``failed`` while no newer grant did.
 
@@ -124,7 +127,7 @@ class FireLedger(Transactions):
         never left (it stopped at the last check before the send), even from ``delivering``.
         """
         with self._transaction() as db:
-            run = run_row(db, run_id)
+            run = run_row(db, run_key)
             fenced_session_row(db, run.session_id, fence)
             if run.state not in IN_TURN:
                 return None
@@ -135,7 +138,7 @@ class FireLedger(Transactions):
     def begin_reply(
         self,
         session_id: str,
-        message_id: int,
+        message_key: MessageKey,
         fence: int,
         now: datetime,
         *,
@@ -153,12 +156,12 @@ class FireLedger(Transactions):
         """
         with self._transaction() as db:
             session = fenced_session_row(db, session_id, fence)
-            message = db.get(MessageRow, message_id)
+            message = db.get(MessageRow, message_key)
             if message is None or message.state != MessageState.QUEUED:
                 return None
             earlier = message.delivering_fence
             message.delivering_fence = fence
-            owner = Owner(session_id, fence, channel, message_id=message_id)
+            owner = Owner(session_id, fence, channel, message_id=message_key.id)
             unknown = mark_pending_in(db, owner, outbound, now)
             snapped = user_spoke_in(db, session, now)
             # The same fence again is this grant's own repeat after a lost COMMIT.
@@ -172,7 +175,7 @@ class FireLedger(Transactions):
 
     def drop_reply_mark(
         self,
-        message_id: int,
+        message_key: MessageKey,
         fence: int,
         earlier: int | None,
         now: datetime,
@@ -187,30 +190,29 @@ class FireLedger(Transactions):
         message unanswered; ``earlier`` (an older grant's mark, whose outcome is still unknown)
         is put back."""
         with self._transaction() as db:
-            query = select(MessageRow).where(MessageRow.id == message_id).with_for_update()
-            message = db.scalars(query).one_or_none()
+            message = db.get(MessageRow, message_key, with_for_update=True)
             if message is None or message.state != MessageState.QUEUED:
                 return
             if message.delivering_fence != fence:
                 return
             if nothing_sent:
                 message.delivering_fence = earlier
-            take_back_in(db, message_id, fence, unsent, now, earlier=earlier is not None)
+            take_back_in(db, message_key.id, fence, unsent, now, earlier=earlier is not None)
 
-    def refund_orphan(self, run_id: int, now: datetime) -> RunView | None:
+    def refund_orphan(self, run_key: RunKey, now: datetime) -> RunView | None:
         """Refund a reservation whose worker died before the agent started; None if it moved on."""
         with self._transaction() as db:
-            run = run_row(db, run_id)
+            run = run_row(db, run_key)
             if run.state != RunState.RESERVED:
                 return None
             refund_run(db, run, RefundReason.ORPHANED, now)
             return run_view(run)
 
-    def settle_cut_off(self, run_id: int, now: datetime) -> RunView | None:
+    def settle_cut_off(self, run_key: RunKey, now: datetime) -> RunView | None:
         """End ``failed`` a run whose turn was cut off and whose session got no grant since;
         None if it moved on (finished, or a newer grant settled it)."""
         with self._transaction() as db:
-            run = run_row(db, run_id)
+            run = run_row(db, run_key)
             session = session_row(db, run.session_id, for_update=True)
             if run.state not in IN_TURN or run.fence != session.fence:
                 return None

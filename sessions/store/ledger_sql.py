@@ -6,6 +6,12 @@ parameters only, so SQLAlchemy compiles it once per dialect and reuses it from i
 
 Parameters are named ``p_*`` so that none collides with a column's own bind name; a statement
 without ``values()`` (the INSERTs, ``UPDATE_HEARTBEAT``) takes its columns from the parameters.
+
+PostgreSQL partitions the runs by ``fire_day`` and the messages by ``created_at`` (one
+partition a day, migration 0017): every statement that finds a run by its id or its fire id
+names its fire day too (``p_fire_day``, ``RunKey``), and one that finds a message names its
+``created_at``, so the planner reads one partition, not every day's index
+(``tests/test_partition_pruning.py`` checks each with EXPLAIN).
 """
 
 from __future__ import annotations
@@ -33,7 +39,7 @@ RUN_WITH_FENCE = (
         SESSIONS.c.conversation.label("session_conversation"),
     )
     .join(SESSIONS, SESSIONS.c.id == RUNS.c.session_id)
-    .where(RUNS.c.id == bindparam("p_run_id"))
+    .where(RUNS.c.id == bindparam("p_run_id"), RUNS.c.fire_day == bindparam("p_fire_day"))
     .with_for_update()
 )
 
@@ -60,11 +66,17 @@ CLAIM_FENCE = (
     .values(fence=bindparam("p_fence"), updated_at=bindparam("p_now"))
 )
 
-# A fire id is UNIQUE in the ledger: finding its run is finding a duplicate delivery.
-RUN_BY_FIRE_ID = select(RUNS).where(RUNS.c.fire_id == bindparam("p_fire_id"))
+# A fire id is UNIQUE in the ledger: finding its run is finding a duplicate delivery. Its day
+# is a function of it (``states.fire_day``), so naming both finds the same run in one partition.
+RUN_BY_FIRE_ID = select(RUNS).where(
+    RUNS.c.fire_id == bindparam("p_fire_id"), RUNS.c.fire_day == bindparam("p_fire_day")
+)
 
-# Admission looks a batch's fire ids up in one statement.
-RUNS_BY_FIRE_ID = select(RUNS).where(RUNS.c.fire_id.in_(bindparam("p_ids", expanding=True)))
+# Admission looks a batch's fire ids up in one statement (a tick's fires: one day, or two).
+RUNS_BY_FIRE_ID = select(RUNS).where(
+    RUNS.c.fire_id.in_(bindparam("p_ids", expanding=True)),
+    RUNS.c.fire_day.in_(bindparam("p_days", expanding=True)),
+)
 
 # A session's one heartbeat (UNIQUE session_id), for the reservation, the re-check, the finish.
 HEARTBEAT_OF_SESSION = select(HEARTBEATS).where(
@@ -88,14 +100,18 @@ INSERT_RUN = insert(RUNS)
 # The start: only a reserved run starts (the re-check read it reserved, locked).
 START_RUN = (
     update(RUNS)
-    .where(RUNS.c.id == bindparam("p_run_id"), RUNS.c.state == RunState.RESERVED)
+    .where(
+        RUNS.c.id == bindparam("p_run_id"),
+        RUNS.c.fire_day == bindparam("p_fire_day"),
+        RUNS.c.state == RunState.RESERVED,
+    )
     .values(state=RunState.STARTED, started_at=bindparam("p_now"))
 )
 
 # The finish: the run's outcome and what its turn spent, in one UPDATE.
 FINISH_RUN = (
     update(RUNS)
-    .where(RUNS.c.id == bindparam("p_run_id"))
+    .where(RUNS.c.id == bindparam("p_run_id"), RUNS.c.fire_day == bindparam("p_fire_day"))
     .values(
         state=bindparam("p_state"),
         finished_at=bindparam("p_now"),
@@ -109,15 +125,22 @@ FINISH_RUN = (
 # The turn's prompt and its reply, stored as messages; the new id comes back with each.
 INSERT_MESSAGE = insert(MESSAGES)
 
-# A repeat of the start after a lost COMMIT finds the prompt it stored by its fire id.
+# A repeat of the start after a lost COMMIT finds the prompt it stored by its fire id, created
+# with the run's start (the same ``now``: ``created_at`` is the run's ``started_at``).
 PROMPT_OF_FIRE = (
     select(MESSAGES)
-    .where(MESSAGES.c.fire_id == bindparam("p_fire_id"), MESSAGES.c.role == "user")
+    .where(
+        MESSAGES.c.fire_id == bindparam("p_fire_id"),
+        MESSAGES.c.created_at == bindparam("p_created_at"),
+        MESSAGES.c.role == "user",
+    )
     .order_by(MESSAGES.c.id)
     .limit(1)
 )
 
-# The conversation the agent sees: the newest messages before the prompt (newest first).
+# The conversation the agent sees: the newest messages before the prompt (newest first). Not
+# a lookup by id: they may lie in any day kept (and a skewed clock may have dated one after
+# the prompt), so no day is named and PostgreSQL reads each day's session index.
 HISTORY_BEFORE = (
     select(MESSAGES)
     .where(
@@ -131,7 +154,11 @@ HISTORY_BEFORE = (
 # The durable mark before a heartbeat's one send: only a started run becomes delivering.
 MARK_DELIVERING = (
     update(RUNS)
-    .where(RUNS.c.id == bindparam("p_run_id"), RUNS.c.state == RunState.STARTED)
+    .where(
+        RUNS.c.id == bindparam("p_run_id"),
+        RUNS.c.fire_day == bindparam("p_fire_day"),
+        RUNS.c.state == RunState.STARTED,
+    )
     .values(state=RunState.DELIVERING)
 )
 

@@ -28,7 +28,7 @@ from hbgw.sessions.store.base import session_row
 from hbgw.sessions.store.deliveries import settle_pending_in
 from hbgw.sessions.store.heartbeat_records import apply_state, heartbeat_state
 from hbgw.sessions.store.job_steps import job_outcome_in, refund_job_run
-from hbgw.sessions.store.reservations import reserved_run
+from hbgw.sessions.store.reservations import reserved_run, run_by_fire_id
 from hbgw.sessions.store.run_views import (
     Duplicate,
     RefusalReason,
@@ -110,10 +110,6 @@ def refund_in(db: Session, run: RunRow, reason: RefundReason, now: datetime) -> 
             f"Run {run.fire_id} is {run.state}; only a run that never started is refunded."
         )
     refund_run(db, run, reason, now)
-
-
-def run_by_fire_id(db: Session, fire_id: str) -> RunRow | None:
-    return db.scalars(select(RunRow).where(RunRow.fire_id == fire_id)).first()
 
 
 def admit(

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlalchemy import Row, func, select
 from sqlalchemy.orm import Session
@@ -23,6 +23,14 @@ from hbgw.sessions.store.base import Transactions, fenced_session_row, session_r
 from hbgw.sessions.store.deliveries import DeliveryOutcome, record_outcome_in
 from hbgw.sessions.store.session_records import SessionView, session_view
 from hbgw.sessions.validation import check_idempotency_key, check_user_text
+
+
+class MessageKey(NamedTuple):
+    """What finds a message: its id and ``created_at`` (PostgreSQL's partition key of the
+    messages), so a step on it reads one day partition instead of every day's index."""
+
+    id: int
+    created_at: datetime
 
 
 @dataclass(frozen=True)
@@ -42,6 +50,10 @@ class MessageView:
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     model: str | None = None
+
+    @property
+    def key(self) -> MessageKey:
+        return MessageKey(self.id, self.created_at)
 
     @property
     def usage(self) -> TokenUsage | None:
@@ -112,7 +124,7 @@ class MessageRecords(Transactions):
         text: str,
         now: datetime,
         fire_id: str | None = None,
-        reply_to: int | None = None,
+        reply_to: MessageKey | None = None,
         state: MessageState = MessageState.DONE,
         fence: int | None = None,
         usage: TokenUsage | None = None,
@@ -139,7 +151,7 @@ class MessageRecords(Transactions):
                 kind=kind,
                 text=text,
                 fire_id=fire_id,
-                reply_to=reply_to,
+                reply_to=reply_to.id if reply_to else None,
                 state=MessageState(state),
                 created_at=now,
             )
@@ -184,7 +196,9 @@ class MessageRecords(Transactions):
         """What a user turn reads before its agent, in one transaction: the message, the
         session it is answered in and the last ``history`` messages before it, oldest first."""
         with self._transaction() as db:
-            row = db.get(MessageRow, message_id)
+            # By id alone: the id comes from the session's inbox in Redis, which holds no more,
+            # so PostgreSQL looks in each day's partition (its primary key's index) once.
+            row = db.scalars(select(MessageRow).where(MessageRow.id == message_id)).first()
             if row is None:
                 raise NotFound(f"There is no message {message_id}.")
             session = session_view(session_row(db, session_id))
@@ -274,7 +288,7 @@ def _spent(row: MessageRow, usage: TokenUsage | None) -> None:
         row.model = usage.model[:MODEL_CHARS]
 
 
-def _mark_done(db: Session, message_id: int) -> None:
-    row = db.get(MessageRow, message_id)
+def _mark_done(db: Session, message_key: MessageKey) -> None:
+    row = db.get(MessageRow, message_key)
     if row is not None:
         row.state = MessageState.DONE

@@ -6,6 +6,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Protocol
 
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
 from hbgw.core.clock import from_ms
 from hbgw.sessions.models import RunRow
 from hbgw.sessions.states import RunState, fire_day
@@ -84,3 +87,10 @@ def reserved_values(
         deferred=deferred,
         missed=state.missed(now),
     )
+
+
+def run_by_fire_id(db: Session, fire_id: str) -> RunRow | None:
+    """The run of ``fire_id`` (the ORM's ``ledger_sql.RUN_BY_FIRE_ID``): its day named too, so
+    PostgreSQL reads the one partition that can hold it."""
+    query = select(RunRow).where(RunRow.fire_id == fire_id, RunRow.fire_day == fire_day(fire_id))
+    return db.scalars(query).first()

@@ -3,17 +3,26 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import date, datetime
 from enum import StrEnum
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlalchemy import Row
 
 from hbgw.core.clock import iso
 from hbgw.core.usage import TokenUsage, usage_of
 from hbgw.sessions.models import RunRow
-from hbgw.sessions.states import RunState
+from hbgw.sessions.states import RunState, fire_day
 from hbgw.sessions.store.deliveries import DeliveryView
+
+
+class RunKey(NamedTuple):
+    """What finds a run: its id and its fire day (the fire id's, ``states.fire_day``). Every
+    step on a run by id takes both, so PostgreSQL reads the one day partition holding it
+    (``fire_day`` is the ledger's partition key there) instead of every day's index."""
+
+    id: int
+    fire_day: date
 
 
 @dataclass(frozen=True)
@@ -40,6 +49,11 @@ class RunView:
     delivery: DeliveryView | None = None
     # The cron job this run belongs to (None: a heartbeat run).
     job_id: str | None = None
+
+    @property
+    def key(self) -> RunKey:
+        """What the steps on this run take (``RunKey``)."""
+        return RunKey(self.id, fire_day(self.fire_id))
 
     @property
     def usage(self) -> TokenUsage | None:

@@ -10,7 +10,7 @@ from datetime import datetime
 from hbgw.core.clock import to_ms, utcnow
 from hbgw.sessions.states import RunState, fire_id
 from hbgw.sessions.store import Store
-from hbgw.sessions.views import Reserved, RestoreEntry, RunView, Started
+from hbgw.sessions.views import Reserved, RestoreEntry, RunKey, RunView, Started
 from hbgw.state.turn_gate import Began
 from support.harness import Gateway, wait_until
 
@@ -36,17 +36,23 @@ def start(store: Store, run: RunView, fence: int, now: datetime) -> RunView:
     """The re-check passes and the run starts (its prompt stored as the turn's message)."""
     conversation = store.get_session(run.session_id).conversation
     begun = store.start_fire(
-        run.id, fence, now, conversation=conversation, owner_changed=False, prompt=PROMPT, history=0
+        run.key,
+        fence,
+        now,
+        conversation=conversation,
+        owner_changed=False,
+        prompt=PROMPT,
+        history=0,
     )
     assert isinstance(begun, Started), begun
     return begun.run
 
 
 def finish(
-    store: Store, run_id: int, outcome: RunState, fence: int, now: datetime, reply: str = "ok"
+    store: Store, run_key: RunKey, outcome: RunState, fence: int, now: datetime, reply: str = "ok"
 ) -> RunView:
     """The started run ends with ``outcome``; its reply is stored with it."""
-    return store.finish_fire(run_id, outcome, fence, now, reply=reply, reply_kind="assistant").run
+    return store.finish_fire(run_key, outcome, fence, now, reply=reply, reply_kind="assistant").run
 
 
 def restorable(store: Store) -> list[RestoreEntry]:
@@ -72,7 +78,7 @@ def vanished_turn(gw: Gateway, started_at: datetime, *, delivering: bool = False
     run = start(gw.store, claimed.outcome.run, begun.fence, started_at)
     if delivering:
         run = gw.store.mark_delivering(
-            run.id, begun.fence, started_at, channel="file", kind="heartbeat"
+            run.key, begun.fence, started_at, channel="file", kind="heartbeat"
         )
     return run
 

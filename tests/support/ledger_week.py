@@ -43,11 +43,11 @@ def fire_once(store: Store, sid: str, fence: int, now: datetime, reply: str = "o
     claimed = store.claim_fire(sid, fence, fid, due_ms, at, worker="w1").outcome
     assert isinstance(claimed, Reserved), claimed
     run = start(store, claimed.run, fence, at)
-    store.mark_delivering(run.id, fence, at, channel="file", kind="heartbeat")
+    store.mark_delivering(run.key, fence, at, channel="file", kind="heartbeat")
     done = at + timedelta(seconds=1)
     sent = DeliveryOutcome(fid, DeliveryState.SENT, platform_message_id=str(fence))
     store.finish_fire(
-        run.id,
+        run.key,
         RunState.COMPLETED,
         fence,
         done,

@@ -29,6 +29,12 @@ this one migration's transaction (the tables are locked for the copy: plan a win
 ledger). Rows older than today go to one ``_history`` partition (dropped once wholly past
 retention; until then the bounded delete trims it), today's and the next days' to their day,
 anything else to ``_default``. SQLite keeps its tables and gains the ``fire_day`` column.
+
+The ids of the runs, the messages and the deliveries, and the columns that hold them
+(``messages.reply_to``, ``deliveries.run_id``, ``.message_id``), become 64-bit with their
+sequences (``models.LEDGER_ID``): at 288 million runs a day, 32 bits last about a week. The
+partitioned tables are made 64-bit before their rows come in; ``deliveries`` is rewritten in
+place. SQLite's INTEGER is 64-bit already.
 """
 
 from __future__ import annotations
@@ -64,6 +70,12 @@ RUNS_FKS = {
     "heartbeat_runs_session_id_fkey": "session_id) REFERENCES sessions (id",
 }
 MESSAGES_FKS = {"messages_session_id_fkey": "session_id) REFERENCES sessions (id"}
+# The columns that hold a run's, a message's or a delivery's id: 64-bit from here on.
+LEDGER_IDS = {
+    "heartbeat_runs": ("id",),
+    "messages": ("id", "reply_to"),
+    "deliveries": ("id", "run_id", "message_id"),
+}
 DELIVERIES_FKS = {
     "deliveries_run_id_fkey": "run_id) REFERENCES heartbeat_runs (id",
     "deliveries_message_id_fkey": "message_id) REFERENCES messages (id",
@@ -78,6 +90,7 @@ def upgrade() -> None:
     op.execute(f"UPDATE heartbeat_runs SET fire_day = {FIRE_DAY}")
     for name in DELIVERIES_FKS:
         op.execute(f"ALTER TABLE deliveries DROP CONSTRAINT {name}")
+    _id_type("deliveries", "bigint")
     _partition("heartbeat_runs", "fire_day")
     op.execute(
         "ALTER TABLE heartbeat_runs ADD CONSTRAINT ck_heartbeat_runs_fire_day"
@@ -115,6 +128,7 @@ def downgrade() -> None:
     op.execute(
         "ALTER TABLE heartbeat_runs ADD CONSTRAINT heartbeat_runs_fire_id_key UNIQUE (fire_id)"
     )
+    _id_type("deliveries", "integer")
     for name, columns in DELIVERIES_FKS.items():
         op.execute(f"ALTER TABLE deliveries ADD CONSTRAINT {name} FOREIGN KEY ({columns})")
 
@@ -138,6 +152,7 @@ def _partition(table: str, key: str) -> None:
         f" INCLUDING DEFAULTS INCLUDING CONSTRAINTS) PARTITION BY RANGE ({key})"
     )
     op.execute(f"ALTER TABLE {table} ALTER COLUMN {key} SET NOT NULL")
+    _id_type(table, "bigint")  # still empty: no rewrite
     conn = op.get_bind()
     today = datetime.now(UTC).date()
     old = conn.scalar(
@@ -165,9 +180,18 @@ def _unpartition(table: str) -> None:
     op.execute(
         f"CREATE TABLE {table} (LIKE {table}_partitioned INCLUDING DEFAULTS INCLUDING CONSTRAINTS)"
     )
+    _id_type(table, "integer")  # still empty: no rewrite
     op.execute(f"INSERT INTO {table} SELECT * FROM {table}_partitioned")
     op.execute(f"ALTER SEQUENCE {table}_id_seq OWNED BY {table}.id")
     op.execute(f"DROP TABLE {table}_partitioned")
+
+
+def _id_type(table: str, kind: str) -> None:
+    """``table``'s id columns (``LEDGER_IDS``) and its id sequence as ``kind`` (bigint, or
+    integer on the way down: a sequence past 32 bits refuses, and so the downgrade)."""
+    columns = ", ".join(f"ALTER COLUMN {c} TYPE {kind}" for c in LEDGER_IDS[table])
+    op.execute(f"ALTER TABLE {table} {columns}")
+    op.execute(f"ALTER SEQUENCE {table}_id_seq AS {kind}")
 
 
 def _constraints(table: str, key: str, fks: dict[str, str], indexes: dict[str, str]) -> None:
