@@ -29,7 +29,7 @@ from hbgw.sessions.db import make_engine, upgrade
 from hbgw.sessions.grammar import IntervalSchedule
 from hbgw.sessions.states import DeliveryState, RunState, fire_id
 from hbgw.sessions.store import Store
-from hbgw.sessions.views import DeliveryOutcome, Reserved, Started
+from hbgw.sessions.views import DeliveryOutcome, FireStart, Started
 
 NAME = "ledger_size"
 TABLES = ("heartbeat_runs", "deliveries", "messages", "heartbeats", "sessions")
@@ -113,19 +113,10 @@ def _fire(store: Store, sid: str, fence: int) -> None:
     """The n-th fire of ``sid`` (fence n), at its due time; every step a production one."""
     due = T0 + timedelta(seconds=INTERVAL_S * fence + fence)  # each a second later than due
     fid = fire_id(sid, to_ms(due))
-    claimed = store.claim_fire(sid, fence, fid, to_ms(due), due, worker="bench").outcome
-    assert isinstance(claimed, Reserved), claimed
-    run_key = claimed.run.key
-    begun = store.start_fire(
-        run_key,
-        fence,
-        due,
-        conversation=1,
-        owner_changed=False,
-        prompt="Check CI and tell me what broke.",
-        history=0,
-    )
+    start = FireStart(1, lambda _state: "Check CI and tell me what broke.", 0, worker="bench")
+    begun = store.begin_fire(sid, fence, fid, to_ms(due), due, start).outcome
     assert isinstance(begun, Started), begun
+    run_key = begun.run.key
     store.mark_delivering(run_key, fence, due, channel="slack", kind="heartbeat")
     sent = DeliveryOutcome(fid, DeliveryState.SENT, platform_message_id=f"1700000000.{fence:06d}")
     done = due + timedelta(seconds=2)

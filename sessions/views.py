@@ -7,7 +7,14 @@ from __future__ import annotations
 
 from hbgw.sessions.store.deliveries import DeliveryOutcome, DeliveryView, Outbound, Resend
 from hbgw.sessions.store.delivery_retries import RetryAttempt
-from hbgw.sessions.store.fire_turns import Finished, FireAdmission, FireClaim, NotStarted, Started
+from hbgw.sessions.store.fire_turns import (
+    Finished,
+    FireAdmission,
+    FireBegin,
+    FireStart,
+    NotStarted,
+    Started,
+)
 from hbgw.sessions.store.heartbeat_records import HeartbeatStatusView
 from hbgw.sessions.store.job_records import JobRestoreEntry, JobRoute, JobView, NewJob
 from hbgw.sessions.store.job_turns import (
@@ -41,7 +48,8 @@ __all__ = [
     "FenceClaim",
     "Finished",
     "FireAdmission",
-    "FireClaim",
+    "FireBegin",
+    "FireStart",
     "HeartbeatSnapshot",
     "HeartbeatStatusView",
     "JobAdmission",

@@ -168,6 +168,22 @@ class TurnGate:
         """Take the lock for a heartbeat fire, or leave ``fire_id`` as the pending fire."""
         return self._begin(session_id, token, lease_ms, fire_id, "fire")
 
+    def try_begin_fire_reading(
+        self, session_id: str, fire_id: str, token: str, lease_ms: int, reads: Queue
+    ) -> tuple[Began | Busy, list[Any]]:
+        """``try_begin_fire`` and the plain reads ``reads`` queues after it, in one round trip:
+        what they answer is read with the lock (taken or not), in the order queued. A command
+        error of theirs is raised."""
+        keys = self._begin_keys(session_id)
+        args: list[str | int] = [token, lease_arg(lease_ms), fire_id, "fire", ""]
+        pipe = self.client.pipeline(transaction=False)
+        pipe.evalsha(self._try_begin.sha, len(keys), *keys, *args)
+        reads(pipe)
+        began, *read = pipe.execute(raise_on_error=False)
+        if isinstance(began, redis.exceptions.NoScriptError):  # Redis lost its scripts
+            began = self._try_begin(keys=keys, args=args)
+        return begin_result(raised(began)), [raised(r) for r in read]
+
     def try_begin_job(
         self, session_id: str, member: str, fire_id: str, token: str, lease_ms: int
     ) -> Began | Busy:

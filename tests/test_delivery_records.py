@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from support.fires import reserve, start
+from support.fires import start
 from support.seed import T0, make_session_with_heartbeat
 
 from hbgw.sessions.states import DeliveryState, RunState
@@ -26,8 +26,7 @@ def _delivery(store: Store, sid: str) -> DeliveryView | None:
 def _delivering(store: Store, fence: int = 1) -> tuple[str, RunKey, str]:
     """A heartbeat run marked delivering by grant ``fence``: session, run key, fire id."""
     sid = make_session_with_heartbeat(store)
-    run = reserve(store, sid, fence, T1)
-    start(store, run, fence, T1)
+    run = start(store, sid, fence, T1)
     store.mark_delivering(run.key, fence, T1, channel="file", kind="heartbeat")
     return sid, run.key, run.fire_id
 
@@ -79,8 +78,7 @@ def test_a_failed_send_keeps_its_error_bounded(store: Store) -> None:
 
 def test_a_silent_heartbeat_is_recorded_suppressed_without_an_attempt(store: Store) -> None:
     sid = make_session_with_heartbeat(store)
-    run = reserve(store, sid, 1, T1)
-    start(store, run, 1, T1)
+    run = start(store, sid, 1, T1)
     quiet = DeliveryOutcome(run.fire_id, DeliveryState.SUPPRESSED)
     store.finish_fire(
         run.key,

@@ -8,7 +8,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from support.fires import reserve, start
+from support.fires import start
 from support.seed import T0, make_session_with_heartbeat
 
 from hbgw.core.errors import StaleFence
@@ -23,8 +23,7 @@ LATER = T1 + timedelta(minutes=1)
 def _retrying(store: Store) -> tuple[str, str]:
     """A heartbeat run finished whose send failed for now, due again at LATER."""
     sid = make_session_with_heartbeat(store)
-    run = reserve(store, sid, 1, T1)
-    start(store, run, 1, T1)
+    run = start(store, sid, 1, T1)
     store.mark_delivering(run.key, 1, T1, channel="slack", kind="heartbeat")
     resend = Resend("CI is green", "C1", "T1", None, LATER, maybe_sent=True)
     failed = DeliveryOutcome(

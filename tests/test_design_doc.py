@@ -91,7 +91,7 @@ def test_every_name_in_the_rule_table_is_defined_where_the_row_says() -> None:
 
 
 def test_every_call_the_design_names_is_defined_in_the_packages() -> None:
-    """Beyond the table: a backticked call anywhere on the page (`claim_fire(…)`,
+    """Beyond the table: a backticked call anywhere on the page (`begin_fire(…)`,
     `HeartbeatState.next_due()`) names a function or method the packages define."""
     calls = set(re.findall(r"`([A-Za-z_][\w.]*)\([^`]*\)`", DESIGN.read_text(encoding="utf-8")))
     text = "\n".join(

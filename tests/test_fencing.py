@@ -1,6 +1,6 @@
 """Fencing and backlog of the worker (issue 7, defects 3 and 4), and the empty heartbeat reply.
 
-On real Redis, SQL and Celery workers. Races are staged with the runner's ``before_start`` seam
+On real Redis, SQL and Celery workers. Races are staged with the runner's ``after_start`` seam
 and a one-thread executor; a lease running out is observed on a real Redis key, never slept.
 """
 
@@ -68,7 +68,7 @@ def test_backlog_longer_than_the_lease_runs_every_fire(
                 if sid == blocker:
                     release.wait(timeout=30)
 
-            runner.before_start.append(hold_the_only_thread)
+            runner.after_start.append(hold_the_only_thread)
             try:
                 gw.due_now(blocker)
                 accept_due_fire(gw, runner, blocker)

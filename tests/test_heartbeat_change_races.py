@@ -25,7 +25,7 @@ from hbgw.core.clock import to_ms
 from hbgw.sessions import states
 from hbgw.sessions.db import make_engine, upgrade
 from hbgw.sessions.store import Store
-from hbgw.sessions.store.ledger import Reserved
+from hbgw.sessions.views import FireStart, Started
 
 pytestmark = pytest.mark.postgres
 
@@ -101,7 +101,9 @@ def test_a_change_is_never_overwritten_by_a_concurrent_reservation(
     reserved, changed = threading.Event(), threading.Event()
 
     def reserve() -> None:
-        outcome.append(reserver.claim_fire(sid, 1, states.fire_id(sid, due), due, DUE).outcome)
+        start = FireStart(1, lambda _: "p", 0)
+        fid = states.fire_id(sid, due)
+        outcome.append(reserver.begin_fire(sid, 1, fid, due, DUE, start).outcome)
 
     method = getattr(changer, f"{change}_heartbeat")
     threading.Thread(target=_run, args=(reserve, reserved, errors)).start()
@@ -111,7 +113,7 @@ def test_a_change_is_never_overwritten_by_a_concurrent_reservation(
     go.set()
     assert reserved.wait(WAIT_S) and changed.wait(WAIT_S)
     assert not errors, errors
-    assert isinstance(outcome[0], Reserved)
+    assert isinstance(outcome[0], Started)
     state = changer.get_heartbeat(sid)
     assert state is not None
     assert state.status == ("paused" if change == "pause" else "cleared")

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from sqlalchemy import text
-from support.fires import finish, reserve, start
+from support.fires import begin, finish, start
 from support.harness import Gateway, wait_until
 from support.scenarios import send
 from support.seed import T0, make_session_with_heartbeat
@@ -23,6 +23,7 @@ from hbgw.core.errors import StaleFence
 from hbgw.invariants import InvariantReport, audit, check
 from hbgw.sessions.states import LostLockDetail, RefundReason, RunState
 from hbgw.sessions.store import Store
+from hbgw.sessions.views import NotStarted
 
 MINUTE = timedelta(minutes=1)
 
@@ -36,19 +37,20 @@ def report(store: Store, now: datetime) -> InvariantReport:
     return audit(store.audit_snapshot(), now)
 
 
-def test_a_reservation_in_flight_and_an_abandoned_one_are_counted(store: Store) -> None:
-    """Defect 8: I3 compared the count (+1 at reservation) with runs that reached the agent."""
+def test_a_run_in_its_turn_and_a_refunded_one_are_counted(store: Store) -> None:
+    """Defect 8: I3 compared the count (+1 at reservation) with runs that reached the agent. A
+    run counts from the transaction that reserves and starts it; one that transaction gave
+    back does not."""
     sid = make_session_with_heartbeat(store, seconds=600)
     now = T0 + timedelta(minutes=11)
-    run = reserve(store, sid, 1, now)
+    start(store, sid, 1, now)
     assert report(store, now).ok, report(store, now).to_json()
-    store.pause_heartbeat(sid, now)
-    store.resume_heartbeat(sid, now)
-    refunded = store.refund_fire(run.key, RefundReason.HEARTBEAT_CHANGED, now)
-    assert refunded.run.state == "abandoned"
-    assert report(store, now).ok, report(store, now).to_json()
+    later = now + timedelta(minutes=11)
+    refused = begin(store, sid, 2, later, refusal=RefundReason.OWNER_CHANGED).outcome
+    assert isinstance(refused, NotStarted) and refused.run.state == "refunded"
+    assert report(store, later).ok, report(store, later).to_json()
     sql(store, "UPDATE heartbeats SET fire_count = fire_count + 1")
-    assert report(store, now).violations["I3"] == [f"heartbeat of {sid}: count 2, runs 1"]
+    assert report(store, later).violations["I3"] == [f"heartbeat of {sid}: count 2, runs 1"]
 
 
 def test_the_next_grant_settles_a_cut_off_turn_and_the_stale_turn_cannot_deliver(
@@ -56,8 +58,7 @@ def test_the_next_grant_settles_a_cut_off_turn_and_the_stale_turn_cannot_deliver
 ) -> None:
     sid = make_session_with_heartbeat(store, seconds=600)
     t1 = T0 + timedelta(minutes=11)
-    run = reserve(store, sid, 1, t1)
-    start(store, run, 1, t1)
+    run = start(store, sid, 1, t1)
     store.claim_fence(sid, 2, t1 + MINUTE)  # the lock moved on while the turn was cut off
     [settled] = store.runs(sid)
     assert (settled.state, settled.detail) == (RunState.FAILED, LostLockDetail.BEFORE_DELIVERY)
@@ -72,8 +73,7 @@ def test_the_next_grant_settles_a_cut_off_turn_and_the_stale_turn_cannot_deliver
 def test_a_delivering_turn_cut_off_is_settled_as_such(store: Store) -> None:
     sid = make_session_with_heartbeat(store, seconds=600)
     t1 = T0 + timedelta(minutes=11)
-    run = reserve(store, sid, 1, t1)
-    start(store, run, 1, t1)
+    run = start(store, sid, 1, t1)
     assert (
         store.mark_delivering(run.key, 1, t1, channel="file", kind="heartbeat").state
         == RunState.DELIVERING
@@ -91,11 +91,9 @@ def test_a_run_stuck_in_its_turn_beside_a_later_turn_is_an_overlap(
     with the next one was invisible. Constructed in SQL: the settlement undone."""
     sid = make_session_with_heartbeat(store, seconds=600)
     t1 = T0 + timedelta(minutes=11)
-    first = reserve(store, sid, 1, t1)
-    start(store, first, 1, t1)
+    first = start(store, sid, 1, t1)
     t2 = t1 + timedelta(minutes=11)
-    second = reserve(store, sid, 2, t2)
-    start(store, second, 2, t2)
+    second = start(store, sid, 2, t2)
     finish(store, second.key, RunState.COMPLETED, 2, t2 + MINUTE)
     sql(
         store,
@@ -116,12 +114,10 @@ def test_a_run_stuck_in_its_turn_beside_a_later_turn_is_an_overlap(
 def test_overlapping_finished_turns_are_caught(store: Store) -> None:
     sid = make_session_with_heartbeat(store, seconds=600)
     t1 = T0 + timedelta(minutes=11)
-    first = reserve(store, sid, 1, t1)
-    start(store, first, 1, t1)
+    first = start(store, sid, 1, t1)
     finish(store, first.key, RunState.COMPLETED, 1, t1 + MINUTE)
     t2 = t1 + timedelta(minutes=11)
-    second = reserve(store, sid, 2, t2)
-    start(store, second, 2, t2)
+    start(store, sid, 2, t2)
     # The first turn's end, as a stale turn would have written it: after the second began.
     sql(
         store,

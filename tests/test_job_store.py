@@ -65,3 +65,23 @@ def test_a_one_shot_completes_at_its_finish_and_cancel_says_so(store: Store) -> 
     with pytest.raises(InvalidState, match="already cancelled"):
         store.cancel_job(other, now)
     assert store.restorable_jobs_page("", 10).entries == []
+
+
+def test_stale_reservations_oldest_first_at_most_limit_and_refunded_once(store: Store) -> None:
+    """Orphan recovery reads a bounded page of the ledger, through an index (issue 10): a cron
+    job's reservation (a heartbeat's starts in the transaction that makes it, so none waits)."""
+    reserved = []
+    for age in (61, 62):
+        jid, sid = _job(store, "every 1m", age)
+        due = store.job(jid).next_due
+        assert due is not None
+        claim = store.claim_job_fire(sid, 1, jid, f"job:{jid}:{to_ms(due)}", to_ms(due), utcnow())
+        assert isinstance(claim.outcome, Reserved)
+        reserved.append(claim.outcome.run)
+    later = utcnow() + timedelta(minutes=1)
+    assert [r.id for r in store.stale_reservations(later)] == [r.id for r in reserved]
+    assert [r.id for r in store.stale_reservations(later, limit=1)] == [reserved[0].id]
+    refunded = store.refund_orphan(reserved[0].key, later)
+    assert refunded is not None and refunded.state == RunState.REFUNDED
+    assert store.refund_orphan(reserved[0].key, later) is None
+    assert [r.id for r in store.stale_reservations(later)] == [reserved[1].id]

@@ -18,13 +18,13 @@ from typing import Any
 import psycopg
 import pytest
 from sqlalchemy import Engine, event, text
-from support.fires import due_fire, reserve, start
+from support.fires import begin, due_fire, start
 from support.ledger_week import fire_once, heartbeat_session
 
 from hbgw.sessions.db import make_engine, upgrade
 from hbgw.sessions.states import DeliveryState, RefundReason, RunState
 from hbgw.sessions.store import Store
-from hbgw.sessions.views import DeliveryOutcome, Outbound, Reserved
+from hbgw.sessions.views import DeliveryOutcome, FireStart, Outbound, Started
 
 pytestmark = pytest.mark.postgres
 
@@ -108,16 +108,18 @@ def _plan_of(value: Any) -> dict[str, Any]:
 
 
 def _fire_and_user_turn(store: Store) -> None:
-    """A fire's production steps (admission, claim and reservation, start and its repeat,
+    """A fire's production steps (admission, the begin and its repeat,
     the delivering mark, the finish and its repeat), a refund and a lost turn's settlement,
     and a user turn's mark, take-back and reply."""
     sid = heartbeat_session(store, "C-hot", EVERY, NOW - timedelta(hours=2))
     fid, due_ms = due_fire(store, sid, NOW)
     store.admit_fires([(sid, fid)])
-    claimed = store.claim_fire(sid, 1, fid, due_ms, NOW, worker="w1").outcome
-    assert isinstance(claimed, Reserved), claimed
-    run = start(store, claimed.run, 1, NOW)
-    start(store, run, 1, NOW)  # a repeat after a lost COMMIT: the prompt read back
+    first = FireStart(1, lambda _state: "p", 20, worker="w1")
+    for _ in range(2):  # the second: a repeat after a lost COMMIT, the prompt read back
+        begun = store.begin_fire(sid, 1, fid, due_ms, NOW, first).outcome
+        assert isinstance(begun, Started), begun
+    assert isinstance(begun, Started)
+    run = begun.run
     store.mark_delivering(run.key, 1, NOW, channel="file", kind="heartbeat")
     sent = DeliveryOutcome(fid, DeliveryState.SENT, platform_message_id="1")
     for _ in range(2):  # the second: a repeat
@@ -126,9 +128,9 @@ def _fire_and_user_turn(store: Store) -> None:
             delivered=sent, channel="file",
         )  # fmt: skip
     other = heartbeat_session(store, "C-refund", EVERY, NOW - timedelta(hours=2))
-    store.refund_fire(reserve(store, other, 1, NOW).key, RefundReason.LOCK_LOST, NOW)
+    begin(store, other, 1, NOW, refusal=RefundReason.LOCK_LOST)  # written refunded at once
     lost = heartbeat_session(store, "C-lost", EVERY, NOW - timedelta(hours=2))
-    store.settle_lost(start(store, reserve(store, lost, 1, NOW), 1, NOW).key, 1, NOW)
+    store.settle_lost(start(store, lost, 1, NOW).key, 1, NOW)
     message = store.accept_message(sid, "hello", now=NOW, idempotency_key="k1").message
     store.claim_fence(sid, 2, NOW)
     reply = [Outbound(f"msg:{message.id}", "reply")]

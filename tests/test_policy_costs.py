@@ -12,7 +12,7 @@ import pytest
 from support.api_fixtures import ALICE, Api
 from support.cli_fixtures import Hbgw
 from support.fake_openai import Text, openai_gateway
-from support.fires import reserve
+from support.fires import begin, start
 from support.harness import Gateway, wait_until
 from support.seed import T0
 
@@ -123,11 +123,9 @@ def test_the_budget_is_spent_when_the_days_tokens_reach_it(
 
 def fire(store: Store, sid: str, now: datetime, tokens: int, pause: str | None = None) -> int:
     """One fire at ``now`` spending ``tokens``; the tokens spent today before it."""
-    run = reserve(store, sid, 1 + len(store.runs(sid)), now)
-    begun = store.start_fire(
-        run.key, run.fence, now, conversation=1, owner_changed=False, prompt="p", history=0
-    )
-    assert isinstance(begun, Started)
+    begun = begin(store, sid, 1 + len(store.runs(sid)), now).outcome
+    assert isinstance(begun, Started), begun
+    run = begun.run
     usage = TokenUsage(tokens - 2, 2, "m")
     store.finish_fire(
         run.key,
@@ -174,8 +172,7 @@ def test_a_pause_for_a_heartbeat_set_again_meanwhile_is_ignored(store: Store) ->
     kwargs = {"schedule": IntervalSchedule(600), "schedule_text": "every 10m", "prompt": "p"}
     store.set_heartbeat(sid, now=T0, policy=Policy(exact=True, budget=10), **kwargs)  # type: ignore[arg-type]
     now = T0 + timedelta(minutes=10)
-    run = reserve(store, sid, 1, now)
-    store.start_fire(run.key, 1, now, conversation=1, owner_changed=False, prompt="p", history=0)
+    run = start(store, sid, 1, now)
     store.set_heartbeat(sid, now=now, policy=Policy(exact=True, budget=10**6), **kwargs)  # type: ignore[arg-type]
     store.finish_fire(
         run.key, RunState.COMPLETED, 1, now, reply="ok", reply_kind="assistant", pause_reason="x"

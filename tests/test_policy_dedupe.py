@@ -21,7 +21,7 @@ from hbgw.sessions.replies import status_reply
 from hbgw.sessions.states import DeliveryState, RunState, fire_id
 from hbgw.sessions.store import Store
 from hbgw.sessions.store.heartbeat_records import HeartbeatStatusView
-from hbgw.sessions.views import DeliveryOutcome, Outbound, ReplyStart, Reserved
+from hbgw.sessions.views import DeliveryOutcome, FireStart, Outbound, ReplyStart, Started
 
 ROUTE = ("slack", "C1", "T1")
 HASH = reply_hash(*ROUTE, "all green")
@@ -175,12 +175,9 @@ def set_hb(store: Store, sid: str, now: datetime = T0) -> None:
 def fire(store: Store, sid: str, fence: int, due: datetime, *, quiet: bool) -> datetime | None:
     """One fire through the store's steps; ``quiet``: nothing sent (silence or a repeat)."""
     fid = fire_id(sid, to_ms(due))
-    outcome = store.claim_fire(sid, fence, fid, to_ms(due), due, worker="w1").outcome
-    assert isinstance(outcome, Reserved), outcome
-    run = outcome.run
-    store.start_fire(
-        run.key, fence, due, conversation=1, owner_changed=False, prompt="p", history=5
-    )
+    begun = store.begin_fire(sid, fence, fid, to_ms(due), due, FireStart(1, lambda _: "p", 5))
+    assert isinstance(begun.outcome, Started), begun.outcome
+    run = begun.outcome.run
     state = DeliveryState.SUPPRESSED if quiet else DeliveryState.SENT
     if not quiet:
         store.mark_delivering(run.key, fence, due, channel="slack", kind="heartbeat")

@@ -22,12 +22,12 @@ def test_refunded_due_time_fires_again_after_the_index_is_rebuilt(gateway: Gatew
     gw = gateway
     with gw.worker("w1") as runner:
 
-        def estop_once(sid: str, run: RunView) -> None:
-            # Refuse the first fire only: the emergency stop is on for its re-check.
-            runner.before_start.clear()
+        def estop_once(sid: str, fid: str) -> None:
+            # Refuse the first fire only: the emergency stop is on when its lock is taken.
+            runner.before_begin.clear()
             gw.rt.gate.set_estop(True, sid)
 
-        runner.before_start.append(estop_once)
+        runner.before_begin.append(estop_once)
         sid = gw.session()
         gw.due_now(sid, seconds=60)
         due = gw.rt.index.due_ms(sid)

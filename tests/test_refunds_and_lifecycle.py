@@ -1,9 +1,9 @@
-"""Rules 9–11: reservation refunds, compression/reset/suspend, restore — on real components."""
+"""Rules 9–11: the begin's re-check and refunds, compression/reset/suspend, restore — on real
+components."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -17,22 +17,26 @@ from hbgw.core.embedded import EmbeddedRedis
 from hbgw.sessions.db import make_engine
 from hbgw.sessions.states import MessageState, RefundReason, RunState, fire_id
 from hbgw.sessions.store import Store
-from hbgw.sessions.views import Reserved, RunView
+from hbgw.sessions.views import RunView
 from hbgw.state.ownership import rendezvous_owner
 from hbgw.state.turn_gate import Began
 
-# Tests' hooks may return what the store call returned; the runner's hooks return nothing.
-Hook = Callable[[str, RunView], object]
+# Races are staged with the runner's seams: ``before_begin`` runs before the fire's lock is
+# taken, so the re-check reads the change (Redis with the lock, SQL in the one transaction that
+# claims, reserves and starts); ``after_start`` once that transaction started the run. Tests'
+# hooks may return what the store call returned; the runner's hooks return nothing.
+Hook = Callable[[str, str], object]
 
 
 def run_with_hook(gw: Gateway, hook_for: Callable[[Gateway], Hook]) -> tuple[str, RunView]:
+    """A fire whose hook runs before its begin, and the run it left."""
     with gw.worker("w1") as runner:
         hook = hook_for(gw)
 
-        def before_start(session_id: str, reserved: RunView) -> None:
-            hook(session_id, reserved)
+        def before_begin(session_id: str, fid: str) -> None:
+            hook(session_id, fid)
 
-        runner.before_start.append(before_start)
+        runner.before_begin.append(before_begin)
         sid = gw.session()
         gw.due_now(sid)
         gw.tick()
@@ -40,8 +44,29 @@ def run_with_hook(gw: Gateway, hook_for: Callable[[Gateway], Hook]) -> tuple[str
     return sid, run
 
 
+def refused_with_hook(gw: Gateway, hook: Hook) -> str:
+    """A fire whose hook runs before its begin and whose begin then refuses it: the index
+    settled (the heartbeat has no due time any more) and the session idle again."""
+    called: list[str] = []
+    with gw.worker("w1") as runner:
+
+        def before_begin(session_id: str, fid: str) -> None:
+            hook(session_id, fid)
+            called.append(fid)
+
+        runner.before_begin.append(before_begin)
+        sid = gw.session()
+        gw.due_now(sid)
+        gw.tick()
+        wait_until(
+            lambda: called and gw.rt.index.due_ms(sid) is None and gw.rt.gate.is_idle(sid),
+            what="the refused fire to settle the index",
+        )
+    return sid
+
+
 def owner_changes(gw: Gateway) -> Hook:
-    def hook(sid: str, run: RunView) -> None:
+    def hook(sid: str, fid: str) -> None:
         usurper = next(
             f"w{i}" for i in range(2, 500) if rendezvous_owner(sid, ["w1", f"w{i}"]) != "w1"
         )
@@ -51,7 +76,7 @@ def owner_changes(gw: Gateway) -> Hook:
 
 
 def estop_on(gw: Gateway) -> Hook:
-    return lambda sid, run: gw.rt.gate.set_estop(True, sid)
+    return lambda sid, fid: gw.rt.gate.set_estop(True, sid)
 
 
 @pytest.mark.parametrize(
@@ -61,29 +86,69 @@ def estop_on(gw: Gateway) -> Hook:
 def test_refund_before_agent_start_with_unchanged_generation(
     gateway: Gateway, hook_for: Callable[[Gateway], Hook], reason: RefundReason
 ) -> None:
+    """What Redis read with the lock refuses the fire in the transaction that reserves it: the
+    run is refunded there, nothing counted, the anchor unchanged."""
     sid, run = run_with_hook(gateway, hook_for)
     assert (run.state, run.detail, run.started_at) == (RunState.REFUNDED, reason, None)
     status = gateway.store.heartbeat_status(sid, utcnow())
     assert status.to_json()["fire_count"] == 0
-    assert status.due_now  # the previous anchor is back: still due
+    assert status.due_now  # the previous anchor is still there: still due
     # Retried after the back-off, not at once.
     due = gateway.rt.index.due_ms(sid)
     assert due is not None and due > to_ms(run.reserved_at)
     assert gateway.deliveries(sid) == []
+    assert_invariants(gateway)
 
 
-def test_session_reset_before_start_is_abandoned(gateway: Gateway) -> None:
-    sid, run = run_with_hook(gateway, lambda gw: lambda s, r: gw.store.reset(s, utcnow()))
-    assert (run.state, run.detail) == (RunState.ABANDONED, RefundReason.SESSION_RESET)
+def test_session_reset_before_the_begin_refuses_the_fire(gateway: Gateway) -> None:
+    """A reset between admission and the begin clears the heartbeat: the begin reserves
+    nothing (no run, nothing to give back) and nothing is sent."""
+    sid = refused_with_hook(gateway, lambda s, f: gateway.store.reset(s, utcnow()))
+    assert gateway.runs(sid) == []
     assert gateway.store.heartbeat_status(sid, utcnow()).status == "none"
     assert gateway.deliveries(sid) == []
 
 
-def test_no_refund_when_generation_changed(gateway: Gateway) -> None:
-    sid, run = run_with_hook(gateway, lambda gw: lambda s, r: gw.store.pause_heartbeat(s, utcnow()))
-    assert (run.state, run.detail) == (RunState.ABANDONED, RefundReason.HEARTBEAT_CHANGED)
+def test_pause_before_the_begin_refuses_the_fire(gateway: Gateway) -> None:
+    sid = refused_with_hook(gateway, lambda s, f: gateway.store.pause_heartbeat(s, utcnow()))
+    assert gateway.runs(sid) == []
     status = gateway.store.heartbeat_status(sid, utcnow()).to_json()
-    assert status["status"] == "paused" and status["fire_count"] == 1  # the newer config wins
+    assert status["status"] == "paused" and status["fire_count"] == 0
+    assert gateway.deliveries(sid) == []
+    assert_invariants(gateway)
+
+
+@pytest.mark.parametrize("change", ["pause", "reset"])
+def test_a_change_after_the_start_takes_effect_at_the_next_fire(
+    gateway: Gateway, change: str
+) -> None:
+    """Once the one transaction started the run, the agent runs and the fire counts: a pause or
+    reset made then stops the fires after it, not this one."""
+    gw = gateway
+    with gw.worker("w1") as runner:
+
+        def after_start(session_id: str, run: RunView) -> None:
+            if change == "pause":
+                gw.store.pause_heartbeat(session_id, utcnow())
+            else:
+                gw.store.reset(session_id, utcnow())
+
+        runner.after_start.append(after_start)
+        sid = gw.session()
+        gw.due_now(sid)
+        gw.tick()
+        [run] = gw.final_runs(sid)
+        for _ in range(3):
+            gw.tick()
+    assert run.state == RunState.COMPLETED and run.started_at is not None
+    assert [r["kind"] for r in gw.deliveries(sid, "send")] == ["heartbeat"]
+    status = gw.store.heartbeat_status(sid, utcnow()).to_json()
+    if change == "pause":
+        assert status["status"] == "paused" and status["fire_count"] == 1
+    else:
+        assert status["status"] == "none"
+    assert [r.id for r in gw.runs(sid)] == [run.id]  # no fire after the change
+    assert_invariants(gw)
 
 
 def test_fire_admitted_before_compression_executes_in_child(gateway: Gateway) -> None:
@@ -181,23 +246,22 @@ def test_message_queued_before_compression_is_still_answered(gateway: Gateway) -
     assert gw.rt.gate.backlog(sid) == 0
 
 
-def test_reservation_of_a_dead_worker_is_refunded_and_fired_again(gateway: Gateway) -> None:
+def test_a_worker_dead_before_its_begin_leaves_nothing_to_give_back(gateway: Gateway) -> None:
+    """A worker took the lock and died before its one transaction: the ledger has no run of it
+    (no reservation waits for a refund), and the fire runs once the lock's lease is over."""
     gw = gateway
     sid = gw.session()
     gw.due_now(sid, missed=1)
     due = gw.rt.index.due_ms(sid)
     assert due is not None
-    # A worker took the lock and reserved, then died before the agent started.
     begun = gw.rt.gate.try_begin_fire(sid, fire_id(sid, due), "dead-worker", 100)
     assert isinstance(begun, Began)
-    reserved_at = utcnow() - timedelta(seconds=10)
-    claimed = gw.store.claim_fire(sid, begun.fence, fire_id(sid, due), due, reserved_at)
-    assert isinstance(claimed.outcome, Reserved)
     wait_until(lambda: gw.rt.gate.lock_holder(sid) is None, what="the dead lock's lease")
+    assert gw.runs(sid) == []
     with gw.worker("w1"):
-        assert gw.beat.recover_orphans(utcnow()) == 1
+        assert gw.beat.recover_orphans(utcnow()) == 0
         gw.tick()
-        runs = gw.final_runs(sid, count=2)
-    assert sorted(r.state for r in runs) == [RunState.COMPLETED, RunState.REFUNDED]
+        [run] = gw.final_runs(sid)
+    assert run.state == RunState.COMPLETED
     assert gw.store.heartbeat_status(sid, utcnow()).to_json()["fire_count"] == 1
     assert_invariants(gw)

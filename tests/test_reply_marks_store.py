@@ -13,7 +13,7 @@ from hbgw.core.clock import to_ms
 from hbgw.core.errors import StaleFence
 from hbgw.sessions.states import LostLockDetail, RunState, fire_id
 from hbgw.sessions.store import Store
-from hbgw.sessions.views import MessageKey, Outbound, ReplyStart, Reserved, Started
+from hbgw.sessions.views import FireStart, MessageKey, Outbound, ReplyStart, Started
 
 DUE = T0 + timedelta(minutes=10)
 LATER = DUE + timedelta(seconds=5)
@@ -88,13 +88,11 @@ def test_settle_lost_from_delivering_says_whether_anything_left(
     store: Store, nothing_sent: bool, detail: LostLockDetail
 ) -> None:
     sid = make_session_with_heartbeat(store)
-    claim = store.claim_fire(sid, 1, fire_id(sid, to_ms(DUE)), to_ms(DUE), LATER, worker="w1")
-    assert isinstance(claim.outcome, Reserved)
-    run = claim.outcome.run
-    begun = store.start_fire(
-        run.key, 1, LATER, conversation=1, owner_changed=False, prompt="do it", history=20
-    )
+    fid = fire_id(sid, to_ms(DUE))
+    start = FireStart(1, lambda _: "do it", 20, worker="w1")
+    begun = store.begin_fire(sid, 1, fid, to_ms(DUE), LATER, start).outcome
     assert isinstance(begun, Started)
+    run = begun.run
     store.mark_delivering(run.key, 1, LATER, channel="file", kind="heartbeat")
     settled = store.settle_lost(run.key, 1, LATER, nothing_sent=nothing_sent)
     assert settled is not None and (settled.state, settled.detail) == (RunState.FAILED, detail)

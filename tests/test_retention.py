@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import redis
-from support.fires import reserve, start
+from support.fires import start
 from support.harness import Gateway, gateway_settings
 from support.ledger_week import fill, fire_once, heartbeat_session
 
@@ -58,8 +58,7 @@ def week(store: Store) -> Iterator[tuple[str, str, int]]:
     sid = heartbeat_session(store, "C-week", HOUR, START)
     store.accept_message(sid, "still waiting", now=START, idempotency_key="k-queued")
     stuck = heartbeat_session(store, "C-stuck", HOUR, START)
-    run = reserve(store, stuck, 1, START + timedelta(seconds=HOUR + 60))
-    start(store, run, 1, START + timedelta(seconds=HOUR + 60))
+    run = start(store, stuck, 1, START + timedelta(seconds=HOUR + 60))
     fill(store, sid, START, END, HOUR)
     yield sid, stuck, run.id
 

@@ -13,7 +13,7 @@ import pytest
 import redis
 from sqlalchemy import Engine, text
 from sqlalchemy.exc import IntegrityError
-from support.fires import reserve, start
+from support.fires import start
 from support.ledger_week import fill, fire_once, heartbeat_session
 
 from hbgw.beat.retention import RetentionStep
@@ -23,6 +23,7 @@ from hbgw.invariants import audit
 from hbgw.sessions.db import downgrade, make_engine, upgrade
 from hbgw.sessions.store import Store
 from hbgw.sessions.store.partitions import day_name, day_partitions
+from hbgw.sessions.views import FireStart
 from hbgw.state.keys import Keys
 from hbgw.state.retention_lease import RetentionLease
 
@@ -60,7 +61,7 @@ def test_a_week_of_days_past_retention_is_dropped_with_every_count_exact(
     sid = heartbeat_session(store, "C-week", EVERY, START)
     store.accept_message(sid, "still waiting", now=START, idempotency_key="k-queued")
     stuck = heartbeat_session(store, "C-stuck", EVERY, START)
-    stuck_run = start(store, reserve(store, stuck, 1, START + timedelta(hours=3)), 1, START)
+    stuck_run = start(store, stuck, 1, START + timedelta(hours=3))
     fill(store, sid, START, END, EVERY)
     assert _in_default(store.engine, "heartbeat_runs") == 0
     count = store.heartbeat_status(sid, END).state.fire_count  # type: ignore[union-attr]
@@ -95,22 +96,23 @@ def test_a_row_whose_day_has_no_partition_waits_in_the_default_and_moves_to_its_
 ) -> None:
     store = pg_store
     sid = heartbeat_session(store, "C-far", EVERY, START)
-    run = reserve(store, sid, 1, START + timedelta(seconds=EVERY))
+    run = start(store, sid, 1, START + timedelta(seconds=EVERY))
     assert _in_default(store.engine, "heartbeat_runs") == 1
-    assert _in_default(store.engine, "messages") == 0  # no message yet
+    assert _in_default(store.engine, "messages") == 1  # the turn's prompt
     day = run.due_at.date() if run.due_at else START.date()
     assert store.add_partitions(day, day) == 2
     assert _in_default(store.engine, "heartbeat_runs") == 0
     assert day_name("heartbeat_runs", day) in _days(store.engine, "heartbeat_runs")
     assert [r.id for r in store.runs(sid)] == [run.id]
-    again = store.claim_fire(sid, 2, run.fire_id, 0, START + timedelta(seconds=EVERY + 5))
+    later = START + timedelta(seconds=EVERY + 5)
+    again = store.begin_fire(sid, 2, run.fire_id, 0, later, FireStart(1, lambda _: "p", 0))
     assert type(again.outcome).__name__ == "Duplicate"  # one run per fire id, whatever day
 
 
 def test_the_fire_day_is_bound_to_the_fire_id(pg_store: Store) -> None:
     store = pg_store
     sid = heartbeat_session(store, "C-check", EVERY, START)
-    run = reserve(store, sid, 1, START + timedelta(seconds=EVERY))
+    run = start(store, sid, 1, START + timedelta(seconds=EVERY))
     with pytest.raises(IntegrityError), store.engine.begin() as conn:
         conn.execute(
             text("UPDATE heartbeat_runs SET fire_day = fire_day + 1 WHERE id = :id"),

@@ -1,8 +1,8 @@
 """The runner's lock, fence and error policy, on real Redis, Celery workers and SQL.
 
-Races are staged with the runner's ``before_start`` seam and a one-thread executor, never by
-sleeping: a blocked heartbeat turn of one session holds the only turn thread while the test
-changes the world under another session's granted lock.
+Races are staged with the runner's seams (``after_start``: the run started, before the agent)
+and a one-thread executor, never by sleeping: a blocked heartbeat turn of one session holds the
+only turn thread while the test changes the world before another session's turn begins.
 """
 
 from __future__ import annotations
@@ -15,8 +15,9 @@ from support.harness import Gateway, wait_until
 from support.scenarios import assert_invariants, send
 
 from hbgw.core.clock import utcnow
+from hbgw.core.errors import InvalidState
 from hbgw.gateway.inbound import Queued
-from hbgw.sessions.states import SETTLED
+from hbgw.sessions.states import SETTLED, RunState
 from hbgw.sessions.views import RunView
 
 
@@ -33,7 +34,7 @@ def finished_after_tick(gw: Gateway, sid: str) -> list[RunView]:
 
 
 def test_refused_reservation_then_user_message_is_answered_once(gateway: Gateway) -> None:
-    """Defect: a refused reservation left the grant's fence unclaimed, so the user turn drained
+    """Defect: a refused fire left the grant's fence unclaimed, so the user turn drained
     under that lock delivered, then its fenced write failed, and a retry delivered again."""
     gw = gateway
     release_blocker = threading.Event()
@@ -44,11 +45,11 @@ def test_refused_reservation_then_user_message_is_answered_once(gateway: Gateway
             if sid == blocker:
                 release_blocker.wait(timeout=30)
 
-        runner.before_start.append(hold_the_only_turn_thread)
+        runner.after_start.append(hold_the_only_turn_thread)
         try:
             gw.due_now(blocker)
             gw.tick()
-            wait_until(lambda: gw.runs(blocker), what="the blocker to reserve and block")
+            wait_until(lambda: gw.runs(blocker), what="the blocker to start and block")
             gw.due_now(victim)
             due_ms = gw.rt.index.due_ms(victim)
             assert due_ms is not None
@@ -68,7 +69,7 @@ def test_refused_reservation_then_user_message_is_answered_once(gateway: Gateway
         gw.tick()
     replies = [r for r in gw.deliveries(victim, "send") if r["kind"] == "reply"]
     assert [r["text"] for r in replies] == ["user reply to: hello"]
-    assert gw.runs(victim) == []  # the refused reservation wrote nothing
+    assert gw.runs(victim) == []  # the refused fire wrote nothing
     assert_invariants(gw)
 
 
@@ -76,21 +77,21 @@ def test_typed_error_in_heartbeat_turn_frees_the_session_at_once(
     gateway: Gateway, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Defect: any HbgwError was taken for a lost lock: no release, no drain, so the queued
-    message waited a whole lease and a sweep. Here the reservation is refunded meanwhile (as
-    beat's orphan recovery may do), so starting it (start_fire) raises InvalidState."""
+    message waited a whole lease and a sweep. Here the started turn raises a typed error
+    (InvalidState) after a message was queued."""
     gw = gateway
     caplog.set_level(logging.WARNING, logger="hbgw.runner")
     queued: list[Queued] = []
     with gw.worker("w1") as runner:
         sid = gw.session()
 
-        def refund_meanwhile_and_queue_a_message(s: str, run: RunView) -> None:
-            gw.store.refund_orphan(run.key, utcnow())
+        def queue_a_message_and_fail(s: str, run: RunView) -> None:
             message = send(gw, s, "hello")
             assert isinstance(message, Queued)
             queued.append(message)
+            raise InvalidState(f"Run {run.fire_id} cannot go on.")
 
-        runner.before_start.append(refund_meanwhile_and_queue_a_message)
+        runner.after_start.append(queue_a_message_and_fail)
         gw.due_now(sid)
         gw.tick()
         wait_until(lambda: queued, what="the hook to run")
@@ -101,7 +102,9 @@ def test_typed_error_in_heartbeat_turn_frees_the_session_at_once(
         wait_until(lambda: gw.rt.gate.lock_holder(sid) is None, what="the lock to be released")
     assert reply.text == "user reply to: hello"
     [run] = gw.runs(sid)
-    assert run.state == "refunded"
+    # It reached the agent's door: it counts, and stays in its turn until a newer grant (or
+    # beat's restore pass, after HBGW_DEAD_AFTER) ends it cut off.
+    assert run.state == RunState.STARTED
     # Reported, not dropped: the failure names its session and fire.
     [failed] = [r for r in caplog.records if getattr(r, "action", "") == "heartbeat.failed"]
     assert (failed.session, failed.fire_id) == (sid, run.fire_id)  # type: ignore[attr-defined]

@@ -14,6 +14,7 @@ from support.seed import T0, make_session_with_heartbeat
 from hbgw.sessions.states import (
     ClosedReason,
     HeartbeatStatus,
+    LostLockDetail,
     MessageState,
     RefundReason,
     RunState,
@@ -48,22 +49,22 @@ def _stored(engine: Engine, sql: str) -> set[str]:
         return {row[0] for row in conn.execute(text(sql)) if row[0] is not None}
 
 
-def _reserve(store: Store, sid: str, fence: int, minutes: int) -> RunView:
-    return fires.reserve(store, sid, fence, T0 + timedelta(minutes=minutes))
+def _start(store: Store, sid: str, fence: int, minutes: int) -> RunView:
+    return fires.start(store, sid, fence, T0 + timedelta(minutes=minutes))
 
 
 def test_stored_states_are_exactly_the_enum_values(store: Store, migrated_engine: Engine) -> None:
     """Every state column holds the plain enum text, whatever path wrote it."""
     finished, refunded, abandoned = (make_session_with_heartbeat(store) for _ in range(3))
-    run = _reserve(store, finished, 1, 10)
-    fires.start(store, run, 1, T0)
+    run = _start(store, finished, 1, 10)
     fires.finish(store, run.key, RunState.SILENT, 1, T0)
-    store.refund_fire(_reserve(store, refunded, 1, 10).key, RefundReason.OWNER_CHANGED, T0)
+    at = T0 + timedelta(minutes=10)
+    fires.begin(store, refunded, 1, at, refusal=RefundReason.OWNER_CHANGED)
+    cut_off = _start(store, make_session_with_heartbeat(store), 1, 10)
+    store.claim_fence(cut_off.session_id, 2, at)  # a newer grant ends it failed
     store.pause_heartbeat(abandoned, T0)
     store.resume_heartbeat(abandoned, T0)
-    gone = _reserve(store, abandoned, 1, 10)
-    store.pause_heartbeat(abandoned, T0 + timedelta(minutes=10))
-    store.refund_fire(gone.key, RefundReason.HEARTBEAT_CHANGED, T0)
+    store.pause_heartbeat(abandoned, at)
     store.clear_heartbeat(refunded, T0)
     store.compress(finished, T0)
     store.switch(refunded, T0)
@@ -76,11 +77,11 @@ def test_stored_states_are_exactly_the_enum_values(store: Store, migrated_engine
     assert _stored(migrated_engine, "select state from heartbeat_runs") == {
         "silent",
         "refunded",
-        "abandoned",
+        "failed",
     }
     assert _stored(migrated_engine, "select detail from heartbeat_runs") == {
         RefundReason.OWNER_CHANGED.value,
-        RefundReason.HEARTBEAT_CHANGED.value,
+        LostLockDetail.BEFORE_DELIVERY.value,
     }
     assert _stored(migrated_engine, "select status from sessions") == {
         s.value for s in SessionStatus
@@ -94,6 +95,7 @@ def test_stored_states_are_exactly_the_enum_values(store: Store, migrated_engine
     assert _stored(migrated_engine, "select state from messages") == {m.value for m in MessageState}
     assert _stored(migrated_engine, "select last_outcome from heartbeats") == {
         RunState.SILENT.value,
+        RunState.FAILED.value,
         f"refunded: {RefundReason.OWNER_CHANGED.value}",
     }
 
@@ -104,7 +106,7 @@ def test_views_carry_enum_members(store: Store) -> None:
     assert type(store.get_session(sid).status) is SessionStatus
     heartbeat = store.get_heartbeat(sid)
     assert heartbeat is not None and type(heartbeat.status) is HeartbeatStatus
-    _reserve(store, sid, 1, 10)
+    _start(store, sid, 1, 10)
     assert [type(r.state) for r in store.runs(sid)] == [RunState]
     # A plain string from an older caller is stored and read back as the enum member.
     message = store.add_message(
@@ -118,11 +120,8 @@ def test_views_carry_enum_members(store: Store) -> None:
     assert type(store.message_turn(message.id, sid, history=0).message.state) is MessageState
 
 
-def test_unknown_refund_reason_and_outcome_are_rejected(store: Store) -> None:
+def test_an_unknown_outcome_is_rejected(store: Store) -> None:
     sid = make_session_with_heartbeat(store)
-    run = _reserve(store, sid, 1, 10)
-    with pytest.raises(ValueError, match="refund reason must be one of"):
-        store.refund_fire(run.key, "too late", T0)  # type: ignore[arg-type]  # an untyped caller
-    fires.start(store, run, 1, T0)
+    run = _start(store, sid, 1, 10)
     with pytest.raises(ValueError, match="outcome must be one of"):
         fires.finish(store, run.key, RunState.REFUNDED, 1, T0)

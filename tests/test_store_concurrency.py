@@ -14,18 +14,20 @@ from hbgw.core.clock import to_ms
 from hbgw.core.errors import StaleFence
 from hbgw.sessions import states
 from hbgw.sessions.db import make_engine
-from hbgw.sessions.states import RefundReason, RunState
+from hbgw.sessions.states import LostLockDetail, RunState
 from hbgw.sessions.store import Store
+from hbgw.sessions.views import FireStart
 
 ROUNDS = 10
 NOW = T0 + timedelta(minutes=10)
 
 
 def _claim(store: Store, sid: str, fire_id: str, due_ms: int, fence: int) -> str:
-    """What one grant's ``claim_fire`` got back, by type name (``StaleFence``: it came second
+    """What one grant's ``begin_fire`` got back, by type name (``StaleFence``: it came second
     to a newer grant, whose fence it could no longer claim)."""
+    start = FireStart(store.get_session(sid).conversation, lambda _: "p", 0)
     try:
-        return type(store.claim_fire(sid, fence, fire_id, due_ms, NOW).outcome).__name__
+        return type(store.begin_fire(sid, fence, fire_id, due_ms, NOW, start).outcome).__name__
     except StaleFence:
         return "StaleFence"
 
@@ -40,14 +42,18 @@ def _claim_apart(url: str, sid: str, fire_id: str, due_ms: int, fence: int) -> s
 
 def _check_one_reservation(store: Store, sid: str, outcomes: list[str]) -> None:
     """``outcomes`` are the type names of what each grant got back."""
-    assert outcomes.count("Reserved") == 1, outcomes
-    assert set(outcomes) <= {"Reserved", "Duplicate", "StaleFence"}, outcomes
+    assert outcomes.count("Started") == 1, outcomes
+    assert set(outcomes) <= {"Started", "Duplicate", "StaleFence"}, outcomes
     [run] = store.runs(sid)
     count = store.heartbeat_status(sid, T0).to_json()["fire_count"]
-    if "Duplicate" in outcomes:  # the newer grant came second: the older one's turn is over
-        assert (run.state, run.detail, count) == (RunState.REFUNDED, RefundReason.ORPHANED, 0)
+    if "Duplicate" in outcomes:  # the newer grant came second: the older one's turn is cut off
+        assert (run.state, run.detail, count) == (
+            RunState.FAILED,
+            LostLockDetail.BEFORE_DELIVERY,
+            1,
+        )
     else:
-        assert (run.state, count) == (RunState.RESERVED, 1)
+        assert (run.state, count) == (RunState.STARTED, 1)
 
 
 def test_two_threads_claim_same_fire_id(store: Store) -> None:

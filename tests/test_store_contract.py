@@ -6,14 +6,20 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 import pytest
-from support.fires import due_fire, finish, reserve, restorable, start
+from support.fires import begin, due_fire, finish, restorable, start
 from support.seed import T0, make_session_with_heartbeat
 
 from hbgw.core.errors import InvalidState, NotFound, StaleFence
 from hbgw.sessions.grammar import CronSchedule, IntervalSchedule
-from hbgw.sessions.states import HeartbeatStatus, RefundReason, RunState, SessionStatus
+from hbgw.sessions.states import (
+    HeartbeatStatus,
+    LostLockDetail,
+    RefundReason,
+    RunState,
+    SessionStatus,
+)
 from hbgw.sessions.store import Store
-from hbgw.sessions.views import Duplicate, RefusalReason, Refused, RunView
+from hbgw.sessions.views import Duplicate, FireStart, NotStarted, RefusalReason, Refused, RunView
 
 TEN_MIN = IntervalSchedule(seconds=600)
 
@@ -23,8 +29,15 @@ def make(store: Store) -> str:
 
 
 def fire(store: Store, sid: str, now: datetime, fence: int) -> RunView:
-    """The grant ``fence`` claims the session and reserves its due fire, as a worker does."""
-    return reserve(store, sid, fence, now)
+    """The grant ``fence`` claims the session, reserves and starts its due fire, as a worker
+    does (one transaction)."""
+    return start(store, sid, fence, now)
+
+
+def begin_at(store: Store, sid: str, fence: int, fid: str, due_ms: int, now: datetime) -> object:
+    """``begin_fire`` of a given fire id; its outcome."""
+    conversation = store.get_session(sid).conversation
+    return store.begin_fire(sid, fence, fid, due_ms, now, FireStart(conversation, str, 0)).outcome
 
 
 def test_set_and_replace(store: Store) -> None:
@@ -102,9 +115,8 @@ def test_reserve_duplicate_fire_id_is_noop(store: Store) -> None:
     sid = make(store)
     now = T0 + timedelta(minutes=10)
     first = fire(store, sid, now, fence=1)
-    start(store, first, 1, now)
     finish(store, first.key, RunState.COMPLETED, 1, now)
-    again = store.claim_fire(sid, 2, first.fire_id, 0, now).outcome
+    again = begin_at(store, sid, 2, first.fire_id, 0, now)
     assert isinstance(again, Duplicate)
     assert again.run.id == first.id and again.run.state == RunState.COMPLETED
     assert len(store.runs(sid)) == 1
@@ -114,34 +126,31 @@ def test_reserve_duplicate_fire_id_is_noop(store: Store) -> None:
 def test_claim_rejects_stale_fence_and_reserves_only_when_due(store: Store) -> None:
     sid = make(store)
     now = T0 + timedelta(minutes=10)
-    start(store, fire(store, sid, now, fence=5), 5, now)
+    fire(store, sid, now, fence=5)
     later = now + timedelta(minutes=10)
     fid, due_ms = due_fire(store, sid, later)
     # Only a grant newer than the session's fence may claim (and so reserve): an older one, or
     # a second claim of the same fence, raises and reserves nothing.
     for fence in (4, 5):
         with pytest.raises(StaleFence):
-            store.claim_fire(sid, fence, fid, due_ms, later)
+            begin_at(store, sid, fence, fid, due_ms, later)
     assert len(store.runs(sid)) == 1
     assert store.heartbeat_status(sid, later).to_json()["fire_count"] == 1
-    early = store.claim_fire(sid, 6, fid, due_ms, now + timedelta(minutes=1)).outcome
+    early = begin_at(store, sid, 6, fid, due_ms, now + timedelta(minutes=1))
     assert isinstance(early, Refused) and early.reason == RefusalReason.NOT_DUE
     store.pause_heartbeat(sid, later)
-    paused = store.claim_fire(sid, 7, fid, due_ms, later).outcome
+    paused = begin_at(store, sid, 7, fid, due_ms, later)
     assert paused == Refused(RefusalReason.INACTIVE)
     assert len(store.runs(sid)) == 1
 
 
-def test_start_and_finish_are_fenced(store: Store) -> None:
+def test_begin_and_finish_are_fenced(store: Store) -> None:
     sid = make(store)
     now = T0 + timedelta(minutes=10)
-    run = fire(store, sid, now, fence=1)
     with pytest.raises(StaleFence):
-        start(store, run, 0, now)
-    started = start(store, run, 1, now)
-    assert started.state == RunState.STARTED and started.started_at == now
-    with pytest.raises(InvalidState):
-        store.refund_fire(run.key, RefundReason.LOCK_LOST, now)
+        fire(store, sid, now, fence=0)
+    run = fire(store, sid, now, fence=1)
+    assert run.state == RunState.STARTED and run.started_at == now
     store.claim_fence(sid, 2, now)  # another turn took over
     with pytest.raises(StaleFence):
         finish(store, run.key, RunState.COMPLETED, 1, now)
@@ -151,7 +160,6 @@ def test_finish_records_outcome(store: Store) -> None:
     sid = make(store)
     now = T0 + timedelta(minutes=10)
     run = fire(store, sid, now, fence=1)
-    start(store, run, 1, now)
     done = finish(store, run.key, RunState.SILENT, 1, now + timedelta(seconds=3))
     assert done.state == RunState.SILENT
     assert store.heartbeat_status(sid, now).to_json()["last_outcome"] == RunState.SILENT
@@ -159,28 +167,36 @@ def test_finish_records_outcome(store: Store) -> None:
         finish(store, run.id, "exploded", 1, now)  # type: ignore[arg-type]  # an untyped caller
 
 
-def test_refund_with_unchanged_generation_restores(store: Store) -> None:
+@pytest.mark.parametrize(
+    "reason", [RefundReason.OWNER_CHANGED, RefundReason.EMERGENCY_STOP, RefundReason.LOCK_LOST]
+)
+def test_a_refused_begin_gives_the_reservation_back_at_once(
+    store: Store, reason: RefundReason
+) -> None:
+    """What Redis read with the lock refuses the fire: the run is written ``refunded`` in the
+    transaction that reserved it; the count and the anchor are as before."""
     sid = make(store)
     now = T0 + timedelta(minutes=12)
-    run = fire(store, sid, now, fence=1)
-    refunded = store.refund_fire(run.key, RefundReason.OWNER_CHANGED, now).run
-    assert refunded.state == RunState.REFUNDED
+    refused = begin(store, sid, 1, now, refusal=reason).outcome
+    assert isinstance(refused, NotStarted) and refused.reason == reason
+    [run] = store.runs(sid)
+    assert (run.state, run.detail, run.started_at) == (RunState.REFUNDED, reason, None)
     status = store.heartbeat_status(sid, now)
     assert status.to_json()["fire_count"] == 0
-    assert status.next_due == T0 + timedelta(minutes=10)  # previous anchor is back
+    assert status.to_json()["last_outcome"] == f"refunded: {reason}"
+    assert status.next_due == T0 + timedelta(minutes=10)  # the anchor never moved
     assert status.due_now and not status.waiting_for_idle  # nothing runs: SQL alone knows not
 
 
-def test_refund_with_changed_generation_is_abandoned(store: Store) -> None:
+def test_a_session_reset_since_admission_refuses_the_begin(store: Store) -> None:
+    """Admission saw the conversation before a reset: the begin gives the fire back."""
     sid = make(store)
     now = T0 + timedelta(minutes=10)
-    run = fire(store, sid, now, fence=1)
-    store.pause_heartbeat(sid, now)
-    abandoned = store.refund_fire(run.key, RefundReason.SESSION_RESET, now).run
-    assert abandoned.state == RunState.ABANDONED
-    status = store.heartbeat_status(sid, now).to_json()
-    assert status["fire_count"] == 1
-    assert status["status"] == HeartbeatStatus.PAUSED
+    fid, due_ms = due_fire(store, sid, now)
+    stale = FireStart(store.get_session(sid).conversation - 1, str, 0)
+    refused = store.begin_fire(sid, 1, fid, due_ms, now, stale).outcome
+    assert isinstance(refused, NotStarted) and refused.reason == RefundReason.SESSION_RESET
+    assert store.heartbeat_status(sid, now).to_json()["fire_count"] == 0
 
 
 def test_compress_moves_heartbeat_to_child(store: Store) -> None:
@@ -237,26 +253,21 @@ def test_closed_session_cannot_take_a_heartbeat(store: Store) -> None:
         store.set_heartbeat(sid, schedule=TEN_MIN, schedule_text="", prompt="x", now=T0)
 
 
-def test_newer_fence_gives_back_an_orphaned_reservation(store: Store) -> None:
+def test_newer_fence_ends_a_started_run_and_reserves_no_orphan(store: Store) -> None:
+    """A heartbeat's reservation is never left waiting for a refund (it starts in the
+    transaction that makes it): a newer grant finds the older run in its turn and ends it."""
     sid = make(store)
     first = T0 + timedelta(minutes=10)
-    orphan = fire(store, sid, first, fence=1)  # its worker died before the agent started
+    cut = fire(store, sid, first, fence=1)  # its worker died after the start
     later = first + timedelta(minutes=10)
     fire(store, sid, later, fence=2)
     runs = {r.id: r for r in store.runs(sid)}
-    assert runs[orphan.id].state == RunState.REFUNDED
-    assert runs[orphan.id].detail == RefundReason.ORPHANED
-    assert store.heartbeat_status(sid, later).to_json()["fire_count"] == 1
-
-
-def test_stale_reservations_oldest_first_at_most_limit(store: Store) -> None:
-    """Orphan recovery reads a bounded page of the ledger, through an index (issue 10)."""
-    now = T0 + timedelta(minutes=10)
-    older = fire(store, make(store), now, fence=1)
-    newer = fire(store, make(store), now + timedelta(seconds=1), fence=1)
-    later = now + timedelta(minutes=1)
-    assert [r.id for r in store.stale_reservations(later)] == [older.id, newer.id]
-    assert [r.id for r in store.stale_reservations(later, limit=1)] == [older.id]
+    assert (runs[cut.id].state, runs[cut.id].detail) == (
+        RunState.FAILED,
+        LostLockDetail.BEFORE_DELIVERY,
+    )
+    assert store.heartbeat_status(sid, later).to_json()["fire_count"] == 2
+    assert store.stale_reservations(later + timedelta(minutes=1)) == []
 
 
 def test_restore_pages_follow_the_key_and_skip_what_is_not_restorable(store: Store) -> None:
@@ -269,15 +280,3 @@ def test_restore_pages_follow_the_key_and_skip_what_is_not_restorable(store: Sto
     assert [e.session_id for e in first.entries] == [ids[0], ids[3]]
     rest = store.restorable_page(first.last_session, 2)
     assert ([e.session_id for e in rest.entries], rest.rows) == ([ids[4]], 1)
-
-
-def test_refund_orphan_only_while_reserved(store: Store) -> None:
-    sid = make(store)
-    now = T0 + timedelta(minutes=10)
-    run = fire(store, sid, now, fence=1)
-    assert [r.id for r in store.stale_reservations(now + timedelta(seconds=1))] == [run.id]
-    assert store.stale_reservations(now) == []
-    refunded = store.refund_orphan(run.key, now)
-    assert refunded is not None and refunded.state == RunState.REFUNDED
-    assert store.refund_orphan(run.key, now) is None
-    assert store.heartbeat_status(sid, now).to_json()["fire_count"] == 0

@@ -3,7 +3,7 @@
 
 A transaction that failed before COMMIT was rolled back by the server and is repeated; a
 failure during COMMIT is ambiguous, so only operations that are safe to repeat (``finish_fire``,
-``start_fire``) are repeated after one; every other raw error leaves the store as a
+``begin_fire``) are repeated after one; every other raw error leaves the store as a
 ``StoreError`` with one sentence.
 """
 
@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 from sqlalchemy import Engine, create_engine, event, text
-from support.fires import finish, reserve, start
+from support.fires import finish, start
 from support.seed import T0
 from support.sql_fixtures import PG_URL
 
@@ -25,8 +25,7 @@ from hbgw.sessions.db import make_engine, upgrade
 from hbgw.sessions.grammar import IntervalSchedule
 from hbgw.sessions.states import RunState
 from hbgw.sessions.store import Store
-from hbgw.sessions.store.ledger import Reserved
-from hbgw.sessions.views import RunKey, Started
+from hbgw.sessions.views import FireStart, RunKey, Started
 
 
 @pytest.fixture
@@ -88,7 +87,7 @@ def started_run(store: Store) -> tuple[RunKey, int]:
         sid, schedule=IntervalSchedule(60), schedule_text="every 60s", prompt="p", now=T0
     )
     now = T0 + timedelta(seconds=61)
-    run = start(store, reserve(store, sid, 1, now), 1, now)
+    run = start(store, sid, 1, now)
     return run.key, 1
 
 
@@ -151,8 +150,11 @@ def test_finish_and_start_repeated_after_a_saved_commit_change_nothing(store: St
     """What a repeat after a COMMIT whose answer was lost meets: the first run already saved."""
     run_id, fence = started_run(store)
     [run] = store.runs()
-    again = start(store, run, fence, T0 + timedelta(seconds=62))
-    assert again.state == RunState.STARTED and again.started_at == run.started_at
+    repeat = FireStart(1, lambda _: "p", 20)
+    later = T0 + timedelta(seconds=62)
+    again = store.begin_fire(run.session_id, fence, run.fire_id, 0, later, repeat).outcome
+    assert isinstance(again, Started) and again.run == run
+    assert again.message.text == "check CI"  # the prompt the first COMMIT stored
     first = finish(store, run_id, RunState.COMPLETED, fence, T0 + timedelta(seconds=70))
     second = finish(store, run_id, RunState.COMPLETED, fence, T0 + timedelta(seconds=71))
     assert second == first
@@ -163,20 +165,16 @@ def test_finish_and_start_repeated_after_a_saved_commit_change_nothing(store: St
 def test_folded_fire_steps_are_repeated_after_a_commit_cut_off(
     pg_store: Store, admin: Engine
 ) -> None:
-    """start_fire and finish_fire recognise their own saved COMMIT: one prompt, one reply."""
+    """begin_fire and finish_fire recognise their own saved COMMIT: one prompt, one reply."""
     sid = pg_store.create_session(platform="slack", chat="C1", thread="T1", now=T0).id
     pg_store.set_heartbeat(
         sid, schedule=IntervalSchedule(60), schedule_text="every 60s", prompt="p", now=T0
     )
     now = T0 + timedelta(seconds=61)
-    claimed = pg_store.claim_fire(sid, 1, f"{sid}:1", 1, now)
-    assert isinstance(claimed.outcome, Reserved)
-    run_id = claimed.outcome.run.key
     killed = kill_own_backend(pg_store.engine, admin, "commit", times=1)
-    begun = pg_store.start_fire(
-        run_id, 1, now, conversation=1, owner_changed=False, prompt="p", history=20
-    )
-    assert killed() == 1 and isinstance(begun, Started)
+    begun = pg_store.begin_fire(sid, 1, f"{sid}:1", 1, now, FireStart(1, lambda _: "p", 20))
+    assert killed() == 1 and isinstance(begun.outcome, Started)
+    run_id = begun.outcome.run.key
     killed = kill_own_backend(pg_store.engine, admin, "commit", times=1)
     done = pg_store.finish_fire(
         run_id, RunState.COMPLETED, 1, now, reply="ok", reply_kind="assistant"

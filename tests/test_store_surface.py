@@ -69,5 +69,5 @@ def test_the_allowlist_names_real_uncalled_methods() -> None:
 def test_the_scan_sees_the_callers_it_should() -> None:
     """The scan itself works: the fire path's steps are found, a made-up name is not."""
     found = called_in_production()
-    assert {"claim_fire", "start_fire", "finish_fire", "restorable_page"} <= found
+    assert {"begin_fire", "finish_fire", "restorable_page"} <= found
     assert "no_such_method" not in found

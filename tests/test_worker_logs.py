@@ -3,7 +3,7 @@ failure is one line with the action, session, fire id and cause; a traceback is 
 unexpected; an emergency stop is said once per stop and session.
 
 Real Redis, SQL and Celery workers; the failures are real exceptions of a real Redis client
-(pointed at a port where nothing listens) or raised from the runner's ``before_start`` seam.
+(pointed at a port where nothing listens) or raised from the runner's ``after_start`` seam.
 """
 
 from __future__ import annotations
@@ -92,7 +92,7 @@ def test_a_turn_failure_is_one_line_unless_unexpected(
         def fail(s: str, run: RunView) -> None:
             raise error
 
-        runner.before_start.append(fail)
+        runner.after_start.append(fail)
         gw.due_now(sid)
         gw.tick()
         [line] = wait_until(lambda: runner_records(caplog, "heartbeat.failed"), what="the log")

@@ -1,8 +1,10 @@
 """One heartbeat turn under a held lock, on the turn skeleton (``workers/turn.py``).
 
-begin: claim the fence and reserve (one SQL transaction) → re-check lock and estop (Redis), then
-session, conversation, generation and owner, and either refund or mark started with the prompt
-stored (one SQL transaction). Then the skeleton: agent → confirm the lock (Redis) and mark
+begin: the lock, with the emergency stop and the owner read in its round trip
+(``turn_redis.begin_fire``) → one SQL transaction (``begin_fire``): claim the fence, reserve,
+re-check (heartbeat active and due, session active and not reset, then what Redis read) and
+either give the reservation back at once or mark it started with the prompt stored. Then the
+skeleton: agent → confirm the lock (Redis) and mark
 delivering, fenced, the delivery record ``pending`` (quiet: nothing to deliver, the record
 ``suppressed``) → deliver if that confirmation is young enough (rule 6: to the origin, no
 reply_to) → finish with the reply and the delivery's outcome stored (one SQL transaction, which
@@ -28,10 +30,9 @@ from hbgw.sessions.states import DeliveryState, HeartbeatStatus, RefundReason, R
 from hbgw.sessions.views import (
     DeliveryOutcome,
     Duplicate,
-    FireClaim,
+    FireStart,
     NotStarted,
     ReplyStart,
-    Reserved,
     RunView,
     SessionView,
     Started,
@@ -52,10 +53,18 @@ from hbgw.workers.logfields import fields, log
 from hbgw.workers.ports import Address
 from hbgw.workers.turn import Composed, Outgoing, Sent, Turn
 from hbgw.workers.turn_io import HISTORY_TURNS, Answer, Delivery, TurnIO, conversation_before
-from hbgw.workers.turn_redis import after_finish, recheck
+from hbgw.workers.turn_redis import after_finish
 
-# Test seam: called after a reservation, before the re-check (simulates races).
-BeforeStartHook = Callable[[str, RunView], None]
+# Test seams (they stage races): ``BeforeBeginHook`` runs on the turn thread before the lock's
+# round trip, so the re-check reads what it changed (in Redis with the lock, in SQL in the one
+# transaction); ``AfterStartHook`` runs once that transaction started the run, before the agent.
+BeforeBeginHook = Callable[[str, str], None]  # session id, fire id
+AfterStartHook = Callable[[str, RunView], None]
+
+
+def _prompt(state: HeartbeatState) -> str:
+    """The turn's message, written from the state the reservation reads (rule 5)."""
+    return heartbeat_message(state.prompt, state.schedule.describe())
 
 
 def settle_duplicate(rt: Runtime, session_id: str, run: RunView, next_due: datetime | None) -> None:
@@ -102,100 +111,77 @@ class Begun:
 class HeartbeatTurn(Turn[Begun]):
     kind = "heartbeat"
 
-    def __init__(self, io: TurnIO, before_start: list[BeforeStartHook]) -> None:
+    def __init__(self, io: TurnIO, after_start: list[AfterStartHook]) -> None:
         super().__init__(io)
-        self.before_start = before_start
+        self.after_start = after_start
 
-    def claim(self, lease: Lease, fire: Fire) -> FireClaim:
-        """At the lock grant: claim its fence and reserve the fire, in one transaction."""
-        rt = self.rt
-        claim = rt.store.claim_fire(
-            lease.session_id,
+    def begin(self, lease: Lease, fire: Fire) -> Begun | None:
+        """At the lock grant, one transaction: claim its fence, reserve the fire, re-check it and
+        start it (or give it back at once); None when it does not start (the index settled)."""
+        rt, sid = self.rt, lease.session_id
+        begun = rt.store.begin_fire(
+            sid,
             lease.fence,
             fire.fire_id,
             fire.due_ms,
             rt.clock(),
-            worker=rt.worker,
-            deferred=fire.deferred,
+            FireStart(
+                fire.session.conversation,
+                _prompt,
+                HISTORY_TURNS,
+                refusal=self._refusal(lease),
+                worker=rt.worker,
+                deferred=fire.deferred,
+            ),
         )
-        label = self.io.label(fire.session.platform)
-        count_delivery(label, DeliveryState.UNKNOWN.value, claim.unknown)
-        return claim
+        count_delivery(
+            self.io.label(fire.session.platform), DeliveryState.UNKNOWN.value, begun.unknown
+        )
+        outcome = begun.outcome
+        if isinstance(outcome, Started):
+            return self._begun(lease, fire, outcome)
+        if isinstance(outcome, NotStarted):
+            self._refunded(fire, outcome)
+        elif isinstance(outcome, Duplicate):
+            settle_duplicate(rt, sid, outcome.run, begun.next_due)
+        else:
+            log.info(
+                "fire %s refused: %s",
+                fire.fire_id,
+                outcome.reason,
+                extra=fields("fire.refused", sid, fire.fire_id),
+            )
+            rt.apply_due(sid, begun.next_due)  # what SQL said in that transaction: no new read
+        return None
 
-    def run(self, lease: Lease, fire: Fire, claim: FireClaim) -> None:
-        begun = self._begin(lease, fire, claim)
-        if begun is not None:
-            self.execute(lease, begun)
+    def run(self, lease: Lease, begun: Begun) -> None:
+        for hook in self.after_start:
+            hook(lease.session_id, begun.started.run)
+        self.execute(lease, begun)
 
-    # -- begin under the lock: the reservation, the re-check, the start -----------------------
+    # -- begin under the lock: the re-check's Redis part, the start ----------------------------
 
-    def _begin(self, lease: Lease, fire: Fire, claim: FireClaim) -> Begun | None:
-        run = self._reserved(lease, fire, claim)
-        if run is None:
+    def _refusal(self, lease: Lease) -> RefundReason | None:
+        """What Redis said with the lock (``turn_redis.begin_fire``): the lock, the emergency
+        stop, then the owner; SQL weighs it after the session's own reasons."""
+        seen = lease.grant.seen
+        if lease.keeper.lost.is_set():
+            return RefundReason.LOCK_LOST
+        if seen is None:  # not a heartbeat's grant: nothing was read with it
             return None
-        sid = lease.session_id
-        for hook in self.before_start:
-            hook(sid, run)
-        reason, owner = self._lock_refusal(lease)
-        if reason is not None:
-            self._refunded(fire, self.rt.store.refund_fire(run.key, reason, self.rt.clock()))
-            return None
-        started = self._start(lease, fire, run, claim, owner_changed=owner != self.rt.worker)
-        if isinstance(started, NotStarted):
-            self._refunded(fire, started)
-            return None
+        if seen.estop:
+            return RefundReason.EMERGENCY_STOP
+        return RefundReason.OWNER_CHANGED if seen.owner != self.rt.worker else None
+
+    def _begun(self, lease: Lease, fire: Fire, started: Started) -> Begun:
         gateway_metrics().fire_lag.observe(max(0, self.rt.now_ms() - fire.due_ms) / 1000)
         self.io.hold_stamp(lease, "heartbeat:start")
         state = started.state
         # Rule 6: to where the heartbeat was set, as a new message (no reply_to).
         address = Address(fire.session.platform, state.origin_chat, state.origin_thread)
         # The same tools as a user turn (rule 5); writes refuse to run in a heartbeat turn.
-        return Begun(fire, started, address, self.io.toolbox(sid, "heartbeat", address))
-
-    def _reserved(self, lease: Lease, fire: Fire, claim: FireClaim) -> RunView | None:
-        """The reservation made with the fence claim, or None (the index is settled)."""
-        rt, sid, outcome = self.rt, lease.session_id, claim.outcome
-        if isinstance(outcome, Reserved):
-            return outcome.run
-        if isinstance(outcome, Duplicate):
-            settle_duplicate(rt, sid, outcome.run, claim.next_due)
-            return None
-        log.info(
-            "fire %s refused: %s",
-            fire.fire_id,
-            outcome.reason,
-            extra=fields("fire.refused", sid, fire.fire_id),
-        )
-        rt.apply_due(sid, claim.next_due)  # what SQL said in that transaction: no new read
-        return None
-
-    def _lock_refusal(self, lease: Lease) -> tuple[RefundReason | None, str | None]:
-        """The re-check's Redis part, first: the lock, then the emergency stop; with the
-        session's owner now, read in the same round trip (``turn_redis.recheck``)."""
-        if lease.keeper.lost.is_set():
-            return RefundReason.LOCK_LOST, None
-        seen = recheck(self.rt, lease.session_id)
-        return (RefundReason.EMERGENCY_STOP if seen.estop else None), seen.owner
-
-    def _start(
-        self, lease: Lease, fire: Fire, run: RunView, claim: FireClaim, *, owner_changed: bool
-    ) -> Started | NotStarted:
-        """The re-check's SQL part and the start, one fenced transaction; the owner (Redis, read
-        with the emergency stop) is weighed last, after session, conversation and heartbeat."""
-        rt = self.rt
-        assert claim.state is not None  # reserved: the heartbeat was there
-        # Written from the state the reservation saw: the re-check refuses any other generation,
-        # and prompt and schedule change only with a new one.
-        prompt = heartbeat_message(claim.state.prompt, claim.state.schedule.describe())
-        return rt.store.start_fire(
-            run.key,
-            lease.fence,
-            rt.clock(),
-            conversation=fire.session.conversation,
-            owner_changed=owner_changed,
-            prompt=prompt,
-            history=HISTORY_TURNS,
-        )
+        tools = self.io.toolbox(lease.session_id, "heartbeat", address)
+        return Begun(fire, started, address, tools)
 
     def _refunded(self, fire: Fire, refunded: NotStarted) -> None:
         """After a refund: count it, and put the index right from the heartbeat it left."""

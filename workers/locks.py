@@ -27,11 +27,28 @@ import redis
 from hbgw.core.errors import TurnAborted
 from hbgw.state.turn_gate import Queue, Step, TurnGate
 
-__all__ = ["CONFIRM_FRACTION", "Grant", "Lease", "LockKeeper", "LockRenewals", "TurnAborted"]
+__all__ = [
+    "CONFIRM_FRACTION",
+    "Grant",
+    "Lease",
+    "LockKeeper",
+    "LockRenewals",
+    "Recheck",
+    "TurnAborted",
+]
 
 # A confirmation of the lock is good for this fraction of the lease: the rest is the margin for
 # a slow send and for clocks (ours monotonic, Redis' own) that do not run exactly alike.
 CONFIRM_FRACTION = 3
+
+
+@dataclass(frozen=True)
+class Recheck:
+    """What a fire's grant read in its round trip, after the lock was taken: the emergency stop
+    (global or the session's) and the session's owner among the live workers."""
+
+    estop: bool
+    owner: str | None
 
 
 @dataclass(frozen=True)
@@ -42,6 +59,7 @@ class Grant:
     token: str
     fence: int
     first: Step | None = None  # a drain's first step, taken with the lock
+    seen: Recheck | None = None  # a heartbeat fire's re-check, read with the lock
 
 
 class LockRenewals:

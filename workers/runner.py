@@ -22,7 +22,8 @@ from hbgw.state.runtime import Runtime
 from hbgw.workers.admission import Admission
 from hbgw.workers.agents.base import Agent
 from hbgw.workers.delivery_retry import DeliveryRetrier
-from hbgw.workers.heartbeat_turn import BeforeStartHook, Fire, HeartbeatTurn
+from hbgw.workers.heartbeat_turn import AfterStartHook, BeforeBeginHook, Fire, HeartbeatTurn
+from hbgw.workers.job_admission import JobFire
 from hbgw.workers.job_turn import JobTurn
 from hbgw.workers.locks import LockRenewals
 from hbgw.workers.logfields import is_transient, report
@@ -31,7 +32,7 @@ from hbgw.workers.session_loop import SessionLoop
 from hbgw.workers.turn_io import TurnIO
 from hbgw.workers.user_turn import UserTurn
 
-__all__ = ["BeforeStartHook", "TurnRunner"]
+__all__ = ["AfterStartHook", "BeforeBeginHook", "TurnRunner"]
 
 
 class TurnRunner:
@@ -49,8 +50,10 @@ class TurnRunner:
         self.channel = channel
         self.dispatcher = dispatcher
         self.executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="hbgw-turn")
-        # Test seam: called after a reservation, before the re-check (simulates races).
-        self.before_start: list[BeforeStartHook] = []
+        # Test seams (they stage races, ``heartbeat_turn.BeforeBeginHook``): before a heartbeat
+        # fire's lock is taken, and once its run started.
+        self.before_begin: list[BeforeBeginHook] = []
+        self.after_start: list[AfterStartHook] = []
         self.lease_ms = int(rt.settings.lock_lease * 1000)
         self.renewals = LockRenewals(rt.gate, self.lease_ms)
         with contextlib.suppress(redis.RedisError):  # else loaded at the first NOSCRIPT
@@ -60,7 +63,7 @@ class TurnRunner:
         self.loop = SessionLoop(
             rt,
             dispatcher,
-            heartbeat=HeartbeatTurn(io, self.before_start),
+            heartbeat=HeartbeatTurn(io, self.after_start),
             user=UserTurn(io),
             job=JobTurn(io),
             lease_ms=self.lease_ms,
@@ -106,6 +109,9 @@ class TurnRunner:
 
     def _turn(self, sid: str, fire: Fire | None) -> None:
         """On a turn thread: take the lock now, so its keeper renews it from the first moment."""
+        if fire is not None and not isinstance(fire, JobFire):
+            for hook in self.before_begin:
+                hook(sid, fire.fire_id)
         grant = self.admission.take_lock(sid, fire)
         if grant is not None:
             self.loop.run(grant, fire)

@@ -80,8 +80,8 @@ class SessionLoop:
             lease = Lease(grant, keeper)
             try:
                 # Claimed before anything runs under the lock: every write of this grant (the
-                # reservation included) is then fenced, whatever comes first. A fire's claim
-                # and reservation are one transaction.
+                # reservation included) is then fenced, whatever comes first. A heartbeat
+                # fire's claim, reservation, re-check and start are one transaction.
                 if fire is None:
                     if not isinstance(grant.first, NextMessage | Kept):
                         return  # stopped as it began: the lock is given back, messages wait
@@ -91,9 +91,8 @@ class SessionLoop:
                     job_claim = self.job.claim(lease, fire)
                     run_job = functools.partial(self.job.run, lease, fire, job_claim)
                     self._attempt(lease, "job", run_job, fire_id)
-                else:
-                    claim = self.heartbeat.claim(lease, fire)
-                    run_fire = functools.partial(self.heartbeat.run, lease, fire, claim)
+                elif (begun := self.heartbeat.begin(lease, fire)) is not None:
+                    run_fire = functools.partial(self.heartbeat.run, lease, begun)
                     self._attempt(lease, "heartbeat", run_fire, fire_id)
                 self._drain(lease)
             except TurnAborted as exc:

@@ -1,10 +1,11 @@
-"""The Redis work of a turn, pipelined: ``recheck`` is one round trip for what the turn asked
-Redis one command at a time before; what a finished turn leaves for Redis is queued on its
-lease and rides ahead of the drain's next step (``TurnGate.next_step``), in its round trip
-(issue 16: ≤ 3 round trips per heartbeat turn, ≤ 4 per user turn, is the goal).
+"""The Redis work of a turn, pipelined: ``begin_fire`` reads a fire's re-check with its lock, in
+one round trip; what a finished turn leaves for Redis is queued on its lease and rides ahead of
+the drain's next step (``TurnGate.next_step``), in its round trip (issue 16: ≤ 3 round trips per
+heartbeat turn, ≤ 4 per user turn).
 
-Only plain commands go into these pipelines (no multi-key command, no script), so a cluster
-client may split them by slot; what each answers is exactly what its single command answered.
+Besides the gate's own script (whose keys share the session's slot), only plain commands go into
+these pipelines (no multi-key command), so a cluster client may split them by slot; what each
+answers is exactly what its single command answered.
 """
 
 from __future__ import annotations
@@ -17,29 +18,29 @@ import redis
 from hbgw.core.clock import to_ms
 from hbgw.state.ownership import rendezvous_owner
 from hbgw.state.runtime import Runtime
-from hbgw.workers.locks import Lease
+from hbgw.state.turn_gate import Began, Busy
+from hbgw.workers.locks import Lease, Recheck
 from hbgw.workers.logfields import fields, log
 
 
-@dataclass(frozen=True)
-class Recheck:
-    """The re-check's Redis part after a reservation: the emergency stop (global or the
-    session's) and the session's owner among the live workers, read together."""
-
-    estop: bool
-    owner: str | None
-
-
-def recheck(rt: Runtime, session_id: str) -> Recheck:
-    """``TurnGate.estop_active`` and ``WorkerRegistry.owner`` in one round trip."""
+def begin_fire(
+    rt: Runtime, session_id: str, fire_id: str, token: str, lease_ms: int
+) -> tuple[Began | Busy, Recheck]:
+    """``TurnGate.try_begin_fire`` with the re-check's reads (``TurnGate.estop_active`` and
+    ``WorkerRegistry.owner``) after it, in the same round trip: the emergency stop and the owner
+    as they were with the lock taken, for ``begin_fire``'s one transaction."""
     now_ms = rt.now_ms()
-    pipe = rt.client.pipeline(transaction=False)
-    pipe.exists(rt.keys.estop())
-    pipe.exists(rt.keys.estop(session_id))
-    pipe.zrangebyscore(rt.keys.workers(), now_ms - rt.registry.ttl_ms, "+inf")
-    every, own, members = pipe.execute()
+
+    def reads(pipe: redis.client.Pipeline) -> None:
+        pipe.exists(rt.keys.estop())
+        pipe.exists(rt.keys.estop(session_id))
+        pipe.zrangebyscore(rt.keys.workers(), now_ms - rt.registry.ttl_ms, "+inf")
+
+    began, (every, own, members) = rt.gate.try_begin_fire_reading(
+        session_id, fire_id, token, lease_ms, reads
+    )
     live = sorted(str(m) for m in members)
-    return Recheck(bool(int(every) or int(own)), rendezvous_owner(session_id, live))
+    return began, Recheck(bool(int(every) or int(own)), rendezvous_owner(session_id, live))
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,6 @@ from hbgw.sessions.models import MODEL_CHARS
 from hbgw.sessions.states import (
     IN_TURN,
     ClosedReason,
-    HeartbeatStatus,
     MessageState,
     RefundReason,
     RunState,
@@ -40,12 +39,9 @@ from hbgw.sessions.store.deliveries import (
 from hbgw.sessions.store.heartbeat_records import state_values
 from hbgw.sessions.store.ledger_steps import admit, settle_older_turns_in
 from hbgw.sessions.store.message_records import MessageView, message_view
-from hbgw.sessions.store.reservations import reserved_values
 from hbgw.sessions.store.run_views import (
     Duplicate,
     Refused,
-    Reserved,
-    ReserveOutcome,
     RunKey,
     RunView,
     run_view,
@@ -117,41 +113,23 @@ def heartbeat_of(conn: Connection, session_id: str) -> Row[Any] | None:
     return conn.execute(sql.HEARTBEAT_OF_SESSION, {"p_session_id": session_id}).first()
 
 
-def reserve(
-    conn: Connection,
-    session: Row[Any],
-    fire_id: str,
-    due_ms: int,
-    fence: int,
-    now: datetime,
-    worker: str | None,
-    deferred: bool,
-    row: Row[Any] | None,
-) -> ReserveOutcome:
-    """Reserve one fire after ``claim`` in the same transaction: count +1, anchor = now, one
-    ledger row (its id from the INSERT), the heartbeat's state in one UPDATE."""
+def reserving(
+    conn: Connection, session: Row[Any], fire_id: str, row: Row[Any] | None, now: datetime
+) -> hb.HeartbeatState | Duplicate | Refused:
+    """After ``claim``, in the same transaction: the duplicate (the ledger has the fire id), the
+    refusal (no heartbeat, paused, not due), or the state the fire reserves from."""
     found = {"p_fire_id": fire_id, "p_fire_day": fire_day(fire_id)}
     existing = conn.execute(sql.RUN_BY_FIRE_ID, found).first()
     if existing is not None:
         return Duplicate(run_view(existing))
-    admitted = admit(session, row, now)
-    if isinstance(admitted, Refused):
-        return admitted
-    assert row is not None  # admit refused otherwise
-    values = reserved_values(
-        fire_id,
-        session.id,
-        admitted,
-        fence=fence,
-        due_ms=due_ms,
-        now=now,
-        worker=worker,
-        deferred=deferred,
-        heartbeat_id=row.id,
-    )
-    run_id = _new_id(conn.execute(sql.INSERT_RUN, values))
-    write_state(conn, row.id, hb.reserve(admitted, now), now)
-    return Reserved(_new_run_view(run_id, values))
+    return admit(session, row, now)
+
+
+def insert_run(conn: Connection, values: dict[str, Any], **changed: Any) -> RunView:
+    """One ledger row (``reservations.reserved_values``, with ``changed``); its id from the
+    INSERT."""
+    values = values | changed
+    return _new_run_view(_new_id(conn.execute(sql.INSERT_RUN, values)), values)
 
 
 def write_state(
@@ -172,12 +150,6 @@ def _new_id(result: CursorResult[Any]) -> int:
     key = result.inserted_primary_key
     assert key is not None
     return int(key[0])
-
-
-def start(conn: Connection, run: Row[Any], now: datetime) -> RunView:
-    """Mark a reserved run started (the re-check read it reserved, locked)."""
-    conn.execute(sql.START_RUN, {"p_run_id": run.id, "p_fire_day": run.fire_day, "p_now": now})
-    return run_view_of(run, state=RunState.STARTED, started_at=now)
 
 
 def finish(
@@ -203,22 +175,6 @@ def finish(
         sql.FINISH_RUN, {**key, "p_state": final, "p_now": now, "p_detail": detail, **params}
     )
     return run_view_of(run, state=final, finished_at=now, detail=detail, **spent)
-
-
-def refusal(
-    run: Row[Any], row: Row[Any] | None, conversation: int, owner_changed: bool
-) -> RefundReason | None:
-    """The re-check: the first reason a reserved run may not start (``RUN_WITH_FENCE`` carries
-    the session's status and conversation)."""
-    if run.session_status == SessionStatus.SUSPENDED:
-        return RefundReason.SESSION_SUSPENDED
-    if run.session_status != SessionStatus.ACTIVE:
-        return DEPARTED.get(run.session_closed_reason or "", RefundReason.SESSION_CLOSED)
-    if run.session_conversation != conversation:
-        return RefundReason.SESSION_RESET
-    if row is None or row.generation != run.generation or row.status != HeartbeatStatus.ACTIVE:
-        return RefundReason.HEARTBEAT_CHANGED
-    return RefundReason.OWNER_CHANGED if owner_changed else None
 
 
 def add_message(

@@ -1,28 +1,28 @@
 """The fire path's SQL, one transaction per step of a heartbeat turn.
 
-A fire costs four transactions (three when the agent stays silent), each returning everything
+A fire costs three transactions (two when the agent stays silent), each returning everything
 the next step needs, so no step reads again what the one before read:
 
 1. ``admit_fires`` (admission, one transaction for a task's whole batch): for each fire the
    active session of the conversation, whether the ledger has the fire, the heartbeat and the
    due time the index should hold;
-2. ``claim_fire`` (the lock was granted): claim the grant's fence and reserve the fire;
-3. ``start_fire`` (after the re-check's Redis part): re-check the session and the heartbeat,
-   then either refund the reservation or mark it started and inject the prompt message, and
-   read the conversation the agent sees;
-4. ``mark_delivering`` (``ledger.py``, with the delivery record ``pending``), then
+2. ``begin_fire`` (the lock was granted, the emergency stop and the owner read with it):
+   claim the grant's fence, reserve the fire, re-check it (the session's conversation, then
+   what Redis read) and either give the reservation back at once or start it, with the prompt
+   message stored and the conversation the agent sees read;
+3. ``mark_delivering`` (``ledger.py``, with the delivery record ``pending``), then
    ``finish_fire``: the outcome, the stored reply, the delivery's outcome and the next due time
    for the index.
 
-Every write is fenced as in ``ledger.py`` (``claim_fire`` claims the fence itself). The steps
+Every write is fenced as in ``ledger.py`` (``begin_fire`` claims the fence itself). The steps
 run ``ledger_sql.py``'s named Core statements (``fire_rows.py``): no ORM object is loaded or
-flushed on a fire that goes as planned; settling older turns and a refund keep the ORM steps
-of ``ledger_steps.py``.
+flushed on a fire that goes as planned; settling older turns keeps the ORM steps of
+``ledger_steps.py``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -31,7 +31,7 @@ from sqlalchemy import Connection, Row
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from hbgw.core.errors import InvalidState
+from hbgw.core.errors import StaleFence
 from hbgw.core.usage import TokenUsage
 from hbgw.sessions import heartbeat as hb
 from hbgw.sessions.states import (
@@ -44,13 +44,20 @@ from hbgw.sessions.states import (
 )
 from hbgw.sessions.store import fire_rows as rows
 from hbgw.sessions.store import ledger_sql as sql
-from hbgw.sessions.store.base import Transactions, heartbeat_row, repeatable, run_row
+from hbgw.sessions.store.base import Transactions, repeatable
 from hbgw.sessions.store.deliveries import DeliveryOutcome
 from hbgw.sessions.store.heartbeat_costs import tokens_on_day_in
 from hbgw.sessions.store.heartbeat_records import heartbeat_state
-from hbgw.sessions.store.ledger_steps import finished_outcome, refund_in, refund_reason
+from hbgw.sessions.store.ledger_steps import finished_outcome
 from hbgw.sessions.store.message_records import MessageView
-from hbgw.sessions.store.run_views import Reserved, ReserveOutcome, RunKey, RunView, run_view
+from hbgw.sessions.store.reservations import reserved_values
+from hbgw.sessions.store.run_views import (
+    Duplicate,
+    Refused,
+    RunKey,
+    RunView,
+    run_view,
+)
 from hbgw.sessions.store.session_records import SessionView, resolve_active_row, session_view
 
 
@@ -66,14 +73,19 @@ class FireAdmission:
 
 
 @dataclass(frozen=True)
-class FireClaim:
-    """The fence is claimed; ``outcome`` is the reservation; ``state`` the heartbeat after it;
-    ``unknown``: deliveries of older turns the claim found cut off."""
+class FireStart:
+    """What a heartbeat turn brings to its begin: ``conversation``, the session's when the fire
+    was admitted (another one: the session was reset since); ``refusal``, what the Redis
+    re-check read with the lock found (lock lost, emergency stop, owner changed), weighed after
+    SQL's own reasons; ``prompt``, the turn's message written from the heartbeat state the
+    reservation reads; ``history``, how many messages before it the agent sees."""
 
-    outcome: ReserveOutcome
-    state: hb.HeartbeatState | None
-    next_due: datetime | None
-    unknown: int = 0
+    conversation: int
+    prompt: Callable[[hb.HeartbeatState], str]
+    history: int
+    refusal: RefundReason | None = None
+    worker: str | None = None
+    deferred: bool = False
 
 
 @dataclass(frozen=True)
@@ -91,12 +103,25 @@ class Started:
 
 @dataclass(frozen=True)
 class NotStarted:
-    """The re-check refused the fire: the run is refunded (or abandoned) with ``reason``;
-    ``state`` is the session's heartbeat after it."""
+    """The re-check refused the fire: its run is ``refunded`` with ``reason`` in the transaction
+    that reserved it (nothing counted, the anchor unchanged); ``state`` is the heartbeat."""
 
     reason: RefundReason
     run: RunView
     state: hb.HeartbeatState | None
+
+
+@dataclass(frozen=True)
+class FireBegin:
+    """The fence is claimed; ``outcome``: the run started (``Started``), reserved and given back
+    in the same transaction because the re-check refused it (``NotStarted``), the fire already
+    in the ledger (``Duplicate``) or nothing reserved (``Refused``). ``next_due``: the due time
+    the index should hold after it; ``unknown``: deliveries of older turns the claim found cut
+    off."""
+
+    outcome: Started | NotStarted | Duplicate | Refused
+    next_due: datetime | None
+    unknown: int = 0
 
 
 @dataclass(frozen=True)
@@ -115,107 +140,62 @@ class FireTurns(Transactions):
         with self._transaction() as db:
             return _admissions_in(db, fires)
 
-    def claim_fire(
+    @repeatable
+    def begin_fire(
         self,
         session_id: str,
         fence: int,
         fire_id: str,
         due_ms: int,
         now: datetime,
-        *,
-        worker: str | None = None,
-        deferred: bool = False,
-    ) -> FireClaim:
-        """Claim the grant's fence (as ``claim_fence``) and reserve the fire, in one transaction:
-        the claim holds whatever the reservation answers (a refused one included), and
-        StaleFence (a fence not newer than the session's) reserves nothing."""
+        start: FireStart,
+    ) -> FireBegin:
+        """The lock was granted: claim its fence (as ``claim_fence``), reserve the fire, re-check
+        it and start it, in one transaction. StaleFence (a fence not newer than the session's)
+        does nothing, unless this is a repeat after its own COMMIT was cut off: then it answers
+        what that COMMIT stored."""
         try:
-            return self._claim_fire(session_id, fence, fire_id, due_ms, now, worker, deferred)
+            return self._begin_fire(session_id, fence, fire_id, due_ms, now, start)
         except IntegrityError:
             # A concurrent reserve of the same fire id won the UNIQUE race and rolled our
             # claim back with it: again, the fire is a duplicate now.
-            return self._claim_fire(session_id, fence, fire_id, due_ms, now, worker, deferred)
+            return self._begin_fire(session_id, fence, fire_id, due_ms, now, start)
 
-    def _claim_fire(
+    def _begin_fire(
         self,
         session_id: str,
         fence: int,
         fire_id: str,
         due_ms: int,
         now: datetime,
-        worker: str | None,
-        deferred: bool,
-    ) -> FireClaim:
+        start: FireStart,
+    ) -> FireBegin:
         with self._transaction() as db:
-            session, unknown = rows.claim(db, session_id, fence, now)
+            try:
+                session, unknown = rows.claim(db, session_id, fence, now)
+            except StaleFence:
+                again = _begun_before(db, session_id, fence, fire_id, start.history)
+                if again is None:
+                    raise
+                return again
             conn = rows.on(db, writes=True)
             row = rows.heartbeat_of(conn, session_id)
-            outcome = rows.reserve(
-                conn, session, fire_id, due_ms, fence, now, worker, deferred, row
-            )
-            # The state the reservation wrote (its read again would be one more statement).
-            state = _reserved_state(outcome, row, now)
-            return FireClaim(outcome, state, rows.index_due(session.status, state), unknown)
-
-    @repeatable
-    def start_fire(
-        self,
-        run_key: RunKey,
-        fence: int,
-        now: datetime,
-        *,
-        conversation: int,
-        owner_changed: bool,
-        prompt: str,
-        history: int,
-    ) -> Started | NotStarted:
-        """The re-check after a reservation, fenced: refund with the first reason that holds
-        (session suspended or gone, conversation reset, heartbeat changed, then
-        ``owner_changed``), else mark the run started and store ``prompt`` as the turn's
-        message. ``conversation``: the session's conversation when the fire was admitted."""
-        with self._transaction() as db:
-            conn = rows.on(db, writes=True)
-            run = rows.run_with_fence(conn, run_key, fence)
-            row = rows.heartbeat_of(conn, run.session_id)
-            state = heartbeat_state(row) if row else None
-            if run.state == RunState.STARTED and run.fence == fence:
-                assert state is not None  # it started: the re-check found the heartbeat
-                message = rows.prompt_of(db, run.fire_id, run.started_at)  # a lost COMMIT's repeat
-                before = rows.history_before(db, message, history)
-                return Started(
-                    rows.run_view_of(run), state, message, before, _spent(db, run, state)
-                )
-            reason = rows.refusal(run, row, conversation, owner_changed)
-            if reason is not None:
-                if run.state != RunState.RESERVED and run.detail == reason.value:
-                    return NotStarted(reason, rows.run_view_of(run), state)  # a repeat, as above
-                refunded = run_row(db, run_key)  # the rare way: the ORM's refund steps
-                refund_in(db, refunded, reason, now)
-                return NotStarted(reason, run_view(refunded), state)
-            assert state is not None  # refusal answered HEARTBEAT_CHANGED otherwise
-            if run.state != RunState.RESERVED:
-                raise InvalidState(f"Run {run.fire_id} is {run.state}; only a reserved run starts.")
-            started = rows.start(conn, run, now)
-            message = rows.add_message(
-                db, run.session_id, run.session_conversation, run.fire_id, "user", "heartbeat",
-                prompt, now,
+            admitted = rows.reserving(conn, session, fire_id, row, now)
+            if not isinstance(admitted, hb.HeartbeatState):  # a duplicate, or refused
+                state = heartbeat_state(row) if row else None
+                return FireBegin(admitted, rows.index_due(session.status, state), unknown)
+            assert row is not None  # admit refused otherwise
+            values = reserved_values(
+                fire_id, session.id, admitted, fence=fence, due_ms=due_ms, now=now,
+                worker=start.worker, deferred=start.deferred, heartbeat_id=row.id,
             )  # fmt: skip
-            before = rows.history_before(db, message, history)
-            return Started(started, state, message, before, _spent(db, run, state))
-
-    def refund_fire(self, run_key: RunKey, reason: RefundReason, now: datetime) -> NotStarted:
-        """Give back a reservation that never reached the agent, answering the session's heartbeat
-        after it (for the index) as well.
-
-        Only when nothing newer happened: same generation and the anchor still the one this
-        reservation set. Otherwise the run is ``abandoned`` and the newer state wins.
-        """
-        why = refund_reason(reason)
-        with self._transaction() as db:
-            run = run_row(db, run_key)
-            refund_in(db, run, why, now)
-            row = heartbeat_row(db, run.session_id)
-            return NotStarted(why, run_view(run), heartbeat_state(row) if row else None)
+            reason = _refusal(session, start)
+            if reason is not None:
+                refused = _refunded_at_once(conn, values, row.id, reason, now)
+                due = rows.index_due(session.status, admitted)
+                return FireBegin(NotStarted(reason, refused, admitted), due, unknown)
+            started = _start(db, session, values, row.id, admitted, start, now)
+            return FireBegin(started, rows.index_due(session.status, started.state), unknown)
 
     @repeatable
     def finish_fire(
@@ -306,22 +286,84 @@ def _session_due(conn: Connection, run: Row[Any]) -> datetime | None:
     return rows.index_due(run.session_status, heartbeat_state(row) if row else None)
 
 
-def _reserved_state(
-    outcome: ReserveOutcome, row: Row[Any] | None, now: datetime
-) -> hb.HeartbeatState | None:
-    """The heartbeat's state after the claim's reservation (``hb.reserve`` when it reserved)."""
-    if row is None:
+def _refusal(session: Row[Any], start: FireStart) -> RefundReason | None:
+    """The re-check, after ``admit`` found the session active and its heartbeat due: the session
+    reset since admission, then what Redis read with the lock."""
+    if session.conversation != start.conversation:
+        return RefundReason.SESSION_RESET
+    return start.refusal
+
+
+def _refunded_at_once(
+    conn: Connection, values: dict[str, Any], heartbeat_id: int, reason: RefundReason, now: datetime
+) -> RunView:
+    """A reservation the re-check refused, given back in the transaction that made it: the run
+    is written ``refunded`` with the reason, the heartbeat keeps its count and anchor (only its
+    last outcome says so), and the fire id is taken (``settle_duplicate``)."""
+    refunded = rows.insert_run(
+        conn, values, state=RunState.REFUNDED, finished_at=now, detail=reason.value
+    )
+    outcome = {"last_outcome": f"refunded: {reason}"[:255], "updated_at": now}
+    conn.execute(sql.UPDATE_HEARTBEAT, {"p_heartbeat_id": heartbeat_id, **outcome})
+    return refunded
+
+
+def _start(
+    db: Session,
+    session: Row[Any],
+    values: dict[str, Any],
+    heartbeat_id: int,
+    admitted: hb.HeartbeatState,
+    start: FireStart,
+    now: datetime,
+) -> Started:
+    """The reservation, written started (count +1, anchor = now), and its prompt stored."""
+    conn = rows.on(db, writes=True)
+    run = rows.insert_run(conn, values, state=RunState.STARTED, started_at=now)
+    state = hb.reserve(admitted, now)
+    rows.write_state(conn, heartbeat_id, state, now)
+    message = rows.add_message(
+        db, session.id, session.conversation, run.fire_id, "user", "heartbeat",
+        start.prompt(admitted), now,
+    )  # fmt: skip
+    before = rows.history_before(db, message, start.history)
+    return Started(run, state, message, before, _spent(db, heartbeat_id, now, state))
+
+
+def _begun_before(
+    db: Session, session_id: str, fence: int, fire_id: str, history: int
+) -> FireBegin | None:
+    """A repeat of ``begin_fire`` after its own COMMIT was cut off (the fence is claimed and the
+    fire's run carries it): what that COMMIT stored. None: another grant's, a stale fence."""
+    conn = rows.on(db, writes=False)
+    found = conn.execute(
+        sql.RUN_BY_FIRE_ID, {"p_fire_id": fire_id, "p_fire_day": fire_day(fire_id)}
+    ).first()
+    if found is None or found.session_id != session_id or found.fence != fence:
         return None
-    state = heartbeat_state(row)
-    return hb.reserve(state, now) if isinstance(outcome, Reserved) else state
+    run = rows.run_with_fence(conn, found.id, fence)  # StaleFence: a newer grant since
+    row = rows.heartbeat_of(conn, session_id)
+    state = heartbeat_state(row) if row else None
+    due = rows.index_due(run.session_status, state)
+    view = rows.run_view_of(run)
+    if run.state == RunState.REFUNDED:
+        return FireBegin(NotStarted(RefundReason(run.detail), view, state), due)
+    if run.state != RunState.STARTED or state is None:
+        return None
+    message = rows.prompt_of(db, fire_id, run.started_at)
+    before = rows.history_before(db, message, history)
+    return FireBegin(
+        Started(view, state, message, before, _spent(db, run.heartbeat_id, run.reserved_at, state)),
+        due,
+    )
 
 
-def _spent(db: Session, run: Row[Any], state: hb.HeartbeatState) -> int:
+def _spent(db: Session, heartbeat_id: int, reserved_at: datetime, state: hb.HeartbeatState) -> int:
     """Tokens of the run's heartbeat today (its own are not recorded yet: it has not finished);
     0 without a budget, which is all they are read for (no query on an uncapped fire)."""
-    if run.heartbeat_id is None or not state.policy.budget:
+    if not state.policy.budget:
         return 0
-    return tokens_on_day_in(db, run.heartbeat_id, run.reserved_at)
+    return tokens_on_day_in(db, heartbeat_id, reserved_at)
 
 
 def _admissions_in(db: Session, fires: Sequence[tuple[str, str]]) -> list[FireAdmission | None]:

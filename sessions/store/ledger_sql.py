@@ -28,7 +28,7 @@ HEARTBEATS: Table = HeartbeatRow.__table__  # type: ignore[assignment]
 MESSAGES: Table = MessageRow.__table__  # type: ignore[assignment]
 
 # A fenced step on a run reads the run and what it needs of its session (the newest fence, and
-# for the re-check and the finish its status and conversation) in one statement, both rows
+# for the finish and a repeated begin its status and conversation) in one statement, both rows
 # locked (PostgreSQL; SQLite's BEGIN IMMEDIATE holds the whole file): true until COMMIT.
 RUN_WITH_FENCE = (
     select(
@@ -78,7 +78,7 @@ RUNS_BY_FIRE_ID = select(RUNS).where(
     RUNS.c.fire_day.in_(bindparam("p_days", expanding=True)),
 )
 
-# A session's one heartbeat (UNIQUE session_id), for the reservation, the re-check, the finish.
+# A session's one heartbeat (UNIQUE session_id), for the begin and the finish.
 HEARTBEAT_OF_SESSION = select(HEARTBEATS).where(
     HEARTBEATS.c.session_id == bindparam("p_session_id")
 )
@@ -94,19 +94,9 @@ HEARTBEAT_BY_ID = select(HEARTBEATS).where(HEARTBEATS.c.id == bindparam("p_heart
 # A heartbeat's state written whole (``heartbeat_records.state_values``) in one UPDATE.
 UPDATE_HEARTBEAT = update(HEARTBEATS).where(HEARTBEATS.c.id == bindparam("p_heartbeat_id"))
 
-# A reservation's ledger row (``reservations.reserved_values``); its id comes back with it.
+# A fire's ledger row (``reservations.reserved_values``), written started, or refunded when the
+# re-check refused it, in the transaction that reserves it; its id comes back with it.
 INSERT_RUN = insert(RUNS)
-
-# The start: only a reserved run starts (the re-check read it reserved, locked).
-START_RUN = (
-    update(RUNS)
-    .where(
-        RUNS.c.id == bindparam("p_run_id"),
-        RUNS.c.fire_day == bindparam("p_fire_day"),
-        RUNS.c.state == RunState.RESERVED,
-    )
-    .values(state=RunState.STARTED, started_at=bindparam("p_now"))
-)
 
 # The finish: the run's outcome and what its turn spent, in one UPDATE.
 FINISH_RUN = (

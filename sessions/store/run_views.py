@@ -85,7 +85,8 @@ class RunView:
 
 
 class RefusalReason(StrEnum):
-    """Why ``claim_fire`` made no reservation (a stale fence raises ``StaleFence`` instead)."""
+    """Why ``begin_fire`` (or a cron job's claim) made no reservation (a stale fence raises
+    ``StaleFence`` instead)."""
 
     NO_HEARTBEAT = "no_heartbeat"
     INACTIVE = "inactive"  # the heartbeat is paused or the session is not active

@@ -1,16 +1,23 @@
 """A heartbeat fire's ledger steps through the store's production API, as a worker takes them:
-``claim_fire`` at the lock grant, ``start_fire`` after the re-check, ``finish_fire`` at the end
-(``refund_fire`` when the re-check refuses). Tests build ledger states with these, never with
-methods only tests would call."""
+``begin_fire`` at the lock grant (claim, reservation, re-check and start, or the reservation
+given back at once), ``mark_delivering`` before a send, ``finish_fire`` at the end. Tests build
+ledger states with these, never with methods only tests would call."""
 
 from __future__ import annotations
 
 from datetime import datetime
 
 from hbgw.core.clock import to_ms, utcnow
-from hbgw.sessions.states import RunState, fire_id
+from hbgw.sessions.states import RefundReason, RunState, fire_id
 from hbgw.sessions.store import Store
-from hbgw.sessions.views import Reserved, RestoreEntry, RunKey, RunView, Started
+from hbgw.sessions.views import (
+    FireBegin,
+    FireStart,
+    RestoreEntry,
+    RunKey,
+    RunView,
+    Started,
+)
 from hbgw.state.turn_gate import Began
 from support.harness import Gateway, wait_until
 
@@ -24,26 +31,32 @@ def due_fire(store: Store, sid: str, now: datetime) -> tuple[str, int]:
     return fire_id(sid, to_ms(due)), to_ms(due)
 
 
-def reserve(store: Store, sid: str, fence: int, now: datetime) -> RunView:
-    """A new grant ``fence`` claims the session and reserves its next due fire."""
+def begin(
+    store: Store,
+    sid: str,
+    fence: int,
+    now: datetime,
+    *,
+    refusal: RefundReason | None = None,
+    history: int = 0,
+) -> FireBegin:
+    """A new grant ``fence`` begins the session's next due fire, as a worker does: one
+    transaction claims, reserves, re-checks (``refusal``: what Redis read with the lock) and
+    starts it, or gives it back at once."""
     fid, due_ms = due_fire(store, sid, now)
-    outcome = store.claim_fire(sid, fence, fid, due_ms, now, worker="w1").outcome
-    assert isinstance(outcome, Reserved), outcome
-    return outcome.run
-
-
-def start(store: Store, run: RunView, fence: int, now: datetime) -> RunView:
-    """The re-check passes and the run starts (its prompt stored as the turn's message)."""
-    conversation = store.get_session(run.session_id).conversation
-    begun = store.start_fire(
-        run.key,
-        fence,
-        now,
-        conversation=conversation,
-        owner_changed=False,
-        prompt=PROMPT,
-        history=0,
+    start = FireStart(
+        store.get_session(sid).conversation,
+        lambda _state: PROMPT,
+        history,
+        refusal=refusal,
+        worker="w1",
     )
+    return store.begin_fire(sid, fence, fid, due_ms, now, start)
+
+
+def start(store: Store, sid: str, fence: int, now: datetime) -> RunView:
+    """The next due fire begins and its run starts (its prompt stored as the turn's message)."""
+    begun = begin(store, sid, fence, now).outcome
     assert isinstance(begun, Started), begun
     return begun.run
 
@@ -73,9 +86,7 @@ def vanished_turn(gw: Gateway, started_at: datetime, *, delivering: bool = False
     assert due is not None
     begun = gw.rt.gate.try_begin_fire(sid, fire_id(sid, due), "vanished-worker", VANISHED_LEASE_MS)
     assert isinstance(begun, Began)
-    claimed = gw.store.claim_fire(sid, begun.fence, fire_id(sid, due), due, started_at)
-    assert isinstance(claimed.outcome, Reserved)
-    run = start(gw.store, claimed.outcome.run, begun.fence, started_at)
+    run = start(gw.store, sid, begun.fence, started_at)
     if delivering:
         run = gw.store.mark_delivering(
             run.key, begun.fence, started_at, channel="file", kind="heartbeat"

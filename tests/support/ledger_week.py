@@ -11,7 +11,7 @@ from hbgw.core.usage import TokenUsage
 from hbgw.sessions.grammar import IntervalSchedule
 from hbgw.sessions.states import DeliveryState, RunState
 from hbgw.sessions.store import Store
-from hbgw.sessions.views import DeliveryOutcome, Reserved
+from hbgw.sessions.views import DeliveryOutcome
 from support.fires import due_fire, start
 
 USAGE = TokenUsage(prompt_tokens=100, completion_tokens=20, model="m")
@@ -38,11 +38,9 @@ def heartbeat_session(store: Store, chat: str, seconds: int, now: datetime) -> s
 
 def fire_once(store: Store, sid: str, fence: int, now: datetime, reply: str = "ok") -> datetime:
     """One whole fire at ``now`` of the heartbeat due at or before it; when it ended."""
-    fid, due_ms = due_fire(store, sid, now)
+    fid, _due_ms = due_fire(store, sid, now)
     at = now
-    claimed = store.claim_fire(sid, fence, fid, due_ms, at, worker="w1").outcome
-    assert isinstance(claimed, Reserved), claimed
-    run = start(store, claimed.run, fence, at)
+    run = start(store, sid, fence, at)
     store.mark_delivering(run.key, fence, at, channel="file", kind="heartbeat")
     done = at + timedelta(seconds=1)
     sent = DeliveryOutcome(fid, DeliveryState.SENT, platform_message_id=str(fence))
