@@ -341,7 +341,8 @@ def _begun_before(
     ).first()
     if found is None or found.session_id != session_id or found.fence != fence:
         return None
-    run = rows.run_with_fence(conn, found.id, fence)  # StaleFence: a newer grant since
+    key = RunKey(found.id, found.fire_day)
+    run = rows.run_with_fence(conn, key, fence)  # StaleFence: a newer grant since
     row = rows.heartbeat_of(conn, session_id)
     state = heartbeat_state(row) if row else None
     due = rows.index_due(run.session_status, state)
