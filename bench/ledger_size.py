@@ -140,10 +140,12 @@ def _sizes(engine: sa.Engine) -> dict[str, tuple[int, int]]:
         for table in TABLES:
             rows = conn.execute(sa.text(f"SELECT count(*) FROM {table}")).scalar_one()
             size = conn.execute(
-                # A partitioned table's own size is 0: its partitions hold the rows (0017).
+                # A partitioned table's own size is 0: its partitions hold the rows (0017). A
+                # plain table has no partition tree (no rows): its own size.
                 sa.text(
-                    "SELECT coalesce(sum(pg_total_relation_size(relid)), 0)"
-                    " FROM pg_partition_tree(CAST(:t AS regclass))"
+                    "SELECT coalesce((SELECT sum(pg_total_relation_size(relid))"
+                    " FROM pg_partition_tree(CAST(:t AS regclass))),"
+                    " pg_total_relation_size(CAST(:t AS regclass)))"
                 ),
                 {"t": table},
             ).scalar_one()
