@@ -76,7 +76,7 @@ class Assumptions:
     broker_cores_per_node: int = 4  # a RabbitMQ node, when one Redis broker is not enough
     retention_days: int = 7
     partition_days: int = 1
-    partitions_ahead: int = 2
+    partitions_ahead: int = 4  # 0017: three days ahead and a default partition per table
     partitioned_tables: int = 2  # the ledger and the messages
     min_shards: int = 16  # HBGW_DUE_SHARDS' default
     min_beats: int = 2  # one to take over
