@@ -118,11 +118,16 @@ def reserving(
 ) -> hb.HeartbeatState | Duplicate | Refused:
     """After ``claim``, in the same transaction: the duplicate (the ledger has the fire id), the
     refusal (no heartbeat, paused, not due), or the state the fire reserves from."""
-    found = {"p_fire_id": fire_id, "p_fire_day": fire_day(fire_id)}
-    existing = conn.execute(sql.RUN_BY_FIRE_ID, found).first()
+    existing = run_of_fire(conn, fire_id)
     if existing is not None:
         return Duplicate(run_view(existing))
     return admit(session, row, now)
+
+
+def run_of_fire(conn: Connection, fire_id: str) -> Row[Any] | None:
+    """The ledger's run of ``fire_id``, if any (in the one day partition its id names)."""
+    found = {"p_fire_id": fire_id, "p_fire_day": fire_day(fire_id)}
+    return conn.execute(sql.RUN_BY_FIRE_ID, found).first()
 
 
 def insert_run(conn: Connection, values: dict[str, Any], **changed: Any) -> RunView:

@@ -336,13 +336,10 @@ def _begun_before(
     """A repeat of ``begin_fire`` after its own COMMIT was cut off (the fence is claimed and the
     fire's run carries it): what that COMMIT stored. None: another grant's, a stale fence."""
     conn = rows.on(db, writes=False)
-    found = conn.execute(
-        sql.RUN_BY_FIRE_ID, {"p_fire_id": fire_id, "p_fire_day": fire_day(fire_id)}
-    ).first()
+    found = rows.run_of_fire(conn, fire_id)
     if found is None or found.session_id != session_id or found.fence != fence:
         return None
-    key = RunKey(found.id, found.fire_day)
-    run = rows.run_with_fence(conn, key, fence)  # StaleFence: a newer grant since
+    run = rows.run_with_fence(conn, RunKey(found.id, found.fire_day), fence)  # or StaleFence
     row = rows.heartbeat_of(conn, session_id)
     state = heartbeat_state(row) if row else None
     due = rows.index_due(run.session_status, state)
