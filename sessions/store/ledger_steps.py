@@ -28,14 +28,9 @@ from hbgw.sessions.store.base import session_row
 from hbgw.sessions.store.deliveries import settle_pending_in
 from hbgw.sessions.store.heartbeat_records import apply_state, heartbeat_state
 from hbgw.sessions.store.job_steps import job_outcome_in, refund_job_run
-from hbgw.sessions.store.reservations import reserved_run, run_by_fire_id
 from hbgw.sessions.store.run_views import (
-    Duplicate,
     RefusalReason,
     Refused,
-    Reserved,
-    ReserveOutcome,
-    run_view,
 )
 
 
@@ -59,47 +54,6 @@ def claim_in(db: Session, session_id: str, fence: int, now: datetime) -> Claimed
     session.fence = fence
     session.updated_at = now
     return Claimed(session, unknown)
-
-
-def reserve_in(
-    db: Session,
-    session: SessionRow,
-    fire_id: str,
-    due_ms: int,
-    fence: int,
-    now: datetime,
-    worker: str | None,
-    deferred: bool,
-    row: HeartbeatRow | None,
-) -> ReserveOutcome:
-    """Reserve one fire inside a caller's transaction: count +1, anchor = now, one ledger row.
-
-    The session row is locked and ``fence`` was claimed in this same transaction (``claim_in``),
-    so no other turn can reserve beside it. ``row``: the session's heartbeat row (read by the
-    caller, which may want it afterwards)."""
-    existing = run_by_fire_id(db, fire_id)
-    if existing is not None:
-        return Duplicate(run_view(existing))
-    admitted = admit(session, row, now)
-    if isinstance(admitted, Refused):
-        return admitted
-    assert row is not None  # admit refused otherwise
-    session.updated_at = now
-    run = reserved_run(
-        fire_id,
-        session.id,
-        admitted,
-        fence=fence,
-        due_ms=due_ms,
-        now=now,
-        worker=worker,
-        deferred=deferred,
-        heartbeat_id=row.id,
-    )
-    db.add(run)
-    apply_state(row, hb.reserve(admitted, now), now)
-    db.flush()
-    return Reserved(run_view(run))
 
 
 def refund_in(db: Session, run: RunRow, reason: RefundReason, now: datetime) -> None:

@@ -1,5 +1,5 @@
 """The one shape of a reservation: the ledger row a fire is reserved with, for a heartbeat's
-fire and a cron job's alike (``ledger_steps.reserve_in``, ``job_steps``)."""
+fire and a cron job's alike (``fire_turns.begin_fire``, ``job_steps``)."""
 
 from __future__ import annotations
 
