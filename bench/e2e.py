@@ -13,6 +13,7 @@ it is skipped with a note.
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager, ExitStack
@@ -97,21 +98,28 @@ def measure_phase(d: Any, rate: int, plan: Plan) -> dict[str, Any]:
         "cpu_s_per_fire": {role: per_fire(cpu1[role] - cpu0[role], n) for role in cpu0},
         "cpu_s": {role: round(cpu1[role] - cpu0[role], 3) for role in cpu0},
         "pids": d.pids(),
+        "loadavg_1m": round(os.getloadavg()[0], 2),  # other work on the machine, at the end
     }
 
 
-def _systems(ctx: BenchContext, plan: Plan) -> dict[str, Callable[[], AbstractContextManager[Any]]]:
-    out: dict[str, Callable[[], AbstractContextManager[Any]]] = {}
+Systems = dict[str, Callable[[], AbstractContextManager[Any]]]
+
+
+def _systems(ctx: BenchContext, plan: Plan) -> Systems:
+    out: Systems = {}
     for kind in plan.kinds:
         out[f"ours-{kind}"] = lambda kind=kind: e2e_systems.ours(ctx, kind)  # type: ignore[misc]
     out[REDBEAT] = lambda: e2e_systems.redbeat(ctx)
     return out
 
 
-def run_phases(ctx: BenchContext, plan: Plan) -> dict[str, list[dict[str, Any]]]:
-    """Every rate on every system, interleaved; a deployment is started at its first phase and
-    kept (idle between its phases) until it saturates or the run ends."""
-    systems = _systems(ctx, plan)
+def run_phases(
+    ctx: BenchContext, plan: Plan, systems: Systems | None = None
+) -> dict[str, list[dict[str, Any]]]:
+    """Every rate on every system (ours on each kind and redbeat unless given), interleaved; a
+    deployment is started at its first phase and kept (idle between its phases) until it
+    saturates or the run ends."""
+    systems = _systems(ctx, plan) if systems is None else systems
     results: dict[str, list[dict[str, Any]]] = {name: [] for name in systems}
     began = time.monotonic()
     with ExitStack() as outer:

@@ -170,8 +170,18 @@ def postgres_schema(stack: ExitStack, pg_url: str) -> str:
 
 
 @contextmanager
-def ours(ctx: BenchContext, kind: str) -> Iterator[Ours]:
-    """A running deployment of ours on ``kind`` (sqlite or postgresql), ready for fires."""
+def ours(
+    ctx: BenchContext,
+    kind: str,
+    *,
+    redis_db: int | None = None,
+    via: Callable[[str], str] | None = None,
+) -> Iterator[Ours]:
+    """A running deployment of ours on ``kind`` (sqlite or postgresql), ready for fires.
+
+    ``redis_db``: its own Redis database instead of the kind's; ``via``: the Redis URL its
+    processes use, given the real one (a proxy's, bench/redis_latency.py); the bench's own
+    seeding and reading go straight to Redis."""
     home = ctx.work_dir / f"e2e-{kind}-{uuid.uuid4().hex[:6]}"
     logs = home / "logs"
     logs.mkdir(parents=True)
@@ -182,7 +192,7 @@ def ours(ctx: BenchContext, kind: str) -> Iterator[Ours]:
             db_url = postgres_schema(stack, ctx.pg_url)
         else:
             db_url = f"sqlite:///{home / 'bench.sqlite3'}"
-        redis_url = redis_db_url(ctx.redis_url, OURS_DB[kind])
+        redis_url = redis_db_url(ctx.redis_url, OURS_DB[kind] if redis_db is None else redis_db)
         _flush(redis_url)
         settings = Settings(
             home=home,
@@ -195,10 +205,11 @@ def ours(ctx: BenchContext, kind: str) -> Iterator[Ours]:
             min_interval=1,  # the setting the tests lower; the rule itself is untouched
             log_format="json",
         )
-        env = settings_env(settings)
+        procs_url = redis_url if via is None else via(redis_url)
+        env = settings_env(settings, redis_url=procs_url)
         if spawn_hbgw(["migrate"], env=env, log=logs / "migrate.log").wait(120) != 0:
             raise HbgwError(f"`hbgw migrate` failed; see {logs / 'migrate.log'}.")
-        d = Ours(f"ours-{kind}", logs)
+        d = Ours(f"ours-{kind}" if via is None else f"ours-{kind}-via-proxy", logs)
         stack.callback(lambda: stop_all(list(d.procs.values())))
         d.procs["beat"] = spawn_hbgw(["beat"], env=env, log=logs / "beat.log")
         for name in WORKERS:

@@ -8,20 +8,15 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bench.goal_row import Row
+from bench.goals_e2e import issue16_rows, latency_rows
 from bench.latest import RESULTS, newest
 
 Doc = dict[str, Any]
-
-
-@dataclass(frozen=True)
-class Row:
-    goal: str
-    measured: str
-    met: bool | None  # None: not measured in this run
+__all__ = ["Row", "markdown", "rows"]
 
 
 def _median(value: Any) -> float | None:
@@ -138,7 +133,7 @@ def e2e_rows(doc: Doc) -> list[Row]:
         passes = doc["p99_passes_1s_at_offered"].get(system)
         measured += f"; p99 passes 1 s at {passes}/s offered" if passes else ""
         rows.append(Row(f"p99 lag < 1 s at 500 fires/s end to end ({system})", measured, met))
-    return rows
+    return rows + issue16_rows(doc)
 
 
 def streams_rows(doc: Doc) -> list[Row]:
@@ -260,6 +255,7 @@ ROWS: dict[str, Callable[[Doc], list[Row]]] = {
     "replicas": replicas_rows,
     "memory": memory_rows,
     "e2e": e2e_rows,
+    "redis_latency": latency_rows,
     "streams": streams_rows,
     "inflight": inflight_rows,
     "jitter_burst": jitter_rows,

@@ -18,7 +18,8 @@ matplotlib.use("Agg")  # files only, no display
 import matplotlib.pyplot as plt
 
 from bench.latest import newest
-from bench.plots_e2e import lag_plot
+from bench.plots_e2e import lag_plot, throughput_plot
+from bench.plots_inflight import inflight_plot
 from bench.plots_scaling import scaling_plot
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -120,6 +121,24 @@ def plot_e2e(results: Path = RESULTS, out: Path = IMAGES) -> Path | None:
     return lag_plot(payload["result"]["systems"], out / "bench-e2e-lag.png")
 
 
+def plot_e2e_throughput(results: Path = RESULTS, out: Path = IMAGES) -> Path | None:
+    """Delivered against offered fires a second, ours and celery-redbeat (bench/plots_e2e)."""
+    payload = newest("e2e", results)
+    if payload is None:
+        return None
+    load = payload.get("machine", {}).get("loadavg", [None])[0]
+    note = str(payload.get("started_at", ""))[:10] + (f", load {load:.1f}" if load else "")
+    return throughput_plot(payload["result"]["systems"], out / "bench-e2e-throughput.png", note)
+
+
+def plot_inflight(results: Path = RESULTS, out: Path = IMAGES) -> Path | None:
+    """Model calls held at once by one worker against its memory (bench/plots_inflight)."""
+    payload = newest("inflight", results)
+    if payload is None:
+        return None
+    return inflight_plot(payload, out / "bench-inflight.png")
+
+
 def plot_workers_scaling(results: Path = RESULTS, out: Path = IMAGES) -> Path | None:
     """Fires per worker CPU-second with 1, 2 and 4 workers (bench/plots_scaling)."""
     payload = newest("workers_scaling", results)
@@ -133,6 +152,8 @@ PLOTS: dict[str, Plot] = {
     "tick": plot_tick,
     "memory": plot_memory,
     "e2e": plot_e2e,
+    "e2e_throughput": plot_e2e_throughput,
+    "inflight": plot_inflight,
     "workers_scaling": plot_workers_scaling,
 }
 

@@ -48,3 +48,36 @@ def lag_plot(systems: dict[str, list[dict[str, Any]]], path: Path = DEFAULT_PATH
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+def throughput_plot(systems: dict[str, list[dict[str, Any]]], path: Path, note: str = "") -> Path:
+    """Delivered fires a second against the offered rate, one line per system, and y = x."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    top = 0
+    for name, phases in systems.items():
+        if not phases:
+            continue
+        colour, marker = STYLES.get(name, ("tab:gray", "x"))
+        rates = [p["offered_per_s"] for p in phases]
+        top = max(top, *rates)
+        ax.plot(
+            rates, [p["delivered_per_s"] for p in phases], color=colour, marker=marker, label=name
+        )
+    ax.plot(
+        [0, top], [0, top], color="black", linewidth=0.8, linestyle=":", label="delivered = offered"
+    )
+    ax.set_xlabel("offered fires per second (sessions at a 1 s interval)")
+    ax.set_ylabel("delivered fires per second (agent starts)")
+    ax.set_title("End to end: 1 beat + 2 workers, echo agent" + (f" ({note})" if note else ""))
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize="small")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

@@ -29,6 +29,7 @@ MODULES: list[str] = [
     "memory",
     "replicas",
     "e2e",
+    "redis_latency",
     "streams",
     "inflight",
     "jitter_burst",
