@@ -20,6 +20,7 @@ from pathlib import Path
 
 from bench import e2e_systems
 from bench.context import BenchContext, pg_url_if_up
+from bench.profile_groups import report
 from bench.runner import RESULTS
 from hbgw.core.embedded import EmbeddedRedis
 
@@ -87,6 +88,8 @@ def main() -> None:
         print(f"{role}: {path}")
         for frame, share in hot_frames(path) if path.exists() else []:
             print(f"  {share:5.1f}%  {frame}")
+        if path.exists():
+            print(report(path))
 
 
 if __name__ == "__main__":
