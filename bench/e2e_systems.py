@@ -176,12 +176,13 @@ def ours(
     *,
     redis_db: int | None = None,
     via: Callable[[str], str] | None = None,
+    via_roles: tuple[str, ...] = ("beat", "worker"),
 ) -> Iterator[Ours]:
     """A running deployment of ours on ``kind`` (sqlite or postgresql), ready for fires.
 
     ``redis_db``: its own Redis database instead of the kind's; ``via``: the Redis URL its
-    processes use, given the real one (a proxy's, bench/redis_latency.py); the bench's own
-    seeding and reading go straight to Redis."""
+    processes of ``via_roles`` use, given the real one (a proxy's, bench/redis_latency.py);
+    migrate and the bench's own seeding and reading go straight to Redis."""
     home = ctx.work_dir / f"e2e-{kind}-{uuid.uuid4().hex[:6]}"
     logs = home / "logs"
     logs.mkdir(parents=True)
@@ -205,16 +206,17 @@ def ours(
             min_interval=1,  # the setting the tests lower; the rule itself is untouched
             log_format="json",
         )
-        procs_url = redis_url if via is None else via(redis_url)
-        env = settings_env(settings, redis_url=procs_url)
+        env = settings_env(settings)
+        far = env if via is None else settings_env(settings, redis_url=via(redis_url))
+        env_of = {role: far if role in via_roles else env for role in ("beat", "worker")}
         if spawn_hbgw(["migrate"], env=env, log=logs / "migrate.log").wait(120) != 0:
             raise HbgwError(f"`hbgw migrate` failed; see {logs / 'migrate.log'}.")
         d = Ours(f"ours-{kind}" if via is None else f"ours-{kind}-via-proxy", logs)
         stack.callback(lambda: stop_all(list(d.procs.values())))
-        d.procs["beat"] = spawn_hbgw(["beat"], env=env, log=logs / "beat.log")
+        d.procs["beat"] = spawn_hbgw(["beat"], env=env_of["beat"], log=logs / "beat.log")
         for name in WORKERS:
             args = ["worker", "--name", name, "--concurrency", str(CONCURRENCY)]
-            d.procs[name] = spawn_hbgw(args, env=env, log=logs / f"{name}.log")
+            d.procs[name] = spawn_hbgw(args, env=env_of["worker"], log=logs / f"{name}.log")
         rt = Runtime(settings, Store.from_url(db_url), connect(redis_url), worker="bench-edge")
         stack.callback(rt.close)
         d.rt = rt
