@@ -225,6 +225,11 @@ class Settings(
     flower_user: str = Field(default="admin", description="Flower basic-auth user name.")
     flower_host: str = Field(default="127.0.0.1", description="Address Flower listens on.")
     flower_port: int = Field(default=5555, ge=1, le=65535, description="Port of Flower.")
+    task_events: bool = Field(
+        default=True,
+        description="Celery task events for Flower's task list; off spares a Redis publish per "
+        "task step (Flower still lists the workers).",
+    )
     stale_after: float = Field(
         default=300.0, gt=0, description="Seconds without a stamp before a turn is stale?."
     )

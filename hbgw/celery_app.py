@@ -35,8 +35,10 @@ def make_celery(settings: Settings, state_url: str) -> Celery:
         task_acks_late=True,
         task_reject_on_worker_lost=True,
         worker_prefetch_multiplier=1,
-        worker_send_task_events=True,
-        task_send_sent_event=True,
+        # Flower's task list is made of these; each is a PUBLISH in the consumer's one thread,
+        # so a fleet behind a slow network may turn them off (HBGW_TASK_EVENTS).
+        worker_send_task_events=settings.task_events,
+        task_send_sent_event=settings.task_events,
         task_default_queue=f"{settings.namespace}.default",
         broker_connection_retry_on_startup=True,
         # Issue 7: a Redis error (a full Redis included) is waited out, never a reason to exit.

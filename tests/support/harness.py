@@ -100,8 +100,15 @@ class Gateway:
 
     @contextmanager
     def worker(
-        self, name: str, *, settings: Settings | None = None, threads: int = 4
+        self,
+        name: str,
+        *,
+        settings: Settings | None = None,
+        threads: int = 4,
+        heartbeat_events: bool = False,
     ) -> Iterator[TurnRunner]:
+        """``heartbeat_events``: the worker publishes Celery's worker heartbeats, as `hbgw
+        worker` does (the testing worker leaves them out by default)."""
         with assembled_worker(settings or self.settings, name, threads=threads) as parts:
             self.runners[name] = parts.runner
             try:
@@ -113,6 +120,7 @@ class Gateway:
                     queues=[parts.queue],
                     hostname=f"{name}@test",
                     shutdown_timeout=30,
+                    without_heartbeat=not heartbeat_events,
                 ):
                     yield parts.runner
             finally:
