@@ -177,12 +177,14 @@ def ours(
     redis_db: int | None = None,
     via: Callable[[str], str] | None = None,
     via_roles: tuple[str, ...] = ("beat", "worker"),
+    task_events: bool = True,
 ) -> Iterator[Ours]:
     """A running deployment of ours on ``kind`` (sqlite or postgresql), ready for fires.
 
     ``redis_db``: its own Redis database instead of the kind's; ``via``: the Redis URL its
     processes of ``via_roles`` use, given the real one (a proxy's, bench/redis_latency.py);
-    migrate and the bench's own seeding and reading go straight to Redis."""
+    migrate and the bench's own seeding and reading go straight to Redis; ``task_events``:
+    HBGW_TASK_EVENTS."""
     home = ctx.work_dir / f"e2e-{kind}-{uuid.uuid4().hex[:6]}"
     logs = home / "logs"
     logs.mkdir(parents=True)
@@ -205,6 +207,7 @@ def ours(
             channel_file=home / "deliveries.jsonl",
             min_interval=1,  # the setting the tests lower; the rule itself is untouched
             log_format="json",
+            task_events=task_events,
         )
         env = settings_env(settings)
         far = env if via is None else settings_env(settings, redis_url=via(redis_url))

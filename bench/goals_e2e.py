@@ -110,5 +110,10 @@ def latency_rows(doc: Doc) -> list[Row]:
             f"; workers only behind it: {doc['workers_only_ratio']:.2f}× "
             f"({best['+150ms-workers-only']:g}/s)"
         )
+    if doc.get("no_task_events_ratio") is not None:
+        measured += (
+            f"; with HBGW_TASK_EVENTS=false: {doc['no_task_events_ratio']:.2f}× "
+            f"({best['+150ms-no-task-events']:g}/s)"
+        )
     measured += f"{_load(*phases)})"
     return [Row(goal, measured, ratio >= doc["goal_ratio"])]

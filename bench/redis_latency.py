@@ -6,7 +6,9 @@ two workers, echo agent, file channel; bench/e2e_systems.py), side by side in on
 talks to Redis directly, the other's beat and workers (state and broker: one Redis) through a
 delay line that holds every chunk ``DELAY_S`` in each direction (bench/latency_proxy.py), so a
 round trip costs 300 ms more; a third has only its workers behind it (beat beside Redis), which
-separates the turn path's share of the cost from beat's. Rates interleaved, each phase as
+separates the turn path's share of the cost from beat's; a fourth is the second with
+Celery's task events off (HBGW_TASK_EVENTS=false), a PUBLISH each in the consumer's one thread.
+Rates interleaved, each phase as
 e2e's (bench/e2e.py): delivered fires a second in a steady window, lag, CPU per fire.
 Throughput is the most delivered at any offered rate; the goal's ratio is the delayed
 deployment's over the direct one's.
@@ -31,7 +33,9 @@ GOAL_RATIO = 0.5
 DIRECT = "direct"
 DELAYED = "+150ms"
 WORKERS_ONLY = "+150ms-workers-only"  # beat near Redis: the turn path's own share of the cost
-REDIS_DB = {DIRECT: 6, DELAYED: 7, WORKERS_ONLY: 8}
+# Celery's task events are a PUBLISH each in the consumer's one thread (HBGW_TASK_EVENTS).
+NO_EVENTS = "+150ms-no-task-events"
+REDIS_DB = {DIRECT: 6, DELAYED: 7, WORKERS_ONLY: 8, NO_EVENTS: 9}
 
 
 def plan_for(ctx: BenchContext) -> Plan:
@@ -45,7 +49,13 @@ def plan_for(ctx: BenchContext) -> Plan:
 
 @contextmanager
 def delayed(
-    ctx: BenchContext, kind: str, delay_s: float, roles: tuple[str, ...] = ("beat", "worker")
+    ctx: BenchContext,
+    kind: str,
+    delay_s: float,
+    roles: tuple[str, ...] = ("beat", "worker"),
+    *,
+    name: str = DELAYED,
+    task_events: bool = True,
 ) -> Iterator[Ours]:
     upstream = urlsplit(ctx.redis_url)
     proxy = DelayProxy(upstream.port or 6379, delay_s)
@@ -57,8 +67,9 @@ def delayed(
         return parts._replace(netloc=f"{auth}@{HOST}:{port}" if auth else f"{HOST}:{port}").geturl()
 
     try:
-        db = REDIS_DB[DELAYED if "beat" in roles else WORKERS_ONLY]
-        with e2e_systems.ours(ctx, kind, redis_db=db, via=via, via_roles=roles) as d:
+        with e2e_systems.ours(
+            ctx, kind, redis_db=REDIS_DB[name], via=via, via_roles=roles, task_events=task_events
+        ) as d:
             yield d
     finally:
         proxy.stop()
@@ -68,7 +79,8 @@ def systems(ctx: BenchContext, kind: str, delay_s: float) -> Systems:
     return {
         DIRECT: lambda: e2e_systems.ours(ctx, kind, redis_db=REDIS_DB[DIRECT]),
         DELAYED: lambda: delayed(ctx, kind, delay_s),
-        WORKERS_ONLY: lambda: delayed(ctx, kind, delay_s, ("worker",)),
+        WORKERS_ONLY: lambda: delayed(ctx, kind, delay_s, ("worker",), name=WORKERS_ONLY),
+        NO_EVENTS: lambda: delayed(ctx, kind, delay_s, name=NO_EVENTS, task_events=False),
     }
 
 
@@ -91,13 +103,14 @@ def summary(results: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     }
     with_delay, without = best.get(DELAYED), best.get(DIRECT)
     ratio = round(with_delay / without, 3) if with_delay and without else None
-    workers_only = best.get(WORKERS_ONLY)
+    workers_only, no_events = best.get(WORKERS_ONLY), best.get(NO_EVENTS)
     return {
         "throughput_per_s": best,
         "ratio": ratio,
         "workers_only_ratio": round(workers_only / without, 3)
         if workers_only and without
         else None,
+        "no_task_events_ratio": round(no_events / without, 3) if no_events and without else None,
         "ratio_at_offered": by_rate,
     }
 

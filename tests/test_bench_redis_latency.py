@@ -76,6 +76,7 @@ def test_the_summary_and_its_goal_row_take_the_most_delivered_of_each() -> None:
         "throughput_per_s": {"direct": 140.0, "+150ms": 80.0},
         "ratio": 0.571,
         "workers_only_ratio": None,
+        "no_task_events_ratio": None,
         "ratio_at_offered": {"+150ms": {"100": 0.842, "200": 0.429}},
     }
     doc = {
@@ -129,6 +130,6 @@ def test_a_tiny_run_behind_the_delay_line_delivers_fires(tmp_path: Path, server_
     plan = Plan(rates=[5], kinds=["sqlite"], warmup_s=3.0, window_s=2.0, budget_s=200.0)
     systems = redis_latency.systems(ctx, "sqlite", 0.02)
     results = run_phases(ctx, plan, systems)
-    for name in ("direct", "+150ms", "+150ms-workers-only"):
+    for name in ("direct", "+150ms", "+150ms-workers-only", "+150ms-no-task-events"):
         [phase] = results[name]
         assert phase["fires"] > 0, name
