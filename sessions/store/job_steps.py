@@ -1,5 +1,7 @@
-"""The ledger's steps for a cron job's run, each inside a caller's transaction: what a
-heartbeat's steps do to its heartbeat row (``ledger_steps.py``), done to the job's row."""
+"""The ledger's ORM steps for a cron job's run, each inside a caller's transaction: what
+``ledger_steps.py`` does to a heartbeat's row when it settles what older turns left (a
+reservation given back, a run cut off), done to the job's row. A run that goes as planned takes
+the Core steps of ``job_rows.py`` instead."""
 
 from __future__ import annotations
 
