@@ -19,9 +19,10 @@ from hbgw.sessions.store.heartbeat_records import HeartbeatStatusView
 from hbgw.sessions.store.job_records import JobRestoreEntry, JobRoute, JobView, NewJob
 from hbgw.sessions.store.job_turns import (
     JobAdmission,
-    JobClaim,
+    JobBegin,
     JobFinished,
     JobNotStarted,
+    JobStart,
     JobStarted,
 )
 from hbgw.sessions.store.ledger import (
@@ -53,11 +54,12 @@ __all__ = [
     "HeartbeatSnapshot",
     "HeartbeatStatusView",
     "JobAdmission",
-    "JobClaim",
+    "JobBegin",
     "JobFinished",
     "JobNotStarted",
     "JobRestoreEntry",
     "JobRoute",
+    "JobStart",
     "JobStarted",
     "JobView",
     "LedgerSnapshot",

@@ -169,13 +169,14 @@ class TurnGate:
         return self._begin(session_id, token, lease_ms, fire_id, "fire")
 
     def try_begin_fire_reading(
-        self, session_id: str, fire_id: str, token: str, lease_ms: int, reads: Queue
+        self, session_id: str, fire_id: str, token: str, lease_ms: int, reads: Queue, job: str = ""
     ) -> tuple[Began | Busy, list[Any]]:
         """``try_begin_fire`` and the plain reads ``reads`` queues after it, in one round trip:
         what they answer is read with the lock (taken or not), in the order queued. A command
-        error of theirs is raised."""
+        error of theirs is raised. ``job``: a cron job's member, whose run takes the lock or
+        leaves ``fire_id`` pending as that job's (a heartbeat's and other jobs' kept beside it)."""
         keys = self._begin_keys(session_id)
-        args: list[str | int] = [token, lease_arg(lease_ms), fire_id, "fire", ""]
+        args: list[str | int] = [token, lease_arg(lease_ms), fire_id, "job" if job else "fire", job]
         pipe = self.client.pipeline(transaction=False)
         pipe.evalsha(self._try_begin.sha, len(keys), *keys, *args)
         reads(pipe)
@@ -183,13 +184,6 @@ class TurnGate:
         if isinstance(began, redis.exceptions.NoScriptError):  # Redis lost its scripts
             began = self._try_begin(keys=keys, args=args)
         return begin_result(raised(began)), [raised(r) for r in read]
-
-    def try_begin_job(
-        self, session_id: str, member: str, fire_id: str, token: str, lease_ms: int
-    ) -> Began | Busy:
-        """Take the lock for a cron job's run, or leave ``fire_id`` pending as that job's (a
-        heartbeat's pending fire and other jobs' are kept beside it)."""
-        return self._begin(session_id, token, lease_ms, fire_id, "job", member)
 
     def try_begin_user(self, session_id: str, token: str, lease_ms: int) -> Began | Busy:
         """Take the lock to drain the inbox; queued messages do not block this."""

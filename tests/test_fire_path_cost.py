@@ -7,7 +7,11 @@ Before the fire path was folded (issue 10): 3 transactions per admission, 12 per
 reserve, re-read heartbeat, session, mark started, prompt, history, delivering, reply, finish,
 and settle's two reads); then 4 (the claim and reservation, then the re-check and start). Now:
 admission reads once; a turn claims, reserves, re-checks and starts in one (``begin_fire``),
-marks delivering, and finishes with its reply and next due time in one.
+marks delivering, and finishes with its reply and next due time in one. A cron job's turn costs
+the same (``begin_job_fire``; before: 4 transactions, 24 statements and 9 round trips, 3, 21 and
+7 silent — the claim and the reservation, then the re-check and start, through the ORM; the
+re-check's reads, the start stamp, the wake, the index write and the idle stamp one round trip
+each).
 """
 
 from __future__ import annotations
@@ -17,11 +21,12 @@ from pathlib import Path
 import pytest
 from support.broker import take_messages
 from support.fire_path import FireCost, fire_path_gateway
+from support.jobs import add_job, ago
 from support.scenarios import assert_invariants, send
 
 from hbgw.gateway.inbound import Queued
 from hbgw.sessions.db import make_engine, upgrade
-from hbgw.sessions.states import RunState
+from hbgw.sessions.states import RunState, job_member
 from hbgw.state.ownership import rendezvous_owner
 
 ADMISSION_TRANSACTIONS = 1
@@ -55,6 +60,19 @@ TURN_REDIS = 3
 SILENT_TURN_REDIS = 2
 USER_TURN_REDIS = 4
 BATCH = 10  # fires in one task
+# A cron job's turn in an existing session, step for step a heartbeat's: admission reads the
+# batch's jobs, sessions and runs (three statements); the begin claims, reserves, re-checks and
+# starts in one transaction (``begin_job_fire``), with the lock's round trip reading the
+# emergency stop and the owner (``turn_redis.begin_job``); the mark; the finish, its index write
+# and idle stamp riding the drain's next step. A routed job's fresh session is one more
+# transaction at admission (``run_session``).
+JOB_ADMISSION_STATEMENTS = 3
+JOB_TURN_TRANSACTIONS = 3
+SILENT_JOB_TURN_TRANSACTIONS = 2
+JOB_TURN_STATEMENTS = 18
+SILENT_JOB_TURN_STATEMENTS = 15
+JOB_TURN_REDIS = 3
+SILENT_JOB_TURN_REDIS = 2
 
 
 def _one_fire(tmp_path: Path, redis_url: str, redis_ns: str, **overrides: object) -> FireCost:
@@ -162,3 +180,56 @@ def test_user_turn_transactions(tmp_path: Path, redis_url: str, redis_ns: str) -
     assert 1 <= sql.transactions <= USER_TURN_TRANSACTIONS, f"{sql.transactions}:\n{lines}"
     assert sql.rollbacks == 0
     assert 3 <= trips.round_trips <= USER_TURN_REDIS, f"{trips.round_trips}:\n{trips.lines}"
+
+
+def _one_job_fire(tmp_path: Path, redis_url: str, redis_ns: str, **overrides: object) -> FireCost:
+    with fire_path_gateway(tmp_path, redis_url, redis_ns, **overrides) as (gw, path):
+        sid = gw.session()
+        job = add_job(gw, "every 1m", session=sid, set_at=ago(61))
+        cost = path.fire(job_member(job.id))
+        [run] = gw.store.job_runs(job.id)
+        silent = bool(overrides.get("echo_silent_heartbeats"))
+        assert run.state == (RunState.SILENT if silent else RunState.COMPLETED), run
+        assert run.session_id == sid and gw.store.job(job.id).state.fire_count == 1
+        assert gw.rt.index.due_ms(job_member(job.id)) is not None  # due again, from the finish
+        assert_invariants(gw)
+    return cost
+
+
+def _check_job(cost: FireCost, turn: int, statements: int, redis_trips: int) -> None:
+    lines, trips = "\n".join(cost.turn.lines), cost.turn_redis
+    assert cost.turn.transactions >= 2 and trips.round_trips >= 2  # it counts at all
+    assert cost.admission.transactions <= ADMISSION_TRANSACTIONS, cost.admission.lines
+    assert cost.admission.statements <= JOB_ADMISSION_STATEMENTS, cost.admission.lines
+    assert cost.admission_redis.round_trips <= ADMISSION_REDIS, cost.admission_redis.lines
+    assert cost.turn.transactions <= turn, f"{cost.turn.transactions} transactions:\n{lines}"
+    assert cost.turn.statements <= statements, f"{cost.turn.statements} statements:\n{lines}"
+    assert trips.round_trips <= redis_trips, f"{trips.round_trips} round trips:\n{trips.lines}"
+    assert cost.admission.rollbacks == cost.turn.rollbacks == 0
+
+
+def test_a_cron_job_turn_costs_what_a_heartbeat_turn_costs_on_sqlite(
+    tmp_path: Path, redis_url: str, redis_ns: str
+) -> None:
+    cost = _one_job_fire(tmp_path, redis_url, redis_ns)
+    _check_job(cost, JOB_TURN_TRANSACTIONS, JOB_TURN_STATEMENTS, JOB_TURN_REDIS)
+
+
+def test_a_silent_cron_job_turn_costs_one_transaction_and_round_trip_less(
+    tmp_path: Path, redis_url: str, redis_ns: str
+) -> None:
+    cost = _one_job_fire(tmp_path, redis_url, redis_ns, echo_silent_heartbeats=True)
+    _check_job(
+        cost, SILENT_JOB_TURN_TRANSACTIONS, SILENT_JOB_TURN_STATEMENTS, SILENT_JOB_TURN_REDIS
+    )
+
+
+@pytest.mark.postgres
+def test_a_cron_job_turn_costs_what_a_heartbeat_turn_costs_on_postgres(
+    tmp_path: Path, redis_url: str, redis_ns: str, pg_schema_url: str
+) -> None:
+    engine = make_engine(pg_schema_url)
+    upgrade(engine)
+    engine.dispose()
+    cost = _one_job_fire(tmp_path, redis_url, redis_ns, database_url=pg_schema_url)
+    _check_job(cost, JOB_TURN_TRANSACTIONS, JOB_TURN_STATEMENTS, JOB_TURN_REDIS)

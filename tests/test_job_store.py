@@ -1,18 +1,36 @@
-"""The cron-job store on SQLite and PostgreSQL: the ledger's UNIQUE fire id, reservation and
-refund for a job's run, completion, and cancel twice."""
+"""The cron-job store on SQLite and PostgreSQL: the ledger's UNIQUE fire id, a job's run begun
+in one transaction (reserved, re-checked and started, or given back at once) and its repeat,
+completion, cancel twice, and an older worker's reservation given back by beat."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import pytest
+from sqlalchemy.orm import Session as OrmSession
 
 from hbgw.core.clock import to_ms, utcnow
 from hbgw.core.errors import InvalidState, StaleFence
+from hbgw.sessions import jobs
 from hbgw.sessions.grammar.job_schedule import parse_job_schedule
+from hbgw.sessions.models import JobRow, RunRow
 from hbgw.sessions.states import JobStatus, RefundReason, RunState
 from hbgw.sessions.store import Store
-from hbgw.sessions.views import Duplicate, JobRoute, NewJob, Reserved
+from hbgw.sessions.store.job_records import apply_job_state, job_state
+from hbgw.sessions.store.reservations import reserved_values
+from hbgw.sessions.store.run_views import run_view
+from hbgw.sessions.views import (
+    Duplicate,
+    JobBegin,
+    JobNotStarted,
+    JobRoute,
+    JobStart,
+    JobStarted,
+    NewJob,
+    RefusalReason,
+    Refused,
+    RunView,
+)
 
 
 def _job(store: Store, schedule: str, age: float) -> tuple[str, str]:
@@ -24,40 +42,88 @@ def _job(store: Store, schedule: str, age: float) -> tuple[str, str]:
     return job.id, sid
 
 
-def test_one_reservation_per_fire_id_and_a_refund_gives_it_back(store: Store) -> None:
-    jid, sid = _job(store, "every 1m", 61)
+def _begin(
+    store: Store,
+    sid: str,
+    fence: int,
+    jid: str,
+    now: datetime,
+    *,
+    refusal: RefundReason | None = None,
+) -> tuple[str, JobBegin]:
+    """A grant ``fence`` begins the job's due run, as a worker does: one transaction."""
     due = store.job(jid).next_due
     assert due is not None
-    fid, now = f"job:{jid}:{to_ms(due)}", utcnow()
-    first = store.claim_job_fire(sid, 1, jid, fid, to_ms(due), now)
-    assert isinstance(first.outcome, Reserved) and first.job.state.fire_count == 1
-    # A newer grant proves the first turn lost its lock: its reservation is given back, and
-    # the same fire id again is a duplicate, never a second run.
-    again = store.claim_job_fire(sid, 2, jid, fid, to_ms(due), now)
+    fid = f"job:{jid}:{to_ms(due)}"
+    start = JobStart(1, lambda job: job.state.prompt, 5, refusal=refusal, worker="w1")
+    return fid, store.begin_job_fire(sid, fence, jid, fid, to_ms(due), now, start)
+
+
+def test_one_run_per_fire_id_and_a_refused_recheck_gives_it_back_at_once(store: Store) -> None:
+    jid, sid = _job(store, "every 1m", 61)
+    due = store.job(jid).next_due
+    fid, first = _begin(store, sid, 1, jid, utcnow(), refusal=RefundReason.EMERGENCY_STOP)
+    # Reserved and given back in the one transaction: a row, nothing counted.
+    assert isinstance(first.outcome, JobNotStarted)
+    assert first.outcome.reason == RefundReason.EMERGENCY_STOP
+    assert first.job is not None and first.job.state.fire_count == 0 and first.job.next_due == due
+    # The same fire id again is a duplicate, never a second run; a fence not newer is refused
+    # (it is no repeat: the run carries another fence).
+    again = store.begin_job_fire(
+        sid, 2, jid, fid, to_ms(due or utcnow()), utcnow(), JobStart(1, lambda _j: "p", 5)
+    )
     assert isinstance(again.outcome, Duplicate)
     with pytest.raises(StaleFence):
-        store.claim_job_fire(sid, 2, jid, fid, to_ms(due), now)
+        store.begin_job_fire(
+            sid, 2, jid, fid, to_ms(due or utcnow()), utcnow(), JobStart(1, lambda _j: "p", 5)
+        )
     [run] = store.job_runs(jid)
-    assert run.state == RunState.REFUNDED and run.detail == RefundReason.ORPHANED
+    assert run.state == RunState.REFUNDED and run.detail == RefundReason.EMERGENCY_STOP
+    assert run.started_at is None
     back = store.job(jid)
     assert back.state.fire_count == 0 and back.next_due == due
+    assert back.last_outcome == "refunded: emergency stop"
+
+
+def test_a_paused_or_not_due_job_reserves_nothing(store: Store) -> None:
+    jid, sid = _job(store, "every 1m", 61)
+    now = utcnow()
+    store.pause_job(jid, now)
+    store.resume_job(jid, now)  # re-anchored now: due a minute later
+    fid, begun = _begin(store, sid, 1, jid, now)
+    assert isinstance(begun.outcome, Refused) and begun.outcome.reason == RefusalReason.NOT_DUE
+    assert begun.job is not None and begun.outcome.next_due_at == begun.job.next_due
+    store.pause_job(jid, now)
+    later, start = now + timedelta(minutes=2), JobStart(1, str, 5)
+    begun = store.begin_job_fire(sid, 2, jid, fid, to_ms(now), later, start)
+    assert isinstance(begun.outcome, Refused) and begun.outcome.reason == RefusalReason.INACTIVE
+    assert begun.job is not None and begun.job.next_due is None
+    assert store.job_runs(jid) == []
+    gone = store.begin_job_fire(sid, 3, "j-gone", "job:j-gone:1", 1, now, start)
+    assert isinstance(gone.outcome, Refused) and gone.outcome.reason == RefusalReason.NO_JOB
+    assert gone.job is None
 
 
 def test_a_one_shot_completes_at_its_finish_and_cancel_says_so(store: Store) -> None:
     jid, sid = _job(store, "in 1m", 61)
-    due = store.job(jid).next_due
-    assert due is not None
-    fid, now = f"job:{jid}:{to_ms(due)}", utcnow()
-    claim = store.claim_job_fire(sid, 1, jid, fid, to_ms(due), now)
-    assert isinstance(claim.outcome, Reserved) and claim.job.next_due is None
-    started = store.start_job_fire(
-        claim.outcome.run.key, 1, now, conversation=1, owner_changed=False, prompt="p", history=5
-    )
+    now = utcnow()
+    fid, begun = _begin(store, sid, 1, jid, now)
+    started = begun.outcome
+    assert isinstance(started, JobStarted) and started.job.next_due is None
+    assert started.job.state.fire_count == 1 and started.message.text == "p"
+    # A repeat after its COMMIT was cut off answers what that COMMIT stored.
+    due_ms = int(fid.rsplit(":", 1)[1])
+    repeat = store.begin_job_fire(sid, 1, jid, fid, due_ms, now, JobStart(1, str, 5))
+    assert isinstance(repeat.outcome, JobStarted) and repeat.outcome.run.id == started.run.id
+    assert repeat.outcome.message.id == started.message.id
     store.mark_delivering(started.run.key, 1, now, channel="file", kind="heartbeat")
-    done = store.finish_job_fire(
-        started.run.key, RunState.COMPLETED, 1, now, reply="r", reply_kind="assistant"
-    )
-    assert done.job.status == JobStatus.COMPLETED and done.job.next_due is None
+    for _ in range(2):  # the second: a repeat after a lost answer
+        done = store.finish_job_fire(
+            started.run.key, RunState.COMPLETED, 1, now, reply="r", reply_kind="assistant"
+        )
+        assert done.job.status == JobStatus.COMPLETED and done.job.next_due is None
+        assert done.run.state == RunState.COMPLETED
+    assert store.job(jid).last_outcome == "completed"
     with pytest.raises(InvalidState, match="already completed"):
         store.cancel_job(jid, now)
     other, _ = _job(store, "every 1h", 0)
@@ -67,17 +133,48 @@ def test_a_one_shot_completes_at_its_finish_and_cancel_says_so(store: Store) -> 
     assert store.restorable_jobs_page("", 10).entries == []
 
 
+def test_a_newer_grant_ends_a_started_run_failed_and_it_still_counts(store: Store) -> None:
+    jid, sid = _job(store, "every 1m", 61)
+    fid, begun = _begin(store, sid, 1, jid, utcnow())
+    assert isinstance(begun.outcome, JobStarted)
+    due = begun.outcome.run.due_at
+    assert due is not None
+    start = JobStart(1, lambda _j: "p", 5)
+    again = store.begin_job_fire(sid, 2, jid, fid, to_ms(due), utcnow(), start)
+    assert isinstance(again.outcome, Duplicate)
+    [run] = store.job_runs(jid)
+    assert (run.state, run.detail) == (RunState.FAILED, "lock lost before delivery")
+    assert store.job(jid).state.fire_count == 1
+
+
+def _reserved(store: Store, jid: str, sid: str, now: datetime) -> RunView:
+    """A reservation as a worker of the two-step begin (before ``begin_job_fire``) left it,
+    counted and waiting for its start: what beat's orphan pass still gives back."""
+    with OrmSession(store.engine) as db, db.begin():
+        row = db.get(JobRow, jid)
+        assert row is not None
+        state = job_state(row)
+        due = state.next_due()
+        assert due is not None
+        values = reserved_values(
+            f"job:{jid}:{to_ms(due)}", sid, state, fence=1, due_ms=to_ms(due), now=now,
+            worker="w1", deferred=False, job_id=jid,
+        )  # fmt: skip
+        run = RunRow(**values)
+        db.add(run)
+        apply_job_state(row, jobs.reserve(state, now), now)
+        db.flush()
+        return run_view(run)
+
+
 def test_stale_reservations_oldest_first_at_most_limit_and_refunded_once(store: Store) -> None:
-    """Orphan recovery reads a bounded page of the ledger, through an index (issue 10): a cron
-    job's reservation (a heartbeat's starts in the transaction that makes it, so none waits)."""
+    """Orphan recovery reads a bounded page of the ledger, through an index (issue 10): a
+    reservation an older worker left (a run now starts in the transaction that reserves it,
+    so none waits)."""
     reserved = []
     for age in (61, 62):
         jid, sid = _job(store, "every 1m", age)
-        due = store.job(jid).next_due
-        assert due is not None
-        claim = store.claim_job_fire(sid, 1, jid, f"job:{jid}:{to_ms(due)}", to_ms(due), utcnow())
-        assert isinstance(claim.outcome, Reserved)
-        reserved.append(claim.outcome.run)
+        reserved.append(_reserved(store, jid, sid, utcnow()))
     later = utcnow() + timedelta(minutes=1)
     assert [r.id for r in store.stale_reservations(later)] == [r.id for r in reserved]
     assert [r.id for r in store.stale_reservations(later, limit=1)] == [reserved[0].id]

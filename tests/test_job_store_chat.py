@@ -14,9 +14,10 @@ from hbgw.core.errors import BadInput
 from hbgw.sessions.grammar.job_schedule import parse_job_schedule
 from hbgw.sessions.states import RunState
 from hbgw.sessions.store import Store
-from hbgw.sessions.views import JobRoute, JobView, NewJob, Reserved
+from hbgw.sessions.views import JobRoute, JobStart, JobStarted, JobView, NewJob
 
 HERE = JobRoute(platform="slack", chat="C1", thread="T1")
+START = JobStart(1, lambda job: job.state.prompt, 5, worker="w1")
 
 
 def _job(store: Store, schedule: str, at: datetime, route: JobRoute = HERE) -> JobView:
@@ -52,8 +53,8 @@ def test_a_runs_fresh_session_is_not_the_chats_conversation(store: Store) -> Non
     assert due is not None
     fid = f"job:{job.id}:{to_ms(due)}"
     fresh = store.run_session(job.id, fid, utcnow())
-    claim = store.claim_job_fire(fresh.id, 1, job.id, fid, to_ms(due), utcnow())
-    assert isinstance(claim.outcome, Reserved)
+    begun = store.begin_job_fire(fresh.id, 1, job.id, fid, to_ms(due), utcnow(), START)
+    assert isinstance(begun.outcome, JobStarted)
     found = store.session_at(platform="slack", chat="C1", thread="T1", now=utcnow(), owner="alice")
     assert found is not None and found.id == chat.id != fresh.id
 
@@ -65,11 +66,8 @@ def test_a_run_given_back_to_the_ladder_is_due_at_its_retry(store: Store) -> Non
     assert due is not None
     fid, now = f"job:{job.id}:{to_ms(due)}", utcnow()
     sid = store.run_session(job.id, fid, now).id
-    claim = store.claim_job_fire(sid, 1, job.id, fid, to_ms(due), now)
-    assert isinstance(claim.outcome, Reserved)
-    started = store.start_job_fire(
-        claim.outcome.run.key, 1, now, conversation=1, owner_changed=False, prompt="p", history=5
-    )
+    started = store.begin_job_fire(sid, 1, job.id, fid, to_ms(due), now, START).outcome
+    assert isinstance(started, JobStarted)
     retry_at = now + timedelta(minutes=1)
     back = store.retry_job_fire(
         started.run.key, 1, now, detail="model unreachable", notice="n", usage=None,

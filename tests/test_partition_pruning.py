@@ -1,9 +1,10 @@
 """On PostgreSQL every lookup of a run or a message by its id (or a run by its fire id) that
-the fire path and a user turn make reads one day partition, not every day's index (migration
-0017; ``ledger_sql.py``): the statements the store really sends are captured while a fire and
-a user turn go through their production steps with many day partitions present, and each is
-explained — with its parameters bound (the plan of a first execution) and as a generic plan
-(what a prepared statement gets after a few) — and the partitions in its plan are counted.
+the fire path (a heartbeat's and a cron job's) and a user turn make reads one day partition,
+not every day's index (migration 0017; ``ledger_sql.py``, ``job_sql.py``): the statements the
+store really sends are captured while a fire, a cron job's run and a user turn go through their
+production steps with many day partitions present, and each is explained — with its parameters
+bound (the plan of a first execution) and as a generic plan (what a prepared statement gets
+after a few) — and the partitions in its plan are counted.
 Structural, not timed. Also: ids past 32 bits go through the fire path (64-bit ids)."""
 
 from __future__ import annotations
@@ -21,10 +22,22 @@ from sqlalchemy import Engine, event, text
 from support.fires import begin, due_fire, start
 from support.ledger_week import fire_once, heartbeat_session
 
+from hbgw.core.clock import to_ms
 from hbgw.sessions.db import make_engine, upgrade
+from hbgw.sessions.grammar.job_schedule import parse_job_schedule
 from hbgw.sessions.states import DeliveryState, RefundReason, RunState
 from hbgw.sessions.store import Store
-from hbgw.sessions.views import DeliveryOutcome, FireStart, Outbound, Started
+from hbgw.sessions.views import (
+    DeliveryOutcome,
+    FireStart,
+    JobNotStarted,
+    JobRoute,
+    JobStart,
+    JobStarted,
+    NewJob,
+    Outbound,
+    Started,
+)
 
 pytestmark = pytest.mark.postgres
 
@@ -142,6 +155,50 @@ def _fire_and_user_turn(store: Store) -> None:
     )  # fmt: skip
 
 
+def _job_due(store: Store, chat: str) -> tuple[str, str, str, int]:
+    """A cron job of a session, set two hours ago every hour on its exact times: due now."""
+    set_at = NOW - timedelta(hours=2)
+    sid = store.create_session(platform="slack", chat=chat, thread=None, now=set_at).id
+    parsed = parse_job_schedule("every 1h", now=set_at, min_interval=60)
+    new = NewJob(parsed, "every 1h exact", "p", JobRoute(session_id=sid))
+    job = store.create_job(new, set_at)
+    assert job.next_due is not None
+    due_ms = to_ms(job.next_due)
+    return sid, job.id, f"job:{job.id}:{due_ms}", due_ms
+
+
+def _cron_job_turns(store: Store) -> None:
+    """A cron job's production steps: admission, the begin and its repeat, the mark, the
+    finish and its repeat; a begin given back at once; a run given back to the retry ladder,
+    and its repeat."""
+    sid, jid, fid, due_ms = _job_due(store, "C-job")
+    store.admit_jobs([(jid, fid)])
+    start = JobStart(1, lambda _job: "p", 20, worker="w1")
+    for _ in range(2):  # the second: a repeat after a lost COMMIT, the prompt read back
+        begun = store.begin_job_fire(sid, 1, jid, fid, due_ms, NOW, start).outcome
+        assert isinstance(begun, JobStarted), begun
+    assert isinstance(begun, JobStarted)
+    store.mark_delivering(begun.run.key, 1, NOW, channel="file", kind="heartbeat")
+    sent = DeliveryOutcome(fid, DeliveryState.SENT, platform_message_id="1")
+    for _ in range(2):  # the second: a repeat
+        store.finish_job_fire(
+            begun.run.key, RunState.COMPLETED, 1, NOW, reply="ok", reply_kind="assistant",
+            delivered=sent, channel="file",
+        )  # fmt: skip
+    sid, jid, fid, due_ms = _job_due(store, "C-job-refund")
+    lost = JobStart(1, lambda _job: "p", 20, refusal=RefundReason.LOCK_LOST)
+    refunded = store.begin_job_fire(sid, 1, jid, fid, due_ms, NOW, lost).outcome
+    assert isinstance(refunded, JobNotStarted), refunded  # written refunded at once
+    sid, jid, fid, due_ms = _job_due(store, "C-job-retry")
+    retried = store.begin_job_fire(sid, 1, jid, fid, due_ms, NOW, start).outcome
+    assert isinstance(retried, JobStarted), retried
+    for _ in range(2):  # the second: a repeat
+        store.retry_job_fire(
+            retried.run.key, 1, NOW, detail="model unreachable", notice="n", usage=None,
+            retry_at=NOW + timedelta(minutes=1),
+        )  # fmt: skip
+
+
 def test_every_lookup_by_id_reads_one_partition(pg_store: Store) -> None:
     engine = pg_store.engine
     with engine.connect() as conn:
@@ -151,6 +208,7 @@ def test_every_lookup_by_id_reads_one_partition(pg_store: Store) -> None:
     listener = _capture(engine, lookups)
     try:
         _fire_and_user_turn(pg_store)
+        _cron_job_turns(pg_store)
     finally:
         event.remove(engine, "before_cursor_execute", listener)
     shapes = {re.sub(r"\s+", " ", s.statement) for s in lookups}

@@ -1,10 +1,10 @@
 """Issue 7, defect 5: database drops. Real `pg_terminate_backend` of the store's connections
-(the PostgreSQL tests; the last test runs on every backend).
+(the PostgreSQL tests; the one of a repeat after a saved COMMIT runs on every backend).
 
 A transaction that failed before COMMIT was rolled back by the server and is repeated; a
 failure during COMMIT is ambiguous, so only operations that are safe to repeat (``finish_fire``,
-``begin_fire``) are repeated after one; every other raw error leaves the store as a
-``StoreError`` with one sentence.
+``begin_fire``, a cron job's ``begin_job_fire`` and ``finish_job_fire``) are repeated after
+one; every other raw error leaves the store as a ``StoreError`` with one sentence.
 """
 
 from __future__ import annotations
@@ -20,12 +20,23 @@ from support.fires import finish, start
 from support.seed import T0
 from support.sql_fixtures import PG_URL
 
+from hbgw.core.clock import to_ms
 from hbgw.core.errors import OutcomeUnknown, StoreError
 from hbgw.sessions.db import make_engine, upgrade
 from hbgw.sessions.grammar import IntervalSchedule
-from hbgw.sessions.states import RunState
+from hbgw.sessions.grammar.job_schedule import parse_job_schedule
+from hbgw.sessions.states import RefundReason, RunState
 from hbgw.sessions.store import Store
-from hbgw.sessions.views import FireStart, RunKey, Started
+from hbgw.sessions.views import (
+    FireStart,
+    JobNotStarted,
+    JobRoute,
+    JobStart,
+    JobStarted,
+    NewJob,
+    RunKey,
+    Started,
+)
 
 
 @pytest.fixture
@@ -181,3 +192,43 @@ def test_folded_fire_steps_are_repeated_after_a_commit_cut_off(
     )
     assert killed() == 1 and done.run.state == RunState.COMPLETED
     assert [m.role for m in pg_store.list_messages(sid)] == ["user", "assistant"]
+
+
+def _due_job(store: Store, chat: str) -> tuple[str, str, str, int]:
+    """A session with a cron job every minute on its exact times, due at T0 + 60 s."""
+    sid = store.create_session(platform="slack", chat=chat, thread="T1", now=T0).id
+    parsed = parse_job_schedule("every 1m", now=T0, min_interval=60)
+    job = store.create_job(NewJob(parsed, "every 1m exact", "p", JobRoute(session_id=sid)), T0)
+    assert job.next_due is not None
+    due_ms = to_ms(job.next_due)
+    return sid, job.id, f"job:{job.id}:{due_ms}", due_ms
+
+
+@pytest.mark.postgres
+def test_a_job_runs_steps_are_repeated_after_a_commit_cut_off(
+    pg_store: Store, admin: Engine
+) -> None:
+    """begin_job_fire (started, or given back at once) and finish_job_fire recognise their own
+    saved COMMIT: one run counted once, one prompt, one reply."""
+    sid, jid, fid, due_ms = _due_job(pg_store, "C1")
+    now = T0 + timedelta(seconds=61)
+    killed = kill_own_backend(pg_store.engine, admin, "commit", times=1)
+    start = JobStart(1, lambda job: job.state.prompt, 20)
+    begun = pg_store.begin_job_fire(sid, 1, jid, fid, due_ms, now, start)
+    assert killed() == 1 and isinstance(begun.outcome, JobStarted)
+    assert begun.job is not None and begun.job.state.fire_count == 1
+    killed = kill_own_backend(pg_store.engine, admin, "commit", times=1)
+    done = pg_store.finish_job_fire(
+        begun.outcome.run.key, RunState.COMPLETED, 1, now, reply="ok", reply_kind="assistant"
+    )
+    assert killed() == 1 and done.run.state == RunState.COMPLETED
+    assert [m.role for m in pg_store.list_messages(sid)] == ["user", "assistant"]
+    assert pg_store.job(jid).state.fire_count == 1
+    sid, jid, fid, due_ms = _due_job(pg_store, "C2")
+    killed = kill_own_backend(pg_store.engine, admin, "commit", times=1)
+    stop = JobStart(1, lambda job: job.state.prompt, 20, refusal=RefundReason.EMERGENCY_STOP)
+    refused = pg_store.begin_job_fire(sid, 1, jid, fid, due_ms, now, stop)
+    assert killed() == 1 and isinstance(refused.outcome, JobNotStarted)
+    assert refused.outcome.reason == RefundReason.EMERGENCY_STOP
+    [run] = pg_store.job_runs(jid)
+    assert run.state == RunState.REFUNDED and pg_store.job(jid).state.fire_count == 0

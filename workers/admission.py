@@ -29,7 +29,7 @@ from hbgw.workers.heartbeat_turn import Fire, is_active, settle_duplicate
 from hbgw.workers.job_admission import JobFire, JobFires
 from hbgw.workers.locks import Grant
 from hbgw.workers.logfields import fields, log, report
-from hbgw.workers.turn_redis import begin_fire, drain_check
+from hbgw.workers.turn_redis import begin_fire, begin_job, drain_check
 
 Start = Callable[[str, Fire | None], None]
 
@@ -209,11 +209,10 @@ class Admission:
             if not isinstance(begun, Began):
                 return None
             return Grant(sid, token, begun.fence, begun.first)
-        seen = None
+        # The lock, and the emergency stop and owner read with it, in one round trip.
         if isinstance(fire, JobFire):
-            begun = self.rt.gate.try_begin_job(sid, fire.member, fire.fire_id, token, self.lease_ms)
+            begun, seen = begin_job(self.rt, sid, fire.member, fire.fire_id, token, self.lease_ms)
         else:
-            # The lock, and the emergency stop and owner read with it, in one round trip.
             begun, seen = begin_fire(self.rt, sid, fire.fire_id, token, self.lease_ms)
         if not isinstance(begun, Began):
             log.info("fire pending", extra=fields("fire.pending", sid, fire.fire_id))

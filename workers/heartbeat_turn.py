@@ -83,6 +83,19 @@ def settle_duplicate(rt: Runtime, session_id: str, run: RunView, next_due: datet
         rt.apply_due(session_id, next_due)  # what SQL answered with the duplicate: no new read
 
 
+def grant_refusal(rt: Runtime, lease: Lease) -> RefundReason | None:
+    """What Redis said with a fire's lock (``turn_redis.begin_fire``, ``begin_job``): the lock,
+    the emergency stop, then the owner; SQL weighs it after the session's own reasons."""
+    seen = lease.grant.seen
+    if lease.keeper.lost.is_set():
+        return RefundReason.LOCK_LOST
+    if seen is None:  # not a fire's grant: nothing was read with it
+        return None
+    if seen.estop:
+        return RefundReason.EMERGENCY_STOP
+    return RefundReason.OWNER_CHANGED if seen.owner != rt.worker else None
+
+
 def is_active(state: HeartbeatState | None) -> bool:
     # Through the enum's constructor: right whether the state holds the text or the member.
     return state is not None and HeartbeatStatus(state.status) is HeartbeatStatus.ACTIVE
@@ -162,16 +175,7 @@ class HeartbeatTurn(Turn[Begun]):
     # -- begin under the lock: the re-check's Redis part, the start ----------------------------
 
     def _refusal(self, lease: Lease) -> RefundReason | None:
-        """What Redis said with the lock (``turn_redis.begin_fire``): the lock, the emergency
-        stop, then the owner; SQL weighs it after the session's own reasons."""
-        seen = lease.grant.seen
-        if lease.keeper.lost.is_set():
-            return RefundReason.LOCK_LOST
-        if seen is None:  # not a heartbeat's grant: nothing was read with it
-            return None
-        if seen.estop:
-            return RefundReason.EMERGENCY_STOP
-        return RefundReason.OWNER_CHANGED if seen.owner != self.rt.worker else None
+        return grant_refusal(self.rt, lease)
 
     def _begun(self, lease: Lease, fire: Fire, started: Started) -> Begun:
         gateway_metrics().fire_lag.observe(max(0, self.rt.now_ms() - fire.due_ms) / 1000)

@@ -4,8 +4,8 @@
 dedupe → load → (unknown, inactive or not due: settle the index, stop) → missed and ``skip``:
 move on without a run → the target session (the job's own, compression followed; or the run's
 fresh one) → owner of that session? (else forward) → accepted. Whether the session is idle is
-not asked here: the lock decides, on the turn thread (``try_begin_job``), and a busy session
-keeps the fire pending as the job's own, beside its heartbeat's.
+not asked here: the lock decides, on the turn thread (``turn_redis.begin_job``), and a busy
+session keeps the fire pending as the job's own, beside its heartbeat's.
 """
 
 from __future__ import annotations

@@ -1,12 +1,14 @@
 """One cron job's run under a held session lock, on the turn skeleton (``workers/turn.py``).
 
 Step for step a heartbeat turn (``heartbeat_turn.py``), with the job's row where the heartbeat's
-was: claim the fence and reserve (one transaction) → re-check lock and estop (Redis), then
-session, conversation, the job's generation and owner, and refund or start with the prompt
+was: the lock, with the emergency stop and the owner read in its round trip
+(``turn_redis.begin_job``) → one SQL transaction (``begin_job_fire``): claim the fence, reserve
+(the job active and due, the session active), re-check (the session not reset since admission,
+then what Redis read) and either give the reservation back at once or start it with the prompt
 stored → agent → fenced mark with the delivery record ``pending`` → deliver to the session's
 chat and thread as a new message, quietly (no typing or progress) → finish, fenced, with the
 reply, the tokens and the delivery's outcome; the job completes there when that was its last
-run. The job's next due time goes to the index under ``job:<id>``.
+run. The job's next due time goes to the index under ``job:<id>``, with the drain's next step.
 
 A run whose model was unreachable (``TurnFailed.unreachable``) climbs the retry ladder
 (``HBGW_JOB_RETRY_DELAYS``): recorded failed with nothing sent to the chat, its reservation given
@@ -24,21 +26,19 @@ from hbgw.core.clock import iso
 from hbgw.core.errors import StaleFence
 from hbgw.core.metrics import count_delivery, gateway_metrics
 from hbgw.sessions.grammar.job_schedule import describe_job_schedule
-from hbgw.sessions.states import DeliveryState, JobStatus, RefundReason, RunState
+from hbgw.sessions.states import DeliveryState, JobStatus, RunState
 from hbgw.sessions.views import (
     DeliveryOutcome,
     Duplicate,
-    JobClaim,
     JobNotStarted,
+    JobStart,
     JobStarted,
     JobView,
     ReplyStart,
-    Reserved,
-    RunView,
 )
 from hbgw.workers.agents.base import TurnFailed, TurnRequest
 from hbgw.workers.heartbeat_tools import SessionHeartbeatTools
-from hbgw.workers.heartbeat_turn import count_refund, settle_duplicate
+from hbgw.workers.heartbeat_turn import count_refund, grant_refusal, settle_duplicate
 from hbgw.workers.injection import is_silent
 from hbgw.workers.job_admission import JobFire
 from hbgw.workers.locks import Lease
@@ -46,6 +46,7 @@ from hbgw.workers.logfields import fields, log
 from hbgw.workers.ports import Address
 from hbgw.workers.turn import Composed, Outgoing, Sent, Turn
 from hbgw.workers.turn_io import HISTORY_TURNS, Answer, Delivery, conversation_before
+from hbgw.workers.turn_redis import after_finish
 
 
 def job_message(job: JobView) -> str:
@@ -66,72 +67,50 @@ class JobTurn(Turn[JobBegun]):
     # A scheduled turn, quiet like a heartbeat's (rule 8); "job" in hbgw_turn_seconds.
     kind = "job"
 
-    def claim(self, lease: Lease, fire: JobFire) -> JobClaim:
-        rt = self.rt
-        claim = rt.store.claim_job_fire(
-            lease.session_id,
+    def begin(self, lease: Lease, fire: JobFire) -> JobBegun | None:
+        """At the lock grant, one transaction: claim its fence, reserve the run, re-check it and
+        start it (or give it back at once); None when it does not start (the index settled)."""
+        rt, sid = self.rt, lease.session_id
+        begun = rt.store.begin_job_fire(
+            sid,
             lease.fence,
             fire.job_id,
             fire.fire_id,
             fire.due_ms,
             rt.clock(),
-            worker=rt.worker,
-            deferred=fire.deferred,
+            JobStart(
+                fire.session.conversation,
+                job_message,
+                HISTORY_TURNS,
+                refusal=grant_refusal(rt, lease),
+                worker=rt.worker,
+                deferred=fire.deferred,
+            ),
         )
-        count_delivery(self.io.channel.name, DeliveryState.UNKNOWN.value, claim.unknown)
-        return claim
-
-    def run(self, lease: Lease, fire: JobFire, claim: JobClaim) -> None:
-        begun = self._begin(lease, fire, claim)
-        if begun is not None:
-            self.execute(lease, begun)
-
-    def _begin(self, lease: Lease, fire: JobFire, claim: JobClaim) -> JobBegun | None:
-        run = self._reserved(fire, claim)
-        if run is None:
-            return None
-        rt, sid = self.rt, lease.session_id
-        reason = None
-        if lease.keeper.lost.is_set():
-            reason = RefundReason.LOCK_LOST
-        elif rt.gate.estop_active(sid):
-            reason = RefundReason.EMERGENCY_STOP
-        if reason is not None:
-            self._refunded(fire, rt.store.refund_job_fire(run.key, reason, rt.clock()))
-            return None
-        started = rt.store.start_job_fire(
-            run.key,
-            lease.fence,
-            rt.clock(),
-            conversation=fire.session.conversation,
-            owner_changed=rt.registry.owner(sid, rt.now_ms()) != rt.worker,
-            prompt=job_message(claim.job),
-            history=HISTORY_TURNS,
-        )
-        if isinstance(started, JobNotStarted):
-            self._refunded(fire, started)
-            return None
-        gateway_metrics().fire_lag.observe(max(0, rt.now_ms() - fire.due_ms) / 1000)
-        self.io.stamp(sid, "job:start")
-        session = fire.session
-        address = Address(session.platform, session.chat, session.thread)
-        return JobBegun(fire, started, address, self.io.toolbox(sid, "heartbeat", address))
-
-    def _reserved(self, fire: JobFire, claim: JobClaim) -> RunView | None:
-        rt, outcome = self.rt, claim.outcome
-        if isinstance(outcome, Reserved):
-            return outcome.run
-        if isinstance(outcome, Duplicate):
-            settle_duplicate(rt, fire.member, outcome.run, claim.job.next_due)
-            return None
-        log.info(
-            "job fire %s refused: %s",
-            fire.fire_id,
-            outcome.reason,
-            extra=fields("job.refused", fire.session.id, fire.fire_id),
-        )
-        rt.apply_due(fire.member, claim.job.next_due)
+        count_delivery(self.io.channel.name, DeliveryState.UNKNOWN.value, begun.unknown)
+        outcome, due = begun.outcome, begun.job.next_due if begun.job is not None else None
+        if isinstance(outcome, JobStarted):
+            gateway_metrics().fire_lag.observe(max(0, rt.now_ms() - fire.due_ms) / 1000)
+            self.io.hold_stamp(lease, "job:start")
+            session = fire.session
+            address = Address(session.platform, session.chat, session.thread)
+            return JobBegun(fire, outcome, address, self.io.toolbox(sid, "heartbeat", address))
+        if isinstance(outcome, JobNotStarted):
+            self._refunded(fire, outcome)
+        elif isinstance(outcome, Duplicate):
+            settle_duplicate(rt, fire.member, outcome.run, due)
+        else:
+            log.info(
+                "job fire %s refused: %s",
+                fire.fire_id,
+                outcome.reason,
+                extra=fields("job.refused", fire.session.id, fire.fire_id),
+            )
+            rt.apply_due(fire.member, due)  # what SQL said in that transaction: no new read
         return None
+
+    def run(self, lease: Lease, begun: JobBegun) -> None:
+        self.execute(lease, begun)
 
     def _refunded(self, fire: JobFire, refunded: JobNotStarted) -> None:
         rt = self.rt
@@ -219,12 +198,12 @@ class JobTurn(Turn[JobBegun]):
             delivered=outcome,
             channel=self.io.channel.name,
         )
-        if sent is not None:
-            rt.wake_streams(sid)
         gateway_metrics().fires.labels(result.value).inc()
         log.info("job fire %s %s", fid, result, extra=fields("job.done", sid, fid))
-        rt.apply_due(plan.fire.member, finished.job.next_due)
-        self.io.stamp(sid, "idle")
+        # With the drain's next step, in its round trip: the answer reaches the API's event
+        # streams (if it left), the index gets the job's due time SQL answered, the stamp idle.
+        member, due = plan.fire.member, finished.job.next_due
+        after_finish(rt, lease, due, wake=sent is not None, member=member)
 
     def _retry_delay(self, plan: JobBegun, answer: Answer) -> float | None:
         """Seconds to the ladder's next rung when the model was unreachable; None when the run
@@ -254,8 +233,7 @@ class JobTurn(Turn[JobBegun]):
         )
         gateway_metrics().fires.labels(RunState.FAILED.value).inc()
         log.info("job fire %s %s", fid, detail, extra=fields("job.retry", lease.session_id, fid))
-        rt.apply_due(plan.fire.member, finished.job.next_due)
-        self.io.stamp(lease.session_id, "idle")
+        after_finish(rt, lease, finished.job.next_due, wake=False, member=plan.fire.member)
 
     def aborted(self, lease: Lease, plan: JobBegun, mark: ReplyStart | None, sent: int) -> None:
         gateway_metrics().fires.labels(RunState.FAILED.value).inc()

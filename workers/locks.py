@@ -59,7 +59,7 @@ class Grant:
     token: str
     fence: int
     first: Step | None = None  # a drain's first step, taken with the lock
-    seen: Recheck | None = None  # a heartbeat fire's re-check, read with the lock
+    seen: Recheck | None = None  # a fire's re-check (a heartbeat's, a job's), read with the lock
 
 
 class LockRenewals:

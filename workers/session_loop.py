@@ -80,17 +80,18 @@ class SessionLoop:
             lease = Lease(grant, keeper)
             try:
                 # Claimed before anything runs under the lock: every write of this grant (the
-                # reservation included) is then fenced, whatever comes first. A heartbeat
-                # fire's claim, reservation, re-check and start are one transaction.
+                # reservation included) is then fenced, whatever comes first. A fire's claim,
+                # reservation, re-check and start are one transaction (a cron job's too).
                 if fire is None:
                     if not isinstance(grant.first, NextMessage | Kept):
                         return  # stopped as it began: the lock is given back, messages wait
                     self._claim_drain(lease)
                 elif isinstance(fire, JobFire):
-                    # A cron job's run: the same claim, fence and error policy as a heartbeat's.
-                    job_claim = self.job.claim(lease, fire)
-                    run_job = functools.partial(self.job.run, lease, fire, job_claim)
-                    self._attempt(lease, "job", run_job, fire_id)
+                    # A cron job's run: the same one-transaction begin, fence and error policy
+                    # as a heartbeat's.
+                    if (job_begun := self.job.begin(lease, fire)) is not None:
+                        run_job = functools.partial(self.job.run, lease, job_begun)
+                        self._attempt(lease, "job", run_job, fire_id)
                 elif (begun := self.heartbeat.begin(lease, fire)) is not None:
                     run_fire = functools.partial(self.heartbeat.run, lease, begun)
                     self._attempt(lease, "heartbeat", run_fire, fire_id)

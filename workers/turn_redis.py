@@ -1,7 +1,7 @@
-"""The Redis work of a turn, pipelined: ``begin_fire`` reads a fire's re-check with its lock, in
-one round trip; what a finished turn leaves for Redis is queued on its lease and rides ahead of
-the drain's next step (``TurnGate.next_step``), in its round trip (issue 16: ≤ 3 round trips per
-heartbeat turn, ≤ 4 per user turn).
+"""The Redis work of a turn, pipelined: ``begin_fire`` (``begin_job`` for a cron job's run) reads
+a fire's re-check with its lock, in one round trip; what a finished turn leaves for Redis is
+queued on its lease and rides ahead of the drain's next step (``TurnGate.next_step``), in its
+round trip (issue 16: ≤ 3 round trips per heartbeat or cron job turn, ≤ 4 per user turn).
 
 Besides the gate's own script (whose keys share the session's slot), only plain commands go into
 these pipelines (no multi-key command), so a cluster client may split them by slot; what each
@@ -10,8 +10,10 @@ answers is exactly what its single command answered.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 import redis
 
@@ -29,6 +31,27 @@ def begin_fire(
     """``TurnGate.try_begin_fire`` with the re-check's reads (``TurnGate.estop_active`` and
     ``WorkerRegistry.owner``) after it, in the same round trip: the emergency stop and the owner
     as they were with the lock taken, for ``begin_fire``'s one transaction."""
+    reads, recheck = _recheck_reads(rt, session_id)
+    began, read = rt.gate.try_begin_fire_reading(session_id, fire_id, token, lease_ms, reads)
+    return began, recheck(read)
+
+
+def begin_job(
+    rt: Runtime, session_id: str, member: str, fire_id: str, token: str, lease_ms: int
+) -> tuple[Began | Busy, Recheck]:
+    """``begin_fire`` for a cron job's run (its ``member`` in the due index): the same reads,
+    for ``begin_job_fire``'s one transaction."""
+    reads, recheck = _recheck_reads(rt, session_id)
+    began, read = rt.gate.try_begin_fire_reading(
+        session_id, fire_id, token, lease_ms, reads, job=member
+    )
+    return began, recheck(read)
+
+
+def _recheck_reads(
+    rt: Runtime, session_id: str
+) -> tuple[Callable[[redis.client.Pipeline], None], Callable[[list[Any]], Recheck]]:
+    """The re-check's reads to queue after the lock's script, and what they answer."""
     now_ms = rt.now_ms()
 
     def reads(pipe: redis.client.Pipeline) -> None:
@@ -36,11 +59,12 @@ def begin_fire(
         pipe.exists(rt.keys.estop(session_id))
         pipe.zrangebyscore(rt.keys.workers(), now_ms - rt.registry.ttl_ms, "+inf")
 
-    began, (every, own, members) = rt.gate.try_begin_fire_reading(
-        session_id, fire_id, token, lease_ms, reads
-    )
-    live = sorted(str(m) for m in members)
-    return began, Recheck(bool(int(every) or int(own)), rendezvous_owner(session_id, live))
+    def recheck(read: list[Any]) -> Recheck:
+        every, own, members = read
+        live = sorted(str(m) for m in members)
+        return Recheck(bool(int(every) or int(own)), rendezvous_owner(session_id, live))
+
+    return reads, recheck
 
 
 @dataclass(frozen=True)
@@ -83,9 +107,12 @@ def wake_and_idle(rt: Runtime, lease: Lease) -> None:
     lease.after.append(queue)
 
 
-def after_finish(rt: Runtime, lease: Lease, due: datetime | None, *, wake: bool) -> None:
+def after_finish(
+    rt: Runtime, lease: Lease, due: datetime | None, *, wake: bool, member: str | None = None
+) -> None:
     """After the finish committed: wake the session's event streams (if a message left), write
-    the due time SQL answered (``Runtime.apply_due``) and stamp ``idle`` — queued for the drain's
+    the due time SQL answered (``Runtime.apply_due``) under ``member`` (a cron job's
+    ``job:<id>``; the session's own by default) and stamp ``idle`` — queued for the drain's
     next step, which sends them ahead of itself in one round trip (``Lease.after``).
 
     A command error of theirs is logged there (``log_after``): the due index self-heals (a
@@ -96,11 +123,12 @@ def after_finish(rt: Runtime, lease: Lease, due: datetime | None, *, wake: bool)
     def queue(pipe: redis.client.Pipeline) -> None:
         if wake:
             pipe.publish(rt.keys.events(sid), "1")
-        shard = rt.index.shard_key(sid)
+        entry = member or sid
+        shard = rt.index.shard_key(entry)
         if due is None:
-            pipe.zrem(shard, sid)
+            pipe.zrem(shard, entry)
         else:
-            pipe.zadd(shard, {sid: to_ms(due)})
+            pipe.zadd(shard, {entry: to_ms(due)})
         rt.liveness.stamp(sid, rt.now_ms(), "idle", rt.worker, pipe=pipe)
 
     lease.after.append(queue)

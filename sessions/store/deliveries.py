@@ -3,7 +3,7 @@ transactions — pending with the fenced mark just before the send (``mark_deliv
 ``begin_reply``), the outcome with the finish (``finish_fire``, the reply's ``add_message``).
 
 A pending record whose turn can no longer write its outcome is ``unknown``: the message may
-have left. It is found where cut-off turns are found — a newer grant's claim (``claim_in``
+have left. It is found where cut-off turns are found — a newer grant's claim (``fire_rows.claim``
 settles the run), a later attempt at the same key (``begin_reply``), or beat once the record
 stayed pending past HBGW_DEAD_AFTER with the session lock free (``settle_cut_off_delivery``).
 """

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, and_, func, or_, select
+from sqlalchemy import ColumnElement, Row, and_, func, or_, select
 from sqlalchemy.orm import Session
 
 from hbgw.core.clock import iso
@@ -277,7 +277,7 @@ def job_row(
     return row
 
 
-def job_state(row: JobRow) -> jobs.JobState:
+def job_state(row: JobRow | Row[Any]) -> jobs.JobState:
     return jobs.JobState(
         prompt=row.prompt,
         schedule=schedule_of(row),
@@ -299,7 +299,7 @@ def _seed(job_id: str, schedule_text: str) -> str:
     return "" if is_exact(schedule_text) else job_id
 
 
-def schedule_of(row: JobRow) -> JobSchedule:
+def schedule_of(row: JobRow | Row[Any]) -> JobSchedule:
     if row.run_at is not None:
         return OnceSchedule(row.run_at)
     if row.cron is not None:
@@ -309,27 +309,41 @@ def schedule_of(row: JobRow) -> JobSchedule:
 
 
 def apply_job_state(row: JobRow, state: jobs.JobState, now: datetime) -> None:
+    for name, value in job_state_values(state, now).items():
+        setattr(row, name, value)
+
+
+def job_state_values(state: jobs.JobState, now: datetime) -> dict[str, Any]:
+    """A job row's columns for ``state`` (an ORM row's, or ``job_sql.UPDATE_JOB``'s)."""
     schedule = state.schedule
-    row.prompt = state.prompt
-    row.run_at = schedule.at if isinstance(schedule, OnceSchedule) else None
-    row.interval_seconds = schedule.seconds if isinstance(schedule, IntervalSchedule) else None
-    row.cron = schedule.expr if isinstance(schedule, CronSchedule) else None
-    row.timezone = schedule.timezone if isinstance(schedule, CronSchedule) else None
-    row.status = state.status
-    row.anchor_at = state.anchor
-    row.fire_count = state.fire_count
-    row.times = state.times
-    row.generation = state.generation
-    row.missed_policy = state.missed_policy
-    row.last_fired_at = state.last_fired
-    row.retries = state.retries
-    row.retry_at = state.retry_at
-    row.next_due_at = state.next_due()
-    row.updated_at = now
+    return {
+        "prompt": state.prompt,
+        "run_at": schedule.at if isinstance(schedule, OnceSchedule) else None,
+        "interval_seconds": schedule.seconds if isinstance(schedule, IntervalSchedule) else None,
+        "cron": schedule.expr if isinstance(schedule, CronSchedule) else None,
+        "timezone": schedule.timezone if isinstance(schedule, CronSchedule) else None,
+        "status": state.status,
+        "anchor_at": state.anchor,
+        "fire_count": state.fire_count,
+        "times": state.times,
+        "generation": state.generation,
+        "missed_policy": state.missed_policy,
+        "last_fired_at": state.last_fired,
+        "retries": state.retries,
+        "retry_at": state.retry_at,
+        "next_due_at": state.next_due(),
+        "updated_at": now,
+    }
 
 
-def job_view(row: JobRow) -> JobView:
-    state = job_state(row)
+def job_view(row: JobRow | Row[Any]) -> JobView:
+    """The job as a view, from its ORM row or a Core row (the same column names)."""
+    return job_view_of(row, job_state(row), row.last_outcome)
+
+
+def job_view_of(row: JobRow | Row[Any], state: jobs.JobState, last_outcome: str | None) -> JobView:
+    """The job of ``row`` as it is once ``state`` and ``last_outcome`` are written (the fire
+    path's UPDATE wrote them: no read again)."""
     route = JobRoute(row.session_id, row.platform, row.chat, row.thread)
     return JobView(
         id=row.id,
@@ -339,6 +353,6 @@ def job_view(row: JobRow) -> JobView:
         model=row.model,
         state=state,
         next_due=state.next_due(),
-        last_outcome=row.last_outcome,
+        last_outcome=last_outcome,
         created_at=row.created_at,
     )

@@ -1,5 +1,7 @@
-"""The ledger's steps for a cron job's run, each inside a caller's transaction: what a
-heartbeat's steps do to its heartbeat row (``ledger_steps.py``), done to the job's row."""
+"""The ledger's ORM steps for a cron job's run, each inside a caller's transaction: what
+``ledger_steps.py`` does to a heartbeat's row when it settles what older turns left (a
+reservation given back, a run cut off), done to the job's row. A run that goes as planned takes
+the Core steps of ``job_rows.py`` instead."""
 
 from __future__ import annotations
 
@@ -8,57 +10,9 @@ from datetime import datetime
 from sqlalchemy.orm import Session
 
 from hbgw.sessions import jobs
-from hbgw.sessions.models import JobRow, RunRow, SessionRow
-from hbgw.sessions.states import JobStatus, RefundReason, RunState, SessionStatus
+from hbgw.sessions.models import JobRow, RunRow
+from hbgw.sessions.states import RefundReason, RunState
 from hbgw.sessions.store.job_records import apply_job_state, job_state
-from hbgw.sessions.store.reservations import reserved_run, run_by_fire_id
-from hbgw.sessions.store.run_views import (
-    Duplicate,
-    RefusalReason,
-    Refused,
-    Reserved,
-    ReserveOutcome,
-    run_view,
-)
-
-
-def reserve_job_in(
-    db: Session,
-    session: SessionRow,
-    row: JobRow,
-    fire_id: str,
-    due_ms: int,
-    fence: int,
-    now: datetime,
-    worker: str | None,
-    deferred: bool,
-) -> ReserveOutcome:
-    """Reserve one run of ``row`` (locked) in ``session`` (locked, its fence claimed in this
-    transaction): count +1, anchor = now, one ledger row."""
-    existing = run_by_fire_id(db, fire_id)
-    if existing is not None:
-        return Duplicate(run_view(existing))
-    state = job_state(row)
-    if state.status != JobStatus.ACTIVE or session.status != SessionStatus.ACTIVE:
-        return Refused(RefusalReason.INACTIVE)
-    if not state.is_due(now):
-        return Refused(RefusalReason.NOT_DUE, state.next_due())
-    session.updated_at = now
-    run = reserved_run(
-        fire_id,
-        session.id,
-        state,
-        fence=fence,
-        due_ms=due_ms,
-        now=now,
-        worker=worker,
-        deferred=deferred,
-        job_id=row.id,
-    )
-    db.add(run)
-    apply_job_state(row, jobs.reserve(state, now), now)
-    db.flush()
-    return Reserved(run_view(run))
 
 
 def refund_job_run(db: Session, run: RunRow, reason: RefundReason, now: datetime) -> None:

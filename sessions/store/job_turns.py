@@ -1,7 +1,10 @@
 """A cron job's fire path in SQL, step for step the heartbeat's (``fire_turns.py``): admission
-(one read for a batch), the claim of the grant's fence with the reservation, the fenced re-check
-and start, then ``mark_delivering`` (``ledger.py``, shared) and the fenced finish. Each step
-answers the job's next due time, which the worker writes to the index under ``job:<id>``.
+(one read for a batch), ``begin_job_fire`` (the grant's fence claimed, the run reserved, re-checked
+and started — or given back at once — in one transaction), then ``mark_delivering``
+(``ledger.py``, shared) and the fenced finish. Each step answers the job's next due time, which
+the worker writes to the index under ``job:<id>``. The steps run named Core statements
+(``job_rows.py``: ``job_sql.py``'s and ``ledger_sql.py``'s): no ORM object on a run that goes as
+planned.
 
 A job with a route runs each time in a fresh session, whose id comes from the fire id: a fire
 delivered twice finds the session its first delivery made, and the ledger's UNIQUE fire id does
@@ -11,43 +14,39 @@ the rest.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from hbgw.core.errors import NotFound
+from hbgw.core.errors import StaleFence
 from hbgw.core.usage import TokenUsage
 from hbgw.sessions import jobs
-from hbgw.sessions.models import JobRow, RunRow, SessionRow
-from hbgw.sessions.states import JobStatus, RefundReason, RunState, SessionStatus
-from hbgw.sessions.store.base import Transactions, fenced_session_row, repeatable, run_row
+from hbgw.sessions.models import SessionRow
+from hbgw.sessions.states import (
+    ClosedReason,
+    JobStatus,
+    RefundReason,
+    RunState,
+    SessionStatus,
+    fire_day,
+)
+from hbgw.sessions.store import fire_rows as rows
+from hbgw.sessions.store import job_rows, ledger_sql
+from hbgw.sessions.store import job_sql as sql
+from hbgw.sessions.store.base import Transactions, repeatable
 from hbgw.sessions.store.deliveries import DeliveryOutcome
-from hbgw.sessions.store.fire_rows import (
-    DEPARTED,
-    add_message,
-    history_before,
-    prompt_of,
-    record_delivery,
-)
 from hbgw.sessions.store.job_records import JobView, apply_job_state, job_row, job_state, job_view
-from hbgw.sessions.store.job_steps import job_outcome_in, reserve_job_in
-from hbgw.sessions.store.ledger_steps import (
-    claim_in,
-    end_run,
-    finish_in,
-    finished_outcome,
-    refund_in,
-    refund_reason,
-    start_in,
-)
-from hbgw.sessions.store.message_records import MessageView
-from hbgw.sessions.store.reservations import run_by_fire_id
-from hbgw.sessions.store.run_views import ReserveOutcome, RunKey, RunView, run_view
+from hbgw.sessions.store.job_rows import JobNotStarted, JobStarted
+from hbgw.sessions.store.ledger_steps import finished_outcome
+from hbgw.sessions.store.reservations import reserved_values
+from hbgw.sessions.store.run_views import Duplicate, Refused, RunKey, RunView, run_view
 from hbgw.sessions.store.session_records import SessionView, resolve_active_row, session_view
+
+__all__ = ["JobAdmission", "JobBegin", "JobFinished", "JobNotStarted", "JobStart", "JobStarted"]
 
 
 @dataclass(frozen=True)
@@ -61,25 +60,30 @@ class JobAdmission:
 
 
 @dataclass(frozen=True)
-class JobClaim:
-    outcome: ReserveOutcome
-    job: JobView
+class JobStart:
+    """What a job's turn brings to its begin: ``conversation``, the session's when the fire was
+    admitted; ``refusal``, what Redis read with the lock (lock lost, emergency stop, owner
+    changed), weighed after SQL's own reasons; ``prompt``, the turn's message written from the
+    job the reservation reads; ``history``, how many messages before it the agent sees."""
+
+    conversation: int
+    prompt: Callable[[JobView], str]
+    history: int
+    refusal: RefundReason | None = None
+    worker: str | None = None
+    deferred: bool = False
+
+
+@dataclass(frozen=True)
+class JobBegin:
+    """The fence is claimed; ``outcome``: the run started, reserved and given back in the same
+    transaction (the re-check refused it), the fire already in the ledger, or nothing reserved;
+    ``job``: the job after it (None: it is gone), whose next due time the index gets;
+    ``unknown``: deliveries of older turns the claim found cut off."""
+
+    outcome: JobStarted | JobNotStarted | Duplicate | Refused
+    job: JobView | None
     unknown: int = 0
-
-
-@dataclass(frozen=True)
-class JobStarted:
-    run: RunView
-    job: JobView
-    message: MessageView
-    history: list[MessageView]
-
-
-@dataclass(frozen=True)
-class JobNotStarted:
-    reason: RefundReason
-    run: RunView
-    job: JobView
 
 
 @dataclass(frozen=True)
@@ -97,8 +101,10 @@ class JobTurns(Transactions):
     def admit_jobs(self, fires: Sequence[tuple[str, str]]) -> list[JobAdmission | None]:
         """For each (job id, fire id): the job, its target session, the ledger's run of the
         fire; None for a job that does not exist. One read-only transaction for the batch."""
+        if not fires:
+            return []
         with self._transaction() as db:
-            return [_job_admission_in(db, job_id, fid) for job_id, fid in fires]
+            return _job_admissions_in(db, fires)
 
     def skip_missed_job(self, job_id: str, generation: int, now: datetime) -> JobView:
         """``MissedPolicy.SKIP``: the missed due times never run; due next after now."""
@@ -151,90 +157,64 @@ class JobTurns(Transactions):
             db.flush()
             return session_view(row)
 
-    def claim_job_fire(
-        self,
-        session_id: str,
-        fence: int,
-        job_id: str,
-        fire_id: str,
-        due_ms: int,
-        now: datetime,
-        *,
-        worker: str | None = None,
-        deferred: bool = False,
-    ) -> JobClaim:
-        """Claim the grant's fence and reserve one run of the job, in one transaction."""
-        args = (session_id, fence, job_id, fire_id, due_ms, now, worker, deferred)
-        try:
-            return self._claim_job_fire(*args)
-        except IntegrityError:
-            return self._claim_job_fire(*args)  # a concurrent reserve won the fire id
-
-    def _claim_job_fire(
-        self,
-        session_id: str,
-        fence: int,
-        job_id: str,
-        fire_id: str,
-        due_ms: int,
-        now: datetime,
-        worker: str | None,
-        deferred: bool,
-    ) -> JobClaim:
-        with self._transaction() as db:
-            claimed = claim_in(db, session_id, fence, now)
-            row = job_row(db, job_id, for_update=True)
-            outcome = reserve_job_in(
-                db, claimed.session, row, fire_id, due_ms, fence, now, worker, deferred
-            )
-            return JobClaim(outcome, job_view(row), claimed.unknown)
-
     @repeatable
-    def start_job_fire(
+    def begin_job_fire(
         self,
-        run_key: RunKey,
+        session_id: str,
         fence: int,
+        job_id: str,
+        fire_id: str,
+        due_ms: int,
         now: datetime,
-        *,
-        conversation: int,
-        owner_changed: bool,
-        prompt: str,
-        history: int,
-    ) -> JobStarted | JobNotStarted:
-        """The fenced re-check after a reservation, then the start with ``prompt`` stored."""
-        with self._transaction() as db:
-            run = run_row(db, run_key)
-            session = fenced_session_row(db, run.session_id, fence)
-            assert run.job_id is not None
-            row = job_row(db, run.job_id, for_update=True)
-            if run.state == RunState.STARTED and run.fence == fence:
-                # A repeat after a COMMIT whose answer was lost.
-                message = prompt_of(db, run.fire_id, run.started_at)
-                return JobStarted(
-                    run_view(run), job_view(row), message, history_before(db, message, history)
-                )
-            reason = _job_refusal(session, row, run, conversation, owner_changed)
-            if reason is not None:
-                if run.state == RunState.RESERVED:
-                    refund_in(db, run, reason, now)
-                return JobNotStarted(reason, run_view(run), job_view(row))
-            start_in(run, now)
-            message = add_message(
-                db, session.id, session.conversation, run.fire_id, "user", "heartbeat", prompt, now
-            )
-            return JobStarted(
-                run_view(run), job_view(row), message, history_before(db, message, history)
-            )
+        start: JobStart,
+    ) -> JobBegin:
+        """The lock was granted: claim its fence, reserve one run of the job, re-check it and
+        start it (or give it back at once), in one transaction, as ``begin_fire``. StaleFence
+        does nothing, unless this is a repeat after its own COMMIT was cut off: then it answers
+        what that COMMIT stored."""
+        args = (session_id, fence, job_id, fire_id, due_ms, now, start)
+        try:
+            return self._begin_job_fire(*args)
+        except IntegrityError:
+            return self._begin_job_fire(*args)  # a concurrent reserve won the fire id
 
-    def refund_job_fire(
-        self, run_key: RunKey, reason: RefundReason, now: datetime
-    ) -> JobNotStarted:
-        why = refund_reason(reason)
+    def _begin_job_fire(
+        self,
+        session_id: str,
+        fence: int,
+        job_id: str,
+        fire_id: str,
+        due_ms: int,
+        now: datetime,
+        start: JobStart,
+    ) -> JobBegin:
         with self._transaction() as db:
-            run = run_row(db, run_key)
-            refund_in(db, run, why, now)
-            assert run.job_id is not None
-            return JobNotStarted(why, run_view(run), job_view(job_row(db, run.job_id)))
+            try:
+                session, unknown = rows.claim(db, session_id, fence, now)
+            except StaleFence:
+                again = job_rows.begun_before(db, session_id, fence, fire_id, start.history)
+                if again is None:
+                    raise
+                return JobBegin(again, again.job)
+            conn = rows.on(db, writes=True)
+            row = job_rows.job_for_update(conn, job_id)
+            job = job_view(row) if row is not None else None
+            admitted = job_rows.reserving_job(conn, session, fire_id, row, now)
+            if not isinstance(admitted, jobs.JobState):  # a duplicate, or refused
+                return JobBegin(admitted, job, unknown)
+            assert row is not None and job is not None  # reserving_job refused otherwise
+            values = reserved_values(
+                fire_id, session.id, admitted, fence=fence, due_ms=due_ms, now=now,
+                worker=start.worker, deferred=start.deferred, job_id=row.id,
+            )  # fmt: skip
+            reason = _refusal(session, start)
+            if reason is not None:
+                refused = job_rows.refunded_at_once(conn, values, row, admitted, reason, now)
+                return JobBegin(refused, refused.job, unknown)
+            started = job_rows.start(
+                db, session, values, row, admitted, start.prompt(job), start.history, now
+            )
+            return JobBegin(started, started.job, unknown)
 
     @repeatable
     def finish_job_fire(
@@ -255,24 +235,21 @@ class JobTurns(Transactions):
         state after it (completed when that was its last run)."""
         final = finished_outcome(outcome)
         with self._transaction() as db:
-            run = run_row(db, run_key)
-            session = fenced_session_row(db, run.session_id, fence)
-            if run.state != final:
-                if delivered is not None:
-                    record_delivery(db, run, fence, channel, delivered, now)
-                finish_in(db, run, final, now, detail, usage)
-                add_message(
-                    db,
-                    session.id,
-                    session.conversation,
-                    run.fire_id,
-                    "assistant",
-                    reply_kind,
-                    reply,
-                    now,
-                )
-            assert run.job_id is not None
-            return JobFinished(run_view(run), job_view(job_row(db, run.job_id)))
+            conn = rows.on(db, writes=True)
+            run = rows.run_with_fence(conn, run_key, fence)
+            row = job_rows.job_for_update(conn, run.job_id)
+            assert row is not None  # a job's row is never deleted (cancelled: kept for audit)
+            if run.state == final:  # a repeat after a COMMIT whose answer was lost (reply too)
+                return JobFinished(rows.run_view_of(run), job_view(row))
+            if delivered is not None:
+                rows.record_delivery(db, run, fence, channel, delivered, now)
+            view = rows.finish(conn, run, final, now, detail, usage)
+            job = job_rows.job_outcome(conn, run, row, final, now)
+            rows.add_message(
+                db, run.session_id, run.session_conversation, run.fire_id, "assistant",
+                reply_kind, reply, now,
+            )  # fmt: skip
+            return JobFinished(view, job)
 
     @repeatable
     def retry_job_fire(
@@ -290,59 +267,58 @@ class JobTurns(Transactions):
         notice stored in its session, and its reservation given back to the job, due again at
         ``retry_at`` — unless the job changed since (then this was its run, failed)."""
         with self._transaction() as db:
-            run = run_row(db, run_key)
-            session = fenced_session_row(db, run.session_id, fence)
-            assert run.job_id is not None
-            row = job_row(db, run.job_id, for_update=True)
-            if run.state != RunState.FAILED:
-                end_run(run, RunState.FAILED, now, detail, usage)
-                add_message(
-                    db,
-                    session.id,
-                    session.conversation,
-                    run.fire_id,
-                    "assistant",
-                    "notice",
-                    notice,
-                    now,
-                )
-                if row.generation == run.generation and row.anchor_at == run.reserved_at:
-                    state = jobs.retry(
-                        job_state(row),
-                        prev_anchor=run.prev_anchor_at,
-                        prev_last_fired=run.prev_last_fired_at,
-                        retry_at=retry_at,
-                    )
-                    apply_job_state(row, state, now)
-                    row.last_outcome = detail[:255]
-                else:
-                    job_outcome_in(db, run, RunState.FAILED, now)
-            return JobFinished(run_view(run), job_view(row))
+            conn = rows.on(db, writes=True)
+            run = rows.run_with_fence(conn, run_key, fence)
+            row = job_rows.job_for_update(conn, run.job_id)
+            assert row is not None  # a job's row is never deleted (cancelled: kept for audit)
+            if run.state == RunState.FAILED:  # a repeat after a COMMIT whose answer was lost
+                return JobFinished(rows.run_view_of(run), job_view(row))
+            view = rows.finish(conn, run, RunState.FAILED, now, detail, usage)
+            job = job_rows.retried(conn, run, row, detail, retry_at, now)
+            rows.add_message(
+                db, run.session_id, run.session_conversation, run.fire_id, "assistant",
+                "notice", notice, now,
+            )  # fmt: skip
+            return JobFinished(view, job)
 
 
-def _job_refusal(
-    session: SessionRow, row: JobRow, run: RunRow, conversation: int, owner_changed: bool
-) -> RefundReason | None:
-    if session.status == SessionStatus.SUSPENDED:
-        return RefundReason.SESSION_SUSPENDED
-    if session.status != SessionStatus.ACTIVE:
-        return DEPARTED.get(session.closed_reason or "", RefundReason.SESSION_CLOSED)
-    if session.conversation != conversation:
+def _refusal(session: Any, start: JobStart) -> RefundReason | None:
+    """The re-check, after the reservation found the session active and the job due: the
+    session reset since admission, then what Redis read with the lock."""
+    if session.conversation != start.conversation:
         return RefundReason.SESSION_RESET
-    if row.generation != run.generation or row.status != JobStatus.ACTIVE:
-        return RefundReason.JOB_CHANGED
-    return RefundReason.OWNER_CHANGED if owner_changed else None
+    return start.refusal
 
 
-def _job_admission_in(db: Session, job_id: str, fire_id: str) -> JobAdmission | None:
-    row = db.scalars(select(JobRow).where(JobRow.id == job_id)).first()
+def _job_admissions_in(db: Session, fires: Sequence[tuple[str, str]]) -> list[JobAdmission | None]:
+    """The batch's jobs, their sessions and the runs of their fire ids, one statement each; a
+    compressed session is followed to its active child one at a time (rare)."""
+    conn = rows.on(db, writes=False)
+    job_ids = sorted({job_id for job_id, _ in fires})
+    found = rows.by_key(conn.execute(sql.JOBS_BY_ID, {"p_ids": job_ids}).all(), "id")
+    sids = sorted({r.session_id for r in found.values() if r.session_id is not None})
+    sessions = rows.by_key(conn.execute(ledger_sql.SESSIONS_BY_ID, {"p_ids": sids}).all(), "id")
+    fire_ids = sorted({fid for _, fid in fires})
+    days = sorted({fire_day(fid) for fid in fire_ids})
+    params = {"p_ids": fire_ids, "p_days": days}
+    runs = rows.by_key(conn.execute(ledger_sql.RUNS_BY_FIRE_ID, params).all(), "fire_id")
+    admissions: list[JobAdmission | None] = []
+    for job_id, fid in fires:
+        row = found.get(job_id)
+        if row is None:
+            admissions.append(None)
+            continue
+        session = _active(db, sessions.get(row.session_id)) if row.session_id else None
+        existing = runs.get(fid)
+        run = run_view(existing) if existing is not None else None
+        admissions.append(JobAdmission(job_view(row), session, run))
+    return admissions
+
+
+def _active(db: Session, row: Any) -> SessionView | None:
+    """The job's session as admission sees it: followed to its active child when compressed."""
     if row is None:
         return None
-    session = None
-    if row.session_id is not None:
-        try:
-            session = session_view(resolve_active_row(db, row.session_id))
-        except NotFound:
-            session = None
-    existing = run_by_fire_id(db, fire_id)
-    return JobAdmission(job_view(row), session, run_view(existing) if existing else None)
+    if row.status == SessionStatus.CLOSED and row.closed_reason == ClosedReason.COMPRESSED:
+        return session_view(resolve_active_row(db, row.id))
+    return session_view(row)

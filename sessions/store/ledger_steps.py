@@ -4,17 +4,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from sqlalchemy import Row, select
 from sqlalchemy.orm import Session
 
-from hbgw.core.errors import InvalidState, StaleFence
-from hbgw.core.usage import TokenUsage
 from hbgw.sessions import heartbeat as hb
-from hbgw.sessions.models import MODEL_CHARS, HeartbeatRow, RunRow, SessionRow
+from hbgw.sessions.models import HeartbeatRow, RunRow, SessionRow
 from hbgw.sessions.states import (
     FINISHED,
     IN_TURN,
@@ -24,7 +21,6 @@ from hbgw.sessions.states import (
     RunState,
     SessionStatus,
 )
-from hbgw.sessions.store.base import session_row
 from hbgw.sessions.store.deliveries import settle_pending_in
 from hbgw.sessions.store.heartbeat_records import apply_state, heartbeat_state
 from hbgw.sessions.store.job_steps import job_outcome_in, refund_job_run
@@ -32,38 +28,6 @@ from hbgw.sessions.store.run_views import (
     RefusalReason,
     Refused,
 )
-
-
-@dataclass(frozen=True)
-class Claimed:
-    """The claimed session's row, locked, and how many deliveries of older turns the claim
-    found cut off between their send and its record (now ``unknown``)."""
-
-    session: SessionRow
-    unknown: int
-
-
-def claim_in(db: Session, session_id: str, fence: int, now: datetime) -> Claimed:
-    """``claim_fence``'s work inside a caller's transaction."""
-    session = session_row(db, session_id, for_update=True)
-    if fence <= session.fence:
-        raise StaleFence(
-            f"Fence {fence} of session {session_id} is not newer than {session.fence}."
-        )
-    unknown = settle_older_turns_in(db, session_id, fence, now)
-    session.fence = fence
-    session.updated_at = now
-    return Claimed(session, unknown)
-
-
-def refund_in(db: Session, run: RunRow, reason: RefundReason, now: datetime) -> None:
-    """Give back a reservation inside a caller's transaction, the run row locked: only a run
-    that never started."""
-    if run.state != RunState.RESERVED:
-        raise InvalidState(
-            f"Run {run.fire_id} is {run.state}; only a run that never started is refunded."
-        )
-    refund_run(db, run, reason, now)
 
 
 def admit(
@@ -165,61 +129,9 @@ def refund_run(db: Session, run: RunRow, reason: RefundReason, now: datetime) ->
     run.detail = reason.value
 
 
-def refund_reason(reason: RefundReason | str) -> RefundReason:
-    try:
-        return RefundReason(reason)
-    except ValueError:
-        known = ", ".join(repr(r.value) for r in RefundReason)
-        raise ValueError(f"refund reason must be one of {known}, not {reason!r}") from None
-
-
 def finished_outcome(outcome: RunState | str) -> RunState:
     for state in FINISHED:
         if state == outcome:
             return state
     known = ", ".join(sorted(FINISHED))
     raise ValueError(f"outcome must be one of {known}, not {outcome!r}")
-
-
-def end_run(
-    run: RunRow, final: RunState, now: datetime, detail: str | None, usage: TokenUsage | None
-) -> None:
-    """The run row's own end (the caller settles its heartbeat or job): only a started run."""
-    if run.state not in IN_TURN:
-        raise InvalidState(f"Run {run.fire_id} is {run.state}; only a started run finishes.")
-    run.state = final
-    run.finished_at = now
-    run.detail = detail
-    if usage is not None:
-        run.prompt_tokens = usage.prompt_tokens
-        run.completion_tokens = usage.completion_tokens
-        run.model = usage.model[:MODEL_CHARS]
-
-
-def finish_in(
-    db: Session,
-    run: RunRow,
-    final: RunState,
-    now: datetime,
-    detail: str | None,
-    usage: TokenUsage | None,
-) -> HeartbeatRow | None:
-    """Record how a started run ended, inside a caller's transaction, the run row locked and
-    fenced; the run's heartbeat row, if any, for the caller to read on."""
-    end_run(run, final, now, detail, usage)
-    if run.job_id is not None:
-        job_outcome_in(db, run, final, now)
-        return None
-    row = db.get(HeartbeatRow, run.heartbeat_id)
-    if row is not None and row.generation == run.generation:
-        row.last_outcome = final.value
-        row.updated_at = now
-    return row
-
-
-def start_in(run: RunRow, now: datetime) -> None:
-    """Mark a run started: only a reserved run starts."""
-    if run.state != RunState.RESERVED:
-        raise InvalidState(f"Run {run.fire_id} is {run.state}; only a reserved run starts.")
-    run.state = RunState.STARTED
-    run.started_at = now

@@ -6,11 +6,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Protocol
 
-from sqlalchemy import select
-from sqlalchemy.orm import Session
-
 from hbgw.core.clock import from_ms
-from hbgw.sessions.models import RunRow
 from hbgw.sessions.states import RunState, fire_day
 
 
@@ -24,36 +20,6 @@ class Schedule(Protocol):
     @property
     def last_fired(self) -> datetime | None: ...
     def missed(self, now: datetime) -> int: ...
-
-
-def reserved_run(
-    fire_id: str,
-    session_id: str,
-    state: Schedule,
-    *,
-    fence: int,
-    due_ms: int,
-    now: datetime,
-    worker: str | None,
-    deferred: bool,
-    heartbeat_id: int | None = None,
-    job_id: str | None = None,
-) -> RunRow:
-    """A new ``reserved`` run of ``state``'s schedule (a heartbeat's or a job's)."""
-    return RunRow(
-        **reserved_values(
-            fire_id,
-            session_id,
-            state,
-            fence=fence,
-            due_ms=due_ms,
-            now=now,
-            worker=worker,
-            deferred=deferred,
-            heartbeat_id=heartbeat_id,
-            job_id=job_id,
-        )
-    )
 
 
 def reserved_values(
@@ -87,10 +53,3 @@ def reserved_values(
         deferred=deferred,
         missed=state.missed(now),
     )
-
-
-def run_by_fire_id(db: Session, fire_id: str) -> RunRow | None:
-    """The run of ``fire_id`` (the ORM's ``ledger_sql.RUN_BY_FIRE_ID``): its day named too, so
-    PostgreSQL reads the one partition that can hold it."""
-    query = select(RunRow).where(RunRow.fire_id == fire_id, RunRow.fire_day == fire_day(fire_id))
-    return db.scalars(query).first()

@@ -85,10 +85,11 @@ class RunView:
 
 
 class RefusalReason(StrEnum):
-    """Why ``begin_fire`` (or a cron job's claim) made no reservation (a stale fence raises
-    ``StaleFence`` instead)."""
+    """Why ``begin_fire`` (or a cron job's ``begin_job_fire``) made no reservation (a stale
+    fence raises ``StaleFence`` instead)."""
 
     NO_HEARTBEAT = "no_heartbeat"
+    NO_JOB = "no_job"  # a cron job's: the job's row is gone
     INACTIVE = "inactive"  # the heartbeat is paused or the session is not active
     NOT_DUE = "not_due"
 
