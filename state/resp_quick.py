@@ -113,12 +113,11 @@ def connect_quick(url: str, settings: StoreSettings | None) -> QuickRedis:
     if not set(query) <= OPTIONS:
         raise NotQuick(url)
     context = _tls(url, settings, query) if parts.scheme == "rediss" else None
-    sock = _socket(parts, context)
+    client = QuickRedis(_socket(parts, context))
     try:
-        client = QuickRedis(sock)
         client.send_all(_hello(parts, query))
     except BaseException:
-        sock.close()
+        client.close()
         raise
     return client
 
