@@ -96,7 +96,7 @@ def test_password_acl_user_database_and_unix_socket() -> None:
             admin = server.client()
             try:
                 admin.config_set("requirepass", "the-pw")
-                admin.execute_command("AUTH", "the-pw")
+                admin.auth("the-pw")
                 admin.select(3)
                 admin.set("where", "db3")
             finally:
