@@ -169,6 +169,58 @@ def test_heartbeat_status_says_the_same_on_both_paths(tmp_path: Path, hbgw: Hbgw
         assert said == full.err.splitlines(), argv
 
 
+def test_with_redis_both_paths_say_the_same(
+    tmp_path: Path,
+    hbgw: Hbgw,
+    monkeypatch: pytest.MonkeyPatch,
+    redis_url: str,
+    redis_ns: str,
+    redis_client: redis.Redis,
+) -> None:
+    sid = hbgw("session", "create", "--platform", "cli", "--chat", "me").out.strip()
+    hbgw("heartbeat", "set", sid, "--every", "10m", "--times", "3", "check", "CI")
+    hbgw("heartbeat", "pause", sid)
+    env = {"HBGW_REDIS_URL": redis_url, "HBGW_NAMESPACE": redis_ns}
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    redis_client.set(Keys(redis_ns).estop(), "1")  # the global stop
+    redis_client.rpush(Keys(redis_ns).inbox(sid), "1")  # a message waits: busy
+    for argv in (
+        ["heartbeat", "status", sid, "--json"],
+        ["heartbeat", "status", sid],
+        ["heartbeat", "status", "no-such-session"],
+        ["stamp", "--session", "s1", "idle"],
+    ):
+        short, packages = loaded(argv, tmp_path, **env)
+        full = hbgw(*argv)
+        assert (short.returncode, short.stdout) == (full.code, full.out), argv
+        said = [line for line in short.stderr.splitlines() if not line.startswith("import time")]
+        assert said == full.err.splitlines(), argv
+        assert packages & HEAVY == set(), argv
+    shown, _ = loaded(["heartbeat", "status", sid, "--json"], tmp_path, **env)
+    assert json.loads(shown.stdout)["emergency_stop"] is True
+
+
+def test_a_redis_that_does_not_answer_is_the_same_note_on_both_paths(
+    tmp_path: Path, hbgw: Hbgw, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from support.tls_redis import free_port
+
+    env = {"HBGW_REDIS_URL": f"redis://:pw-not-shown@127.0.0.1:{free_port()}/0"}
+    monkeypatch.setenv("HBGW_REDIS_URL", env["HBGW_REDIS_URL"])
+    sid = hbgw("session", "create", "--platform", "cli", "--chat", "me").out.strip()
+    said = {}
+    for argv in (["stamp", "--session", "s1", "idle"], ["heartbeat", "status", sid, "--json"]):
+        short, _ = loaded(argv, tmp_path, **env)
+        full = hbgw(*argv)
+        assert (short.returncode, short.stdout) == (full.code, full.out), argv
+        lines = [line for line in short.stderr.splitlines() if not line.startswith("import time")]
+        assert lines == full.err.splitlines(), argv
+        said[argv[0]] = full
+    assert "did not answer" in said["stamp"].err and "pw-not-shown" not in said["stamp"].err
+    assert json.loads(said["heartbeat"].out)["emergency_stop"] is None
+
+
 @pytest.mark.parametrize(
     "argv",
     [
