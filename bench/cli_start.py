@@ -5,7 +5,10 @@ imports (``-X importtime``: a count that does not depend on how busy the machine
 --json` in scripts; both should start in under 0.2 s. Each command runs in a user's
 environment (its own HBGW_HOME, no PYTHON* variables but the checkout on the path): `--help`
 as the floor, `stamp` into a directory and into Redis (the context's), `heartbeat status
---json` of a session with a heartbeat on SQLite. ``python -m bench quick --only cli_start``.
+--json` of a session with a heartbeat on SQLite (without and with Redis) and on PostgreSQL
+(with Redis; a schema of its own, migrated here). The 1-minute load average is kept beside
+each command: on a busy machine the wall time grows, the CPU time and the module count much
+less. ``python -m bench quick --only cli_start``.
 """
 
 from __future__ import annotations
@@ -16,6 +19,9 @@ import statistics
 import subprocess
 import sys
 import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from bench.context import BenchContext, Result
@@ -24,14 +30,16 @@ NAME = "cli_start"
 ROOT = Path(__file__).resolve().parent.parent
 GOAL_S = 0.2
 # What a command's module graph must not reach for it to start fast.
-HEAVY = ("sqlalchemy", "celery", "fastapi", "alembic", "typer", "redis")
+HEAVY = ("sqlalchemy", "celery", "fastapi", "alembic", "typer", "pydantic", "redis")
 
 
-def user_env(home: Path, redis_url: str | None) -> dict[str, str]:
+def user_env(home: Path, redis_url: str | None, database_url: str | None = None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("HBGW_", "PYTHON"))}
     env.update(HBGW_HOME=str(home), PYTHONPATH=str(ROOT))
     if redis_url:
         env.update(HBGW_REDIS_URL=redis_url, HBGW_NAMESPACE="bench-cli-start")
+    if database_url:
+        env.update(HBGW_DATABASE_URL=database_url)
     return env
 
 
@@ -43,6 +51,7 @@ def hbgw(args: list[str], env: dict[str, str], *extra: str) -> subprocess.Comple
 def timed(args: list[str], env: dict[str, str], repeats: int) -> Result:
     """Median and best wall time, median CPU time (user + system) of ``repeats`` runs."""
     walls, cpus = [], []
+    load = os.getloadavg()[0]
     for _ in range(repeats):
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         start = time.perf_counter()
@@ -59,15 +68,17 @@ def timed(args: list[str], env: dict[str, str], repeats: int) -> Result:
         "cpu_s": {"median": statistics.median(cpus)},
         "modules": len(modules) - 1,  # less the header line
         "heavy": sorted({m.split(".")[0] for m in modules} & set(HEAVY)),
+        "loadavg_1m": round(load, 2),
     }
 
 
-def commands(home: Path, redis_url: str | None) -> dict[str, tuple[list[str], dict[str, str]]]:
-    """The commands measured, each with its environment; a session with a heartbeat first."""
+def commands(
+    home: Path, redis_url: str | None, pg_url: str | None = None
+) -> dict[str, tuple[list[str], dict[str, str]]]:
+    """The commands measured, each with its environment; a session with a heartbeat first (in
+    SQLite, and in PostgreSQL when ``pg_url`` is given)."""
     plain, with_redis = user_env(home, None), user_env(home, redis_url)
-    made = hbgw(["session", "create", "--platform", "cli", "--chat", "bench"], plain)
-    sid = made.stdout.strip()
-    hbgw(["heartbeat", "set", sid, "--every", "10m", "check", "CI"], plain)
+    sid = with_heartbeat(plain)
     found: dict[str, tuple[list[str], dict[str, str]]] = {
         "help": (["--help"], plain),
         "stamp_dir": (["stamp", "--dir", str(home / "stamps"), "thinking"], plain),
@@ -75,19 +86,64 @@ def commands(home: Path, redis_url: str | None) -> dict[str, tuple[list[str], di
     }
     if redis_url:
         found["stamp_redis"] = (["stamp", "--session", "bench", "thinking"], with_redis)
+        found["heartbeat_status_json_redis"] = (["heartbeat", "status", sid, "--json"], with_redis)
+    if redis_url and pg_url:
+        on_pg = user_env(home, redis_url, pg_url)
+        found["heartbeat_status_json_postgres"] = (
+            ["heartbeat", "status", with_heartbeat(on_pg), "--json"],
+            on_pg,
+        )
     return found
 
 
-def measure(work_dir: Path, redis_url: str | None, repeats: int) -> Result:
+def with_heartbeat(env: dict[str, str]) -> str:
+    made = hbgw(["session", "create", "--platform", "cli", "--chat", "bench"], env)
+    sid = made.stdout.strip()
+    hbgw(["heartbeat", "set", sid, "--every", "10m", "check", "CI"], env)
+    return sid
+
+
+@contextmanager
+def pg_schema(pg_url: str) -> Iterator[str]:
+    """A fresh schema at the head migration (`hbgw migrate`'s work), dropped afterwards."""
+    import sqlalchemy as sa
+
+    from hbgw.sessions.db import make_engine, upgrade
+
+    schema = "bench_cli_" + uuid.uuid4().hex[:10]
+    admin = sa.create_engine(pg_url)
+    with admin.begin() as conn:
+        conn.execute(sa.text(f'CREATE SCHEMA "{schema}"'))
+    url = f"{pg_url}?options=-csearch_path%3D{schema}"
+    engine = make_engine(url)
+    try:
+        upgrade(engine)
+        yield url
+    finally:
+        engine.dispose()
+        with admin.begin() as conn:
+            conn.execute(sa.text(f'DROP SCHEMA "{schema}" CASCADE'))
+        admin.dispose()
+
+
+def measure(
+    work_dir: Path, redis_url: str | None, repeats: int, pg_url: str | None = None
+) -> Result:
     home = work_dir / "cli-start-home"
     home.mkdir(parents=True, exist_ok=True)
-    found = commands(home, redis_url)
-    timings = {name: timed(args, env, repeats) for name, (args, env) in found.items()}
+    with pg_schema(pg_url) if pg_url else _nothing() as schema_url:
+        found = commands(home, redis_url, schema_url)
+        timings = {name: timed(args, env, repeats) for name, (args, env) in found.items()}
     return {"repeats": repeats, "goal_s": GOAL_S, "commands": timings}
 
 
+@contextmanager
+def _nothing() -> Iterator[None]:
+    yield None
+
+
 def run(ctx: BenchContext) -> Result:
-    return measure(ctx.work_dir, ctx.redis_url, 7 if ctx.quick else 21)
+    return measure(ctx.work_dir, ctx.redis_url, 7 if ctx.quick else 21, ctx.pg_url)
 
 
 if __name__ == "__main__":
@@ -95,4 +151,5 @@ if __name__ == "__main__":
     import tempfile
 
     with tempfile.TemporaryDirectory() as scratch:
-        print(json.dumps(measure(Path(scratch), os.environ.get("HBGW_REDIS_URL"), 7), indent=2))
+        redis_url, pg_url = os.environ.get("HBGW_REDIS_URL"), os.environ.get("HBGW_BENCH_PG_URL")
+        print(json.dumps(measure(Path(scratch), redis_url, 7, pg_url), indent=2))

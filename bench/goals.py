@@ -201,16 +201,19 @@ def cli_start_rows(doc: Doc) -> list[Row]:
     for name, words in (
         ("stamp_dir", "hbgw stamp (into the stamp directory)"),
         ("stamp_redis", "hbgw stamp (into Redis)"),
-        ("heartbeat_status_json", "hbgw heartbeat status --json"),
+        ("heartbeat_status_json", "hbgw heartbeat status --json (SQLite)"),
+        ("heartbeat_status_json_redis", "hbgw heartbeat status --json (SQLite, Redis)"),
+        ("heartbeat_status_json_postgres", "hbgw heartbeat status --json (PostgreSQL, Redis)"),
     ):
         if name not in found:
             out.append(Row(f"{words} starts in < {goal:g} s", "—", None))
             continue
         wall, cpu = found[name]["wall_s"]["median"], found[name]["cpu_s"]["median"]
         help_wall = found["help"]["wall_s"]["median"]
+        load = found[name].get("loadavg_1m")
         measured = (
             f"{wall:.3f} s wall, {cpu:.3f} s CPU, {found[name]['modules']} modules "
-            f"(hbgw --help {help_wall:.3f} s)"
+            f"(hbgw --help {help_wall:.3f} s{'' if load is None else f'; load {load:g}'})"
         )
         out.append(Row(f"{words} starts in < {goal:g} s", measured, wall < goal))
     return out

@@ -8,7 +8,6 @@ migration files' own ``revision`` lines and the ``alembic_version`` table.
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -19,13 +18,11 @@ from sqlalchemy.pool import NullPool
 from hbgw.core.errors import SchemaBehind, StoreError
 from hbgw.core.masking import mask_url
 from hbgw.core.private import private_dir, touch_private
+from hbgw.sessions.schema_head import MIGRATIONS
+from hbgw.sessions.schema_head import file_head as file_head  # its home until the quick read
 
 if TYPE_CHECKING:
     from alembic.config import Config
-
-MIGRATIONS = Path(__file__).with_name("migrations")
-# `revision = "0014"`, `down_revision = "0013"` (or None): a plain one, not a merge's tuple.
-_REVISION_LINE = re.compile(r'^(down_revision|revision)\s*(?::[^=]*)?=\s*(None|"[^"]*")\s*$', re.M)
 
 
 def make_engine(url: str) -> Engine:
@@ -131,22 +128,6 @@ def ensure_schema(engine: Engine) -> None:
         f"The database schema is at {current or 'nothing'} but this version needs {head} — "
         "run `hbgw migrate` first."
     )
-
-
-def file_head() -> str | None:
-    """The head revision as the migration files name it, without Alembic; None unless every
-    file names a plain revision and exactly one is nobody's ``down_revision``."""
-    revisions: set[str] = set()
-    parents: set[str] = set()
-    for path in (MIGRATIONS / "versions").glob("*.py"):
-        found = {m.group(1): m.group(2) for m in _REVISION_LINE.finditer(path.read_text())}
-        if "revision" not in found or "down_revision" not in found:
-            return None  # a merge (a tuple), or a file written otherwise: Alembic decides
-        revisions.add(found["revision"].strip('"'))
-        if found["down_revision"] != "None":
-            parents.add(found["down_revision"].strip('"'))
-    heads = revisions - parents
-    return heads.pop() if len(heads) == 1 else None
 
 
 def _at_file_head(engine: Engine) -> bool:

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo
 
 from hbgw.sessions.grammar import IntervalSchedule, format_interval
 from hbgw.sessions.grammar.costs import format_tokens
 from hbgw.sessions.heartbeat import HeartbeatState
+from hbgw.sessions.heartbeat_view import NO_HEARTBEAT, HeartbeatStatusView
 from hbgw.sessions.states import HeartbeatStatus
-from hbgw.sessions.store.heartbeat_records import NO_HEARTBEAT, HeartbeatStatusView
-from hbgw.sessions.store.owner_budgets import OwnerBudget
+
+if TYPE_CHECKING:
+    from hbgw.sessions.store.owner_budgets import OwnerBudget
 
 PROMPT_PREVIEW = 60
 

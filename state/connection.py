@@ -14,16 +14,29 @@ from hbgw.core.masking import mask_url
 from hbgw.core.settings_quick import StoreSettings
 from hbgw.state.cluster import cluster_client, cluster_url_of, is_cluster
 from hbgw.state.redis_tls import certificate_refused, is_certificate_failure, tls_options, uses_tls
-from hbgw.state.redis_url import REDIS_URL_FILE, resolve_redis_url
+from hbgw.state.redis_url import (
+    CONNECT_TIMEOUT,
+    LEASE_SHARE,
+    MIN_TIMEOUT,
+    REDIS_URL_FILE,
+    SOCKET_TIMEOUT,
+    resolve_redis_url,
+    timeouts,
+)
 from hbgw.state.sentinel import is_sentinel, sentinel_client
 
 __all__ = [
+    "CONNECT_TIMEOUT",
+    "LEASE_SHARE",
+    "MIN_TIMEOUT",
     "REDIS_URL_FILE",
+    "SOCKET_TIMEOUT",
     "TRANSIENT_REDIS_ERRORS",
     "connect",
     "ping_or_error",
     "refuse_unverified_redis",
     "resolve_redis_url",
+    "timeouts",
 ]
 
 # What Redis does when it is down, restarting, loading, full or failing over: expected, waited
@@ -40,15 +53,6 @@ TRANSIENT_REDIS_ERRORS: tuple[type[Exception], ...] = (
     redis.exceptions.SlotNotCoveredError,
 )
 
-SOCKET_TIMEOUT = 5.0
-CONNECT_TIMEOUT = 2.0
-# The rule (docs/reliability.md, "Sending under a lock"): a Redis call of a process that holds
-# session locks blocks for at most a quarter of the lock lease, never less than this floor (a
-# loaded machine must not turn a slow answer into an error). A hung network then shows as an
-# error while the lease still runs, and the lock keeper, renewing every third of the lease,
-# still gets another try before the lease ends.
-LEASE_SHARE = 4
-MIN_TIMEOUT = 0.25
 # Seconds a pooled connection may sit unused before it is PINGed again on checkout: catches
 # connections a restarted server or a NAT silently dropped.
 HEALTH_CHECK_INTERVAL = 15
@@ -65,15 +69,6 @@ def _retry() -> Retry:
         retries=3,
         supported_errors=(RedisConnectionError,),
     )
-
-
-def timeouts(lock_lease: float | None) -> tuple[float, float]:
-    """(socket, connect) timeouts in seconds for a process whose locks last ``lock_lease``
-    seconds (None: it holds none): each at most its default and a quarter of the lease."""
-    if lock_lease is None:
-        return SOCKET_TIMEOUT, CONNECT_TIMEOUT
-    share = max(MIN_TIMEOUT, lock_lease / LEASE_SHARE)
-    return min(SOCKET_TIMEOUT, share), min(CONNECT_TIMEOUT, share)
 
 
 def connect(

@@ -140,6 +140,12 @@ def _one(stamp: Stamp, age_s: float, limits: Thresholds, live: set[str] | None) 
     return Verdict(stamp, ALIVE, age_s, "stamping")
 
 
+def stamp_command(keys: Keys, stamp: Stamp) -> tuple[str, str, str, str]:
+    """The HSET that writes ``stamp``: sent by ``Liveness.stamp`` through redis-py, and by
+    `hbgw stamp` through its quick client (``resp_quick``)."""
+    return ("HSET", keys.liveness(), stamp.session, json.dumps(stamp.to_json()))
+
+
 class Liveness:
     def __init__(self, client: redis.Redis, keys: Keys) -> None:
         self.client = client
@@ -157,8 +163,9 @@ class Liveness:
         pipe: redis.client.Pipeline | None = None,
     ) -> None:
         """Stamp the session's phase; ``pipe``: queued there, sent with its other commands."""
-        value = json.dumps(Stamp(session_id, at_ms, phase, worker, external).to_json())
-        (self.client if pipe is None else pipe).hset(self.keys.liveness(), session_id, value)
+        record = Stamp(session_id, at_ms, phase, worker, external)
+        _hset, key, field, value = stamp_command(self.keys, record)
+        (self.client if pipe is None else pipe).hset(key, field, value)
 
     def all(self) -> list[Stamp]:
         entries = self.client.hgetall(self.keys.liveness())

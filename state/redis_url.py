@@ -1,5 +1,6 @@
-"""Where the state Redis is, without importing redis-py: a command finds out whether there is a
-Redis to ask before it pays for the client's import (`hbgw stamp`, `hbgw heartbeat status`)."""
+"""Where the state Redis is, and how long to wait for it, without importing redis-py: a command
+finds out whether there is a Redis to ask before it pays for the client's import, and the quick
+client of the short commands (``resp_quick``) waits as long as redis-py's (``connection``)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,25 @@ if TYPE_CHECKING:
     from hbgw.core.settings_quick import StoreSettings
 
 REDIS_URL_FILE = "redis.url"
+
+SOCKET_TIMEOUT = 5.0
+CONNECT_TIMEOUT = 2.0
+# The rule (docs/reliability.md, "Sending under a lock"): a Redis call of a process that holds
+# session locks blocks for at most a quarter of the lock lease, never less than this floor (a
+# loaded machine must not turn a slow answer into an error). A hung network then shows as an
+# error while the lease still runs, and the lock keeper, renewing every third of the lease,
+# still gets another try before the lease ends.
+LEASE_SHARE = 4
+MIN_TIMEOUT = 0.25
+
+
+def timeouts(lock_lease: float | None) -> tuple[float, float]:
+    """(socket, connect) timeouts in seconds for a process whose locks last ``lock_lease``
+    seconds (None: it holds none): each at most its default and a quarter of the lease."""
+    if lock_lease is None:
+        return SOCKET_TIMEOUT, CONNECT_TIMEOUT
+    share = max(MIN_TIMEOUT, lock_lease / LEASE_SHARE)
+    return min(SOCKET_TIMEOUT, share), min(CONNECT_TIMEOUT, share)
 
 
 def resolve_redis_url(settings: StoreSettings) -> str:

@@ -9,7 +9,7 @@ skew beyond ``HBGW_CLOCK_SKEW_WARN`` is said once in the log.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from hbgw.core.clock import OffsetClock, SkewWarning
 from hbgw.core.settings_quick import StoreSettings
@@ -18,20 +18,30 @@ if TYPE_CHECKING:
     import redis
     from prometheus_client import Gauge
 
+    from hbgw.state.resp_quick import QuickRedis
+
 log = logging.getLogger("hbgw.clock")
+
+
+class _Gauge(Protocol):
+    def set(self, value: float) -> None: ...
+
 
 # Seconds between two reads of Redis TIME; in between, the local monotonic clock counts.
 SAMPLE_EVERY = 10.0
 
 
-def redis_seconds(client: redis.Redis) -> float:
+def redis_seconds(client: redis.Redis | QuickRedis) -> float:
     """Redis ``TIME`` in seconds since the epoch."""
     seconds, micros = client.time()
     return int(seconds) + int(micros) / 1_000_000
 
 
 def shared_clock(
-    client: redis.Redis, settings: StoreSettings, *, gauge: Gauge | None = None
+    client: redis.Redis | QuickRedis,
+    settings: StoreSettings,
+    *,
+    gauge: Gauge | _Gauge | None = None,
 ) -> OffsetClock:
     """This process's clock; ``gauge`` (default: the process's ``hbgw_clock_offset_seconds``)
     gets each offset measured."""

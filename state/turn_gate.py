@@ -17,6 +17,7 @@ from redis.commands.core import Script
 
 from hbgw.state.keys import Keys
 from hbgw.state.scripts import load_script
+from hbgw.state.session_reads import idle_from, idle_reads
 from hbgw.state.turn_gate_results import (
     Began,
     Busy,
@@ -355,12 +356,10 @@ class TurnGate:
 
     def is_idle(self, session_id: str) -> bool:
         """No turn holds the lock and no message is queued or in flight."""
-        k = self.keys
         pipe = self.client.pipeline(transaction=False)
-        pipe.exists(k.lock(session_id))
-        pipe.llen(k.inbox(session_id))
-        pipe.llen(k.inflight(session_id))
-        return not any(int(n) for n in pipe.execute())
+        for command in idle_reads(self.keys, session_id):
+            pipe.execute_command(*command)  # type: ignore[no-untyped-call]
+        return idle_from(pipe.execute())
 
     def lock_holder(self, session_id: str) -> str | None:
         value = self.client.get(self.keys.lock(session_id))

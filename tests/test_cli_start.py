@@ -10,11 +10,15 @@ import sys
 from pathlib import Path
 
 import pytest
+import redis
 from support.cli_fixtures import Hbgw
 
 from hbgw.cli.fast import short_args, stamp_args
+from hbgw.state.keys import Keys
 
 ROOT = Path(__file__).resolve().parent.parent
+# What the short commands must not import on SQLite with a plain Redis (issue 20, item 8).
+HEAVY = frozenset({"sqlalchemy", "celery", "fastapi", "alembic", "typer", "pydantic", "redis"})
 
 
 def loaded(
@@ -62,10 +66,9 @@ def test_a_stamp_into_redis_loads_no_sql_celery_web_or_typer(
         HBGW_NAMESPACE=redis_ns,
     )
     assert done.returncode == 0 and f"(Redis namespace {redis_ns})" in done.stdout, done.stderr
-    assert "redis" in packages
-    # pydantic neither: the quick settings reader knows this environment (core.settings_quick).
-    heavy = {"sqlalchemy", "celery", "fastapi", "alembic", "typer", "pydantic", "prometheus_client"}
-    assert packages & heavy == set()
+    # pydantic neither: the quick settings reader knows this environment (core.settings_quick);
+    # nor redis-py: the quick client speaks to a plain Redis (state.resp_quick).
+    assert packages & (HEAVY | {"prometheus_client"}) == set()
 
 
 def test_a_stamp_with_a_setting_the_quick_reader_does_not_know_reads_the_full_settings(
@@ -87,13 +90,13 @@ def test_heartbeat_status_json_loads_no_celery_web_alembic_or_metrics(
     hbgw("heartbeat", "set", sid, "--every", "10m", "check", "CI")
     done, packages = loaded(["heartbeat", "status", sid, "--json"], tmp_path)
     assert done.returncode == 0 and json.loads(done.stdout)["status"] == "active", done.stderr
-    # SQL is its work; Typer, pydantic, the migration tool, Celery, the web stack and metrics
-    # are not, nor redis-py when no Redis is named.
-    heavy = {"typer", "pydantic", "celery", "fastapi", "alembic", "mako", "prometheus_client"}
-    assert packages & (heavy | {"redis"}) == set()
+    # SQL is its work, read with sqlite3 (sessions.status_read); SQLAlchemy, Typer, pydantic,
+    # the migration tool, Celery, the web stack and metrics are not, nor redis-py.
+    heavy = HEAVY | {"mako", "prometheus_client"}
+    assert packages & heavy == set() and "sqlite3" in packages
     text, packages = loaded(["heartbeat", "status", sid], tmp_path)
     assert text.returncode == 0 and text.stdout.startswith("♥ Heartbeat"), text.stderr
-    assert packages & (heavy | {"redis"}) == set()
+    assert packages & heavy == set()
 
 
 def test_heartbeat_status_asks_redis_without_typer_or_pydantic(
@@ -106,8 +109,45 @@ def test_heartbeat_status_asks_redis_without_typer_or_pydantic(
     assert done.returncode == 0, done.stderr
     shown = json.loads(done.stdout)
     assert (shown["emergency_stop"], shown["waiting_for_idle"]) == (False, False)
-    assert "redis" in packages and "sqlalchemy" in packages
-    assert packages & {"typer", "pydantic", "celery", "fastapi", "alembic"} == set()
+    assert packages & (HEAVY | {"prometheus_client"}) == set()
+
+
+def test_heartbeat_status_on_postgresql_reads_with_psycopg_alone(
+    tmp_path: Path,
+    hbgw: Hbgw,
+    monkeypatch: pytest.MonkeyPatch,
+    pg_schema_url: str,
+    redis_url: str,
+    redis_ns: str,
+    redis_client: redis.Redis,
+) -> None:
+    from hbgw.core.clock import utcnow
+    from hbgw.sessions.db import make_engine, upgrade
+    from hbgw.sessions.grammar import IntervalSchedule
+    from hbgw.sessions.store import Store
+
+    engine = make_engine(pg_schema_url)
+    upgrade(engine)  # PostgreSQL is migrated by `hbgw migrate`, never by a command
+    store = Store(engine)
+    try:  # a paused heartbeat: nothing in its view moves with the clock
+        sid = store.create_session(platform="cli", chat="me", now=utcnow()).id
+        every = IntervalSchedule(600)
+        store.set_heartbeat(sid, schedule=every, schedule_text="10m", prompt="CI", now=utcnow())
+        store.pause_heartbeat(sid, utcnow())
+    finally:
+        store.close()
+    redis_client.set(Keys(redis_ns).estop(sid), "1")
+    env = {"HBGW_DATABASE_URL": pg_schema_url, "HBGW_REDIS_URL": redis_url}
+    for name, value in {**env, "HBGW_NAMESPACE": redis_ns}.items():
+        monkeypatch.setenv(name, value)
+    argv = ["heartbeat", "status", sid, "--json"]
+    done, packages = loaded(argv, tmp_path, **env, HBGW_NAMESPACE=redis_ns)
+    assert done.returncode == 0, done.stderr
+    assert "psycopg" in packages and packages & HEAVY == set()
+    full = hbgw(*argv)
+    assert (done.stdout, done.returncode) == (full.out, full.code)
+    shown = json.loads(done.stdout)
+    assert (shown["status"], shown["emergency_stop"]) == ("paused", True)
 
 
 def test_heartbeat_status_says_the_same_on_both_paths(tmp_path: Path, hbgw: Hbgw) -> None:
@@ -127,6 +167,58 @@ def test_heartbeat_status_says_the_same_on_both_paths(tmp_path: Path, hbgw: Hbgw
         assert (short.returncode, short.stdout) == (full.code, full.out), argv
         said = [line for line in short.stderr.splitlines() if not line.startswith("import time")]
         assert said == full.err.splitlines(), argv
+
+
+def test_with_redis_both_paths_say_the_same(
+    tmp_path: Path,
+    hbgw: Hbgw,
+    monkeypatch: pytest.MonkeyPatch,
+    redis_url: str,
+    redis_ns: str,
+    redis_client: redis.Redis,
+) -> None:
+    sid = hbgw("session", "create", "--platform", "cli", "--chat", "me").out.strip()
+    hbgw("heartbeat", "set", sid, "--every", "10m", "--times", "3", "check", "CI")
+    hbgw("heartbeat", "pause", sid)
+    env = {"HBGW_REDIS_URL": redis_url, "HBGW_NAMESPACE": redis_ns}
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    redis_client.set(Keys(redis_ns).estop(), "1")  # the global stop
+    redis_client.rpush(Keys(redis_ns).inbox(sid), "1")  # a message waits: busy
+    for argv in (
+        ["heartbeat", "status", sid, "--json"],
+        ["heartbeat", "status", sid],
+        ["heartbeat", "status", "no-such-session"],
+        ["stamp", "--session", "s1", "idle"],
+    ):
+        short, packages = loaded(argv, tmp_path, **env)
+        full = hbgw(*argv)
+        assert (short.returncode, short.stdout) == (full.code, full.out), argv
+        said = [line for line in short.stderr.splitlines() if not line.startswith("import time")]
+        assert said == full.err.splitlines(), argv
+        assert packages & HEAVY == set(), argv
+    shown, _ = loaded(["heartbeat", "status", sid, "--json"], tmp_path, **env)
+    assert json.loads(shown.stdout)["emergency_stop"] is True
+
+
+def test_a_redis_that_does_not_answer_is_the_same_note_on_both_paths(
+    tmp_path: Path, hbgw: Hbgw, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from support.tls_redis import free_port
+
+    env = {"HBGW_REDIS_URL": f"redis://:pw-not-shown@127.0.0.1:{free_port()}/0"}
+    monkeypatch.setenv("HBGW_REDIS_URL", env["HBGW_REDIS_URL"])
+    sid = hbgw("session", "create", "--platform", "cli", "--chat", "me").out.strip()
+    said = {}
+    for argv in (["stamp", "--session", "s1", "idle"], ["heartbeat", "status", sid, "--json"]):
+        short, _ = loaded(argv, tmp_path, **env)
+        full = hbgw(*argv)
+        assert (short.returncode, short.stdout) == (full.code, full.out), argv
+        lines = [line for line in short.stderr.splitlines() if not line.startswith("import time")]
+        assert lines == full.err.splitlines(), argv
+        said[argv[0]] = full
+    assert "did not answer" in said["stamp"].err and "pw-not-shown" not in said["stamp"].err
+    assert json.loads(said["heartbeat"].out)["emergency_stop"] is None
 
 
 @pytest.mark.parametrize(

@@ -7,11 +7,11 @@ Redis and Celery are imported inside the functions: commands import this module 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeAlias
 
-from hbgw.cli.common import open_store, settings, store_settings
+from hbgw.cli.common import open_store, settings
 from hbgw.core.errors import HbgwError
 
 if TYPE_CHECKING:
@@ -22,7 +22,10 @@ if TYPE_CHECKING:
     from hbgw.sessions.views import MessageView
     from hbgw.state.dispatch import Dispatcher
     from hbgw.state.keys import Keys
+    from hbgw.state.resp_quick import QuickRedis
     from hbgw.state.runtime import Runtime
+
+    StateRedis: TypeAlias = QuickRedis | redis.Redis
 
 
 @contextmanager
@@ -91,31 +94,53 @@ def estop_lift(rt: Runtime, session_id: str) -> str | None:
     return _lift(rt.client, rt.keys, session_id)
 
 
-def stop_and_busy(session_id: str) -> tuple[bool | None, bool | None]:
-    """Whether an emergency stop holds the session, and whether a turn does (or messages wait
-    for one); None for both when no Redis answers (unknown)."""
-    s = store_settings()
-    client = reachable_redis(s)
-    if client is None:
-        return None, None
-    from hbgw.state.keys import Keys
-    from hbgw.state.turn_gate import TurnGate
+@contextmanager
+def state_redis(s: StoreSettings) -> Iterator[StateRedis | None]:
+    """The deployment's Redis for a short command: the quick client (``state.resp_quick``) when
+    it reads the URL, else redis-py's (a cluster, Sentinel); None when no Redis answers, as
+    ``reachable_redis`` says it (a URL that does not verify, a refused connection, an error)."""
+    from hbgw.state.redis_url import resolve_redis_url
+    from hbgw.state.resp_quick import NotQuick, QuickRedisError, connect_quick
 
     try:
-        keys = Keys(s.namespace)
-        return _lift(client, keys, session_id) is not None, not TurnGate(client, keys).is_idle(
-            session_id
-        )
+        url = resolve_redis_url(s)
+        client: StateRedis | None = connect_quick(url, s)
+    except NotQuick:
+        client = reachable_redis(s)
+    except (HbgwError, OSError, QuickRedisError):
+        client = None
+    try:
+        yield client
     finally:
-        client.close()
+        if client is not None:
+            client.close()
+
+
+def ask(client: StateRedis, commands: Sequence[tuple[str, ...]]) -> list[Any]:
+    """``commands`` sent together, their answers in order, on either client."""
+    from hbgw.state.resp_quick import QuickRedis
+
+    if isinstance(client, QuickRedis):
+        return client.send_all(commands)
+    pipe = client.pipeline(transaction=False)
+    for command in commands:
+        pipe.execute_command(*command)  # type: ignore[no-untyped-call]
+    return pipe.execute()
+
+
+def stop_and_busy(client: StateRedis, keys: Keys, session_id: str) -> tuple[bool, bool]:
+    """Whether an emergency stop holds the session, and whether a turn does (or messages wait
+    for one): what ``estop_lift`` and ``TurnGate.is_idle`` read, in one round trip."""
+    from hbgw.state.session_reads import estop_reads, idle_from, idle_reads, lift_from
+
+    answers = ask(client, [*estop_reads(keys, session_id), *idle_reads(keys, session_id)])
+    return lift_from(answers[:2], session_id) is not None, not idle_from(answers[2:])
 
 
 def _lift(client: redis.Redis, keys: Keys, session_id: str) -> str | None:
-    if client.exists(keys.estop()):
-        return "hbgw estop off"
-    if client.exists(keys.estop(session_id)):
-        return f"hbgw estop off --session {session_id}"
-    return None
+    from hbgw.state.session_reads import estop_reads, lift_from
+
+    return lift_from(ask(client, estop_reads(keys, session_id)), session_id)
 
 
 def held_sentence(message_id: int, session_id: str, lift: str) -> str:

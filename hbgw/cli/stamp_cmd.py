@@ -1,6 +1,8 @@
 """`hbgw stamp`'s work, without Typer: a coding agent's hook runs it on every tool call, so the
 hook's path (``hbgw.cli.fast``) reaches it without building the whole command tree, and
-``live_cmd`` gives it its options and help. Redis' client is imported only when one is asked.
+``live_cmd`` gives it its options and help. It asks the deployment's Redis through the quick
+client (``state.resp_quick``) when that reads the URL, so a stamp imports no redis-py;
+``redis_now`` (redis-py) serves `hbgw agents`.
 """
 
 from __future__ import annotations
@@ -8,6 +10,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -17,6 +20,7 @@ if TYPE_CHECKING:
     import redis
 
     from hbgw.state.keys import Keys
+    from hbgw.state.liveness import Stamp
 
 
 @contextmanager
@@ -49,17 +53,9 @@ def write_stamp(phase: str, session: str | None, worker: str, directory: Path | 
         session = os.environ.get("HBGW_SESSION") or "default"
     name = check_session_name(session)
     record = Stamp(name, to_ms(utcnow()), check_phase(phase), worker, external=True)
-    if directory is None:
-        with redis_now() as found:
-            if found is not None:
-                from hbgw.state.liveness import Liveness
-
-                Liveness(found[0], found[1]).stamp(
-                    name, found[2], record.phase, worker, external=True
-                )
-                namespace = store_settings().namespace
-                out(f"Stamped {name}: {record.phase} (Redis namespace {namespace}).")
-                return
+    if directory is None and _stamp_redis(record):
+        out(f"Stamped {name}: {record.phase} (Redis namespace {store_settings().namespace}).")
+        return
     path = LivenessDir(directory or store_settings().effective_liveness_dir).write(record)
     out(f"Stamped {name}: {record.phase} ({path}).")
     if directory is not None:
@@ -72,3 +68,24 @@ def write_stamp(phase: str, session: str | None, worker: str, directory: Path | 
             f"Note: the configured Redis ({mask_url(configured)}, HBGW_REDIS_URL) did not "
             "answer, so the stamp went into the stamp directory instead."
         )
+
+
+def _stamp_redis(record: Stamp) -> bool:
+    """``record`` into the deployment's Redis, dated by its clock; False when none answers (or
+    the quick client lost it half way: the stamp directory gets it then)."""
+    from hbgw.cli.gateway_ctx import ask, state_redis
+    from hbgw.state.keys import Keys
+    from hbgw.state.liveness import stamp_command
+    from hbgw.state.resp_quick import QuickRedisError
+    from hbgw.state.shared_clock import redis_seconds
+
+    s = store_settings()
+    with state_redis(s) as client:
+        if client is None:
+            return False
+        try:
+            at_ms = int(redis_seconds(client) * 1000)
+            ask(client, [stamp_command(Keys(s.namespace), replace(record, at_ms=at_ms))])
+        except (OSError, QuickRedisError):
+            return False
+        return True

@@ -3,7 +3,8 @@
 croniter is the evaluator, but its parser accepts some garbage (``7-7`` in day-of-week means
 every day, reversed ranges silently wrap) and its messages do not say which field is wrong. So
 each field is checked here first, with errors that name the field, and croniter is handed a
-canonical form (plain numbers) of what was checked.
+canonical form (plain numbers) of what was checked. It is imported where it is used (checking
+an expression, the next fire): `hbgw heartbeat status` of an interval heartbeat never needs it.
 
 DST rules, as in Vixie cron: a wall-clock time skipped by a spring-forward fires at the end of the
 gap; a wall-clock time repeated by a fall-back fires once (its first occurrence), unless the
@@ -19,8 +20,6 @@ from datetime import UTC, date, datetime, timedelta, tzinfo
 from functools import cache, lru_cache
 from itertools import pairwise
 from zoneinfo import ZoneInfo, available_timezones
-
-from croniter import CroniterError, croniter
 
 from hbgw.core.errors import CronError
 from hbgw.sessions.grammar.intervals import format_interval
@@ -150,6 +149,8 @@ def _parse_cron(text: str, tz: str | None) -> CronSchedule:
         raise CronError(f"A cron schedule needs {SHAPE}; {shown}.")
     expr = " ".join(tokens)
     _compile(expr)
+    from croniter import croniter
+
     # A second opinion from the evaluator itself, should its grammar ever be narrower than ours.
     if not croniter.is_valid(expr):
         raise CronError(f"The cron expression {quote(expr)} is not valid — it needs {SHAPE}.")
@@ -303,6 +304,8 @@ def cron_next(schedule: CronSchedule, after: datetime) -> datetime:
     Candidates are wall-clock times from croniter, mapped to real instants in the schedule's
     timezone by the DST rules in the module docstring.
     """
+    from croniter import CroniterError, croniter
+
     compiled = _compile(schedule.expr)
     zone = _zone(schedule.timezone)
     after = after.replace(tzinfo=UTC) if after.tzinfo is None else after.astimezone(UTC)

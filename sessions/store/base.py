@@ -26,6 +26,7 @@ from sqlalchemy.orm import ORMExecuteState, Session, sessionmaker
 
 from hbgw.core.clock import pause
 from hbgw.core.errors import InvalidState, NotFound, OutcomeUnknown, StaleFence, StoreError
+from hbgw.sessions.heartbeat_view import no_session
 from hbgw.sessions.models import HeartbeatRow, RunRow, SessionRow
 from hbgw.sessions.states import SessionStatus
 
@@ -175,10 +176,7 @@ def session_row(db: Session, session_id: str, *, for_update: bool = False) -> Se
         query = query.with_for_update()
     row = db.scalars(query).first()
     if row is None:
-        raise NotFound(
-            f"There is no session {session_id!r} — `hbgw session create` makes one and "
-            "prints its id."
-        )
+        raise no_session(session_id)
     return row
 
 

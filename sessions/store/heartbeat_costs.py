@@ -6,17 +6,13 @@ started); its tokens are what ``finish_fire`` recorded, failed turns included.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, time, timedelta
+from datetime import datetime, timedelta
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from hbgw.sessions.heartbeat_view import utc_day
 from hbgw.sessions.models import RunRow
-
-
-def utc_day(now: datetime) -> datetime:
-    """The start (00:00 UTC) of the UTC day of ``now``."""
-    return datetime.combine(now.astimezone(UTC).date(), time(0), tzinfo=UTC)
 
 
 def tokens_on_day_in(db: Session, heartbeat_id: int, now: datetime) -> int:
