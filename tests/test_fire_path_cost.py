@@ -156,7 +156,7 @@ def test_user_turn_transactions(tmp_path: Path, redis_url: str, redis_ns: str) -
         queued = send(gw, sid, "hello")
         assert isinstance(queued, Queued)
         cost = path.drain(sid)
-        assert gw.store.reply_for(queued.message_id) is not None
+        assert gw.store.messages.reply_for(queued.message_id) is not None
     sql, trips = cost.sql, cost.redis
     lines = "\n".join(sql.lines)
     assert 1 <= sql.transactions <= USER_TURN_TRANSACTIONS, f"{sql.transactions}:\n{lines}"

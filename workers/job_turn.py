@@ -68,7 +68,7 @@ class JobTurn(Turn[JobBegun]):
 
     def claim(self, lease: Lease, fire: JobFire) -> JobClaim:
         rt = self.rt
-        claim = rt.store.claim_job_fire(
+        claim = rt.store.jobs.claim_job_fire(
             lease.session_id,
             lease.fence,
             fire.job_id,
@@ -97,9 +97,9 @@ class JobTurn(Turn[JobBegun]):
         elif rt.gate.estop_active(sid):
             reason = RefundReason.EMERGENCY_STOP
         if reason is not None:
-            self._refunded(fire, rt.store.refund_job_fire(run.key, reason, rt.clock()))
+            self._refunded(fire, rt.store.jobs.refund_job_fire(run.key, reason, rt.clock()))
             return None
-        started = rt.store.start_job_fire(
+        started = rt.store.jobs.start_job_fire(
             run.key,
             lease.fence,
             rt.clock(),
@@ -183,7 +183,7 @@ class JobTurn(Turn[JobBegun]):
     def mark(self, lease: Lease, plan: JobBegun, composed: Composed) -> ReplyStart | None:
         assert composed.reply is not None
         rt, kind = self.rt, composed.reply.delivery.kind
-        rt.store.mark_delivering(
+        rt.store.ledger.mark_delivering(
             plan.started.run.key, lease.fence, rt.clock(), channel=self.io.channel.name, kind=kind
         )
         return ReplyStart(possible_repeat=False)  # a fire is sent by one grant only
@@ -207,7 +207,7 @@ class JobTurn(Turn[JobBegun]):
             reply = sent.reply.text
             failed = answer.failure is not None or outcome.state is DeliveryState.FAILED
             result = RunState.FAILED if failed else RunState.COMPLETED
-        finished = rt.store.finish_job_fire(
+        finished = rt.store.jobs.finish_job_fire(
             plan.started.run.key,
             result,
             lease.fence,
@@ -243,7 +243,7 @@ class JobTurn(Turn[JobBegun]):
         of = len(rt.settings.job_retry_ladder)
         detail = f"model unreachable, retry {rung} of {of} at {iso(retry_at)}: {answer.failure}"
         notice = f"⚠ Cron job {job_id}: {answer.failure} Trying again at {iso(retry_at)}."
-        finished = rt.store.retry_job_fire(
+        finished = rt.store.jobs.retry_job_fire(
             plan.started.run.key,
             lease.fence,
             now,
@@ -261,7 +261,7 @@ class JobTurn(Turn[JobBegun]):
         gateway_metrics().fires.labels(RunState.FAILED.value).inc()
         assert sent == 0  # a job turn stops only at a check before its one send
         with contextlib.suppress(StaleFence):
-            self.rt.store.settle_lost(
+            self.rt.store.ledger.settle_lost(
                 plan.started.run.key, lease.fence, self.rt.clock(), nothing_sent=True
             )
         if mark is not None:

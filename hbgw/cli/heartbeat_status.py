@@ -19,7 +19,7 @@ def print_status(session_id: str, as_json: bool) -> None:
     estop, busy = stop_and_busy(session_id)  # None: no Redis answers, so nobody knows
     store = open_store()
     try:
-        result = replace(store.heartbeat_status(session_id, now()), busy=busy)
+        result = replace(store.heartbeats.heartbeat_status(session_id, now()), busy=busy)
     finally:
         store.close()
     if as_json:

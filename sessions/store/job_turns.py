@@ -24,7 +24,7 @@ from hbgw.core.usage import TokenUsage
 from hbgw.sessions import jobs
 from hbgw.sessions.models import JobRow, RunRow, SessionRow
 from hbgw.sessions.states import JobStatus, RefundReason, RunState, SessionStatus
-from hbgw.sessions.store.base import Transactions, fenced_session_row, repeatable, run_row
+from hbgw.sessions.store.base import Transactions, fenced_session_row, run_row, transaction
 from hbgw.sessions.store.deliveries import DeliveryOutcome
 from hbgw.sessions.store.fire_rows import (
     DEPARTED,
@@ -94,12 +94,14 @@ def run_session_id(fire_id: str) -> str:
 
 
 class JobTurns(Transactions):
+    @transaction
     def admit_jobs(self, fires: Sequence[tuple[str, str]]) -> list[JobAdmission | None]:
         """For each (job id, fire id): the job, its target session, the ledger's run of the
         fire; None for a job that does not exist. One read-only transaction for the batch."""
         with self._transaction() as db:
             return [_job_admission_in(db, job_id, fid) for job_id, fid in fires]
 
+    @transaction
     def skip_missed_job(self, job_id: str, generation: int, now: datetime) -> JobView:
         """``MissedPolicy.SKIP``: the missed due times never run; due next after now."""
         with self._transaction() as db:
@@ -110,6 +112,7 @@ class JobTurns(Transactions):
                 row.last_outcome = "skipped missed runs"
             return job_view(row)
 
+    @transaction
     def hold_job(self, job_id: str, why: str, now: datetime) -> JobView:
         """The job's session can run nothing any more (closed, suspended): paused, saying why."""
         with self._transaction() as db:
@@ -120,6 +123,7 @@ class JobTurns(Transactions):
                 row.last_outcome = why[:255]
             return job_view(row)
 
+    @transaction
     def run_session(self, job_id: str, fire_id: str, now: datetime) -> SessionView:
         """The fresh session of this run of a routed job, made by the first call."""
         sid = run_session_id(fire_id)
@@ -151,6 +155,7 @@ class JobTurns(Transactions):
             db.flush()
             return session_view(row)
 
+    @transaction
     def claim_job_fire(
         self,
         session_id: str,
@@ -189,7 +194,7 @@ class JobTurns(Transactions):
             )
             return JobClaim(outcome, job_view(row), claimed.unknown)
 
-    @repeatable
+    @transaction(repeatable=True)
     def start_job_fire(
         self,
         run_key: RunKey,
@@ -226,6 +231,7 @@ class JobTurns(Transactions):
                 run_view(run), job_view(row), message, history_before(db, message, history)
             )
 
+    @transaction
     def refund_job_fire(
         self, run_key: RunKey, reason: RefundReason, now: datetime
     ) -> JobNotStarted:
@@ -236,7 +242,7 @@ class JobTurns(Transactions):
             assert run.job_id is not None
             return JobNotStarted(why, run_view(run), job_view(job_row(db, run.job_id)))
 
-    @repeatable
+    @transaction(repeatable=True)
     def finish_job_fire(
         self,
         run_key: RunKey,
@@ -274,7 +280,7 @@ class JobTurns(Transactions):
             assert run.job_id is not None
             return JobFinished(run_view(run), job_view(job_row(db, run.job_id)))
 
-    @repeatable
+    @transaction(repeatable=True)
     def retry_job_fire(
         self,
         run_key: RunKey,
