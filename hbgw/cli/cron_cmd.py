@@ -148,7 +148,7 @@ def runs(job_id: str = JOB, as_json: bool = JSON) -> None:
 
 
 def _change(job_id: str, method: str, verb: str) -> None:
-    job = getattr(open_store(), method)(job_id, now())
+    job = getattr(open_store().jobs, method)(job_id, now())
     _sync(job_id)
     out(f"⏰ Cron job {job.id} {verb} ({_when(job)}).")
 
