@@ -48,9 +48,9 @@ def test_a_young_run_or_a_held_lock_is_left_alone(gateway: Gateway) -> None:
     young = vanished_turn(gw, utcnow() - timedelta(seconds=1))
     lock_free(gw, young.session_id)
     long_ago = utcnow() - timedelta(seconds=gw.settings.dead_after + 60)
-    held = vanished_turn(gw, long_ago)
-    # The turn is alive after all: it holds its lock (renewed as a running turn does).
-    gw.rt.client.pexpire(gw.rt.keys.lock(held.session_id), 60_000)
+    # The turn is alive after all: it holds its lock (renewed as a running turn does). Held
+    # from its begin: a 100 ms lease extended afterwards could lapse first on a loaded host.
+    held = vanished_turn(gw, long_ago, lease_ms=60_000)
     assert gw.beat.settle_cut_off(utcnow()) == 0
     assert [r.state for r in gw.store.ledger.runs(young.session_id)] == [RunState.STARTED]
     assert [r.state for r in gw.store.ledger.runs(held.session_id)] == [RunState.STARTED]

@@ -80,13 +80,20 @@ def restorable(store: Store) -> list[RestoreEntry]:
 VANISHED_LEASE_MS = 100  # the vanished worker's lock lease
 
 
-def vanished_turn(gw: Gateway, started_at: datetime, *, delivering: bool = False) -> RunView:
-    """A run started by a worker that then disappeared, its lock left to expire."""
+def vanished_turn(
+    gw: Gateway,
+    started_at: datetime,
+    *,
+    delivering: bool = False,
+    lease_ms: int = VANISHED_LEASE_MS,
+) -> RunView:
+    """A run started by a worker that then disappeared, its lock left to expire (``lease_ms``:
+    longer for a turn that is alive after all, so its lock is held from the start)."""
     sid = gw.session()
     gw.due_now(sid, missed=int((utcnow() - started_at).total_seconds()) // 60 + 1)
     due = gw.rt.index.due_ms(sid)
     assert due is not None
-    begun = gw.rt.gate.try_begin_fire(sid, fire_id(sid, due), "vanished-worker", VANISHED_LEASE_MS)
+    begun = gw.rt.gate.try_begin_fire(sid, fire_id(sid, due), "vanished-worker", lease_ms)
     assert isinstance(begun, Began)
     run = start(gw.store, sid, begun.fence, started_at)
     if delivering:
