@@ -113,7 +113,8 @@ class BeatCore:
         self.reconcile_every_ms = int(s.reconcile_interval * 1000)
         self.max_sleep = s.beat_max_sleep
         self.restorer = Restorer(
-            rt.store,
+            rt.store.restore,
+            rt.store.jobs,
             rt.index,
             rt.gate,
             RestoreSweep(rt.client, rt.keys),
@@ -124,7 +125,7 @@ class BeatCore:
                 lease_ms=RESTORE_STEP_LEASE_MS,
             ),
         )
-        self.retention = RetentionStep(rt.store, RetentionLease(rt.client, rt.keys), s)
+        self.retention = RetentionStep(rt.store.retention, RetentionLease(rt.client, rt.keys), s)
 
     def tick(self) -> float:
         """Do one pass; return the seconds until the next one is useful."""
@@ -231,10 +232,10 @@ class BeatCore:
         before = now - timedelta(seconds=rt.settings.lock_lease)
         recovered = 0
         # Bounded like a restore step; the oldest first, the rest on the next pass.
-        for run in rt.store.stale_reservations(before, limit=rt.settings.restore_page):
+        for run in rt.store.ledger.stale_reservations(before, limit=rt.settings.restore_page):
             if rt.gate.lock_holder(run.session_id) is not None:
                 continue
-            if rt.store.refund_orphan(run.key, now) is not None:
+            if rt.store.ledger.refund_orphan(run.key, now) is not None:
                 metrics = gateway_metrics()
                 metrics.fires.labels(RunState.REFUNDED.value).inc()
                 metrics.refunds.labels(RefundReason.ORPHANED.name.lower()).inc()
@@ -263,10 +264,10 @@ class BeatCore:
         rt = self.rt
         before = now - timedelta(seconds=rt.settings.dead_after)
         settled = 0
-        for run in rt.store.stale_turns(before, limit=rt.settings.restore_page):
+        for run in rt.store.ledger.stale_turns(before, limit=rt.settings.restore_page):
             if rt.gate.lock_holder(run.session_id) is not None:
                 continue
-            ended = rt.store.settle_cut_off(run.key, now)
+            ended = rt.store.ledger.settle_cut_off(run.key, now)
             if ended is not None:
                 gateway_metrics().fires.labels(RunState.FAILED.value).inc()
                 if ended.detail == LostLockDetail.CUT_OFF_DURING_DELIVERY:
@@ -285,12 +286,12 @@ class BeatCore:
         """A user turn's delivery left ``pending`` since ``before`` with its session lock free:
         its turn was cut off between the send and the record, so its outcome is ``unknown``
         (the reply that a later grant sends carries the possible-repeat mark)."""
-        rt = self.rt
+        rt, deliveries = self.rt, self.rt.store.deliveries
         unknown = 0
-        for delivery in rt.store.stale_deliveries(before, limit=rt.settings.restore_page):
+        for delivery in deliveries.stale_deliveries(before, limit=rt.settings.restore_page):
             if rt.gate.lock_holder(delivery.session_id) is not None:
                 continue
-            if rt.store.settle_cut_off_delivery(delivery.id, delivery.fence, now) is not None:
+            if deliveries.settle_cut_off_delivery(delivery.id, delivery.fence, now) is not None:
                 count_delivery(delivery.channel, DeliveryState.UNKNOWN.value)
                 unknown += 1
         if unknown:
@@ -307,7 +308,8 @@ class BeatCore:
         asked again at the next pass (its turn does not look for retries)."""
         rt, asked = self.rt, 0
         try:
-            due = rt.store.sessions_with_due_retries(from_ms(now_ms), rt.settings.restore_page)
+            deliveries = rt.store.deliveries
+            due = deliveries.sessions_with_due_retries(from_ms(now_ms), rt.settings.restore_page)
             for sid in due:
                 owner = rt.registry.owner(sid, now_ms)
                 if owner is not None and rt.gate.lock_holder(sid) is None:

@@ -29,7 +29,8 @@ from typing import TypeVar
 
 from hbgw.core.clock import to_ms
 from hbgw.sessions.states import job_member
-from hbgw.sessions.store import Store
+from hbgw.sessions.store import RestoreReads
+from hbgw.sessions.store.job_records import JobRecords
 from hbgw.sessions.views import JobRestoreEntry, RestoreEntry
 from hbgw.state.connection import TRANSIENT_REDIS_ERRORS
 from hbgw.state.due_index import DueIndex
@@ -75,9 +76,17 @@ class RestoreConfig:
 
 class Restorer:
     def __init__(
-        self, store: Store, index: DueIndex, gate: TurnGate, sweep: RestoreSweep, cfg: RestoreConfig
+        self,
+        restore: RestoreReads,
+        jobs: JobRecords,
+        index: DueIndex,
+        gate: TurnGate,
+        sweep: RestoreSweep,
+        cfg: RestoreConfig,
     ) -> None:
-        self.store = store
+        # The store's parts this pass reads: the restore pages and the jobs' restore page.
+        self.restore = restore
+        self.jobs = jobs
         self.index = index
         self.gate = gate
         self.sweep = sweep
@@ -187,15 +196,15 @@ class Restorer:
     def _page(self, progress: _Progress, now_ms: int, *, seed_all: bool) -> None:
         limit = progress.budget
         if progress.phase is Phase.MESSAGES:
-            queued = _read(self.store.queued_page, int(progress.cursor or 0), limit)
+            queued = _read(self.restore.queued_page, int(progress.cursor or 0), limit)
             progress.requeued += restore_inboxes(self.gate, queued.by_session)
             rows, last, after = queued.rows, str(queued.last_id), Phase.HEARTBEATS
         elif progress.phase is Phase.HEARTBEATS:
-            page = _read(self.store.restorable_page, progress.cursor, limit)
+            page = _read(self.restore.restorable_page, progress.cursor, limit)
             progress.written += self._restore_heartbeats(page.entries, now_ms, seed_all)
             rows, last, after = page.rows, page.last_session, Phase.JOBS
         else:
-            jobs = _read(self.store.restorable_jobs_page, progress.cursor, limit)
+            jobs = _read(self.jobs.restorable_jobs_page, progress.cursor, limit)
             progress.written += self._restore_jobs(jobs.entries, now_ms)
             rows, last, after = jobs.rows, jobs.last_id, None
         progress.rows += rows

@@ -23,7 +23,7 @@ from datetime import datetime, timedelta
 from hbgw.core.clock import from_ms
 from hbgw.core.metrics import gateway_metrics
 from hbgw.core.settings import Settings
-from hbgw.sessions.store import Store
+from hbgw.sessions.store import Housekeeping
 from hbgw.sessions.store.partitions import DAYS_AHEAD
 from hbgw.state.failures import log_failure
 from hbgw.state.retention_lease import RetentionLease
@@ -44,8 +44,8 @@ class RetentionReport:
 
 
 class RetentionStep:
-    def __init__(self, store: Store, lease: RetentionLease, settings: Settings) -> None:
-        self.store = store
+    def __init__(self, retention: Housekeeping, lease: RetentionLease, settings: Settings) -> None:
+        self.retention = retention  # the one part of the store this step uses
         self.lease = lease
         self.settings = settings
         self.token = uuid.uuid4().hex
@@ -81,19 +81,19 @@ class RetentionStep:
 
     def run(self, now: datetime) -> RetentionReport:
         """One step at ``now`` without the lease (tests and tools call it directly)."""
-        s, store = self.settings, self.store
+        s, retention = self.settings, self.retention
         runs_cutoff, messages_cutoff = (
             _cutoff(now, s.retain_runs_days),
             _cutoff(now, s.retain_messages_days),
         )
-        store.add_partitions(now.date(), now.date() + timedelta(days=DAYS_AHEAD))
+        retention.add_partitions(now.date(), now.date() + timedelta(days=DAYS_AHEAD))
         dropped_runs = dropped_messages = None
         if runs_cutoff is not None:
-            dropped_runs = store.drop_runs_partitions(runs_cutoff, s.retain_batches)
+            dropped_runs = retention.drop_runs_partitions(runs_cutoff, s.retain_batches)
         if messages_cutoff is not None:
-            dropped_messages = store.drop_messages_partitions(messages_cutoff, s.retain_batches)
-        runs, more_runs = self._batches(store.retire_runs, runs_cutoff)
-        messages, more_messages = self._batches(store.retire_messages, messages_cutoff)
+            dropped_messages = retention.drop_messages_partitions(messages_cutoff, s.retain_batches)
+        runs, more_runs = self._batches(retention.retire_runs, runs_cutoff)
+        messages, more_messages = self._batches(retention.retire_messages, messages_cutoff)
         partitions = sum(d.partitions for d in (dropped_runs, dropped_messages) if d)
         return RetentionReport(
             True,

@@ -116,7 +116,7 @@ class Ours(Deployment):
         """Clear the heartbeats of the phase that ended: the deployment idles until the next."""
         assert self.rt is not None
         for sid in self.sessions:
-            self.rt.store.clear_heartbeat(sid, utcnow())
+            self.rt.store.heartbeats.clear_heartbeat(sid, utcnow())
             self.rt.index.remove(sid)
         self.sessions = set()
 
@@ -137,8 +137,8 @@ def seed_heartbeat(rt: Runtime, chat: str, interval_s: int, due: float, *, promp
     """A new session whose heartbeat every ``interval_s`` first falls due at epoch ``due``,
     in SQL and in the due index; its id."""
     store = rt.store
-    sid = store.create_session(platform="bench", chat=chat, thread=None, now=utcnow()).id
-    state = store.set_heartbeat(
+    sid = store.sessions.create_session(platform="bench", chat=chat, thread=None, now=utcnow()).id
+    state = store.heartbeats.set_heartbeat(
         sid,
         schedule=IntervalSchedule(seconds=interval_s),
         schedule_text=f"every {interval_s}s",

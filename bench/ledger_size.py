@@ -73,7 +73,7 @@ def measure(pg_url: str, *, sessions: int, fires: int) -> Result:
         stack.callback(engine.dispose)
         upgrade(engine)
         store = Store(engine)
-        store.add_partitions(T0.date(), T0.date() + timedelta(days=1))  # the fires' days
+        store.retention.add_partitions(T0.date(), T0.date() + timedelta(days=1))  # the fires' days
         sids = [_heartbeat(store, i) for i in range(sessions)]
         before, wal_before = _sizes(engine), _wal(engine)
         counter = Counter()
@@ -98,8 +98,8 @@ def measure(pg_url: str, *, sessions: int, fires: int) -> Result:
 
 
 def _heartbeat(store: Store, i: int) -> str:
-    sid = store.create_session(platform="slack", chat=f"C{i}", thread=None, now=T0).id
-    store.set_heartbeat(
+    sid = store.sessions.create_session(platform="slack", chat=f"C{i}", thread=None, now=T0).id
+    store.heartbeats.set_heartbeat(
         sid,
         schedule=IntervalSchedule(seconds=INTERVAL_S),
         schedule_text="every 5m",
@@ -114,13 +114,13 @@ def _fire(store: Store, sid: str, fence: int) -> None:
     due = T0 + timedelta(seconds=INTERVAL_S * fence + fence)  # each a second later than due
     fid = fire_id(sid, to_ms(due))
     start = FireStart(1, lambda _state: "Check CI and tell me what broke.", 0, worker="bench")
-    begun = store.begin_fire(sid, fence, fid, to_ms(due), due, start).outcome
+    begun = store.ledger.begin_fire(sid, fence, fid, to_ms(due), due, start).outcome
     assert isinstance(begun, Started), begun
     run_key = begun.run.key
-    store.mark_delivering(run_key, fence, due, channel="slack", kind="heartbeat")
+    store.ledger.mark_delivering(run_key, fence, due, channel="slack", kind="heartbeat")
     sent = DeliveryOutcome(fid, DeliveryState.SENT, platform_message_id=f"1700000000.{fence:06d}")
     done = due + timedelta(seconds=2)
-    store.finish_fire(
+    store.ledger.finish_fire(
         run_key,
         RunState.COMPLETED,
         fence,
@@ -202,10 +202,10 @@ def _retire_all(store: Store, fires: int) -> dict[str, Any]:
     """Retention with a cutoff past every row: batches of ``BATCH``, timed."""
     cutoff = T0 + timedelta(days=3650)
     started = time.perf_counter()
-    runs = _drain(lambda: store.retire_runs(cutoff, BATCH))
+    runs = _drain(lambda: store.retention.retire_runs(cutoff, BATCH))
     run_seconds = time.perf_counter() - started
     started = time.perf_counter()
-    messages = _drain(lambda: store.retire_messages(cutoff, BATCH))
+    messages = _drain(lambda: store.retention.retire_messages(cutoff, BATCH))
     message_seconds = time.perf_counter() - started
     return {
         "batch": BATCH,

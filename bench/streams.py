@@ -180,7 +180,7 @@ def measure_on(
     with api_server(settings, ctx.redis_url) as (url, app):
         store = api_context(app).store
         sids = [
-            store.create_session(platform="bench", chat=f"c{n}", now=utcnow()).id
+            store.sessions.create_session(platform="bench", chat=f"c{n}", now=utcnow()).id
             for n in range(size)
         ]
         alone = get_latencies(url, sids, gets)

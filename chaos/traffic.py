@@ -57,14 +57,14 @@ class Traffic:
         intervals = self.profile.intervals
         for i in range(self.profile.sessions):
             hooked = self.webhook_url is not None and i % WEBHOOK_EVERY == 0
-            sid = self.rt.store.create_session(
+            sid = self.rt.store.sessions.create_session(
                 platform="webhook" if hooked else "chaos",
                 chat=f"chat-{i:03d}",
                 thread=None,
                 now=utcnow(),
             ).id
             if hooked:
-                self.rt.store.set_webhook_url(sid, self.webhook_url, utcnow())
+                self.rt.store.webhooks.set_webhook_url(sid, self.webhook_url, utcnow())
             self.sessions.append(sid)
             every = intervals[i % len(intervals)]
             self._receive(sid, f"/heartbeat every {every}s status of job {i}")
@@ -79,7 +79,7 @@ class Traffic:
         inside = f"{now - timedelta(hours=1):%H}:00-{now + timedelta(hours=2):%H}:00 UTC"
         outside = f"{now + timedelta(hours=3):%H}:00-{now + timedelta(hours=4):%H}:00 UTC"
         for n, policy in enumerate(POLICY_HEARTBEATS):
-            sid = self.rt.store.create_session(
+            sid = self.rt.store.sessions.create_session(
                 platform="chaos", chat=f"policy-{n:02d}", thread=None, now=utcnow()
             ).id
             self.sessions.append(sid)
@@ -96,7 +96,9 @@ class Traffic:
             sid, now = self.sessions[2 + n], utcnow()
             parsed = parse_job_schedule(schedule, now=now, min_interval=self.limits.min_interval)
             route = JobRoute(session_id=sid)
-            job = self.rt.store.create_job(NewJob(parsed, schedule, f"job in {sid}", route), now)
+            job = self.rt.store.jobs.create_job(
+                NewJob(parsed, schedule, f"job in {sid}", route), now
+            )
             self.rt.settle_job(job.id)
 
     def _receive(self, sid: str, text: str) -> Queued | None:

@@ -80,7 +80,7 @@ def receive(
     """
     check_storable(session_id, "session id")
     check_storable(text, "message")
-    session = store.resolve_active(session_id)
+    session = store.sessions.resolve_active(session_id)
     if session.status != SessionStatus.ACTIVE:
         raise InvalidState(f"Session {session.id} is {session.status}; it takes no messages.")
     if served is not None:
@@ -91,7 +91,7 @@ def receive(
         return _answer_cron(store, session, text, now, limits, rt, max_jobs)
     check_message(text, message_limits)
     key = idempotency_key if idempotency_key is not None else uuid.uuid4().hex
-    accepted = store.accept_message(session.id, text, now=now, idempotency_key=key)
+    accepted = store.messages.accept_message(session.id, text, now=now, idempotency_key=key)
     message = accepted.message
     handed_off = False
     if rt is not None and message.state == MessageState.QUEUED:
@@ -136,7 +136,7 @@ def _answer_cron(
     max_jobs: int,
 ) -> Answered:
     """A /cron command, applied and answered at once; the due index learns a changed job."""
-    answer = handle_cron(store, session, text, now, limits, max_jobs=max_jobs)
+    answer = handle_cron(store.jobs, session, text, now, limits, max_jobs=max_jobs)
     if rt is not None and answer.changed is not None:
         try:
             rt.settle_job(answer.changed)

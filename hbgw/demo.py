@@ -90,7 +90,7 @@ class Demo:
 
     def setup(self) -> None:
         for i in range(SESSIONS):
-            sid = self.rt.store.create_session(
+            sid = self.rt.store.sessions.create_session(
                 platform="demo", chat=f"chat-{i:02d}", thread=None, now=utcnow()
             ).id
             self.sessions.append(sid)
@@ -105,7 +105,7 @@ class Demo:
         emergency stop, whose refunds queued user messages would otherwise hold back).
         """
         for sid in self.rng.sample(self.sessions[5:], 3):
-            if self.rt.store.get_session(sid).status == SessionStatus.ACTIVE:
+            if self.rt.store.sessions.get_session(sid).status == SessionStatus.ACTIVE:
                 for n in range(self.rng.randint(1, 3)):
                     self.send(sid, f"question {n}")
 
@@ -118,7 +118,7 @@ class Demo:
 
     def compress(self) -> None:
         sid = self.sessions[1]
-        child = self.rt.store.compress(sid, utcnow())
+        child = self.rt.store.sessions.compress(sid, utcnow())
         self.rt.settle(sid)
         self.rt.settle(child.id)
         self.sessions[1] = child.id
@@ -126,7 +126,7 @@ class Demo:
 
     def reset(self) -> None:
         sid = self.sessions[2]
-        self.rt.store.reset(sid, utcnow())
+        self.rt.store.sessions.reset(sid, utcnow())
         self.rt.settle(sid)
         self.notes[sid] = "reset"
 
@@ -140,7 +140,7 @@ class Demo:
         """Lift it once a fire was refunded under it (a busy machine may take a while to try
         one), or after ESTOP_PATIENCE seconds whatever happened."""
         sid = self.sessions[4]
-        refunded = any(r.state in GIVEN_BACK for r in self.rt.store.runs(sid))
+        refunded = any(r.state in GIVEN_BACK for r in self.rt.store.ledger.runs(sid))
         if not refunded and time.monotonic() - self.estop_since < ESTOP_PATIENCE:
             return False
         self.estop(False)
@@ -161,7 +161,7 @@ class Demo:
         for column in ("session", "schedule", "next due", "fires", "pending", "last outcome", ""):
             table.add_column(column)
         for sid in self.sessions[:14]:
-            status = self.rt.store.heartbeat_status(sid, now)
+            status = self.rt.store.heartbeats.heartbeat_status(sid, now)
             data = status.to_json()
             if status.due_now and not self.rt.gate.is_idle(sid):
                 due = "due — waiting for idle"
@@ -183,7 +183,7 @@ class Demo:
         return table
 
     def summary(self) -> dict[str, Any]:
-        runs = self.rt.store.runs()
+        runs = self.rt.store.ledger.runs()
         reached = [r for r in runs if r.state in REACHED_AGENT]
         failed = [r for r in runs if r.state == RunState.FAILED]
         path = self.settings.channel_file

@@ -54,7 +54,7 @@ class InvariantReport:
 
 
 def check(rt: Runtime, now: datetime, *, include_index: bool = True) -> InvariantReport:
-    snapshot = rt.store.audit_snapshot()
+    snapshot = rt.store.ledger.audit_snapshot()
     report = audit(snapshot, now)
     if include_index:
         grace = timedelta(seconds=rt.settings.restore_interval)
@@ -134,7 +134,7 @@ def _unindexed(rt: Runtime, snapshot: LedgerSnapshot, settled_before: datetime) 
     if not missing:
         return []
     # Looked at again after Redis was read: a heartbeat changed meanwhile is in flux, not lost.
-    again = {hb.heartbeat_id: hb for hb in _expected(rt.store.audit_snapshot())}
+    again = {hb.heartbeat_id: hb for hb in _expected(rt.store.ledger.audit_snapshot())}
     return [
         f"{hb.session_id} is active but not in the index"
         for hb in missing

@@ -25,7 +25,7 @@ from hbgw.sessions.grammar.cron_slash import (
     parse_cron_command,
 )
 from hbgw.sessions.grammar.limits import GrammarLimits
-from hbgw.sessions.store import Store
+from hbgw.sessions.store import Jobs
 from hbgw.sessions.store.job_records import JOB_PAGE, JobRoute, JobView, NewJob
 from hbgw.sessions.store.session_records import SessionView
 
@@ -39,11 +39,11 @@ class CronAnswer:
     """The job whose state changed (the due index must learn it), if any."""
 
 
-def check_job_quota(store: Store, owner: str | None, limit: int) -> None:
+def check_job_quota(jobs: Jobs, owner: str | None, limit: int) -> None:
     """``limit`` jobs that may still run (active or paused) per owner; 0: no limit."""
     if not limit or owner is None:
         return
-    if store.count_live_jobs(owner) >= limit:
+    if jobs.count_live_jobs(owner) >= limit:
         raise QuotaExceeded(
             f"This owner already has {limit} cron jobs, the most allowed ({QUOTA_SETTING}); "
             "cancel some first (/cron list shows them), or ask the operator for more."
@@ -51,7 +51,7 @@ def check_job_quota(store: Store, owner: str | None, limit: int) -> None:
 
 
 def handle_cron(
-    store: Store,
+    jobs: Jobs,
     session: SessionView,
     text: str,
     now: datetime,
@@ -60,19 +60,19 @@ def handle_cron(
     max_jobs: int = 0,
 ) -> CronAnswer:
     """Parse and apply; grammar, state and quota errors propagate as typed errors."""
-    return apply_cron(store, session, parse_cron_command(text, now, limits), now, max_jobs=max_jobs)
+    return apply_cron(jobs, session, parse_cron_command(text, now, limits), now, max_jobs=max_jobs)
 
 
 def apply_cron(
-    store: Store, session: SessionView, command: CronCommand, now: datetime, *, max_jobs: int = 0
+    jobs: Jobs, session: SessionView, command: CronCommand, now: datetime, *, max_jobs: int = 0
 ) -> CronAnswer:
     if isinstance(command, CronHelp):
         return CronAnswer(cron_help())
     if isinstance(command, ListJobs):
-        return CronAnswer(_list(store, session))
+        return CronAnswer(_list(jobs, session))
     if isinstance(command, AddJob):
-        return _add(store, session, command, now, max_jobs)
-    return _verb(store, session, command, now)
+        return _add(jobs, session, command, now, max_jobs)
+    return _verb(jobs, session, command, now)
 
 
 def chat_route(session: SessionView) -> JobRoute:
@@ -81,13 +81,13 @@ def chat_route(session: SessionView) -> JobRoute:
 
 
 def _add(
-    store: Store, session: SessionView, command: AddJob, now: datetime, max_jobs: int
+    jobs: Jobs, session: SessionView, command: AddJob, now: datetime, max_jobs: int
 ) -> CronAnswer:
-    check_job_quota(store, session.owner, max_jobs)
+    check_job_quota(jobs, session.owner, max_jobs)
     new = NewJob(
         command.schedule, command.schedule_text, command.prompt, chat_route(session), session.owner
     )
-    job = store.create_job(new, now)
+    job = jobs.create_job(new, now)
     return CronAnswer(
         f"⏰ Cron job {job.id} added ({job_line(job)}): {job.state.prompt}\n"
         "Each run is a fresh conversation; its reply comes to this chat. "
@@ -96,11 +96,11 @@ def _add(
     )
 
 
-def _list(store: Store, session: SessionView) -> str:
+def _list(jobs: Jobs, session: SessionView) -> str:
     route = JobRoute(session.id, session.platform, session.chat, session.thread)
     found = [
         j
-        for j in store.jobs(owner=session.owner, route=route, limit=JOB_PAGE)
+        for j in jobs.jobs(owner=session.owner, route=route, limit=JOB_PAGE)
         if j.owner == session.owner
     ]
     if not found:
@@ -115,25 +115,25 @@ def _list(store: Store, session: SessionView) -> str:
     return "\n".join(lines)
 
 
-def _verb(store: Store, session: SessionView, command: JobVerb, now: datetime) -> CronAnswer:
+def _verb(jobs: Jobs, session: SessionView, command: JobVerb, now: datetime) -> CronAnswer:
     job_id = command.job_id
-    _here(store, session, job_id)
+    _here(jobs, session, job_id)
     if command.verb == "show":
-        return CronAnswer("\n".join(job_lines(store.job(job_id))))
+        return CronAnswer("\n".join(job_lines(jobs.job(job_id))))
     change = {
-        "pause": store.pause_job,
-        "resume": store.resume_job,
-        "cancel": store.cancel_job,
+        "pause": jobs.pause_job,
+        "resume": jobs.resume_job,
+        "cancel": jobs.cancel_job,
     }[command.verb]
     job = change(job_id, now, owner=session.owner)
     done = {"pause": "paused", "resume": "resumed", "cancel": "cancelled"}[command.verb]
     return CronAnswer(f"⏰ Cron job {job.id} {done} ({job_line(job)}).", job.id)
 
 
-def _here(store: Store, session: SessionView, job_id: str) -> JobView:
+def _here(jobs: Jobs, session: SessionView, job_id: str) -> JobView:
     """The job, when it is the session owner's and delivers to this chat; else NotFound."""
     try:
-        job = store.job(job_id, owner=session.owner)
+        job = jobs.job(job_id, owner=session.owner)
     except NotFound:
         job = None
     route = job.route if job is not None else None

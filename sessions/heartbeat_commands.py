@@ -20,11 +20,11 @@ from hbgw.sessions.grammar import (
     help_text,
     parse_command,
 )
-from hbgw.sessions.store import Store
+from hbgw.sessions.store import Heartbeats, Store
 
 
 def apply_command(
-    store: Store,
+    heartbeats: Heartbeats,
     session_id: str,
     command: Command,
     now: datetime,
@@ -37,15 +37,15 @@ def apply_command(
     if isinstance(command, ShowHelp):
         return help_text()
     if isinstance(command, ShowStatus):
-        return replies.status_reply(store.heartbeat_status(session_id, now), estop=estop)
+        return replies.status_reply(heartbeats.heartbeat_status(session_id, now), estop=estop)
     if isinstance(command, Pause):
-        return replies.pause_reply(store.pause_heartbeat(session_id, now))
+        return replies.pause_reply(heartbeats.pause_heartbeat(session_id, now))
     if isinstance(command, Resume):
-        return replies.resume_reply(store.resume_heartbeat(session_id, now), now)
+        return replies.resume_reply(heartbeats.resume_heartbeat(session_id, now), now)
     if isinstance(command, Clear):
-        return replies.clear_reply(store.clear_heartbeat(session_id, now))
+        return replies.clear_reply(heartbeats.clear_heartbeat(session_id, now))
     assert isinstance(command, SetHeartbeat)
-    state = store.set_heartbeat(
+    state = heartbeats.set_heartbeat(
         session_id,
         schedule=command.schedule,
         schedule_text=command.schedule_text,
@@ -70,10 +70,10 @@ def handle_slash(
     estop: bool = False,
 ) -> str:
     """Parse and apply; grammar and state errors propagate as typed errors with a sentence."""
-    store.get_session(session_id)  # an unknown session is reported before the grammar
+    store.sessions.get_session(session_id)  # an unknown session is reported before the grammar
     command = parse_command(text, limits)
     return apply_command(
-        store,
+        store.heartbeats,
         session_id,
         command,
         now,

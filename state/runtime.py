@@ -97,8 +97,8 @@ class Runtime:
     def settle(self, session_id: str) -> int | None:
         """Make the due index agree with SQL for one session; returns the due time written."""
         try:
-            state = self.store.get_heartbeat(session_id)
-            session = self.store.get_session(session_id)
+            state = self.store.heartbeats.get_heartbeat(session_id)
+            session = self.store.sessions.get_session(session_id)
         except NotFound:
             self.index.remove(session_id)
             return None
@@ -119,7 +119,7 @@ class Runtime:
         """Make the due index agree with SQL for one cron job (its member ``job:<id>``)."""
         member = job_member(job_id)
         try:
-            job = self.store.job(job_id)
+            job = self.store.jobs.job(job_id)
         except NotFound:
             self.index.remove(member)
             return None

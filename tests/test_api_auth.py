@@ -148,7 +148,7 @@ def test_an_idempotent_retry_returns_the_first_message(api: Api) -> None:
         assert first.json()["duplicate"] is False and again.json()["duplicate"] is True
         other = alice.post(url, json={"text": "only once"}, headers={"Idempotency-Key": "k2"})
         assert other.json()["message_id"] != first.json()["message_id"]
-        rows = [m for m in api.gw.store.list_messages(sid) if m.text == "only once"]
+        rows = [m for m in api.gw.store.messages.list_messages(sid) if m.text == "only once"]
         assert len(rows) == 2
 
 

@@ -62,11 +62,15 @@ def test_resume_from_last_event_id_or_after(api: Api) -> None:
         for text in ("one", "two"):
             alice.post(f"/v1/sessions/{sid}/messages", json={"text": text})
         messages = wait_until(
-            lambda: [m for m in api.gw.store.list_messages(sid) if m.role == "assistant"][1:],
+            lambda: [m for m in api.gw.store.messages.list_messages(sid) if m.role == "assistant"][
+                1:
+            ],
             30,
             "two replies",
         )
-        first_reply = next(m for m in api.gw.store.list_messages(sid) if m.role == "assistant")
+        first_reply = next(
+            m for m in api.gw.store.messages.list_messages(sid) if m.role == "assistant"
+        )
         headers = {"Last-Event-ID": str(api.public_id(first_reply.id))}
         with EventReader(alice, f"/v1/sessions/{sid}/events", headers) as resumed:
             wait_until(lambda: resumed.of("message"), 20, "the missed reply")
@@ -157,7 +161,7 @@ def test_the_stream_rides_out_a_failing_database(
             finally:
                 with api.gw.store.engine.begin() as conn:
                     conn.exec_driver_sql("ALTER TABLE messages_away RENAME TO messages")
-            api.gw.store.add_message(
+            api.gw.store.messages.add_message(
                 sid, role="assistant", kind="assistant", text="back again", now=utcnow()
             )
             wait_until(lambda: reader.of("message"), 20, "the message after the failure")

@@ -220,7 +220,7 @@ def test_runs_page_in_sql_newest_first_with_a_keyset(api: Api) -> None:
     listen = lambda *args: statements.append(args[2])  # noqa: E731
     event.listen(engine, "before_cursor_execute", listen)
     try:
-        assert len(api.gw.store.runs_page(sid, limit=3)) == 3
+        assert len(api.gw.store.ledger.runs_page(sid, limit=3)) == 3
     finally:
         event.remove(engine, "before_cursor_execute", listen)
     assert any("FROM heartbeat_runs" in s and "LIMIT" in s for s in statements), statements
@@ -313,7 +313,7 @@ def test_message_ids_tell_nothing_of_other_tenants_traffic(api: Api) -> None:
         for i in range(3):
             post(bob, theirs, f"b{i}")
         second = post(alice, mine, "two")
-        stored = [m.id for m in api.gw.store.list_messages(mine)]
+        stored = [m.id for m in api.gw.store.messages.list_messages(mine)]
         # SQL's sequence advanced by 4 between alice's two; the API's ids do not show it.
         assert stored[1] - stored[0] == 4
         assert {first, second}.isdisjoint(stored) and abs(second - first) > 1000

@@ -82,7 +82,7 @@ def test_a_message_whose_wake_up_was_lost_arrives_by_the_sweep(
     ):
         sid = api.new_session(alice)
         with EventReader(alice, f"/v1/sessions/{sid}/events") as reader:
-            api.gw.store.add_message(
+            api.gw.store.messages.add_message(
                 sid, role="assistant", kind="assistant", text="unannounced", now=utcnow()
             )
             # The writer's Redis is away: its wake-up is lost, and says so.
@@ -162,14 +162,14 @@ def test_with_redis_gone_the_streams_fall_back_to_the_sweep(
         sid = api.new_session(alice)
         with EventReader(alice, f"/v1/sessions/{sid}/events") as reader:
             private_redis.stop()
-            api.gw.store.add_message(
+            api.gw.store.messages.add_message(
                 sid, role="assistant", kind="assistant", text="while Redis was away", now=utcnow()
             )
             wait_until(lambda: reader.of("message"), 20, "the message, by the sweep")
             private_redis.start()
             waker = api_context(app).waker
             wait_until(lambda: waker.reconnects >= 1, 30, "the subscriber back")
-            api.gw.store.add_message(
+            api.gw.store.messages.add_message(
                 sid, role="assistant", kind="assistant", text="Redis is back", now=utcnow()
             )
             api.gw.rt.wake_streams(sid)

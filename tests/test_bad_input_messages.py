@@ -46,13 +46,15 @@ def test_session_names_are_checked_before_sql(
 ) -> None:
     values = {"platform": "slack", "chat": "C1", "thread": "T1", "owner": None, **fields}
     with pytest.raises(BadInput, match=re.escape(needle)):
-        store.create_session(now=T0, **values)  # type: ignore[arg-type]
-    assert store.list_messages("none") == []
+        store.sessions.create_session(now=T0, **values)  # type: ignore[arg-type]
+    assert store.messages.list_messages("none") == []
 
 
 def test_names_at_their_column_size_are_stored(store: Store) -> None:
-    session = store.create_session(platform="p" * 64, chat="c" * 255, thread="t" * 255, now=T0)
-    assert store.get_session(session.id).chat == "c" * 255
+    session = store.sessions.create_session(
+        platform="p" * 64, chat="c" * 255, thread="t" * 255, now=T0
+    )
+    assert store.sessions.get_session(session.id).chat == "c" * 255
 
 
 @pytest.mark.parametrize(
@@ -60,51 +62,59 @@ def test_names_at_their_column_size_are_stored(store: Store) -> None:
     [(NOT_UTF8, "not valid UTF-8"), ("", "empty"), (" \n\t", "empty"), ("a\x00b", "NUL")],
 )
 def test_user_messages_are_checked_in_the_store(store: Store, text: str, needle: str) -> None:
-    sid = store.create_session(platform="slack", chat="C1", now=T0).id
+    sid = store.sessions.create_session(platform="slack", chat="C1", now=T0).id
     with pytest.raises(BadInput, match=re.escape(needle)):
-        store.accept_message(sid, text, now=T0, idempotency_key="k")
+        store.messages.accept_message(sid, text, now=T0, idempotency_key="k")
     with pytest.raises(BadInput, match=re.escape(needle)):
-        store.add_message(sid, role="user", kind="user", text=text, now=T0)
-    assert store.list_messages(sid) == []
+        store.messages.add_message(sid, role="user", kind="user", text=text, now=T0)
+    assert store.messages.list_messages(sid) == []
 
 
 def test_prompt_that_is_not_utf8_is_bad_input(store: Store) -> None:
-    sid = store.create_session(platform="slack", chat="C1", now=T0).id
+    sid = store.sessions.create_session(platform="slack", chat="C1", now=T0).id
     with pytest.raises(BadInput, match="prompt is not valid UTF-8"):
-        store.set_heartbeat(
+        store.heartbeats.set_heartbeat(
             sid, schedule=IntervalSchedule(600), schedule_text="", prompt=NOT_UTF8, now=T0
         )
 
 
 def test_idempotency_key_is_one_message_per_session(store: Store) -> None:
-    sid, other = (store.create_session(platform="p", chat=c, now=T0).id for c in ("A", "B"))
-    first = store.accept_message(sid, "hello", now=T0, idempotency_key="m-1")
-    retry = store.accept_message(sid, "hello", now=T0 + timedelta(seconds=5), idempotency_key="m-1")
-    elsewhere = store.accept_message(other, "hello", now=T0, idempotency_key="m-1")
+    sid, other = (
+        store.sessions.create_session(platform="p", chat=c, now=T0).id for c in ("A", "B")
+    )
+    first = store.messages.accept_message(sid, "hello", now=T0, idempotency_key="m-1")
+    retry = store.messages.accept_message(
+        sid, "hello", now=T0 + timedelta(seconds=5), idempotency_key="m-1"
+    )
+    elsewhere = store.messages.accept_message(other, "hello", now=T0, idempotency_key="m-1")
     assert (first.duplicate, retry.duplicate, elsewhere.duplicate) == (False, True, False)
     assert retry.message == first.message
     assert elsewhere.message.id != first.message.id
     assert first.message.state == MessageState.QUEUED
     assert first.message.idempotency_key == "m-1"
     with pytest.raises(BadInput, match="idempotency key is 256 characters long"):
-        store.accept_message(sid, "hello", now=T0, idempotency_key=LONG)
+        store.messages.accept_message(sid, "hello", now=T0, idempotency_key=LONG)
 
 
 def test_reply_marks_its_message_done_in_the_same_fenced_transaction(store: Store) -> None:
-    sid = store.create_session(platform="p", chat="A", now=T0).id
-    message = store.accept_message(sid, "hello", now=T0, idempotency_key="k").message
-    store.claim_fence(sid, 1, T0)
-    store.claim_fence(sid, 2, T0)  # a newer turn took over
+    sid = store.sessions.create_session(platform="p", chat="A", now=T0).id
+    message = store.messages.accept_message(sid, "hello", now=T0, idempotency_key="k").message
+    store.ledger.claim_fence(sid, 1, T0)
+    store.ledger.claim_fence(sid, 2, T0)  # a newer turn took over
     with pytest.raises(StaleFence):
-        store.add_message(sid, role="assistant", kind="assistant", text="old", now=T0,
+        store.messages.add_message(sid, role="assistant", kind="assistant", text="old", now=T0,
                           reply_to=message.key, fence=1)  # fmt: skip
-    assert store.message_turn(message.id, sid, history=0).message.state == MessageState.QUEUED
-    assert store.reply_for(message.id) is None
-    store.add_message(
+    assert (
+        store.messages.message_turn(message.id, sid, history=0).message.state == MessageState.QUEUED
+    )
+    assert store.messages.reply_for(message.id) is None
+    store.messages.add_message(
         sid, role="assistant", kind="assistant", text="hi", now=T0, reply_to=message.key, fence=2
     )
-    assert store.message_turn(message.id, sid, history=0).message.state == MessageState.DONE
-    assert store.queued_page(0, 100).by_session == {}
+    assert (
+        store.messages.message_turn(message.id, sid, history=0).message.state == MessageState.DONE
+    )
+    assert store.restore.queued_page(0, 100).by_session == {}
 
 
 @pytest.mark.parametrize(
@@ -118,10 +128,10 @@ def test_reply_marks_its_message_done_in_the_same_fenced_transaction(store: Stor
     ],
 )
 def test_inbound_rejects_before_storing(store: Store, text: str, needle: str) -> None:
-    sid = store.create_session(platform="slack", chat="C1", now=T0).id
+    sid = store.sessions.create_session(platform="slack", chat="C1", now=T0).id
     with pytest.raises(BadInput, match=re.escape(needle)):
         receive(store, sid, text, T0, LIMITS, message_limits=MessageLimits(max_message_chars=10))
-    assert store.list_messages(sid) == []
+    assert store.messages.list_messages(sid) == []
     ok = receive(store, sid, "x" * 10, T0, LIMITS, message_limits=MessageLimits(10))
     assert isinstance(ok, Queued)
 

@@ -34,7 +34,7 @@ def test_fires_and_messages_travel_through_rabbitmq(
             assert run.state == RunState.COMPLETED
             queued = send(gw, sid, "hello over amqp")
             assert isinstance(queued, Queued)
-            wait_until(lambda: gw.store.reply_for(queued.message_id), what="the reply")
+            wait_until(lambda: gw.store.messages.reply_for(queued.message_id), what="the reply")
         assert queue_type(f"{redis_ns}.worker.w1") == "quorum"
         assert [d["kind"] for d in gw.deliveries(sid, "send")] == ["heartbeat", "reply"]
     finally:

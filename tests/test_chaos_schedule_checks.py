@@ -182,11 +182,11 @@ def test_the_collector_gives_a_jittered_job_its_first_due_time_with_the_offset(
 ) -> None:
     now = datetime.fromisoformat("2026-01-01T09:20:00+00:00")
     route = JobRoute(platform="slack", chat="C1")
-    hourly = store.create_job(
+    hourly = store.jobs.create_job(
         NewJob(parse_job_schedule("@hourly", now=now, min_interval=60), "@hourly", "p", route),
         now,
     )
-    exact = store.create_job(
+    exact = store.jobs.create_job(
         NewJob(
             parse_job_schedule("@hourly", now=now, min_interval=60), "@hourly exact", "p", route
         ),

@@ -130,10 +130,12 @@ def test_heartbeat_status_on_postgresql_reads_with_psycopg_alone(
     upgrade(engine)  # PostgreSQL is migrated by `hbgw migrate`, never by a command
     store = Store(engine)
     try:  # a paused heartbeat: nothing in its view moves with the clock
-        sid = store.create_session(platform="cli", chat="me", now=utcnow()).id
+        sid = store.sessions.create_session(platform="cli", chat="me", now=utcnow()).id
         every = IntervalSchedule(600)
-        store.set_heartbeat(sid, schedule=every, schedule_text="10m", prompt="CI", now=utcnow())
-        store.pause_heartbeat(sid, utcnow())
+        store.heartbeats.set_heartbeat(
+            sid, schedule=every, schedule_text="10m", prompt="CI", now=utcnow()
+        )
+        store.heartbeats.pause_heartbeat(sid, utcnow())
     finally:
         store.close()
     redis_client.set(Keys(redis_ns).estop(sid), "1")

@@ -83,7 +83,7 @@ def schedule(gw: Gateway, count: int) -> list[str]:
 
 
 def anchors_not_in_the_future(gw: Gateway, sessions: list[str]) -> None:
-    anchors = {sid: gw.store.get_heartbeat(sid) for sid in sessions}
+    anchors = {sid: gw.store.heartbeats.get_heartbeat(sid) for sid in sessions}
     runs = gw.runs()
     now = utcnow() + timedelta(seconds=1)  # read after them: anything later is in the future
     for sid, state in anchors.items():

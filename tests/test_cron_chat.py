@@ -39,13 +39,13 @@ def test_a_job_added_in_a_chat_runs_fresh_and_is_delivered_to_that_chat(api: Api
     with gw.worker("w1"), api.owner(ALICE) as alice:
         sid = api.new_session(alice)
         jid = added(alice, sid, "/cron add in 1s -- remind me to deploy")
-        job = gw.store.job(jid)
+        job = gw.store.jobs.job(jid)
         assert job.owner == ALICE and job.route.session_id is None
         assert (job.route.platform, job.route.chat, job.route.thread) == ("slack", "C1", "T1")
 
         def ran() -> Any:
             gw.tick()
-            runs = gw.store.job_runs(jid)
+            runs = gw.store.jobs.job_runs(jid)
             return runs if runs and runs[0].state == "completed" else None
 
         [run] = wait_until(ran, 30, "the job's run")
@@ -53,7 +53,9 @@ def test_a_job_added_in_a_chat_runs_fresh_and_is_delivered_to_that_chat(api: Api
         [sent] = [d for d in gw.deliveries(run.session_id) if d["call"] == "send"]
         assert (sent["chat"], sent["thread"]) == ("C1", "T1")
         assert f"Cron job {jid}" in sent["text"]
-        assert not [m for m in gw.store.messages_after(sid, 0, limit=50) if m.role == "user"]
+        assert not [
+            m for m in gw.store.messages.messages_after(sid, 0, limit=50) if m.role == "user"
+        ]
         listed = say(alice, sid, "/cron list")["reply"]
         assert jid in listed and "completed" in listed
         again = say(alice, sid, f"/cron cancel {jid}")
@@ -69,12 +71,12 @@ def test_list_show_pause_resume_cancel(api: Api) -> None:
         shown = say(alice, sid, f"/cron show {jid}")["reply"]
         assert "every 2h" in shown and "check CI" in shown and "active" in shown
         assert "paused" in say(alice, sid, f"/cron pause {jid}")["reply"]
-        assert api.gw.store.job(jid).next_due is None
+        assert api.gw.store.jobs.job(jid).next_due is None
         twice = say(alice, sid, f"/cron pause {jid}")
         assert twice["ok"] is False and twice["error"]["code"] == "invalid_state"
         assert "already paused" in twice["reply"]
         assert "resumed" in say(alice, sid, f"/cron resume {jid}")["reply"]
-        assert api.gw.store.job(jid).next_due is not None
+        assert api.gw.store.jobs.job(jid).next_due is not None
         assert "cancelled" in say(alice, sid, f"/cron cancel {jid}")["reply"]
         cancelled = say(alice, sid, f"/cron cancel {jid}")
         assert cancelled["ok"] is False and "already cancelled" in cancelled["reply"]
@@ -93,7 +95,7 @@ def test_another_owners_and_another_chats_jobs_are_not_here(api: Api) -> None:
                 assert refused["ok"] is False and refused["error"]["code"] == "not_found"
                 assert f"no cron job {jid} in this chat" in refused["reply"]
             assert jid not in say(who, where, "/cron list")["reply"]
-        assert api.gw.store.job(jid).status == "active"
+        assert api.gw.store.jobs.job(jid).status == "active"
 
 
 @pytest.mark.parametrize(
@@ -117,8 +119,8 @@ def test_bad_input_is_answered_with_a_sentence_and_stores_nothing(
         sid = api.new_session(alice)
         answer = say(alice, sid, text)
         assert answer["ok"] is False and words in answer["reply"], answer
-        assert api.gw.store.jobs() == []
-        assert api.gw.store.messages_after(sid, 0, limit=50) == []
+        assert api.gw.store.jobs.jobs() == []
+        assert api.gw.store.messages.messages_after(sid, 0, limit=50) == []
 
 
 @pytest.fixture
@@ -146,7 +148,7 @@ def test_the_job_quota_binds_cron_add_and_the_api_not_the_operator(two_jobs: Api
         assert "HBGW_API_MAX_JOBS_PER_OWNER" in third["reply"]
         refused = alice.post("/v1/cron", json=body)
         assert refused.status_code == 429 and refused.json()["error"]["code"] == "quota_exceeded"
-        assert len(api.gw.store.jobs(owner=ALICE)) == 2
+        assert len(api.gw.store.jobs.jobs(owner=ALICE)) == 2
         assert admin.post("/v1/cron", json=body).status_code == 201  # the operator's own
         say(alice, sid, f"/cron cancel {first}")  # a cancelled job frees its slot
         added(alice, sid, "/cron add every 3h -- three")

@@ -28,13 +28,13 @@ def test_a_job_added_in_a_telegram_topic_runs_and_posts_into_the_topic(telegram:
         [notice] = wait_until(lambda: fake.sends(message_thread_id=TOPIC), 30, "the answer")
         assert notice.params["text"].startswith("⏰ Cron job j")
         jid = notice.params["text"].split()[3]
-        job = gw.store.job(jid)
+        job = gw.store.jobs.job(jid)
         assert job.owner == OWNER and job.route.thread == str(TOPIC)
         before = len(fake.calls)
 
         def ran() -> object:
             gw.tick()
-            runs = gw.store.job_runs(jid)
+            runs = gw.store.jobs.job_runs(jid)
             return runs if runs and runs[0].state == "completed" else None
 
         [run] = wait_until(ran, 30, "the job's run")

@@ -30,9 +30,9 @@ def test_a_one_shot_runs_in_a_fresh_session_completes_and_never_fires_again(
         for _ in range(3):
             gw.tick()
     assert run.state == RunState.COMPLETED and run.job_id == job.id
-    assert gw.store.job(job.id).status == JobStatus.COMPLETED
+    assert gw.store.jobs.job(job.id).status == JobStatus.COMPLETED
     assert gw.rt.index.due_ms(job_member(job.id)) is None
-    assert len(gw.store.job_runs(job.id)) == 1
+    assert len(gw.store.jobs.job_runs(job.id)) == 1
     [sent] = gw.deliveries(run.session_id, "send")
     assert sent["chat"] == "CJ" and f"Cron job {job.id}" in sent["text"]
     assert run.delivery is not None and run.delivery.state == "sent"
@@ -60,13 +60,13 @@ def test_each_repeating_form_fires_once_at_its_due_time_and_is_due_again(
         gw.tick()
     assert run.state == RunState.COMPLETED
     assert run.due_at is not None and abs(run.due_at - job.next_due) < timedelta(seconds=1)
-    after = gw.store.job(job.id)
+    after = gw.store.jobs.job(job.id)
     assert after.status == JobStatus.ACTIVE and after.state.fire_count == 1
     assert after.next_due is not None
     # Re-anchored at the fire (rule 4), and the index holds that next time.
     assert after.next_due == job_next_fire(after.state.schedule, run.reserved_at, 1)
     assert gw.rt.index.due_ms(job_member(job.id)) == to_ms(after.next_due)
-    assert len(gw.store.job_runs(job.id)) == 1
+    assert len(gw.store.jobs.job_runs(job.id)) == 1
 
 
 def test_an_at_job_fires_at_its_time_and_not_before(gateway: Gateway) -> None:
@@ -79,8 +79,8 @@ def test_an_at_job_fires_at_its_time_and_not_before(gateway: Gateway) -> None:
         gw.tick()
     assert run.due_at is not None and due.next_due is not None
     assert abs(run.due_at - due.next_due) < timedelta(seconds=1)
-    assert gw.store.job_runs(soon.id) == []
-    assert gw.store.job(soon.id).status == JobStatus.ACTIVE
+    assert gw.store.jobs.job_runs(soon.id) == []
+    assert gw.store.jobs.job(soon.id).status == JobStatus.ACTIVE
 
 
 def test_times_n_completes_after_the_nth_run(gateway: Gateway) -> None:
@@ -89,7 +89,7 @@ def test_times_n_completes_after_the_nth_run(gateway: Gateway) -> None:
     with gw.worker("w1"):
         gw.tick()
         job_runs(gw, job.id)
-    assert gw.store.job(job.id).status == JobStatus.COMPLETED
+    assert gw.store.jobs.job(job.id).status == JobStatus.COMPLETED
 
 
 def test_catch_up_after_downtime_gives_one_run(gateway: Gateway) -> None:
@@ -102,8 +102,8 @@ def test_catch_up_after_downtime_gives_one_run(gateway: Gateway) -> None:
         for _ in range(3):
             gw.tick()
     assert run.missed == 9
-    assert len(gw.store.job_runs(job.id)) == 1
-    assert gw.store.job(job.id).state.fire_count == 1
+    assert len(gw.store.jobs.job_runs(job.id)) == 1
+    assert gw.store.jobs.job(job.id).state.fire_count == 1
 
 
 def test_skip_runs_nothing_for_missed_due_times_and_goes_on_from_now(gateway: Gateway) -> None:
@@ -113,12 +113,12 @@ def test_skip_runs_nothing_for_missed_due_times_and_goes_on_from_now(gateway: Ga
         gw.tick()
 
         def moved() -> bool:
-            after = gw.store.job(job.id)
+            after = gw.store.jobs.job(job.id)
             return after.next_due is not None and after.next_due > utcnow()
 
         wait_until(moved, what="the skipped job to move on")
-    assert gw.store.job_runs(job.id) == []
-    after = gw.store.job(job.id)
+    assert gw.store.jobs.job_runs(job.id) == []
+    after = gw.store.jobs.job(job.id)
     assert after.last_outcome == "skipped missed runs" and after.next_due is not None
     assert gw.rt.index.due_ms(job_member(job.id)) == to_ms(after.next_due)
 
@@ -126,8 +126,8 @@ def test_skip_runs_nothing_for_missed_due_times_and_goes_on_from_now(gateway: Ga
 def test_cancelling_a_cancelled_job_says_already_cancelled(gateway: Gateway) -> None:
     gw = gateway
     job = add_job(gw, "every 1m")
-    gw.store.cancel_job(job.id, utcnow())
+    gw.store.jobs.cancel_job(job.id, utcnow())
     with pytest.raises(InvalidState, match="already cancelled"):
-        gw.store.cancel_job(job.id, utcnow())
+        gw.store.jobs.cancel_job(job.id, utcnow())
     gw.rt.settle_job(job.id)
     assert gw.rt.index.due_ms(job_member(job.id)) is None

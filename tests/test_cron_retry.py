@@ -35,7 +35,7 @@ def attempts(gw: Gateway, job_id: str, count: int) -> list[RunView]:
 
     def ended() -> list[RunView] | None:
         gw.tick()
-        runs = [r for r in gw.store.job_runs(job_id) if r.finished_at is not None]
+        runs = [r for r in gw.store.jobs.job_runs(job_id) if r.finished_at is not None]
         return runs if len(runs) >= count else None
 
     return wait_until(ended, 30, f"{count} runs of {job_id}")  # type: ignore[no-any-return]
@@ -50,7 +50,7 @@ def test_503s_climb_the_ladder_then_the_run_completes(
             job = add_job(gw, "every 1h", "deploy", set_at=ago(3601))
             [first] = attempts(gw, job.id, 1)
             assert first.state == RunState.FAILED and "retry 1 of 3" in (first.detail or "")
-            waiting = gw.store.job(job.id)
+            waiting = gw.store.jobs.job(job.id)
             assert waiting.state.retries == 1 and waiting.state.fire_count == 0
             planned = backdate_retry(gw, job.id)
             assert first.finished_at is not None
@@ -63,7 +63,7 @@ def test_503s_climb_the_ladder_then_the_run_completes(
             runs = attempts(gw, job.id, 3)
         assert [r.state for r in runs] == [RunState.FAILED, RunState.FAILED, RunState.COMPLETED]
         assert len({r.fire_id for r in runs}) == 3  # each retry a fire of its own
-        done = gw.store.job(job.id)
+        done = gw.store.jobs.job(job.id)
         assert done.state.fire_count == 1 and done.state.retries == 0
         assert done.next_due is not None and done.next_due > utcnow() + timedelta(minutes=59)
         sent = [d for d in gw.deliveries() if d["call"] == "send"]
@@ -84,12 +84,12 @@ def test_past_the_last_rung_the_run_fails_and_the_job_waits(
             runs = attempts(gw, job.id, 2)
             gw.tick()
         assert [r.state for r in runs] == [RunState.FAILED, RunState.FAILED]
-        after = gw.store.job(job.id)
+        after = gw.store.jobs.job(job.id)
         assert after.state.retries == 0 and after.state.retry_at is None
         assert after.next_due is not None and after.next_due > utcnow() + timedelta(minutes=59)
         [notice] = [d for d in gw.deliveries() if d["call"] == "send"]
         assert notice["text"].startswith(f"⚠ Cron job {job.id} failed:") and "502" in notice["text"]
-        assert len(gw.store.job_runs(job.id)) == 2  # never a third
+        assert len(gw.store.jobs.job_runs(job.id)) == 2  # never a third
 
 
 def test_a_refused_request_is_not_retried(tmp_path: Path, redis_url: str, redis_ns: str) -> None:
@@ -98,8 +98,8 @@ def test_a_refused_request_is_not_retried(tmp_path: Path, redis_url: str, redis_
         with gw.worker("w1"):
             job = add_job(gw, "in 1s", "deploy", set_at=ago(2))
             [run] = attempts(gw, job.id, 1)
-        assert run.state == RunState.FAILED and gw.store.job(job.id).status == "completed"
-        assert gw.store.job(job.id).state.retries == 0
+        assert run.state == RunState.FAILED and gw.store.jobs.job(job.id).status == "completed"
+        assert gw.store.jobs.job(job.id).state.retries == 0
 
 
 @pytest.mark.parametrize(

@@ -34,16 +34,16 @@ def test_a_job_due_while_its_session_is_busy_waits_for_idle_and_runs_once(
         member = job_member(job.id)
         wait_until(lambda: member in gw.rt.gate.pending_jobs(sid), what="the job to wait pending")
         send(gw, sid, "second message")  # queued behind the held turn: it runs before the job
-        assert gw.store.job_runs(job.id) == []  # never interrupts the running turn
+        assert gw.store.jobs.job_runs(job.id) == []  # never interrupts the running turn
         gate.touch()
         [run] = job_runs(gw, job.id)
         for _ in range(3):
             gw.tick()
     assert run.deferred and run.state == RunState.COMPLETED and run.session_id == sid
-    replies = [m for m in gw.store.list_messages(sid) if m.reply_to is not None]
+    replies = [m for m in gw.store.messages.list_messages(sid) if m.reply_to is not None]
     assert len(replies) == 2 and run.started_at is not None
     assert all(run.started_at >= r.created_at for r in replies)  # user messages first
-    assert len(gw.store.job_runs(job.id)) == 1
+    assert len(gw.store.jobs.job_runs(job.id)) == 1
     assert_invariants(gw)
 
 
@@ -89,13 +89,13 @@ def test_jobs_fire_only_after_restore_has_put_the_index_back(
             assert report.rebuilding  # no epoch yet: Redis is new, the rebuild is under way
             gw.beat.dispatch_due(gw.rt.now_ms(), ["w1"], jobs=not report.rebuilding)
             assert gw.rt.index.due_ms(member) == due  # held back as it was, not claimed
-            assert gw.store.job_runs(job.id) == []
+            assert gw.store.jobs.job_runs(job.id) == []
             sweep = RestoreSweep(gw.rt.client, gw.rt.keys)
-            while not gw.store.job_runs(job.id):
+            while not gw.store.jobs.job_runs(job.id):
                 lost_before = sweep.read().lost
                 gw.tick()
                 # Dispatched by a tick only once the rebuild had ended (in that tick or before).
-                assert not gw.store.job_runs(job.id) or not sweep.read().lost, lost_before
+                assert not gw.store.jobs.job_runs(job.id) or not sweep.read().lost, lost_before
             [run] = job_runs(gw, job.id)
         assert run.state == RunState.COMPLETED
         assert run.due_at is not None and to_ms(run.due_at) == due

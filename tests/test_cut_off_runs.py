@@ -34,10 +34,12 @@ def test_a_cut_off_run_without_a_later_grant_is_settled_failed(
     run = vanished_turn(gw, long_ago, delivering=delivering)
     lock_free(gw, run.session_id)
     gw.beat.restore_now(to_ms(utcnow()))  # the restore pass settles it as it begins
-    [settled] = gw.store.runs(run.session_id)
+    [settled] = gw.store.ledger.runs(run.session_id)
     assert (settled.state, settled.detail) == (RunState.FAILED, detail.value)
     assert gw.beat.settle_cut_off(utcnow()) == 0  # settled once
-    assert gw.store.heartbeat_status(run.session_id, utcnow()).to_json()["fire_count"] == 1
+    assert (
+        gw.store.heartbeats.heartbeat_status(run.session_id, utcnow()).to_json()["fire_count"] == 1
+    )
     assert_invariants(gw)
 
 
@@ -46,9 +48,9 @@ def test_a_young_run_or_a_held_lock_is_left_alone(gateway: Gateway) -> None:
     young = vanished_turn(gw, utcnow() - timedelta(seconds=1))
     lock_free(gw, young.session_id)
     long_ago = utcnow() - timedelta(seconds=gw.settings.dead_after + 60)
-    held = vanished_turn(gw, long_ago)
-    # The turn is alive after all: it holds its lock (renewed as a running turn does).
-    gw.rt.client.pexpire(gw.rt.keys.lock(held.session_id), 60_000)
+    # The turn is alive after all: it holds its lock (renewed as a running turn does). Held
+    # from its begin: a 100 ms lease extended afterwards could lapse first on a loaded host.
+    held = vanished_turn(gw, long_ago, lease_ms=60_000)
     assert gw.beat.settle_cut_off(utcnow()) == 0
-    assert [r.state for r in gw.store.runs(young.session_id)] == [RunState.STARTED]
-    assert [r.state for r in gw.store.runs(held.session_id)] == [RunState.STARTED]
+    assert [r.state for r in gw.store.ledger.runs(young.session_id)] == [RunState.STARTED]
+    assert [r.state for r in gw.store.ledger.runs(held.session_id)] == [RunState.STARTED]

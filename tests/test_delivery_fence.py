@@ -101,7 +101,7 @@ def test_hung_user_turn_never_sends_after_its_lock_moved_on(
         sends = gw.deliveries(sid, "send")
         gw.rt.gate.release(sid, NEWER)
     assert sends == [], f"the turn sent after its lock passed to fence {newer}: {sends}"
-    assert gw.store.reply_for(queued.message_id) is None
+    assert gw.store.messages.reply_for(queued.message_id) is None
 
 
 def test_hung_heartbeat_turn_never_sends_after_its_lock_moved_on(
@@ -176,11 +176,11 @@ def test_a_reply_an_older_grant_may_have_sent_is_marked_and_keyed(gateway: Gatew
     # An older grant got as far as its durable mark, then vanished (paused, cut off).
     older = gw.rt.gate.try_begin_user(sid, "older", int(gw.settings.lock_lease * 1000))
     assert isinstance(older, Began)
-    gw.store.claim_fence(sid, older.fence, utcnow())
+    gw.store.ledger.claim_fence(sid, older.fence, utcnow())
     reply = [Outbound(f"msg:{queued.message_id}", "reply")]
-    start = gw.store.begin_reply(
+    start = gw.store.ledger.begin_reply(
         sid,
-        gw.store.message_turn(queued.message_id, sid, history=0).message.key,
+        gw.store.messages.message_turn(queued.message_id, sid, history=0).message.key,
         older.fence,
         utcnow(),
         channel="file",
@@ -190,10 +190,10 @@ def test_a_reply_an_older_grant_may_have_sent_is_marked_and_keyed(gateway: Gatew
     gw.rt.gate.release(sid, "older")
     with gw.worker("w1") as runner:
         runner.drain(sid)
-        reply = wait_until(lambda: gw.store.reply_for(queued.message_id), what="the reply")
+        reply = wait_until(lambda: gw.store.messages.reply_for(queued.message_id), what="the reply")
         fresh = send(gw, sid, "again")
         assert isinstance(fresh, Queued)
-        wait_until(lambda: gw.store.reply_for(fresh.message_id), what="the second reply")
+        wait_until(lambda: gw.store.messages.reply_for(fresh.message_id), what="the second reply")
         gw.due_now(sid)
         gw.tick()
         [run] = gw.final_runs(sid)

@@ -49,7 +49,7 @@ def _heartbeat_and_reply(gw: Gateway) -> tuple[str, int]:
     gw.final_runs(sid)
     queued = send(gw, sid, "hello")
     assert isinstance(queued, Queued)
-    wait_until(lambda: gw.store.reply_for(queued.message_id), what="the reply")
+    wait_until(lambda: gw.store.messages.reply_for(queued.message_id), what="the reply")
     return sid, queued.message_id
 
 
@@ -124,7 +124,7 @@ def test_a_channel_that_cannot_write_records_failed_with_its_error(
         assert run.delivery.error == run.detail and "delivery failed" in (run.detail or "")
         reply = _message_deliveries(gw, message_id)[f"msg:{message_id}"]
         assert reply.state == DeliveryState.FAILED and "delivery failed" in (reply.error or "")
-        assert gw.store.reply_for(message_id).kind == "notice"  # type: ignore[union-attr]
+        assert gw.store.messages.reply_for(message_id).kind == "notice"  # type: ignore[union-attr]
         assert _count("failed") == before + 2
     finally:
         gw.close()
@@ -154,12 +154,12 @@ def test_a_reply_cut_off_between_send_and_record_is_unknown_then_resent_marked(
     older = gw.rt.gate.try_begin_user(sid, "older", 100)
     assert isinstance(older, Began)
     long_ago = utcnow() - timedelta(seconds=gw.settings.dead_after + 60)
-    gw.store.claim_fence(sid, older.fence, long_ago)
+    gw.store.ledger.claim_fence(sid, older.fence, long_ago)
     key = f"msg:{queued.message_id}"
     reply = [Outbound(key, "reply")]
-    gw.store.begin_reply(
+    gw.store.ledger.begin_reply(
         sid,
-        gw.store.message_turn(queued.message_id, sid, history=0).message.key,
+        gw.store.messages.message_turn(queued.message_id, sid, history=0).message.key,
         older.fence,
         long_ago,
         channel="file",
@@ -171,7 +171,9 @@ def test_a_reply_cut_off_between_send_and_record_is_unknown_then_resent_marked(
     assert _count("unknown") == before + 1
     with gw.worker("w1") as runner:
         runner.drain(sid)
-        answer = wait_until(lambda: gw.store.reply_for(queued.message_id), what="the reply")
+        answer = wait_until(
+            lambda: gw.store.messages.reply_for(queued.message_id), what="the reply"
+        )
     assert answer.text.startswith(REPEAT_MARK)
     [resend] = gw.deliveries(sid, "send")
     assert (resend["delivery_key"], resend["repeat"]) == (key, True)

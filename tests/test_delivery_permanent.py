@@ -26,7 +26,7 @@ ADMIN = {"Authorization": "Bearer tok-admin-c0ffee"}
 
 
 def _channel_session(slack: Slack) -> str:
-    session = slack.gw.store.session_at(
+    session = slack.gw.store.sessions.session_at(
         platform="slack", chat=CHANNEL, thread=None, now=utcnow(), owner=f"slack:{TEAM}",
         create=False,
     )  # fmt: skip
@@ -71,7 +71,7 @@ def test_a_permanent_refusal_pauses_the_heartbeat_with_its_reason(
         assert _failed() == before + 1
         resumed = slack.command("heartbeat resume")
         assert resumed.json()["text"].startswith("♥ Heartbeat resumed")
-        status = gw.store.heartbeat_status(sid, utcnow()).to_json()
+        status = gw.store.heartbeats.heartbeat_status(sid, utcnow()).to_json()
         assert (status["status"], status["paused_reason"]) == ("active", None)
 
 

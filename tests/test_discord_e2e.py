@@ -36,7 +36,7 @@ def test_a_heartbeat_set_in_a_thread_arrives_in_the_thread_and_quietly(discord: 
         assert edit.content.startswith("♥ Heartbeat set (every 1m") and edit.auth == ""
         assert edit.body["allowed_mentions"] == {"parse": []}
         sid = discord.session(thread=True)
-        session = gw.store.get_session(sid)
+        session = gw.store.sessions.get_session(sid)
         assert (session.chat, session.thread, session.owner) == (
             CHANNEL,
             THREAD,
@@ -81,7 +81,9 @@ def test_a_repeated_interaction_is_stored_once(discord: Discord) -> None:
     again = discord.send(asked)
     assert again.status_code == 200 and again.json() == DEFERRED_EPHEMERAL
     sid = discord.session(thread=False)
-    assert [m.text for m in discord.gw.store.list_messages(sid, limit=10)] == ["hello there"]
+    assert [m.text for m in discord.gw.store.messages.list_messages(sid, limit=10)] == [
+        "hello there"
+    ]
     # The message command on one message: asked twice (two interactions), stored once.
     target = {"id": "8008", "content": "why did CI fail?", "channel_id": CHANNEL}
     for _ in range(2):
@@ -89,7 +91,7 @@ def test_a_repeated_interaction_is_stored_once(discord: Discord) -> None:
             "Ask the agent", type=3, target_id="8008", resolved={"messages": {"8008": target}}
         )
         assert discord.send(menu).json()["data"]["content"] == ">>> why did CI fail?"
-    texts = [m.text for m in discord.gw.store.list_messages(sid, limit=10)]
+    texts = [m.text for m in discord.gw.store.messages.list_messages(sid, limit=10)]
     assert texts == ["hello there", "why did CI fail?"]
 
 
@@ -116,7 +118,7 @@ def test_a_heartbeat_command_error_is_its_answer(discord: Discord) -> None:
     edits = wait_until(lambda: discord.fake.of("edit")[1:], 30, "the status answer")
     assert "heartbeat" in edits[0].content.lower()
     sid = discord.session(thread=False)
-    assert discord.gw.store.heartbeat_status(sid, utcnow()).to_json()["prompt"] is None
+    assert discord.gw.store.heartbeats.heartbeat_status(sid, utcnow()).to_json()["prompt"] is None
 
 
 def test_a_403_fails_the_heartbeat_delivery_permanently_with_its_reason(discord: Discord) -> None:

@@ -22,7 +22,7 @@ from support.discord_fixtures import (
 
 def stored(discord: Discord) -> tuple[int, int]:
     """Sessions and messages in SQL, and the Redis keys of the deployment's namespace."""
-    sessions = discord.gw.store.list_sessions(limit=200)
+    sessions = discord.gw.store.sessions.list_sessions(limit=200)
     ns = discord.gw.settings.namespace
     keys = list(discord.gw.rt.client.scan_iter(match=f"{ns}:inbound:*"))
     return len(sessions), len(keys)
@@ -101,14 +101,14 @@ def test_only_allowed_guilds(tmp_path: Path, redis_url: str, redis_ns: str) -> N
         assert elsewhere.status_code == 403
         dm = d.send(interaction("ask", "hi", guild=None))  # no guild: not one of the allowed
         assert dm.status_code == 403
-        assert d.gw.store.list_sessions(limit=10) == []
+        assert d.gw.store.sessions.list_sessions(limit=10) == []
         assert rejects(d, "team") == 2
         assert d.send(interaction("ask", "hi")).status_code == 200
-        [session] = d.gw.store.list_sessions(limit=10)
+        [session] = d.gw.store.sessions.list_sessions(limit=10)
         assert session.owner == f"discord:{GUILD}" and session.thread is None
 
 
 def test_a_dm_with_the_bot_is_a_session_of_its_own(discord: Discord) -> None:
     assert discord.send(interaction("ask", "psst", guild=None)).status_code == 200
-    [session] = discord.gw.store.list_sessions(limit=10)
+    [session] = discord.gw.store.sessions.list_sessions(limit=10)
     assert (session.platform, session.owner) == ("discord", "discord:dm")

@@ -54,7 +54,7 @@ def test_send_during_a_stop_says_the_stop_at_once(
     lift = "hbgw estop off" + (f" --session {sid}" if scope == "session" else "")
     assert f"`{lift}`" in result.out
     # Accepted: it runs once lifted.
-    assert store.message_turn(1, sid, history=0).message.state == MessageState.QUEUED
+    assert store.messages.message_turn(1, sid, history=0).message.state == MessageState.QUEUED
     no_wait = hbgw("send", sid, "again", "--no-wait")
     assert no_wait.code == 0 and "an emergency stop holds it" in no_wait.out
 
@@ -78,7 +78,7 @@ def test_a_stop_switched_on_while_send_waits_ends_the_wait(
 
 def test_heartbeat_status_says_the_stop(hbgw: Hbgw, deployment: Keys, store: Store) -> None:
     sid = _session(hbgw)
-    store.set_heartbeat(
+    store.heartbeats.set_heartbeat(
         sid,
         schedule=IntervalSchedule(600),
         schedule_text="every 10m",
@@ -102,7 +102,7 @@ def test_waiting_for_idle_only_while_a_turn_holds_the_session(
     hbgw: Hbgw, deployment: Keys, store: Store, redis_url: str
 ) -> None:
     sid = _session(hbgw)
-    store.set_heartbeat(
+    store.heartbeats.set_heartbeat(
         sid,
         schedule=IntervalSchedule(600),
         schedule_text="every 10m",

@@ -101,7 +101,7 @@ def take_over(gw: Gateway, sid: str, fence: int, how: str) -> None:
         taken = gate.try_begin_user(sid, "newer-owner", int(gw.settings.lock_lease * 1000))
         fence = getattr(taken, "fence", fence + 1)
     if how in ("stolen", "sql-only"):
-        gw.store.claim_fence(sid, fence if how == "stolen" else fence + 1, utcnow())
+        gw.store.ledger.claim_fence(sid, fence if how == "stolen" else fence + 1, utcnow())
 
 
 @pytest.mark.parametrize("how", ["expired", "stolen", "sql-only"])
@@ -123,7 +123,7 @@ def test_heartbeat_turn_that_lost_its_lock_sends_nothing_and_fails(
             gw.rt.gate.release(sid, "newer-owner")
     assert (after.state, after.detail) == (RunState.FAILED, LostLockDetail.BEFORE_DELIVERY)
     assert gw.deliveries(sid, "send") == []
-    assert [m.kind for m in gw.store.list_messages(sid)] == ["heartbeat"]
+    assert [m.kind for m in gw.store.messages.list_messages(sid)] == ["heartbeat"]
     assert_invariants(gw)
 
 
@@ -141,7 +141,7 @@ def test_user_turn_behind_a_newer_fence_sends_nothing_and_the_next_grant_answers
         held_fence = gw.rt.gate.fence(sid)
         take_over(gw, sid, held_fence, "sql-only")
         release.touch()
-        reply = wait_until(lambda: gw.store.reply_for(queued.message_id), what="the reply")
+        reply = wait_until(lambda: gw.store.messages.reply_for(queued.message_id), what="the reply")
         wait_until(lambda: gw.rt.gate.lock_holder(sid) is None, what="the session to go idle")
     [sent] = [r for r in gw.deliveries(sid, "send") if r["kind"] == "reply"]
     assert sent["text"] == reply.text == "user reply to: HOLD " + str(release) + " hello"

@@ -174,7 +174,7 @@ def test_user_turn_transactions(tmp_path: Path, redis_url: str, redis_ns: str) -
         queued = send(gw, sid, "hello")
         assert isinstance(queued, Queued)
         cost = path.drain(sid)
-        assert gw.store.reply_for(queued.message_id) is not None
+        assert gw.store.messages.reply_for(queued.message_id) is not None
     sql, trips = cost.sql, cost.redis
     lines = "\n".join(sql.lines)
     assert 1 <= sql.transactions <= USER_TURN_TRANSACTIONS, f"{sql.transactions}:\n{lines}"
@@ -187,10 +187,10 @@ def _one_job_fire(tmp_path: Path, redis_url: str, redis_ns: str, **overrides: ob
         sid = gw.session()
         job = add_job(gw, "every 1m", session=sid, set_at=ago(61))
         cost = path.fire(job_member(job.id))
-        [run] = gw.store.job_runs(job.id)
+        [run] = gw.store.jobs.job_runs(job.id)
         silent = bool(overrides.get("echo_silent_heartbeats"))
         assert run.state == (RunState.SILENT if silent else RunState.COMPLETED), run
-        assert run.session_id == sid and gw.store.job(job.id).state.fire_count == 1
+        assert run.session_id == sid and gw.store.jobs.job(job.id).state.fire_count == 1
         assert gw.rt.index.due_ms(job_member(job.id)) is not None  # due again, from the finish
         assert_invariants(gw)
     return cost

@@ -103,9 +103,9 @@ def test_a_change_is_never_overwritten_by_a_concurrent_reservation(
     def reserve() -> None:
         start = FireStart(1, lambda _: "p", 0)
         fid = states.fire_id(sid, due)
-        outcome.append(reserver.begin_fire(sid, 1, fid, due, DUE, start).outcome)
+        outcome.append(reserver.ledger.begin_fire(sid, 1, fid, due, DUE, start).outcome)
 
-    method = getattr(changer, f"{change}_heartbeat")
+    method = getattr(changer.heartbeats, f"{change}_heartbeat")
     threading.Thread(target=_run, args=(reserve, reserved, errors)).start()
     assert reached.wait(WAIT_S), errors
     threading.Thread(target=_run, args=(lambda: method(sid, DUE), changed, errors)).start()
@@ -114,7 +114,7 @@ def test_a_change_is_never_overwritten_by_a_concurrent_reservation(
     assert reserved.wait(WAIT_S) and changed.wait(WAIT_S)
     assert not errors, errors
     assert isinstance(outcome[0], Started)
-    state = changer.get_heartbeat(sid)
+    state = changer.heartbeats.get_heartbeat(sid)
     assert state is not None
     assert state.status == ("paused" if change == "pause" else "cleared")
     assert state.fire_count == 1  # the reservation counted, then the change applied

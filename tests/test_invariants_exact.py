@@ -34,7 +34,7 @@ def sql(store: Store, statement: str, **params: Any) -> None:
 
 
 def report(store: Store, now: datetime) -> InvariantReport:
-    return audit(store.audit_snapshot(), now)
+    return audit(store.ledger.audit_snapshot(), now)
 
 
 def test_a_run_in_its_turn_and_a_refunded_one_are_counted(store: Store) -> None:
@@ -59,14 +59,14 @@ def test_the_next_grant_settles_a_cut_off_turn_and_the_stale_turn_cannot_deliver
     sid = make_session_with_heartbeat(store, seconds=600)
     t1 = T0 + timedelta(minutes=11)
     run = start(store, sid, 1, t1)
-    store.claim_fence(sid, 2, t1 + MINUTE)  # the lock moved on while the turn was cut off
-    [settled] = store.runs(sid)
+    store.ledger.claim_fence(sid, 2, t1 + MINUTE)  # the lock moved on while the turn was cut off
+    [settled] = store.ledger.runs(sid)
     assert (settled.state, settled.detail) == (RunState.FAILED, LostLockDetail.BEFORE_DELIVERY)
     assert settled.finished_at == t1 + MINUTE
     with pytest.raises(StaleFence):
-        store.mark_delivering(run.key, 1, t1 + 2 * MINUTE, channel="file", kind="heartbeat")
+        store.ledger.mark_delivering(run.key, 1, t1 + 2 * MINUTE, channel="file", kind="heartbeat")
     with pytest.raises(StaleFence):
-        store.settle_lost(run.key, 1, t1 + 2 * MINUTE)
+        store.ledger.settle_lost(run.key, 1, t1 + 2 * MINUTE)
     assert report(store, t1 + 2 * MINUTE).ok
 
 
@@ -75,11 +75,11 @@ def test_a_delivering_turn_cut_off_is_settled_as_such(store: Store) -> None:
     t1 = T0 + timedelta(minutes=11)
     run = start(store, sid, 1, t1)
     assert (
-        store.mark_delivering(run.key, 1, t1, channel="file", kind="heartbeat").state
+        store.ledger.mark_delivering(run.key, 1, t1, channel="file", kind="heartbeat").state
         == RunState.DELIVERING
     )
-    store.claim_fence(sid, 2, t1 + MINUTE)
-    [settled] = store.runs(sid)
+    store.ledger.claim_fence(sid, 2, t1 + MINUTE)
+    [settled] = store.ledger.runs(sid)
     assert (settled.state, settled.detail) == (RunState.FAILED, LostLockDetail.DURING_DELIVERY)
 
 

@@ -106,10 +106,12 @@ def test_exact_is_the_last_word_of_the_schedule() -> None:
 
 
 def _added(store: Store, text: str, limits: GrammarLimits) -> dict[str, object]:
-    session = store.get_session(store.create_session(platform="slack", chat="C1", now=T0).id)
-    answer = handle_cron(store, session, text, T0, limits)
+    session = store.sessions.get_session(
+        store.sessions.create_session(platform="slack", chat="C1", now=T0).id
+    )
+    answer = handle_cron(store.jobs, session, text, T0, limits)
     assert answer.changed is not None, answer.text
-    found = store.job(answer.changed)
+    found = store.jobs.job(answer.changed)
     assert found.status == JobStatus.ACTIVE
     return found.to_json()
 

@@ -35,10 +35,10 @@ from hbgw.sessions.views import (
 
 def _job(store: Store, schedule: str, age: float) -> tuple[str, str]:
     set_at = utcnow() - timedelta(seconds=age)
-    sid = store.create_session(platform="slack", chat="C1", now=set_at).id
+    sid = store.sessions.create_session(platform="slack", chat="C1", now=set_at).id
     parsed = parse_job_schedule(schedule, now=set_at, min_interval=60)
     text = f"{schedule} exact"  # on its exact times: the fire ids below name them
-    job = store.create_job(NewJob(parsed, text, "p", JobRoute(session_id=sid)), set_at)
+    job = store.jobs.create_job(NewJob(parsed, text, "p", JobRoute(session_id=sid)), set_at)
     return job.id, sid
 
 
@@ -52,16 +52,16 @@ def _begin(
     refusal: RefundReason | None = None,
 ) -> tuple[str, JobBegin]:
     """A grant ``fence`` begins the job's due run, as a worker does: one transaction."""
-    due = store.job(jid).next_due
+    due = store.jobs.job(jid).next_due
     assert due is not None
     fid = f"job:{jid}:{to_ms(due)}"
     start = JobStart(1, lambda job: job.state.prompt, 5, refusal=refusal, worker="w1")
-    return fid, store.begin_job_fire(sid, fence, jid, fid, to_ms(due), now, start)
+    return fid, store.jobs.begin_job_fire(sid, fence, jid, fid, to_ms(due), now, start)
 
 
 def test_one_run_per_fire_id_and_a_refused_recheck_gives_it_back_at_once(store: Store) -> None:
     jid, sid = _job(store, "every 1m", 61)
-    due = store.job(jid).next_due
+    due = store.jobs.job(jid).next_due
     fid, first = _begin(store, sid, 1, jid, utcnow(), refusal=RefundReason.EMERGENCY_STOP)
     # Reserved and given back in the one transaction: a row, nothing counted.
     assert isinstance(first.outcome, JobNotStarted)
@@ -69,18 +69,18 @@ def test_one_run_per_fire_id_and_a_refused_recheck_gives_it_back_at_once(store: 
     assert first.job is not None and first.job.state.fire_count == 0 and first.job.next_due == due
     # The same fire id again is a duplicate, never a second run; a fence not newer is refused
     # (it is no repeat: the run carries another fence).
-    again = store.begin_job_fire(
+    again = store.jobs.begin_job_fire(
         sid, 2, jid, fid, to_ms(due or utcnow()), utcnow(), JobStart(1, lambda _j: "p", 5)
     )
     assert isinstance(again.outcome, Duplicate)
     with pytest.raises(StaleFence):
-        store.begin_job_fire(
+        store.jobs.begin_job_fire(
             sid, 2, jid, fid, to_ms(due or utcnow()), utcnow(), JobStart(1, lambda _j: "p", 5)
         )
-    [run] = store.job_runs(jid)
+    [run] = store.jobs.job_runs(jid)
     assert run.state == RunState.REFUNDED and run.detail == RefundReason.EMERGENCY_STOP
     assert run.started_at is None
-    back = store.job(jid)
+    back = store.jobs.job(jid)
     assert back.state.fire_count == 0 and back.next_due == due
     assert back.last_outcome == "refunded: emergency stop"
 
@@ -88,18 +88,18 @@ def test_one_run_per_fire_id_and_a_refused_recheck_gives_it_back_at_once(store: 
 def test_a_paused_or_not_due_job_reserves_nothing(store: Store) -> None:
     jid, sid = _job(store, "every 1m", 61)
     now = utcnow()
-    store.pause_job(jid, now)
-    store.resume_job(jid, now)  # re-anchored now: due a minute later
+    store.jobs.pause_job(jid, now)
+    store.jobs.resume_job(jid, now)  # re-anchored now: due a minute later
     fid, begun = _begin(store, sid, 1, jid, now)
     assert isinstance(begun.outcome, Refused) and begun.outcome.reason == RefusalReason.NOT_DUE
     assert begun.job is not None and begun.outcome.next_due_at == begun.job.next_due
-    store.pause_job(jid, now)
+    store.jobs.pause_job(jid, now)
     later, start = now + timedelta(minutes=2), JobStart(1, str, 5)
-    begun = store.begin_job_fire(sid, 2, jid, fid, to_ms(now), later, start)
+    begun = store.jobs.begin_job_fire(sid, 2, jid, fid, to_ms(now), later, start)
     assert isinstance(begun.outcome, Refused) and begun.outcome.reason == RefusalReason.INACTIVE
     assert begun.job is not None and begun.job.next_due is None
-    assert store.job_runs(jid) == []
-    gone = store.begin_job_fire(sid, 3, "j-gone", "job:j-gone:1", 1, now, start)
+    assert store.jobs.job_runs(jid) == []
+    gone = store.jobs.begin_job_fire(sid, 3, "j-gone", "job:j-gone:1", 1, now, start)
     assert isinstance(gone.outcome, Refused) and gone.outcome.reason == RefusalReason.NO_JOB
     assert gone.job is None
 
@@ -113,24 +113,24 @@ def test_a_one_shot_completes_at_its_finish_and_cancel_says_so(store: Store) -> 
     assert started.job.state.fire_count == 1 and started.message.text == "p"
     # A repeat after its COMMIT was cut off answers what that COMMIT stored.
     due_ms = int(fid.rsplit(":", 1)[1])
-    repeat = store.begin_job_fire(sid, 1, jid, fid, due_ms, now, JobStart(1, str, 5))
+    repeat = store.jobs.begin_job_fire(sid, 1, jid, fid, due_ms, now, JobStart(1, str, 5))
     assert isinstance(repeat.outcome, JobStarted) and repeat.outcome.run.id == started.run.id
     assert repeat.outcome.message.id == started.message.id
-    store.mark_delivering(started.run.key, 1, now, channel="file", kind="heartbeat")
+    store.ledger.mark_delivering(started.run.key, 1, now, channel="file", kind="heartbeat")
     for _ in range(2):  # the second: a repeat after a lost answer
-        done = store.finish_job_fire(
+        done = store.jobs.finish_job_fire(
             started.run.key, RunState.COMPLETED, 1, now, reply="r", reply_kind="assistant"
         )
         assert done.job.status == JobStatus.COMPLETED and done.job.next_due is None
         assert done.run.state == RunState.COMPLETED
-    assert store.job(jid).last_outcome == "completed"
+    assert store.jobs.job(jid).last_outcome == "completed"
     with pytest.raises(InvalidState, match="already completed"):
-        store.cancel_job(jid, now)
+        store.jobs.cancel_job(jid, now)
     other, _ = _job(store, "every 1h", 0)
-    store.cancel_job(other, now)
+    store.jobs.cancel_job(other, now)
     with pytest.raises(InvalidState, match="already cancelled"):
-        store.cancel_job(other, now)
-    assert store.restorable_jobs_page("", 10).entries == []
+        store.jobs.cancel_job(other, now)
+    assert store.jobs.restorable_jobs_page("", 10).entries == []
 
 
 def test_a_newer_grant_ends_a_started_run_failed_and_it_still_counts(store: Store) -> None:
@@ -140,11 +140,11 @@ def test_a_newer_grant_ends_a_started_run_failed_and_it_still_counts(store: Stor
     due = begun.outcome.run.due_at
     assert due is not None
     start = JobStart(1, lambda _j: "p", 5)
-    again = store.begin_job_fire(sid, 2, jid, fid, to_ms(due), utcnow(), start)
+    again = store.jobs.begin_job_fire(sid, 2, jid, fid, to_ms(due), utcnow(), start)
     assert isinstance(again.outcome, Duplicate)
-    [run] = store.job_runs(jid)
+    [run] = store.jobs.job_runs(jid)
     assert (run.state, run.detail) == (RunState.FAILED, "lock lost before delivery")
-    assert store.job(jid).state.fire_count == 1
+    assert store.jobs.job(jid).state.fire_count == 1
 
 
 def _reserved(store: Store, jid: str, sid: str, now: datetime) -> RunView:
@@ -176,9 +176,9 @@ def test_stale_reservations_oldest_first_at_most_limit_and_refunded_once(store: 
         jid, sid = _job(store, "every 1m", age)
         reserved.append(_reserved(store, jid, sid, utcnow()))
     later = utcnow() + timedelta(minutes=1)
-    assert [r.id for r in store.stale_reservations(later)] == [r.id for r in reserved]
-    assert [r.id for r in store.stale_reservations(later, limit=1)] == [reserved[0].id]
-    refunded = store.refund_orphan(reserved[0].key, later)
+    assert [r.id for r in store.ledger.stale_reservations(later)] == [r.id for r in reserved]
+    assert [r.id for r in store.ledger.stale_reservations(later, limit=1)] == [reserved[0].id]
+    refunded = store.ledger.refund_orphan(reserved[0].key, later)
     assert refunded is not None and refunded.state == RunState.REFUNDED
-    assert store.refund_orphan(reserved[0].key, later) is None
-    assert [r.id for r in store.stale_reservations(later)] == [reserved[1].id]
+    assert store.ledger.refund_orphan(reserved[0].key, later) is None
+    assert [r.id for r in store.ledger.stale_reservations(later)] == [reserved[1].id]

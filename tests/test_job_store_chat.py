@@ -23,39 +23,43 @@ START = JobStart(1, lambda job: job.state.prompt, 5, worker="w1")
 def _job(store: Store, schedule: str, at: datetime, route: JobRoute = HERE) -> JobView:
     parsed = parse_job_schedule(schedule, now=at, min_interval=60)
     text = f"{schedule} exact"  # on its exact times: backdated by one period, it is due
-    return store.create_job(NewJob(parsed, text, "p", route, owner="alice"), at)
+    return store.jobs.create_job(NewJob(parsed, text, "p", route, owner="alice"), at)
 
 
 def test_the_list_pages_by_cursor_and_filters_to_a_chat(store: Store) -> None:
     at = utcnow()
     made = [_job(store, "every 1h", at + timedelta(seconds=n)).id for n in range(3)]
     elsewhere = _job(store, "every 1h", at, JobRoute(platform="slack", chat="C2")).id
-    first = store.jobs(owner="alice", route=HERE, limit=2)
+    first = store.jobs.jobs(owner="alice", route=HERE, limit=2)
     assert [j.id for j in first] == made[:2]
-    rest = store.jobs(owner="alice", route=HERE, limit=2, after=first[-1].id)
+    rest = store.jobs.jobs(owner="alice", route=HERE, limit=2, after=first[-1].id)
     assert [j.id for j in rest] == made[2:]
-    assert elsewhere not in [j.id for j in store.jobs(route=HERE)]
-    assert store.jobs(owner="bob") == []
+    assert elsewhere not in [j.id for j in store.jobs.jobs(route=HERE)]
+    assert store.jobs.jobs(owner="bob") == []
     with pytest.raises(BadInput, match="is not a job id"):
-        store.jobs(after="j-nope")
-    assert store.count_live_jobs("alice") == 4
-    store.pause_job(made[0], at)
-    store.cancel_job(made[1], at)
-    assert store.count_live_jobs("alice") == 3  # a paused job counts, a cancelled one not
+        store.jobs.jobs(after="j-nope")
+    assert store.jobs.count_live_jobs("alice") == 4
+    store.jobs.pause_job(made[0], at)
+    store.jobs.cancel_job(made[1], at)
+    assert store.jobs.count_live_jobs("alice") == 3  # a paused job counts, a cancelled one not
 
 
 def test_a_runs_fresh_session_is_not_the_chats_conversation(store: Store) -> None:
     at = utcnow() - timedelta(seconds=61)
-    chat = store.session_at(platform="slack", chat="C1", thread="T1", now=at, owner="alice")
+    chat = store.sessions.session_at(
+        platform="slack", chat="C1", thread="T1", now=at, owner="alice"
+    )
     assert chat is not None
     job = _job(store, "in 1m", at)
     due = job.next_due
     assert due is not None
     fid = f"job:{job.id}:{to_ms(due)}"
-    fresh = store.run_session(job.id, fid, utcnow())
-    begun = store.begin_job_fire(fresh.id, 1, job.id, fid, to_ms(due), utcnow(), START)
+    fresh = store.jobs.run_session(job.id, fid, utcnow())
+    begun = store.jobs.begin_job_fire(fresh.id, 1, job.id, fid, to_ms(due), utcnow(), START)
     assert isinstance(begun.outcome, JobStarted)
-    found = store.session_at(platform="slack", chat="C1", thread="T1", now=utcnow(), owner="alice")
+    found = store.sessions.session_at(
+        platform="slack", chat="C1", thread="T1", now=utcnow(), owner="alice"
+    )
     assert found is not None and found.id == chat.id != fresh.id
 
 
@@ -65,18 +69,18 @@ def test_a_run_given_back_to_the_ladder_is_due_at_its_retry(store: Store) -> Non
     due = job.next_due
     assert due is not None
     fid, now = f"job:{job.id}:{to_ms(due)}", utcnow()
-    sid = store.run_session(job.id, fid, now).id
-    started = store.begin_job_fire(sid, 1, job.id, fid, to_ms(due), now, START).outcome
+    sid = store.jobs.run_session(job.id, fid, now).id
+    started = store.jobs.begin_job_fire(sid, 1, job.id, fid, to_ms(due), now, START).outcome
     assert isinstance(started, JobStarted)
     retry_at = now + timedelta(minutes=1)
-    back = store.retry_job_fire(
+    back = store.jobs.retry_job_fire(
         started.run.key, 1, now, detail="model unreachable", notice="n", usage=None,
         retry_at=retry_at,
     )  # fmt: skip
     assert back.run.state == RunState.FAILED
     assert back.job.next_due == retry_at and back.job.status == "active"
     assert (back.job.state.fire_count, back.job.state.retries) == (0, 1)
-    again = store.retry_job_fire(
+    again = store.jobs.retry_job_fire(
         started.run.key, 1, now, detail="x", notice="n", usage=None, retry_at=retry_at
     )  # a repeat after a lost answer changes nothing
     assert again.job.state.retries == 1

@@ -41,7 +41,7 @@ def deployment(
 
 
 def replies_to(gw: Gateway, sid: str, message_id: int) -> list[str]:
-    return [m.text for m in gw.store.list_messages(sid) if m.reply_to == message_id]
+    return [m.text for m in gw.store.messages.list_messages(sid) if m.reply_to == message_id]
 
 
 def answered_after_ticks(gw: Gateway, sid: str, message_id: int) -> list[str]:
@@ -98,7 +98,10 @@ def test_sent_while_redis_is_down_is_answered_once_redis_is_back(
             "user reply to: hello while Redis is down"
         ]
         assert settle_then_count(gw, sid, message_id) == 1
-        assert gw.store.message_turn(message_id, sid, history=0).message.state == MessageState.DONE
+        assert (
+            gw.store.messages.message_turn(message_id, sid, history=0).message.state
+            == MessageState.DONE
+        )
 
 
 def test_redis_failing_after_the_insert_is_not_exit_1_and_the_message_is_answered(
@@ -129,7 +132,7 @@ def test_flushall_with_messages_waiting_answers_each_once_after_restore(
         sid, parent = gw.session(chat="A"), gw.session(chat="B")
         sent = [queue(gw, sid, f"m{i}") for i in range(3)]
         before = queue(gw, parent, "before compression")
-        child = gw.store.compress(parent, utcnow())
+        child = gw.store.sessions.compress(parent, utcnow())
         assert gw.rt.gate.inbox_length(sid) == 3
         flushall(private_redis)
         with gw.worker("w1"):
@@ -137,11 +140,11 @@ def test_flushall_with_messages_waiting_answers_each_once_after_restore(
                 answered_after_ticks(gw, sid, queued.message_id)
             answered_after_ticks(gw, parent, before.message_id)
             assert [settle_then_count(gw, sid, q.message_id) for q in sent] == [1, 1, 1]
-        replies = [m for m in gw.store.list_messages(sid) if m.role == "assistant"]
+        replies = [m for m in gw.store.messages.list_messages(sid) if m.role == "assistant"]
         assert [m.text for m in replies] == [f"user reply to: m{i}" for i in range(3)]
         # Queued before the compression: answered in its own conversation, not the child's.
         assert len(replies_to(gw, parent, before.message_id)) == 1
-        assert gw.store.list_messages(child.id) == []
+        assert gw.store.messages.list_messages(child.id) == []
 
 
 def test_retry_with_the_same_idempotency_key_is_one_message_and_one_reply(
@@ -174,7 +177,7 @@ def test_retry_with_the_same_idempotency_key_is_one_message_and_one_reply(
             late = send("hello once")  # a retry after the answer: still the same message
             assert settle_then_count(gw, sid, first.message_id) == 1
         assert late.message_id == first.message_id
-        assert len([m for m in gw.store.list_messages(sid) if m.role == "user"]) == 1
+        assert len([m for m in gw.store.messages.list_messages(sid) if m.role == "user"]) == 1
 
 
 def test_redelivered_message_is_not_answered_twice(

@@ -159,7 +159,7 @@ def test_a_heartbeat_turn_may_not_change_the_heartbeat(
     turn = TurnRequest(sid, "heartbeat", "[Heartbeat]\ncheck CI", heartbeat=tools)
     agent(base_url, heartbeat_write=True).run(turn, lambda _: None)
     assert endpoint.requests()[1]["messages"][-1]["content"] == HEARTBEAT_TURN_REFUSAL
-    state = gateway.store.get_heartbeat(sid)
+    state = gateway.store.heartbeats.get_heartbeat(sid)
     assert state is not None and state.prompt == "check CI"
     assert tools.announcements == []
 

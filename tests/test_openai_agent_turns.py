@@ -33,7 +33,9 @@ def answered(gw: Gateway, sid: str, text: str) -> MessageView:
     """Send a user message and wait for the stored message that answers it."""
     sent = send(gw, sid, text)
     assert isinstance(sent, Queued)
-    reply: MessageView = wait_until(lambda: gw.store.reply_for(sent.message_id), what="the reply")
+    reply: MessageView = wait_until(
+        lambda: gw.store.messages.reply_for(sent.message_id), what="the reply"
+    )
     return reply
 
 
@@ -73,7 +75,7 @@ def test_user_turn_with_a_tool_call_then_a_heartbeat_turn(
     # Rule 5: byte-identical system prompt and tools; the prompt once, as a plain user message.
     assert json.dumps(user_call["messages"][0]) == json.dumps(beat_call["messages"][0])
     assert json.dumps(user_call["tools"]) == json.dumps(beat_call["tools"])
-    [injected] = [m for m in gw.store.list_messages(sid) if m.kind == "heartbeat"]
+    [injected] = [m for m in gw.store.messages.list_messages(sid) if m.kind == "heartbeat"]
     assert beat_call["messages"][-1] == {"role": "user", "content": injected.text}
     assert [m["content"] for m in beat_call["messages"]].count(injected.text) == 1
     assert user_messages(user_call) == ["what does my heartbeat do?"]
@@ -152,7 +154,7 @@ def test_with_writes_enabled_a_user_turn_sets_the_heartbeat_visibly(
         with gw.worker("w1"):
             sid = gw.session()
             reply = answered(gw, sid, "please check the build every 10 minutes")
-        state = gw.store.get_heartbeat(sid)
+        state = gw.store.heartbeats.get_heartbeat(sid)
         due = gw.rt.index.due_ms(sid)
         [first] = endpoint.requests()[:1]
     assert state is not None and state.prompt == "check the build"
@@ -160,7 +162,7 @@ def test_with_writes_enabled_a_user_turn_sets_the_heartbeat_visibly(
     assert next_due is not None and due == to_ms(next_due)
     names = [t["function"]["name"] for t in first["tools"]]
     assert names == ["get_heartbeat", "set_heartbeat", "clear_heartbeat"]
-    [notice] = [m for m in gw.store.list_messages(sid) if m.kind == "notice"]
+    [notice] = [m for m in gw.store.messages.list_messages(sid) if m.kind == "notice"]
     assert notice.text.startswith("🔧 The agent changed this session's heartbeat: ♥ Heartbeat set")
     sent = sent_texts(gw, sid)
     assert sent.index(("notice", notice.text)) < sent.index(("reply", reply.text))

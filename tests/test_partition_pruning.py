@@ -60,7 +60,9 @@ def pg_store(pg_schema_url: str) -> Iterator[Store]:
     engine = make_engine(pg_schema_url)
     upgrade(engine)
     store = Store(engine)
-    store.add_partitions((NOW - timedelta(days=10)).date(), (NOW + timedelta(days=3)).date())
+    store.retention.add_partitions(
+        (NOW - timedelta(days=10)).date(), (NOW + timedelta(days=3)).date()
+    )
     yield store
     engine.dispose()
 
@@ -126,30 +128,30 @@ def _fire_and_user_turn(store: Store) -> None:
     and a user turn's mark, take-back and reply."""
     sid = heartbeat_session(store, "C-hot", EVERY, NOW - timedelta(hours=2))
     fid, due_ms = due_fire(store, sid, NOW)
-    store.admit_fires([(sid, fid)])
+    store.ledger.admit_fires([(sid, fid)])
     first = FireStart(1, lambda _state: "p", 20, worker="w1")
     for _ in range(2):  # the second: a repeat after a lost COMMIT, the prompt read back
-        begun = store.begin_fire(sid, 1, fid, due_ms, NOW, first).outcome
+        begun = store.ledger.begin_fire(sid, 1, fid, due_ms, NOW, first).outcome
         assert isinstance(begun, Started), begun
     assert isinstance(begun, Started)
     run = begun.run
-    store.mark_delivering(run.key, 1, NOW, channel="file", kind="heartbeat")
+    store.ledger.mark_delivering(run.key, 1, NOW, channel="file", kind="heartbeat")
     sent = DeliveryOutcome(fid, DeliveryState.SENT, platform_message_id="1")
     for _ in range(2):  # the second: a repeat
-        store.finish_fire(
+        store.ledger.finish_fire(
             run.key, RunState.COMPLETED, 1, NOW, reply="ok", reply_kind="assistant",
             delivered=sent, channel="file",
         )  # fmt: skip
     other = heartbeat_session(store, "C-refund", EVERY, NOW - timedelta(hours=2))
     begin(store, other, 1, NOW, refusal=RefundReason.LOCK_LOST)  # written refunded at once
     lost = heartbeat_session(store, "C-lost", EVERY, NOW - timedelta(hours=2))
-    store.settle_lost(start(store, lost, 1, NOW).key, 1, NOW)
-    message = store.accept_message(sid, "hello", now=NOW, idempotency_key="k1").message
-    store.claim_fence(sid, 2, NOW)
+    store.ledger.settle_lost(start(store, lost, 1, NOW).key, 1, NOW)
+    message = store.messages.accept_message(sid, "hello", now=NOW, idempotency_key="k1").message
+    store.ledger.claim_fence(sid, 2, NOW)
     reply = [Outbound(f"msg:{message.id}", "reply")]
-    store.begin_reply(sid, message.key, 2, NOW, channel="file", outbound=reply)
-    store.drop_reply_mark(message.key, 2, None, NOW, unsent=[], nothing_sent=True)
-    store.add_message(
+    store.ledger.begin_reply(sid, message.key, 2, NOW, channel="file", outbound=reply)
+    store.ledger.drop_reply_mark(message.key, 2, None, NOW, unsent=[], nothing_sent=True)
+    store.messages.add_message(
         sid, role="assistant", kind="assistant", text="hi", reply_to=message.key, now=NOW,
         fence=2,
     )  # fmt: skip
@@ -158,10 +160,10 @@ def _fire_and_user_turn(store: Store) -> None:
 def _job_due(store: Store, chat: str) -> tuple[str, str, str, int]:
     """A cron job of a session, set two hours ago every hour on its exact times: due now."""
     set_at = NOW - timedelta(hours=2)
-    sid = store.create_session(platform="slack", chat=chat, thread=None, now=set_at).id
+    sid = store.sessions.create_session(platform="slack", chat=chat, thread=None, now=set_at).id
     parsed = parse_job_schedule("every 1h", now=set_at, min_interval=60)
     new = NewJob(parsed, "every 1h exact", "p", JobRoute(session_id=sid))
-    job = store.create_job(new, set_at)
+    job = store.jobs.create_job(new, set_at)
     assert job.next_due is not None
     due_ms = to_ms(job.next_due)
     return sid, job.id, f"job:{job.id}:{due_ms}", due_ms
@@ -172,28 +174,28 @@ def _cron_job_turns(store: Store) -> None:
     finish and its repeat; a begin given back at once; a run given back to the retry ladder,
     and its repeat."""
     sid, jid, fid, due_ms = _job_due(store, "C-job")
-    store.admit_jobs([(jid, fid)])
+    store.jobs.admit_jobs([(jid, fid)])
     start = JobStart(1, lambda _job: "p", 20, worker="w1")
     for _ in range(2):  # the second: a repeat after a lost COMMIT, the prompt read back
-        begun = store.begin_job_fire(sid, 1, jid, fid, due_ms, NOW, start).outcome
+        begun = store.jobs.begin_job_fire(sid, 1, jid, fid, due_ms, NOW, start).outcome
         assert isinstance(begun, JobStarted), begun
     assert isinstance(begun, JobStarted)
-    store.mark_delivering(begun.run.key, 1, NOW, channel="file", kind="heartbeat")
+    store.ledger.mark_delivering(begun.run.key, 1, NOW, channel="file", kind="heartbeat")
     sent = DeliveryOutcome(fid, DeliveryState.SENT, platform_message_id="1")
     for _ in range(2):  # the second: a repeat
-        store.finish_job_fire(
+        store.jobs.finish_job_fire(
             begun.run.key, RunState.COMPLETED, 1, NOW, reply="ok", reply_kind="assistant",
             delivered=sent, channel="file",
         )  # fmt: skip
     sid, jid, fid, due_ms = _job_due(store, "C-job-refund")
     lost = JobStart(1, lambda _job: "p", 20, refusal=RefundReason.LOCK_LOST)
-    refunded = store.begin_job_fire(sid, 1, jid, fid, due_ms, NOW, lost).outcome
+    refunded = store.jobs.begin_job_fire(sid, 1, jid, fid, due_ms, NOW, lost).outcome
     assert isinstance(refunded, JobNotStarted), refunded  # written refunded at once
     sid, jid, fid, due_ms = _job_due(store, "C-job-retry")
-    retried = store.begin_job_fire(sid, 1, jid, fid, due_ms, NOW, start).outcome
+    retried = store.jobs.begin_job_fire(sid, 1, jid, fid, due_ms, NOW, start).outcome
     assert isinstance(retried, JobStarted), retried
     for _ in range(2):  # the second: a repeat
-        store.retry_job_fire(
+        store.jobs.retry_job_fire(
             retried.run.key, 1, NOW, detail="model unreachable", notice="n", usage=None,
             retry_at=NOW + timedelta(minutes=1),
         )  # fmt: skip
@@ -226,7 +228,7 @@ def test_ids_past_32_bits_go_through_the_fire_path(pg_store: Store) -> None:
             conn.exec_driver_sql(f"ALTER SEQUENCE {table}_id_seq RESTART WITH 5000000000")
     sid = heartbeat_session(pg_store, "C-big", EVERY, NOW - timedelta(hours=2))
     fire_once(pg_store, sid, 1, NOW)
-    [run] = pg_store.runs(sid)
+    [run] = pg_store.ledger.runs(sid)
     assert run.id > 2**32 and run.state == RunState.COMPLETED
     assert run.delivery is not None and run.delivery.state == DeliveryState.SENT
-    assert all(m.id > 2**32 for m in pg_store.list_messages(sid))
+    assert all(m.id > 2**32 for m in pg_store.messages.list_messages(sid))

@@ -123,11 +123,11 @@ def test_the_budget_is_spent_when_the_days_tokens_reach_it(
 
 def fire(store: Store, sid: str, now: datetime, tokens: int, pause: str | None = None) -> int:
     """One fire at ``now`` spending ``tokens``; the tokens spent today before it."""
-    begun = begin(store, sid, 1 + len(store.runs(sid)), now).outcome
+    begun = begin(store, sid, 1 + len(store.ledger.runs(sid)), now).outcome
     assert isinstance(begun, Started), begun
     run = begun.run
     usage = TokenUsage(tokens - 2, 2, "m")
-    store.finish_fire(
+    store.ledger.finish_fire(
         run.key,
         RunState.COMPLETED,
         run.fence,
@@ -142,9 +142,9 @@ def fire(store: Store, sid: str, now: datetime, tokens: int, pause: str | None =
 
 def test_tokens_count_per_utc_day_and_a_spent_budget_pauses(store: Store) -> None:
     late = datetime.fromisoformat("2026-11-29T23:20:00+00:00")
-    sid = store.create_session(platform="slack", chat="C1", now=late).id
+    sid = store.sessions.create_session(platform="slack", chat="C1", now=late).id
     policy = Policy(exact=True, budget=100, model="llama3")
-    store.set_heartbeat(
+    store.heartbeats.set_heartbeat(
         sid,
         schedule=IntervalSchedule(600),
         schedule_text="every 10m",
@@ -154,30 +154,35 @@ def test_tokens_count_per_utc_day_and_a_spent_budget_pauses(store: Store) -> Non
     )
     assert fire(store, sid, late + timedelta(minutes=10), 60) == 0
     assert fire(store, sid, late + timedelta(minutes=20), 30, pause="spent") == 60
-    shown = store.heartbeat_status(sid, late + timedelta(minutes=21))
+    shown = store.heartbeats.heartbeat_status(sid, late + timedelta(minutes=21))
     assert shown.status == HeartbeatStatus.PAUSED and shown.tokens_today == 90
     view = shown.to_json()
     assert (view["paused_reason"], view["daily_tokens"], view["model"]) == ("spent", 100, "llama3")
     assert "90 of 100 tokens today (UTC)" in replies.status_reply(shown)
     # The next UTC day counts from zero; a person's resume starts it again (it stays paused).
-    next_day = store.heartbeat_status(sid, late + timedelta(minutes=40))
+    next_day = store.heartbeats.heartbeat_status(sid, late + timedelta(minutes=40))
     assert next_day.tokens_today == 0 and next_day.status == HeartbeatStatus.PAUSED
-    store.resume_heartbeat(sid, late + timedelta(minutes=40))
+    store.heartbeats.resume_heartbeat(sid, late + timedelta(minutes=40))
     assert fire(store, sid, late + timedelta(minutes=50), 10) == 0
-    assert store.heartbeat_status(sid, late + timedelta(minutes=51)).to_json()["tokens_today"] == 10
+    assert (
+        store.heartbeats.heartbeat_status(sid, late + timedelta(minutes=51)).to_json()[
+            "tokens_today"
+        ]
+        == 10
+    )
 
 
 def test_a_pause_for_a_heartbeat_set_again_meanwhile_is_ignored(store: Store) -> None:
-    sid = store.create_session(platform="slack", chat="C1", now=T0).id
+    sid = store.sessions.create_session(platform="slack", chat="C1", now=T0).id
     kwargs = {"schedule": IntervalSchedule(600), "schedule_text": "every 10m", "prompt": "p"}
-    store.set_heartbeat(sid, now=T0, policy=Policy(exact=True, budget=10), **kwargs)  # type: ignore[arg-type]
+    store.heartbeats.set_heartbeat(sid, now=T0, policy=Policy(exact=True, budget=10), **kwargs)  # type: ignore[arg-type]
     now = T0 + timedelta(minutes=10)
     run = start(store, sid, 1, now)
-    store.set_heartbeat(sid, now=now, policy=Policy(exact=True, budget=10**6), **kwargs)  # type: ignore[arg-type]
-    store.finish_fire(
+    store.heartbeats.set_heartbeat(sid, now=now, policy=Policy(exact=True, budget=10**6), **kwargs)  # type: ignore[arg-type]
+    store.ledger.finish_fire(
         run.key, RunState.COMPLETED, 1, now, reply="ok", reply_kind="assistant", pause_reason="x"
     )
-    assert store.heartbeat_status(sid, now).status == HeartbeatStatus.ACTIVE
+    assert store.heartbeats.heartbeat_status(sid, now).status == HeartbeatStatus.ACTIVE
 
 
 # -- the surfaces ----------------------------------------------------------------------------
@@ -234,7 +239,7 @@ def test_the_turn_that_crosses_the_budget_is_delivered_then_the_heartbeat_pauses
             sid = gw.session()
             # 18 tokens a turn (11 + 7): the second crosses 30 mid-turn.
             policy = Policy(exact=True, budget=30, model="chosen-model")
-            gw.store.set_heartbeat(
+            gw.store.heartbeats.set_heartbeat(
                 sid,
                 schedule=IntervalSchedule(1),
                 schedule_text="every 1s",
@@ -247,7 +252,7 @@ def test_the_turn_that_crosses_the_budget_is_delivered_then_the_heartbeat_pauses
             gw.final_runs(sid, 2)
             for _ in range(3):
                 gw.tick()
-        status = gw.store.heartbeat_status(sid, utcnow())
+        status = gw.store.heartbeats.heartbeat_status(sid, utcnow())
     assert first == "CI is green."
     assert second == (
         "CI is still green.\n\n♥ Heartbeat paused — token budget spent: 36 of 30 tokens today "

@@ -162,7 +162,7 @@ def test_the_words_show_except_the_usual_window_and_bad_values_say_so() -> None:
 
 
 def set_hb(store: Store, sid: str, now: datetime = T0) -> None:
-    store.set_heartbeat(
+    store.heartbeats.set_heartbeat(
         sid,
         schedule=IntervalSchedule(600),
         schedule_text="every 10m dedupe 1h backoff 40m",
@@ -175,13 +175,15 @@ def set_hb(store: Store, sid: str, now: datetime = T0) -> None:
 def fire(store: Store, sid: str, fence: int, due: datetime, *, quiet: bool) -> datetime | None:
     """One fire through the store's steps; ``quiet``: nothing sent (silence or a repeat)."""
     fid = fire_id(sid, to_ms(due))
-    begun = store.begin_fire(sid, fence, fid, to_ms(due), due, FireStart(1, lambda _: "p", 5))
+    begun = store.ledger.begin_fire(
+        sid, fence, fid, to_ms(due), due, FireStart(1, lambda _: "p", 5)
+    )
     assert isinstance(begun.outcome, Started), begun.outcome
     run = begun.outcome.run
     state = DeliveryState.SUPPRESSED if quiet else DeliveryState.SENT
     if not quiet:
-        store.mark_delivering(run.key, fence, due, channel="slack", kind="heartbeat")
-    finished = store.finish_fire(
+        store.ledger.mark_delivering(run.key, fence, due, channel="slack", kind="heartbeat")
+    finished = store.ledger.finish_fire(
         run.key,
         RunState.SILENT if quiet else RunState.COMPLETED,
         fence,
@@ -198,35 +200,37 @@ def fire(store: Store, sid: str, fence: int, due: datetime, *, quiet: bool) -> d
 
 def user_turn_mark(store: Store, sid: str, fence: int, now: datetime) -> ReplyStart:
     """A user message and its turn's fenced mark (``begin_reply``): the user spoke."""
-    store.claim_fence(sid, fence, now)
-    message = store.accept_message(sid, "hi", now=now, idempotency_key=f"k{fence}").message
+    store.ledger.claim_fence(sid, fence, now)
+    message = store.messages.accept_message(sid, "hi", now=now, idempotency_key=f"k{fence}").message
     outbound = [Outbound(f"msg:{message.id}", "reply")]
-    start = store.begin_reply(sid, message.key, fence, now, channel="slack", outbound=outbound)
+    start = store.ledger.begin_reply(
+        sid, message.key, fence, now, channel="slack", outbound=outbound
+    )
     assert start is not None
     return start
 
 
 def test_the_store_keeps_the_digest_and_the_quiet_fires(store: Store) -> None:
-    sid = store.create_session(platform="slack", chat="C1", thread="T1", now=T0).id
+    sid = store.sessions.create_session(platform="slack", chat="C1", thread="T1", now=T0).id
     set_hb(store, sid)
     first = T0 + timedelta(minutes=10)
     assert fire(store, sid, 1, first, quiet=False) == first + timedelta(minutes=10)
-    read = store.get_heartbeat(sid)
+    read = store.heartbeats.get_heartbeat(sid)
     assert read is not None and (read.last_reply_hash, read.last_reply_at) == (HASH, first)
     assert (read.policy.dedupe, read.policy.backoff) == (3600, 2400)
     second = first + timedelta(minutes=10)
     assert fire(store, sid, 2, second, quiet=True) == second + timedelta(minutes=20)
     third = second + timedelta(minutes=20)
     assert fire(store, sid, 3, third, quiet=True) == third + timedelta(minutes=40)  # ceiling
-    status = store.heartbeat_status(sid, third).to_json()
+    status = store.heartbeats.heartbeat_status(sid, third).to_json()
     assert (status["backing_off"], status["interval_now_seconds"]) == (True, 2400)
     assert status["next_due_at"] is not None
-    kept = store.get_heartbeat(sid)
+    kept = store.heartbeats.get_heartbeat(sid)
     assert kept is not None and kept.last_reply_at == first  # a held-back repeat is no delivery
     spoke = third + timedelta(minutes=5)
     snapped = user_turn_mark(store, sid, 4, spoke)
     assert snapped.snapped and snapped.next_due == spoke + timedelta(minutes=10)
     assert not user_turn_mark(store, sid, 5, spoke).snapped  # nothing backs off any more
     set_hb(store, sid, spoke)  # set again: the route's memory stays, the backoff starts over
-    again = store.get_heartbeat(sid)
+    again = store.heartbeats.get_heartbeat(sid)
     assert again is not None and (again.last_reply_hash, again.quiet_fires) == (HASH, 0)

@@ -18,7 +18,7 @@ from hbgw.workers.heartbeat_end import DONE_NOTICE, split_done
 def set_at(
     gw: Gateway, sid: str, prompt: str, *, seconds: int, ago: float, **policy: object
 ) -> None:
-    gw.store.set_heartbeat(
+    gw.store.heartbeats.set_heartbeat(
         sid,
         schedule=IntervalSchedule(seconds),
         schedule_text=f"every {seconds}s",
@@ -39,7 +39,7 @@ def beat_sent(gw: Gateway, sid: str, count: int = 1) -> list[str]:
 
 
 def status(gw: Gateway, sid: str) -> str:
-    return str(gw.store.heartbeat_status(sid, utcnow()).status)
+    return str(gw.store.heartbeats.heartbeat_status(sid, utcnow()).status)
 
 
 @pytest.mark.parametrize(

@@ -79,14 +79,16 @@ def test_exact_opts_out() -> None:
 
 def test_chat_commands_are_jittered_unless_exact(store: Store) -> None:
     limits = GrammarLimits()
-    sid = store.create_session(platform="slack", chat="C1", thread=None, now=T0).id
+    sid = store.sessions.create_session(platform="slack", chat="C1", thread=None, now=T0).id
     handle_slash(store, sid, "/heartbeat every 1h exact check", T0, limits)
-    assert store.heartbeat_status(sid, T0).next_due == T0 + timedelta(hours=1)
+    assert store.heartbeats.heartbeat_status(sid, T0).next_due == T0 + timedelta(hours=1)
     handle_slash(store, sid, "/heartbeat every 1h check", T0, limits)
-    jittered = store.heartbeat_status(sid, T0).next_due
+    jittered = store.heartbeats.heartbeat_status(sid, T0).next_due
     expected = T0 + timedelta(hours=1) + jitter_offset(sid, 3600)
     assert jittered == expected
-    assert store.get_heartbeat(sid) == store.get_heartbeat(sid)  # read back the same
+    assert store.heartbeats.get_heartbeat(sid) == store.heartbeats.get_heartbeat(
+        sid
+    )  # read back the same
 
 
 def test_every_policy_reads_back_from_sql(store: Store) -> None:
@@ -94,10 +96,10 @@ def test_every_policy_reads_back_from_sql(store: Store) -> None:
 
     from hbgw.sessions.grammar.hours import ActiveHours
 
-    sid = store.create_session(platform="slack", chat="C1", thread=None, now=T0).id
+    sid = store.sessions.create_session(platform="slack", chat="C1", thread=None, now=T0).id
     hours = ActiveHours(time(22), time(6), "Europe/Paris", weekdays=True)
     policy = Policy(hours=hours, exact=True, lasts=7 * 86400, times=20)
-    set_state = store.set_heartbeat(
+    set_state = store.heartbeats.set_heartbeat(
         sid,
         schedule=IntervalSchedule(900),
         schedule_text="every 15m hours 22:00-06:00 Europe/Paris weekdays exact for 7d times 20",
@@ -105,7 +107,7 @@ def test_every_policy_reads_back_from_sql(store: Store) -> None:
         now=T0,
         policy=policy,
     )
-    read = store.get_heartbeat(sid)
+    read = store.heartbeats.get_heartbeat(sid)
     assert read is not None
     assert read.policy == Policy(hours=hours, exact=True, times=20)  # ``for`` lives on as ends_at
     assert read.ends_at == T0 + timedelta(days=7) == set_state.ends_at

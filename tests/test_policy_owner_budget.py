@@ -37,7 +37,7 @@ def policy_of(text: str, limits: GrammarLimits = OPERATOR) -> Policy:
 
 
 def set_hb(store: Store, sid: str, text: str, limits: GrammarLimits = OPERATOR) -> Policy:
-    store.set_heartbeat(
+    store.heartbeats.set_heartbeat(
         sid,
         schedule=IntervalSchedule(600),
         schedule_text="every 10m",
@@ -45,13 +45,13 @@ def set_hb(store: Store, sid: str, text: str, limits: GrammarLimits = OPERATOR) 
         now=T0,
         policy=policy_of(f"/heartbeat every 10m {text} p", limits),
     )
-    state = store.get_heartbeat(sid)
+    state = store.heartbeats.get_heartbeat(sid)
     assert state is not None
     return state.policy
 
 
 def budget_of(store: Store, sid: str) -> tuple[int | None, str | None]:
-    shown = store.heartbeat_status(sid, T0).to_json()
+    shown = store.heartbeats.heartbeat_status(sid, T0).to_json()
     return shown["daily_tokens"], shown["budget_source"]
 
 
@@ -90,18 +90,18 @@ def test_the_owners_default_comes_between_the_heartbeats_own_and_the_operators(
     store: Store,
 ) -> None:
     mine = [
-        store.create_session(platform="slack", chat=f"C{i}", owner=ALICE, now=T0).id
+        store.sessions.create_session(platform="slack", chat=f"C{i}", owner=ALICE, now=T0).id
         for i in range(3)
     ]
-    theirs = store.create_session(platform="slack", chat="B", owner=BOB, now=T0).id
+    theirs = store.sessions.create_session(platform="slack", chat="B", owner=BOB, now=T0).id
     set_hb(store, mine[0], "budget 5k")  # its own
     set_hb(store, mine[1], "")  # the operator's
     set_hb(store, mine[2], "", GrammarLimits())  # none at all
     set_hb(store, theirs, "")
     assert budget_of(store, mine[1]) == (25_000, "operator")
-    assert store.owner_budget(ALICE).daily_tokens is None
+    assert store.heartbeats.owner_budget(ALICE).daily_tokens is None
 
-    changed = store.set_owner_budget(ALICE, 40_000, 25_000, T0)
+    changed = store.heartbeats.set_owner_budget(ALICE, 40_000, 25_000, T0)
     assert (changed.daily_tokens, changed.following) == (40_000, 2)
     assert [budget_of(store, sid) for sid in mine] == [
         (5000, "heartbeat"),
@@ -112,39 +112,40 @@ def test_the_owners_default_comes_between_the_heartbeats_own_and_the_operators(
     # A heartbeat set afterwards without a budget takes the owner's default at once.
     assert set_hb(store, mine[0], "").budget == 40_000
     assert budget_of(store, mine[0]) == (40_000, "owner")
-    status = replies.status_reply(store.heartbeat_status(mine[0], T0))
+    status = replies.status_reply(store.heartbeats.heartbeat_status(mine[0], T0))
     assert (
         "budget 40k by owner default" in status and "0 of 40,000 tokens today (UTC, owner" in status
     )
 
-    cleared = store.set_owner_budget(ALICE, None, 25_000, T0)
+    cleared = store.heartbeats.set_owner_budget(ALICE, None, 25_000, T0)
     assert (cleared.daily_tokens, cleared.following) == (None, 3)
     assert budget_of(store, mine[2]) == (25_000, "operator")
-    store.set_owner_budget(ALICE, None, None, T0)  # no operator default either: no cap
+    store.heartbeats.set_owner_budget(ALICE, None, None, T0)  # no operator default either: no cap
     assert budget_of(store, mine[1]) == (None, None)
 
 
 def test_a_budget_stored_before_0015_counts_as_the_heartbeats_own(store: Store) -> None:
-    sid = store.create_session(platform="slack", chat="C1", owner=ALICE, now=T0).id
+    sid = store.sessions.create_session(platform="slack", chat="C1", owner=ALICE, now=T0).id
     set_hb(store, sid, "budget 7k")
-    with store._transaction() as db:  # as 0015 leaves a row: a budget, no source
+    with store.heartbeats._transaction() as db:  # as 0015 leaves a row: a budget, no source
         db.execute(update(HeartbeatRow).values(budget_source=None))
     assert budget_of(store, sid) == (7000, "heartbeat")
-    assert store.set_owner_budget(ALICE, 1000, None, T0).following == 0
+    assert store.heartbeats.set_owner_budget(ALICE, 1000, None, T0).following == 0
     assert budget_of(store, sid) == (7000, "heartbeat")
 
 
 def test_a_paused_heartbeat_follows_the_default_and_a_cleared_one_does_not(store: Store) -> None:
     paused, cleared = (
-        store.create_session(platform="slack", chat=c, owner=ALICE, now=T0).id for c in "PC"
+        store.sessions.create_session(platform="slack", chat=c, owner=ALICE, now=T0).id
+        for c in "PC"
     )
     for sid in (paused, cleared):
         set_hb(store, sid, "", GrammarLimits())
-    store.pause_heartbeat(paused, T0)
-    store.clear_heartbeat(cleared, T0)
-    assert store.set_owner_budget(ALICE, 9000, None, T0).following == 1
-    assert store.get_heartbeat(paused).policy.budget == 9000  # type: ignore[union-attr]
-    assert store.get_heartbeat(cleared).policy.budget is None  # type: ignore[union-attr]
+    store.heartbeats.pause_heartbeat(paused, T0)
+    store.heartbeats.clear_heartbeat(cleared, T0)
+    assert store.heartbeats.set_owner_budget(ALICE, 9000, None, T0).following == 1
+    assert store.heartbeats.get_heartbeat(paused).policy.budget == 9000  # type: ignore[union-attr]
+    assert store.heartbeats.get_heartbeat(cleared).policy.budget is None  # type: ignore[union-attr]
 
 
 # -- the surfaces ----------------------------------------------------------------------------
@@ -225,11 +226,11 @@ def test_an_owners_default_pauses_a_heartbeat_that_names_no_budget(
     with openai_gateway(tmp_path, redis_url, redis_ns) as (gw, endpoint):
         endpoint.then(Text("CI is green."), Text("CI is still green."), Text("never sent"))
         with gw.worker("w1"):
-            sid = gw.store.create_session(
+            sid = gw.store.sessions.create_session(
                 platform="slack", chat="C1", thread="T1", owner=ALICE, now=utcnow()
             ).id
-            gw.store.set_owner_budget(ALICE, 30, None, utcnow())
-            gw.store.set_heartbeat(
+            gw.store.heartbeats.set_owner_budget(ALICE, 30, None, utcnow())
+            gw.store.heartbeats.set_heartbeat(
                 sid,
                 schedule=IntervalSchedule(1),
                 schedule_text="every 1s",
@@ -242,7 +243,7 @@ def test_an_owners_default_pauses_a_heartbeat_that_names_no_budget(
             gw.final_runs(sid, 2)
             for _ in range(3):
                 gw.tick()
-        status = gw.store.heartbeat_status(sid, utcnow())
+        status = gw.store.heartbeats.heartbeat_status(sid, utcnow())
     assert first == "CI is green."
     # 18 tokens a turn (11 + 7): the second crosses the owner's 30 mid-turn.
     assert second.startswith("CI is still green.\n\n♥ Heartbeat paused — token budget spent: 36")

@@ -40,7 +40,7 @@ def test_the_sqlite_file_and_its_wal_are_private(tmp_path: Path) -> None:
     path = tmp_path / "data" / "hbgw.sqlite3"
     store = Store.from_url(f"sqlite:///{path}")
     try:
-        store.create_session(platform="cli", chat="me", thread=None, now=T0)
+        store.sessions.create_session(platform="cli", chat="me", thread=None, now=T0)
         assert mode(path.parent) == 0o700
         assert mode(path) == 0o600
         assert mode(path.with_name(path.name + "-wal")) == 0o600

@@ -114,7 +114,11 @@ def test_sigkill_worker_mid_turn_moves_its_sessions(
         # A reservation the dead worker made but never started is given back by beat.
         stale_before = utcnow() - timedelta(seconds=settings.lock_lease)
         wait_until(
-            lambda: not [r for r in gw.store.stale_reservations(stale_before) if r.worker == "w1"],
+            lambda: (
+                not [
+                    r for r in gw.store.ledger.stale_reservations(stale_before) if r.worker == "w1"
+                ]
+            ),
             30,
             "beat to refund reservations orphaned by w1",
         )

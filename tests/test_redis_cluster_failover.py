@@ -137,7 +137,7 @@ def test_every_role_follows_a_primary_failover_under_load(
             for queued in (before, after):
                 assert isinstance(queued, Queued)
                 message_id = queued.message_id
-                wait_until(lambda: gw.store.reply_for(message_id), 60, "a reply")  # noqa: B023
+                wait_until(lambda: gw.store.messages.reply_for(message_id), 60, "a reply")  # noqa: B023
         first_after = min(r.reserved_at for r in _completed(gw) if r.reserved_at > killed)
         print(
             f"cluster promoted in {promoted_in:.1f} s; fires again {first_after - killed} "

@@ -59,7 +59,7 @@ def fired_since(gw: Gateway, sessions: list[str], since: datetime) -> bool:
 
 
 def answered(gw: Gateway, sid: str, message_id: int) -> bool:
-    return any(m.reply_to == message_id for m in gw.store.list_messages(sid))
+    return any(m.reply_to == message_id for m in gw.store.messages.list_messages(sid))
 
 
 def restart(server: PrivateRedis) -> None:

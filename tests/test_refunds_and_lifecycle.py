@@ -90,7 +90,7 @@ def test_refund_before_agent_start_with_unchanged_generation(
     run is refunded there, nothing counted, the anchor unchanged."""
     sid, run = run_with_hook(gateway, hook_for)
     assert (run.state, run.detail, run.started_at) == (RunState.REFUNDED, reason, None)
-    status = gateway.store.heartbeat_status(sid, utcnow())
+    status = gateway.store.heartbeats.heartbeat_status(sid, utcnow())
     assert status.to_json()["fire_count"] == 0
     assert status.due_now  # the previous anchor is still there: still due
     # Retried after the back-off, not at once.
@@ -103,16 +103,18 @@ def test_refund_before_agent_start_with_unchanged_generation(
 def test_session_reset_before_the_begin_refuses_the_fire(gateway: Gateway) -> None:
     """A reset between admission and the begin clears the heartbeat: the begin reserves
     nothing (no run, nothing to give back) and nothing is sent."""
-    sid = refused_with_hook(gateway, lambda s, f: gateway.store.reset(s, utcnow()))
+    sid = refused_with_hook(gateway, lambda s, f: gateway.store.sessions.reset(s, utcnow()))
     assert gateway.runs(sid) == []
-    assert gateway.store.heartbeat_status(sid, utcnow()).status == "none"
+    assert gateway.store.heartbeats.heartbeat_status(sid, utcnow()).status == "none"
     assert gateway.deliveries(sid) == []
 
 
 def test_pause_before_the_begin_refuses_the_fire(gateway: Gateway) -> None:
-    sid = refused_with_hook(gateway, lambda s, f: gateway.store.pause_heartbeat(s, utcnow()))
+    sid = refused_with_hook(
+        gateway, lambda s, f: gateway.store.heartbeats.pause_heartbeat(s, utcnow())
+    )
     assert gateway.runs(sid) == []
-    status = gateway.store.heartbeat_status(sid, utcnow()).to_json()
+    status = gateway.store.heartbeats.heartbeat_status(sid, utcnow()).to_json()
     assert status["status"] == "paused" and status["fire_count"] == 0
     assert gateway.deliveries(sid) == []
     assert_invariants(gateway)
@@ -129,9 +131,9 @@ def test_a_change_after_the_start_takes_effect_at_the_next_fire(
 
         def after_start(session_id: str, run: RunView) -> None:
             if change == "pause":
-                gw.store.pause_heartbeat(session_id, utcnow())
+                gw.store.heartbeats.pause_heartbeat(session_id, utcnow())
             else:
-                gw.store.reset(session_id, utcnow())
+                gw.store.sessions.reset(session_id, utcnow())
 
         runner.after_start.append(after_start)
         sid = gw.session()
@@ -142,7 +144,7 @@ def test_a_change_after_the_start_takes_effect_at_the_next_fire(
             gw.tick()
     assert run.state == RunState.COMPLETED and run.started_at is not None
     assert [r["kind"] for r in gw.deliveries(sid, "send")] == ["heartbeat"]
-    status = gw.store.heartbeat_status(sid, utcnow()).to_json()
+    status = gw.store.heartbeats.heartbeat_status(sid, utcnow()).to_json()
     if change == "pause":
         assert status["status"] == "paused" and status["fire_count"] == 1
     else:
@@ -155,12 +157,12 @@ def test_fire_admitted_before_compression_executes_in_child(gateway: Gateway) ->
     gw = gateway
     with gw.worker("w1"):
         sid = busy_session_with_pending_fire(gw)
-        child = gw.store.compress(sid, utcnow())
+        child = gw.store.sessions.compress(sid, utcnow())
         [run] = gw.final_runs(child.id)
     assert run.session_id == child.id and run.state == RunState.COMPLETED
     [sent] = gw.deliveries(child.id, "send")
     assert sent["kind"] == "heartbeat"
-    assert gw.store.heartbeat_status(child.id, utcnow()).to_json()["fire_count"] == 1
+    assert gw.store.heartbeats.heartbeat_status(child.id, utcnow()).to_json()["fire_count"] == 1
     assert_invariants(gw)
 
 
@@ -171,7 +173,7 @@ def test_fire_admitted_before_reset_or_suspend_never_executes(
     gw = gateway
     with gw.worker("w1"):
         sid = busy_session_with_pending_fire(gw)
-        getattr(gw.store, departure)(sid, utcnow())
+        getattr(gw.store.sessions, departure)(sid, utcnow())
         wait_until(lambda: gw.rt.gate.is_idle(sid), what="the session to go idle")
         for _ in range(3):
             gw.tick()
@@ -191,16 +193,16 @@ def test_restore_after_flushall_rebuilds_the_index(tmp_path: Path) -> None:
                 gw.due_now(active, seconds=600)
                 gw.tick()
                 gw.final_runs(active)
-            gw.store.pause_heartbeat(paused, utcnow())
-            gw.store.clear_heartbeat(cleared, utcnow())
-            gw.store.suspend(suspended, utcnow())
-            fence = gw.store.max_fence(active)
+            gw.store.heartbeats.pause_heartbeat(paused, utcnow())
+            gw.store.heartbeats.clear_heartbeat(cleared, utcnow())
+            gw.store.sessions.suspend(suspended, utcnow())
+            fence = gw.store.ledger.max_fence(active)
             assert fence >= 1
 
             gw.rt.client.flushall()
             BeatCore(gw.rt, gw.dispatcher).restore_now(gw.rt.now_ms())
 
-            true_due = gw.store.heartbeat_status(active, utcnow()).next_due
+            true_due = gw.store.heartbeats.heartbeat_status(active, utcnow()).next_due
             assert true_due is not None
             assert gw.rt.index.due_ms(active) == to_ms(true_due)
             for skipped in (paused, cleared, suspended):
@@ -229,7 +231,7 @@ def test_restore_read_failure_never_prunes(gateway: Gateway, tmp_path: Path) -> 
 def test_message_queued_before_compression_is_still_answered(gateway: Gateway) -> None:
     gw = gateway
     sid = gw.session()
-    message = gw.store.add_message(
+    message = gw.store.messages.add_message(
         sid,
         role="user",
         kind="user",
@@ -238,10 +240,10 @@ def test_message_queued_before_compression_is_still_answered(gateway: Gateway) -
         state=MessageState.QUEUED,
     )
     gw.rt.gate.enqueue_user(sid, str(message.id))  # no worker is up yet
-    gw.store.compress(sid, utcnow())
+    gw.store.sessions.compress(sid, utcnow())
     with gw.worker("w1"):
         gw.tick()  # the sweeper finds the parent's inbox
-        reply = wait_until(lambda: gw.store.reply_for(message.id), what="the reply")
+        reply = wait_until(lambda: gw.store.messages.reply_for(message.id), what="the reply")
     assert reply.session_id == sid
     assert gw.rt.gate.backlog(sid) == 0
 
@@ -263,5 +265,5 @@ def test_a_worker_dead_before_its_begin_leaves_nothing_to_give_back(gateway: Gat
         gw.tick()
         [run] = gw.final_runs(sid)
     assert run.state == RunState.COMPLETED
-    assert gw.store.heartbeat_status(sid, utcnow()).to_json()["fire_count"] == 1
+    assert gw.store.heartbeats.heartbeat_status(sid, utcnow()).to_json()["fire_count"] == 1
     assert_invariants(gw)

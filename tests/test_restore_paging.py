@@ -22,7 +22,8 @@ from support.private_redis import PrivateRedis
 from hbgw.beat.core import MIN_SLEEP, BeatCore
 from hbgw.core.clock import to_ms, utcnow
 from hbgw.sessions.states import MessageState
-from hbgw.sessions.store import Store
+from hbgw.sessions.store import RestoreReads, Store
+from hbgw.sessions.store.base import Database
 from hbgw.sessions.views import QueuedPage, RestorablePage
 from hbgw.state.restore_sweep import RestoreSweep
 from hbgw.state.runtime import Runtime
@@ -30,13 +31,12 @@ from hbgw.state.runtime import Runtime
 PAGE = 5
 
 
-class CountingStore(Store):
-    """The real store, noting every restore read: (what, where it started, rows read)."""
+class CountingReads(RestoreReads):
+    """The real restore reads, noting each one: (what, where it started, rows read)."""
 
-    def __init__(self, engine: Engine) -> None:
-        super().__init__(engine)
+    def __init__(self, database: Database) -> None:
+        super().__init__(database)
         self.reads: list[tuple[str, object, int]] = []
-        self.taken = 0
 
     def restorable_page(self, after: str, limit: int) -> RestorablePage:
         page = super().restorable_page(after, limit)
@@ -47,6 +47,16 @@ class CountingStore(Store):
         page = super().queued_page(after_id, limit)
         self.reads.append(("messages", after_id, page.rows))
         return page
+
+
+class CountingStore(Store):
+    """The real store whose restore part counts its reads."""
+
+    def __init__(self, engine: Engine) -> None:
+        super().__init__(engine)
+        self.restore = CountingReads(self.restore.database)
+        self.reads = self.restore.reads
+        self.taken = 0
 
     def take_rows(self) -> int:
         """Rows read since the last call."""
@@ -101,7 +111,7 @@ def heartbeats(gw: Gateway, count: int) -> list[str]:
 
 def queued(gw: Gateway, sid: str, count: int) -> list[int]:
     return [
-        gw.store.add_message(
+        gw.store.messages.add_message(
             sid, role="user", kind="user", text=f"m{i}", now=utcnow(), state=MessageState.QUEUED
         ).id
         for i in range(count)
@@ -114,7 +124,7 @@ def wipe_index(gw: Gateway, ids: list[str]) -> None:
 
 
 def true_due_ms(gw: Gateway, sid: str) -> int:
-    due = gw.store.heartbeat_status(sid, utcnow()).next_due
+    due = gw.store.heartbeats.heartbeat_status(sid, utcnow()).next_due
     assert due is not None
     return to_ms(due)
 
@@ -183,7 +193,7 @@ def test_flushdb_rebuilds_everything_at_once_without_waiting_for_the_interval(
     )
     try:
         ids = heartbeats(gw, 10)
-        gw.store.claim_fence(ids[3], 7, utcnow())
+        gw.store.ledger.claim_fence(ids[3], 7, utcnow())
         message = queued(gw, ids[5], 1)[0]
         beat = beat_of(gw)
         tick_until_complete(beat, most=10)
@@ -246,7 +256,7 @@ def test_a_regular_pass_spreads_its_steps_and_repairs_what_went_missing(
     lost = ids[7]
     gw.rt.index.remove(lost)
     gw.rt.client.delete(gw.rt.keys.fence(lost))
-    gw.store.claim_fence(lost, 4, utcnow())
+    gw.store.ledger.claim_fence(lost, 4, utcnow())
     interval = timedelta(seconds=gw.settings.restore_interval)
 
     beat.clock.now += interval

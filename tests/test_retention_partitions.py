@@ -57,17 +57,17 @@ def test_a_week_of_days_past_retention_is_dropped_with_every_count_exact(
     pg_store: Store, redis_client: redis.Redis, keys: Keys
 ) -> None:
     store = pg_store
-    store.add_partitions(START.date(), END.date())
+    store.retention.add_partitions(START.date(), END.date())
     sid = heartbeat_session(store, "C-week", EVERY, START)
-    store.accept_message(sid, "still waiting", now=START, idempotency_key="k-queued")
+    store.messages.accept_message(sid, "still waiting", now=START, idempotency_key="k-queued")
     stuck = heartbeat_session(store, "C-stuck", EVERY, START)
     stuck_run = start(store, stuck, 1, START + timedelta(hours=3))
     fill(store, sid, START, END, EVERY)
     assert _in_default(store.engine, "heartbeat_runs") == 0
-    count = store.heartbeat_status(sid, END).state.fire_count  # type: ignore[union-attr]
-    assert audit(store.audit_snapshot(), END).ok
+    count = store.heartbeats.heartbeat_status(sid, END).state.fire_count  # type: ignore[union-attr]
+    assert audit(store.ledger.audit_snapshot(), END).ok
     settings = Settings(retain_runs_days=KEEP_DAYS, retain_messages_days=KEEP_DAYS)
-    beat = RetentionStep(store, RetentionLease(redis_client, keys), settings)
+    beat = RetentionStep(store.retention, RetentionLease(redis_client, keys), settings)
 
     report = beat.step(to_ms(END))
 
@@ -79,16 +79,16 @@ def test_a_week_of_days_past_retention_is_dropped_with_every_count_exact(
         assert day_name(table, first) in days  # the stuck run's day (and the queued message's)
         assert day_name(table, END.date() + timedelta(days=3)) in days  # created ahead
     assert report.partitions >= 2 * len(dropped)  # and the empty days the migration made
-    assert [r.id for r in store.runs(stuck)] == [stuck_run.id]
-    runs = store.runs(sid)
+    assert [r.id for r in store.ledger.runs(stuck)] == [stuck_run.id]
+    runs = store.ledger.runs(sid)
     assert all(r.reserved_at >= END - timedelta(days=KEEP_DAYS) for r in runs)
-    snapshot = store.audit_snapshot()
+    snapshot = store.ledger.audit_snapshot()
     assert audit(snapshot, END).ok
     [hb] = [h for h in snapshot.heartbeats if h.session_id == sid]
     assert hb.retired_runs == count - len(runs) == report.runs
-    assert store.heartbeat_status(sid, END).state.fire_count == count  # type: ignore[union-attr]
-    later = fire_once(store, sid, store.max_fence(sid) + 1, END + timedelta(seconds=EVERY))
-    assert audit(store.audit_snapshot(), later).ok
+    assert store.heartbeats.heartbeat_status(sid, END).state.fire_count == count  # type: ignore[union-attr]
+    later = fire_once(store, sid, store.ledger.max_fence(sid) + 1, END + timedelta(seconds=EVERY))
+    assert audit(store.ledger.audit_snapshot(), later).ok
 
 
 def test_a_row_whose_day_has_no_partition_waits_in_the_default_and_moves_to_its_day(
@@ -100,12 +100,12 @@ def test_a_row_whose_day_has_no_partition_waits_in_the_default_and_moves_to_its_
     assert _in_default(store.engine, "heartbeat_runs") == 1
     assert _in_default(store.engine, "messages") == 1  # the turn's prompt
     day = run.due_at.date() if run.due_at else START.date()
-    assert store.add_partitions(day, day) == 2
+    assert store.retention.add_partitions(day, day) == 2
     assert _in_default(store.engine, "heartbeat_runs") == 0
     assert day_name("heartbeat_runs", day) in _days(store.engine, "heartbeat_runs")
-    assert [r.id for r in store.runs(sid)] == [run.id]
+    assert [r.id for r in store.ledger.runs(sid)] == [run.id]
     later = START + timedelta(seconds=EVERY + 5)
-    again = store.begin_fire(sid, 2, run.fire_id, 0, later, FireStart(1, lambda _: "p", 0))
+    again = store.ledger.begin_fire(sid, 2, run.fire_id, 0, later, FireStart(1, lambda _: "p", 0))
     assert type(again.outcome).__name__ == "Duplicate"  # one run per fire id, whatever day
 
 
@@ -181,14 +181,14 @@ def test_0017_converts_a_full_ledger_and_back(pg_schema_url: str) -> None:
     upgrade(engine)
     assert _id_types(engine) == {"bigint"}  # 32 bits last a week at 288 million runs a day
     store = Store(engine)
-    [run] = store.runs("s1")
+    [run] = store.ledger.runs("s1")
     assert run.fire_id.startswith("s1:") and run.delivery is not None
     with engine.connect() as conn:
         assert conn.scalar(text("SELECT fire_day FROM heartbeat_runs_history")) == date(2026, 1, 1)
         assert conn.scalar(text("SELECT count(*) FROM messages_history")) == 1
-    accepted = store.accept_message("s1", "again", now=END, idempotency_key="k1")
+    accepted = store.messages.accept_message("s1", "again", now=END, idempotency_key="k1")
     assert accepted.duplicate  # the key still finds the moved message
-    assert audit(store.audit_snapshot(), END).ok
+    assert audit(store.ledger.audit_snapshot(), END).ok
     downgrade(engine, "0016")
     assert _id_types(engine) == {"integer"}
     with engine.connect() as conn:

@@ -29,7 +29,7 @@ def test_idle_only_then_fires_at_the_idle_transition(gateway: Gateway) -> None:
         assert gw.runs(sid) == []  # rule 2: never interrupts the running turn
         [run] = gw.final_runs(sid)
     assert run.deferred and run.state == RunState.COMPLETED
-    user_reply = next(m for m in gw.store.list_messages(sid) if m.reply_to is not None)
+    user_reply = next(m for m in gw.store.messages.list_messages(sid) if m.reply_to is not None)
     assert run.started_at is not None
     assert run.started_at >= user_reply.created_at
     # It ran at the idle transition, not one interval (60 s) later.
@@ -44,7 +44,7 @@ def test_queued_user_messages_run_first(gateway: Gateway) -> None:
         send(gw, sid, "second")
         send(gw, sid, "third")
         gw.final_runs(sid)
-    kinds = [(m.kind, m.text.splitlines()[0]) for m in gw.store.list_messages(sid)]
+    kinds = [(m.kind, m.text.splitlines()[0]) for m in gw.store.messages.list_messages(sid)]
     user_turns = [k for k in kinds if k[0] in ("user", "heartbeat")]
     assert [k[0] for k in user_turns] == ["user", "user", "user", "heartbeat"], kinds
 
@@ -59,7 +59,7 @@ def test_missed_intervals_coalesce_into_one_fire(gateway: Gateway) -> None:
         for _ in range(3):
             gw.tick()
     assert run.missed == 5
-    status = gw.store.heartbeat_status(sid, utcnow())
+    status = gw.store.heartbeats.heartbeat_status(sid, utcnow())
     assert status.to_json()["fire_count"] == 1
     assert status.next_due == run.reserved_at + timedelta(seconds=60)  # re-anchored at the fire
     assert gw.rt.index.due_ms(sid) == to_ms(run.reserved_at + timedelta(seconds=60))
@@ -88,7 +88,7 @@ def test_injected_prompt_and_unchanged_system_prompt(gateway: Gateway) -> None:
     assert "do not invent work" in beat["text"]
     assert beat["system_prompt"] == user["system_prompt"]
     assert beat["tools"] == user["tools"]
-    stored = [m for m in gw.store.list_messages(sid) if m.kind == "heartbeat"]
+    stored = [m for m in gw.store.messages.list_messages(sid) if m.kind == "heartbeat"]
     assert stored and stored[0].role == "user"  # an ordinary user turn of the same session
 
 
@@ -96,7 +96,7 @@ def test_reply_goes_to_origin_without_quoting(gateway: Gateway) -> None:
     gw = gateway
     with gw.worker("w1"):
         sid = gw.session(chat="C-now", thread="T-now")
-        gw.store.set_heartbeat(
+        gw.store.heartbeats.set_heartbeat(
             sid,
             schedule=IntervalSchedule(60),
             schedule_text="every 1m",
@@ -137,7 +137,7 @@ def test_failed_heartbeat_turn_is_never_silent(gateway: Gateway) -> None:
     assert run.state == RunState.FAILED
     [sent] = gw.deliveries(sid, "send")
     assert sent["kind"] == "failure" and "exited with 3" in sent["text"]
-    assert gw.store.heartbeat_status(sid, utcnow()).to_json()["fire_count"] == 1
+    assert gw.store.heartbeats.heartbeat_status(sid, utcnow()).to_json()["fire_count"] == 1
 
 
 def test_heartbeat_turns_show_no_typing_or_progress(gateway: Gateway) -> None:
@@ -163,19 +163,19 @@ def test_turn_that_loses_its_lock_stops_and_writes_nothing(gateway: Gateway) -> 
         run = started_run(gw, sid, "the turn to start and inject its prompt")
         # The lease ran out and another turn took over: new lock, newer fence.
         gw.rt.client.delete(gw.rt.keys.lock(sid))
-        gw.store.claim_fence(sid, run.fence + 1, utcnow())
+        gw.store.ledger.claim_fence(sid, run.fence + 1, utcnow())
     # Leaving the block shuts the worker down, which waits for the slow turn to return.
     [after] = gw.runs(sid)
     # Counted (it reached the agent); the newer grant's claim said how it ended.
     assert (after.state, after.detail) == (RunState.FAILED, "lock lost before delivery")
     assert gw.deliveries(sid, "send") == []
-    assert [m.kind for m in gw.store.list_messages(sid)] == ["heartbeat"]
+    assert [m.kind for m in gw.store.messages.list_messages(sid)] == ["heartbeat"]
 
 
 def test_message_taken_by_a_dead_turn_is_answered_not_lost(gateway: Gateway) -> None:
     gw = gateway
     sid = gw.session()
-    message = gw.store.add_message(
+    message = gw.store.messages.add_message(
         sid,
         role="user",
         kind="user",
@@ -190,7 +190,7 @@ def test_message_taken_by_a_dead_turn_is_answered_not_lost(gateway: Gateway) -> 
     wait_until(lambda: gw.rt.gate.lock_holder(sid) is None, what="the dead turn's lease")
     with gw.worker("w1"):
         gw.tick()  # beat's sweeper finds the orphaned message
-        reply = wait_until(lambda: gw.store.reply_for(message.id), what="the reply")
+        reply = wait_until(lambda: gw.store.messages.reply_for(message.id), what="the reply")
     assert reply.text == "user reply to: are you there?"
     assert gw.rt.gate.backlog(sid) == 0
 
@@ -221,7 +221,7 @@ def test_a_failed_delivery_fails_the_turn_and_frees_the_session(gateway: Gateway
         send(gw, sid, "still there?")
         wait_until(lambda: gw.rt.gate.is_idle(sid) and gw.rt.gate.backlog(sid) == 0)
     assert run.state == RunState.FAILED and (run.detail or "").startswith("delivery failed:")
-    notices = [m for m in gw.store.list_messages(sid) if m.reply_to is not None]
+    notices = [m for m in gw.store.messages.list_messages(sid) if m.reply_to is not None]
     assert [m.kind for m in notices] == ["notice"]
 
 
@@ -235,5 +235,5 @@ def test_emergency_stop_holds_user_turns_until_lifted(gateway: Gateway) -> None:
         assert gw.rt.gate.backlog(sid) == 1 and gw.deliveries(sid) == []
         gw.rt.gate.set_estop(False)
         gw.tick()  # the sweeper dispatches the waiting inbox
-        reply = wait_until(lambda: gw.store.reply_for(queued.message_id), what="the reply")  # type: ignore[attr-defined]
+        reply = wait_until(lambda: gw.store.messages.reply_for(queued.message_id), what="the reply")  # type: ignore[attr-defined]
     assert reply.text == "user reply to: hello?"

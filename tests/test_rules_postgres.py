@@ -34,7 +34,7 @@ def test_deferred_and_coalesced_fires_on_postgres(
             [deferred] = gw.final_runs(busy)
         assert coalesced.missed == 3 and coalesced.state == RunState.COMPLETED
         assert deferred.deferred and deferred.state == RunState.COMPLETED
-        assert gw.store.heartbeat_status(late, utcnow()).to_json()["fire_count"] == 1
+        assert gw.store.heartbeats.heartbeat_status(late, utcnow()).to_json()["fire_count"] == 1
         assert_invariants(gw)
     finally:
         gw.close()

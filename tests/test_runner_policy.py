@@ -25,7 +25,7 @@ def answered(gw: Gateway, message_id: int, *, tick: bool) -> object:
     """The stored reply to a message; ``tick`` lets beat's sweeper retry stuck inboxes."""
     if tick:
         gw.tick()
-    return gw.store.reply_for(message_id)
+    return gw.store.messages.reply_for(message_id)
 
 
 def finished_after_tick(gw: Gateway, sid: str) -> list[RunView]:
@@ -115,7 +115,7 @@ def test_user_drain_behind_sql_fence_resyncs_and_answers_once(gateway: Gateway) 
     loop raises Redis' counter to SQL's and drains again under a newer lock."""
     gw = gateway
     sid = gw.session()
-    gw.store.claim_fence(sid, 5, utcnow())
+    gw.store.ledger.claim_fence(sid, 5, utcnow())
     with gw.worker("w1"):
         queued = send(gw, sid, "hello")
         assert isinstance(queued, Queued)
@@ -128,7 +128,7 @@ def test_user_drain_behind_sql_fence_resyncs_and_answers_once(gateway: Gateway) 
 def test_fire_behind_sql_fence_resyncs_and_fires(gateway: Gateway) -> None:
     gw = gateway
     sid = gw.session()
-    gw.store.claim_fence(sid, 5, utcnow())
+    gw.store.ledger.claim_fence(sid, 5, utcnow())
     with gw.worker("w1"):
         gw.due_now(sid)
         [run] = wait_until(lambda: finished_after_tick(gw, sid), what="the fire after a resync")

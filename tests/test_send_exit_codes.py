@@ -33,7 +33,7 @@ def test_no_reply_within_the_timeout_is_exit_4_and_says_it_will_be_answered(
     assert result.code == LATE, result
     assert "is queued; the reply did not come within 0.3 s; it will be answered" in result.out
     assert f"`hbgw chat {sid}`" in result.out
-    [message] = gateway.store.list_messages(sid)
+    [message] = gateway.store.messages.list_messages(sid)
     assert message.state == MessageState.QUEUED
 
 

@@ -1,5 +1,5 @@
-"""``Store.session_at``: a platform's chat and thread find their one open session, on SQLite
-and PostgreSQL; first messages of one thread arriving together make one session."""
+"""``store.sessions.session_at``: a platform's chat and thread find their one open session, on
+SQLite and PostgreSQL; first messages of one thread arriving together make one session."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ def test_an_address_finds_its_open_session(store: Store) -> None:
     now = utcnow()
 
     def at(thread: str | None, owner: str = "slack:T1", create: bool = True) -> SessionView | None:
-        return store.session_at(
+        return store.sessions.session_at(
             platform="slack", chat="C1", thread=thread, now=now, owner=owner, create=create
         )
 
@@ -27,14 +27,14 @@ def test_an_address_finds_its_open_session(store: Store) -> None:
     other_team = at("1.1", owner="slack:T2")
     assert channel is not None and other_team is not None
     assert len({first.id, channel.id, other_team.id}) == 3
-    switched = store.switch(first.id, now)  # the chat moves on: the new session is found
+    switched = store.sessions.switch(first.id, now)  # the chat moves on: the new session is found
     found = at("1.1")
     assert found is not None and found.id == switched.id
 
 
 def test_first_messages_at_once_make_one_session(store: Store) -> None:
     def first() -> str:
-        found = store.session_at(
+        found = store.sessions.session_at(
             platform="slack", chat="C9", thread="7.7", now=utcnow(), owner="slack:T1"
         )
         assert found is not None

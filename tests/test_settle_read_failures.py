@@ -95,8 +95,8 @@ def test_definite_answers_still_prune(
     suspended = make_session_with_heartbeat(store, now=T0)
     for sid in (paused, suspended, "s-no-such-session"):
         rt.index.schedule(sid, DUE)
-    store.pause_heartbeat(paused, T0)
-    store.suspend(suspended, T0)
+    store.heartbeats.pause_heartbeat(paused, T0)
+    store.sessions.suspend(suspended, T0)
     for sid in (paused, suspended, "s-no-such-session"):
         assert rt.settle(sid) is None
         assert rt.index.due_ms(sid) is None

@@ -23,7 +23,7 @@ def live(slack: Slack) -> None:
 
 
 def thread_session(slack: Slack, thread: str = ROOT) -> str:
-    session = slack.gw.store.session_at(
+    session = slack.gw.store.sessions.session_at(
         platform="slack",
         chat=CHANNEL,
         thread=thread,
@@ -53,7 +53,7 @@ def _set_both_heartbeats(slack: Slack) -> tuple[str, str]:
     assert slack.event("Ev1", said).json() == {"ok": True}
     wait_until(lambda: fake.posts(thread_ts=ROOT), 30, "the command's answer in the thread")
     assert fake.posts(thread_ts=ROOT)[0].params["text"].startswith("♥ Heartbeat set")
-    channel = slack.gw.store.session_at(
+    channel = slack.gw.store.sessions.session_at(
         platform="slack", chat=CHANNEL, thread=None, now=utcnow(), owner=f"slack:{TEAM}",
         create=False,
     )  # fmt: skip
@@ -75,7 +75,7 @@ def test_heartbeats_set_in_slack_arrive_where_they_were_set_and_quietly(slack: S
         assert {c.params["channel"] for c in beats} == {CHANNEL}
         # Each heartbeat is its own session's: the thread's prompt and the channel's.
         prompts = {
-            s: gw.store.heartbeat_status(s, utcnow()).to_json()["prompt"]
+            s: gw.store.heartbeats.heartbeat_status(s, utcnow()).to_json()["prompt"]
             for s in (sid, channel_sid)
         }
         assert prompts == {sid: "summarize the thread", channel_sid: "check the deploy"}
@@ -105,7 +105,7 @@ def test_a_retried_event_is_stored_once(slack: Slack) -> None:
     # The same message under another event id (Slack can send one twice): its ts is its key.
     assert slack.event("Ev10", said).status_code == 200
     sid = thread_session(slack, "1700000000.000400")
-    texts = [m.text for m in slack.gw.store.list_messages(sid, limit=10)]
+    texts = [m.text for m in slack.gw.store.messages.list_messages(sid, limit=10)]
     assert texts == ["hello there"]
 
 
@@ -137,11 +137,11 @@ def test_a_session_on_a_platform_not_served_is_refused(slack: Slack) -> None:
     assert created.json()["error"]["message"] == sentence
     # One made before the deployment stopped serving it: its message and its turn are refused.
     gw = slack.gw
-    sid = gw.store.create_session(platform="telegram", chat="42", now=utcnow()).id
+    sid = gw.store.sessions.create_session(platform="telegram", chat="42", now=utcnow()).id
     with slack.client() as client:
         sent = client.post(f"/v1/sessions/{sid}/messages", json={"text": "hi"}, headers=admin)
     assert sent.status_code == 422 and sent.json()["error"]["message"] == sentence
-    assert gw.store.list_messages(sid, limit=10) == []
+    assert gw.store.messages.list_messages(sid, limit=10) == []
     with gw.worker("w1"):
         live(slack)
         gw.due_now(sid)

@@ -12,7 +12,7 @@ from support.slack_fixtures import BOT, SECRET, Slack, event_body, message, slac
 
 def stored(slack: Slack) -> tuple[int, int]:
     """Sessions and messages in SQL, and the Redis keys of the deployment's namespace."""
-    sessions = slack.gw.store.list_sessions(limit=200)
+    sessions = slack.gw.store.sessions.list_sessions(limit=200)
     keys = list(slack.gw.rt.client.scan_iter(match=f"{slack.gw.settings.namespace}:inbound:*"))
     return len(sessions), len(keys)
 
@@ -82,7 +82,7 @@ def test_url_verification_and_malformed_bodies(slack: Slack) -> None:
     )
     assert no_team.status_code == 400
     assert rejects(slack, "malformed") == 2
-    assert slack.gw.store.list_sessions(limit=10) == []
+    assert slack.gw.store.sessions.list_sessions(limit=10) == []
 
 
 def test_only_allowed_workspaces(tmp_path: Path, redis_url: str, redis_ns: str) -> None:
@@ -92,7 +92,7 @@ def test_only_allowed_workspaces(tmp_path: Path, redis_url: str, redis_ns: str) 
         assert slack.command("hb status").status_code == 403
         assert slack.event("Ev2", said, team="T0OTHER").status_code == 200
         assert rejects(slack, "team") == 2
-        sessions = slack.gw.store.list_sessions(limit=10)
+        sessions = slack.gw.store.sessions.list_sessions(limit=10)
         assert [s.owner for s in sessions] == ["slack:T0OTHER"]
 
 

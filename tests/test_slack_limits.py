@@ -29,8 +29,8 @@ def test_the_message_rate_binds_slack_messages(limited: Slack) -> None:
         assert limited.event(f"EvR{n}", said).status_code == 200
     refusal = wait_until(lambda: limited.fake.posts(thread_ts=thread), 30, "the refusal")
     assert refusal[0].params["text"].startswith("This session takes at most 2 messages a minute")
-    [session] = [s for s in limited.gw.store.list_sessions() if s.thread == thread]
-    texts = [m.text for m in limited.gw.store.list_messages(session.id, limit=10)]
+    [session] = [s for s in limited.gw.store.sessions.list_sessions() if s.thread == thread]
+    texts = [m.text for m in limited.gw.store.messages.list_messages(session.id, limit=10)]
     assert texts == ["question 0", "question 1"]  # the third was not stored
 
 
@@ -43,6 +43,8 @@ def test_the_heartbeat_quota_binds_slack_commands(limited: Slack) -> None:
     sentence = other.json()["text"]
     assert sentence.startswith("This owner already has 1 heartbeats, the most allowed")
     assert "HBGW_API_MAX_HEARTBEATS_PER_OWNER" in sentence
-    sessions = {s.chat: s.id for s in limited.gw.store.list_sessions()}
-    assert limited.gw.store.heartbeat_status(sessions["C0OTHER"], utcnow()).status == "none"
+    sessions = {s.chat: s.id for s in limited.gw.store.sessions.list_sessions()}
+    assert (
+        limited.gw.store.heartbeats.heartbeat_status(sessions["C0OTHER"], utcnow()).status == "none"
+    )
     assert CHANNEL in sessions

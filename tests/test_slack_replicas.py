@@ -33,7 +33,7 @@ def test_two_api_replicas_store_each_event_once_and_deliver_each_heartbeat_once(
         retry = replica.event("EvR1", said, headers={"X-Slack-Retry-Num": "1"})
         assert retry.status_code == 200
         wait_until(lambda: slack.fake.posts(thread_ts=ROOT), 30, "the command's answer")
-        session = gw.store.session_at(
+        session = gw.store.sessions.session_at(
             platform="slack", chat=CHANNEL, thread=ROOT, now=utcnow(),
             owner=f"slack:{TEAM}", create=False,
         )  # fmt: skip
@@ -52,6 +52,6 @@ def test_two_api_replicas_store_each_event_once_and_deliver_each_heartbeat_once(
     assert texts["user reply to: status?"] == 1, texts
     beats = [t for t in texts if t.startswith("heartbeat reply to")]
     assert len(beats) == 1 and texts[beats[0]] == 1, texts
-    messages = gw.store.list_messages(session.id, limit=50)
+    messages = gw.store.messages.list_messages(session.id, limit=50)
     assert [m.text for m in messages if m.role == "user"].count("status?") == 1
     assert run.state == "completed"

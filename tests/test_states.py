@@ -61,16 +61,16 @@ def test_stored_states_are_exactly_the_enum_values(store: Store, migrated_engine
     at = T0 + timedelta(minutes=10)
     fires.begin(store, refunded, 1, at, refusal=RefundReason.OWNER_CHANGED)
     cut_off = _start(store, make_session_with_heartbeat(store), 1, 10)
-    store.claim_fence(cut_off.session_id, 2, at)  # a newer grant ends it failed
-    store.pause_heartbeat(abandoned, T0)
-    store.resume_heartbeat(abandoned, T0)
-    store.pause_heartbeat(abandoned, at)
-    store.clear_heartbeat(refunded, T0)
-    store.compress(finished, T0)
-    store.switch(refunded, T0)
-    store.suspend(make_session_with_heartbeat(store), T0)
-    store.add_message(abandoned, role="user", kind="user", text="hi", now=T0)
-    store.add_message(
+    store.ledger.claim_fence(cut_off.session_id, 2, at)  # a newer grant ends it failed
+    store.heartbeats.pause_heartbeat(abandoned, T0)
+    store.heartbeats.resume_heartbeat(abandoned, T0)
+    store.heartbeats.pause_heartbeat(abandoned, at)
+    store.heartbeats.clear_heartbeat(refunded, T0)
+    store.sessions.compress(finished, T0)
+    store.sessions.switch(refunded, T0)
+    store.sessions.suspend(make_session_with_heartbeat(store), T0)
+    store.messages.add_message(abandoned, role="user", kind="user", text="hi", now=T0)
+    store.messages.add_message(
         abandoned, role="user", kind="user", text="?", now=T0, state=MessageState.QUEUED
     )
 
@@ -103,13 +103,13 @@ def test_stored_states_are_exactly_the_enum_values(store: Store, migrated_engine
 def test_views_carry_enum_members(store: Store) -> None:
     """A plain string handed in still comes back as the enum member."""
     sid = make_session_with_heartbeat(store)
-    assert type(store.get_session(sid).status) is SessionStatus
-    heartbeat = store.get_heartbeat(sid)
+    assert type(store.sessions.get_session(sid).status) is SessionStatus
+    heartbeat = store.heartbeats.get_heartbeat(sid)
     assert heartbeat is not None and type(heartbeat.status) is HeartbeatStatus
     _start(store, sid, 1, 10)
-    assert [type(r.state) for r in store.runs(sid)] == [RunState]
+    assert [type(r.state) for r in store.ledger.runs(sid)] == [RunState]
     # A plain string from an older caller is stored and read back as the enum member.
-    message = store.add_message(
+    message = store.messages.add_message(
         sid,
         role="user",
         kind="user",
@@ -117,7 +117,9 @@ def test_views_carry_enum_members(store: Store) -> None:
         now=T0,
         state="queued",  # type: ignore[arg-type]
     )
-    assert type(store.message_turn(message.id, sid, history=0).message.state) is MessageState
+    assert (
+        type(store.messages.message_turn(message.id, sid, history=0).message.state) is MessageState
+    )
 
 
 def test_an_unknown_outcome_is_rejected(store: Store) -> None:

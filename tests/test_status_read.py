@@ -26,15 +26,15 @@ from hbgw.sessions.views import Started
 def both(store: Store, url: str, sid: str, now: datetime) -> None:
     quick = read_status(url, sid, now)
     assert quick is not None, "the quick read fell back to the store"
-    assert quick == store.heartbeat_status(sid, now)
-    assert quick.to_json() == store.heartbeat_status(sid, now).to_json()
+    assert quick == store.heartbeats.heartbeat_status(sid, now)
+    assert quick.to_json() == store.heartbeats.heartbeat_status(sid, now).to_json()
 
 
 def spend(store: Store, sid: str, now: datetime, tokens: int) -> None:
-    begun = begin(store, sid, 1 + len(store.runs(sid)), now).outcome
+    begun = begin(store, sid, 1 + len(store.ledger.runs(sid)), now).outcome
     assert isinstance(begun, Started), begun
     run = begun.run
-    store.finish_fire(
+    store.ledger.finish_fire(
         run.key,
         RunState.COMPLETED,
         run.fence,
@@ -46,9 +46,9 @@ def spend(store: Store, sid: str, now: datetime, tokens: int) -> None:
 
 
 def test_both_reads_agree_in_every_state(store: Store, db_url: str) -> None:
-    sid = store.create_session(platform="slack", chat="C1", thread="t", now=T0).id
+    sid = store.sessions.create_session(platform="slack", chat="C1", thread="t", now=T0).id
     both(store, db_url, sid, T0)  # no heartbeat
-    store.set_heartbeat(
+    store.heartbeats.set_heartbeat(
         sid,
         schedule=IntervalSchedule(600),
         schedule_text="every 10m",
@@ -61,21 +61,21 @@ def test_both_reads_agree_in_every_state(store: Store, db_url: str) -> None:
     spend(store, sid, T0 + timedelta(minutes=10), 70)
     spend(store, sid, T0 + timedelta(minutes=20), 30)
     later = T0 + timedelta(minutes=21)
-    assert store.heartbeat_status(sid, later).tokens_today == 100  # spent today
+    assert store.heartbeats.heartbeat_status(sid, later).tokens_today == 100  # spent today
     both(store, db_url, sid, later)
     both(store, db_url, sid, T0 + timedelta(days=1, minutes=1))  # the next UTC day: none
-    store.pause_heartbeat(sid, later)
+    store.heartbeats.pause_heartbeat(sid, later)
     both(store, db_url, sid, later)  # paused
-    store.resume_heartbeat(sid, later)
-    store.clear_heartbeat(sid, later)
+    store.heartbeats.resume_heartbeat(sid, later)
+    store.heartbeats.clear_heartbeat(sid, later)
     both(store, db_url, sid, later)  # cleared: "none", its generation still shown
 
 
 def test_both_reads_agree_on_a_cron_heartbeat_with_hours_and_jitter(
     store: Store, db_url: str
 ) -> None:
-    sid = store.create_session(platform="cli", chat="me", now=T0).id
-    store.set_heartbeat(
+    sid = store.sessions.create_session(platform="cli", chat="me", now=T0).id
+    store.heartbeats.set_heartbeat(
         sid,
         schedule=CronSchedule("0 9 * * 1-5", "Europe/Paris"),
         schedule_text="cron 0 9 * * 1-5 tz Europe/Paris",
@@ -90,7 +90,7 @@ def test_a_missing_session_is_the_same_not_found(store: Store, db_url: str) -> N
     with pytest.raises(NotFound) as quick:
         read_status(db_url, "no-such-session", T0)
     with pytest.raises(NotFound) as stored:
-        store.heartbeat_status("no-such-session", T0)
+        store.heartbeats.heartbeat_status("no-such-session", T0)
     assert str(quick.value) == str(stored.value)
     assert quick.value.exit_code == stored.value.exit_code
 

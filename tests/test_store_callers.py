@@ -23,9 +23,11 @@ def product_source() -> str:
 
 
 def public_methods() -> list[str]:
+    """The steps of every part (``store.ledger.begin_fire`` → ``begin_fire``)."""
     return sorted(
         name
-        for name, member in inspect.getmembers(Store)
+        for part in Store.PARTS.values()
+        for name, member in inspect.getmembers(part)
         if not name.startswith("_") and callable(member)
     )
 

@@ -25,9 +25,11 @@ NOW = T0 + timedelta(minutes=10)
 def _claim(store: Store, sid: str, fire_id: str, due_ms: int, fence: int) -> str:
     """What one grant's ``begin_fire`` got back, by type name (``StaleFence``: it came second
     to a newer grant, whose fence it could no longer claim)."""
-    start = FireStart(store.get_session(sid).conversation, lambda _: "p", 0)
+    start = FireStart(store.sessions.get_session(sid).conversation, lambda _: "p", 0)
     try:
-        return type(store.begin_fire(sid, fence, fire_id, due_ms, NOW, start).outcome).__name__
+        return type(
+            store.ledger.begin_fire(sid, fence, fire_id, due_ms, NOW, start).outcome
+        ).__name__
     except StaleFence:
         return "StaleFence"
 
@@ -44,8 +46,8 @@ def _check_one_reservation(store: Store, sid: str, outcomes: list[str]) -> None:
     """``outcomes`` are the type names of what each grant got back."""
     assert outcomes.count("Started") == 1, outcomes
     assert set(outcomes) <= {"Started", "Duplicate", "StaleFence"}, outcomes
-    [run] = store.runs(sid)
-    count = store.heartbeat_status(sid, T0).to_json()["fire_count"]
+    [run] = store.ledger.runs(sid)
+    count = store.heartbeats.heartbeat_status(sid, T0).to_json()["fire_count"]
     if "Duplicate" in outcomes:  # the newer grant came second: the older one's turn is cut off
         assert (run.state, run.detail, count) == (
             RunState.FAILED,

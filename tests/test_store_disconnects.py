@@ -93,8 +93,8 @@ def kill_own_backend(
 
 def started_run(store: Store) -> tuple[RunKey, int]:
     """A session with a heartbeat and one run started at fence 1: (run key, fence)."""
-    sid = store.create_session(platform="slack", chat="C1", thread="T1", now=T0).id
-    store.set_heartbeat(
+    sid = store.sessions.create_session(platform="slack", chat="C1", thread="T1", now=T0).id
+    store.heartbeats.set_heartbeat(
         sid, schedule=IntervalSchedule(60), schedule_text="every 60s", prompt="p", now=T0
     )
     now = T0 + timedelta(seconds=61)
@@ -103,7 +103,7 @@ def started_run(store: Store) -> tuple[RunKey, int]:
 
 
 def final_state(store: Store) -> RunState:
-    [run] = store.runs()
+    [run] = store.ledger.runs()
     return run.state
 
 
@@ -141,10 +141,10 @@ def test_finish_is_repeated_after_a_commit_cut_off(pg_store: Store, admin: Engin
 def test_other_writes_cut_at_commit_say_the_outcome_is_unknown(
     pg_store: Store, admin: Engine
 ) -> None:
-    sid = pg_store.create_session(platform="slack", chat="C1", thread=None, now=T0).id
+    sid = pg_store.sessions.create_session(platform="slack", chat="C1", thread=None, now=T0).id
     kill_own_backend(pg_store.engine, admin, "commit", times=1)
     with pytest.raises(OutcomeUnknown, match="may or may not"):
-        pg_store.set_heartbeat(
+        pg_store.heartbeats.set_heartbeat(
             sid, schedule=IntervalSchedule(60), schedule_text="every 60s", prompt="p", now=T0
         )
 
@@ -153,23 +153,23 @@ def test_other_writes_cut_at_commit_say_the_outcome_is_unknown(
 def test_a_database_that_keeps_dropping_is_a_store_error(pg_store: Store, admin: Engine) -> None:
     kill_own_backend(pg_store.engine, admin, "before_cursor_execute", times=100)
     with pytest.raises(StoreError, match="database connection") as info:
-        pg_store.runs()
+        pg_store.ledger.runs()
     assert "\n" not in str(info.value)
 
 
 def test_finish_and_start_repeated_after_a_saved_commit_change_nothing(store: Store) -> None:
     """What a repeat after a COMMIT whose answer was lost meets: the first run already saved."""
     run_id, fence = started_run(store)
-    [run] = store.runs()
+    [run] = store.ledger.runs()
     repeat = FireStart(1, lambda _: "p", 20)
     later = T0 + timedelta(seconds=62)
-    again = store.begin_fire(run.session_id, fence, run.fire_id, 0, later, repeat).outcome
+    again = store.ledger.begin_fire(run.session_id, fence, run.fire_id, 0, later, repeat).outcome
     assert isinstance(again, Started) and again.run == run
     assert again.message.text == "check CI"  # the prompt the first COMMIT stored
     first = finish(store, run_id, RunState.COMPLETED, fence, T0 + timedelta(seconds=70))
     second = finish(store, run_id, RunState.COMPLETED, fence, T0 + timedelta(seconds=71))
     assert second == first
-    assert [m.role for m in store.list_messages(run.session_id)] == ["user", "assistant"]
+    assert [m.role for m in store.messages.list_messages(run.session_id)] == ["user", "assistant"]
 
 
 @pytest.mark.postgres
@@ -177,28 +177,28 @@ def test_folded_fire_steps_are_repeated_after_a_commit_cut_off(
     pg_store: Store, admin: Engine
 ) -> None:
     """begin_fire and finish_fire recognise their own saved COMMIT: one prompt, one reply."""
-    sid = pg_store.create_session(platform="slack", chat="C1", thread="T1", now=T0).id
-    pg_store.set_heartbeat(
+    sid = pg_store.sessions.create_session(platform="slack", chat="C1", thread="T1", now=T0).id
+    pg_store.heartbeats.set_heartbeat(
         sid, schedule=IntervalSchedule(60), schedule_text="every 60s", prompt="p", now=T0
     )
     now = T0 + timedelta(seconds=61)
     killed = kill_own_backend(pg_store.engine, admin, "commit", times=1)
-    begun = pg_store.begin_fire(sid, 1, f"{sid}:1", 1, now, FireStart(1, lambda _: "p", 20))
+    begun = pg_store.ledger.begin_fire(sid, 1, f"{sid}:1", 1, now, FireStart(1, lambda _: "p", 20))
     assert killed() == 1 and isinstance(begun.outcome, Started)
     run_id = begun.outcome.run.key
     killed = kill_own_backend(pg_store.engine, admin, "commit", times=1)
-    done = pg_store.finish_fire(
+    done = pg_store.ledger.finish_fire(
         run_id, RunState.COMPLETED, 1, now, reply="ok", reply_kind="assistant"
     )
     assert killed() == 1 and done.run.state == RunState.COMPLETED
-    assert [m.role for m in pg_store.list_messages(sid)] == ["user", "assistant"]
+    assert [m.role for m in pg_store.messages.list_messages(sid)] == ["user", "assistant"]
 
 
 def _due_job(store: Store, chat: str) -> tuple[str, str, str, int]:
     """A session with a cron job every minute on its exact times, due at T0 + 60 s."""
-    sid = store.create_session(platform="slack", chat=chat, thread="T1", now=T0).id
+    sid = store.sessions.create_session(platform="slack", chat=chat, thread="T1", now=T0).id
     parsed = parse_job_schedule("every 1m", now=T0, min_interval=60)
-    job = store.create_job(NewJob(parsed, "every 1m exact", "p", JobRoute(session_id=sid)), T0)
+    job = store.jobs.create_job(NewJob(parsed, "every 1m exact", "p", JobRoute(session_id=sid)), T0)
     assert job.next_due is not None
     due_ms = to_ms(job.next_due)
     return sid, job.id, f"job:{job.id}:{due_ms}", due_ms
@@ -214,21 +214,21 @@ def test_a_job_runs_steps_are_repeated_after_a_commit_cut_off(
     now = T0 + timedelta(seconds=61)
     killed = kill_own_backend(pg_store.engine, admin, "commit", times=1)
     start = JobStart(1, lambda job: job.state.prompt, 20)
-    begun = pg_store.begin_job_fire(sid, 1, jid, fid, due_ms, now, start)
+    begun = pg_store.jobs.begin_job_fire(sid, 1, jid, fid, due_ms, now, start)
     assert killed() == 1 and isinstance(begun.outcome, JobStarted)
     assert begun.job is not None and begun.job.state.fire_count == 1
     killed = kill_own_backend(pg_store.engine, admin, "commit", times=1)
-    done = pg_store.finish_job_fire(
+    done = pg_store.jobs.finish_job_fire(
         begun.outcome.run.key, RunState.COMPLETED, 1, now, reply="ok", reply_kind="assistant"
     )
     assert killed() == 1 and done.run.state == RunState.COMPLETED
-    assert [m.role for m in pg_store.list_messages(sid)] == ["user", "assistant"]
-    assert pg_store.job(jid).state.fire_count == 1
+    assert [m.role for m in pg_store.messages.list_messages(sid)] == ["user", "assistant"]
+    assert pg_store.jobs.job(jid).state.fire_count == 1
     sid, jid, fid, due_ms = _due_job(pg_store, "C2")
     killed = kill_own_backend(pg_store.engine, admin, "commit", times=1)
     stop = JobStart(1, lambda job: job.state.prompt, 20, refusal=RefundReason.EMERGENCY_STOP)
-    refused = pg_store.begin_job_fire(sid, 1, jid, fid, due_ms, now, stop)
+    refused = pg_store.jobs.begin_job_fire(sid, 1, jid, fid, due_ms, now, stop)
     assert killed() == 1 and isinstance(refused.outcome, JobNotStarted)
     assert refused.outcome.reason == RefundReason.EMERGENCY_STOP
-    [run] = pg_store.job_runs(jid)
-    assert run.state == RunState.REFUNDED and pg_store.job(jid).state.fire_count == 0
+    [run] = pg_store.jobs.job_runs(jid)
+    assert run.state == RunState.REFUNDED and pg_store.jobs.job(jid).state.fire_count == 0

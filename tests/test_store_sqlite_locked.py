@@ -91,15 +91,15 @@ def test_a_write_waits_out_another_process_holding_the_lock(
     logger = logging.getLogger("hbgw.store")
     logger.addHandler(handler)
     try:
-        session = store.create_session(platform="slack", chat="C1", thread="T1", now=T0)
+        session = store.sessions.create_session(platform="slack", chat="C1", thread="T1", now=T0)
     finally:
         logger.removeHandler(handler)
     assert handler.retries >= 1  # the first attempt met the lock, and was repeated
-    assert store.get_session(session.id).chat == "C1"
+    assert store.sessions.get_session(session.id).chat == "C1"
 
 
 def test_a_lock_that_never_frees_is_one_store_error(
     store: Store, holder: tuple[Event, Event]
 ) -> None:
     with pytest.raises(StoreError, match="stayed locked by another writer during create_session"):
-        store.create_session(platform="slack", chat="C1", thread="T1", now=T0)
+        store.sessions.create_session(platform="slack", chat="C1", thread="T1", now=T0)

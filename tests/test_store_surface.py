@@ -4,7 +4,8 @@ with the production steps instead (``support.fires``).
 
 A caller is an attribute access ``<…store…>.name`` (called or passed on) in the source of the
 production packages outside ``sessions/store/`` itself: production code reaches the store
-through a name that says so (``store``, ``rt.store``, ``self.store``, ``open_store()``).
+through a name that says so (``store.ledger``, ``rt.store.jobs``, ``open_store()``), or, when a
+unit is handed one part, through the part's name (``self.ledger``, ``restore``).
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ OPERATOR_API: dict[str, str] = {}
 def public_methods() -> set[str]:
     return {
         name
-        for name, member in inspect.getmembers(Store)
+        for part in Store.PARTS.values()
+        for name, member in inspect.getmembers(part)
         if not name.startswith("_") and callable(member) and not hasattr(object, name)
     }
 
@@ -40,10 +42,19 @@ def production_sources() -> Iterator[Path]:
                 yield path
 
 
+def names_the_store(node: ast.expr) -> bool:
+    """The store (``rt.store.ledger``) or one of its parts, which a unit handed only that part
+    names after it (``self.ledger``, ``restore``)."""
+    if "store" in ast.unparse(node).lower():
+        return True
+    last = node.attr if isinstance(node, ast.Attribute) else getattr(node, "id", "")
+    return last.lstrip("_") in Store.PARTS
+
+
 def store_attributes(path: Path) -> Iterator[str]:
-    """Attribute names read from an expression that names the store."""
+    """Attribute names read from an expression that names the store or a part of it."""
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
-        if isinstance(node, ast.Attribute) and "store" in ast.unparse(node.value).lower():
+        if isinstance(node, ast.Attribute) and names_the_store(node.value):
             yield node.attr
 
 

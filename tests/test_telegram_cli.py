@@ -103,13 +103,15 @@ def test_poll_takes_updates_into_sessions_and_stops_on_ctrl_c(
             )
         try:
             wait_until(lambda: fake.sends(message_thread_id=TOPIC), 60, "the command's answer")
-            session = gateway.store.session_at(
+            session = gateway.store.sessions.session_at(
                 platform="telegram", chat="-1001234567890", thread=str(TOPIC),
                 now=utcnow(), owner=OWNER, create=False,
             )  # fmt: skip
             assert session is not None
             texts = wait_until(
-                lambda: [m.text for m in gateway.store.list_messages(session.id, limit=10)],
+                lambda: [
+                    m.text for m in gateway.store.messages.list_messages(session.id, limit=10)
+                ],
                 30,
                 "the stored message",
             )
@@ -126,5 +128,5 @@ def test_poll_takes_updates_into_sessions_and_stops_on_ctrl_c(
     assert "Stopped polling; 2 updates taken." in printed
     assert TOKEN not in printed and SECRET not in printed
     assert fake.sends()[0].params["text"].startswith("♥ Heartbeat set (every 1m")
-    status = gateway.store.heartbeat_status(session.id, utcnow()).to_json()
+    status = gateway.store.heartbeats.heartbeat_status(session.id, utcnow()).to_json()
     assert status["prompt"] == "summarize the topic"

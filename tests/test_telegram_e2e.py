@@ -37,7 +37,7 @@ def test_a_heartbeat_set_in_a_topic_arrives_in_that_topic_and_quietly(telegram: 
     with gw.worker("w1"):
         live(telegram)
         sid = set_heartbeat(telegram)
-        status = gw.store.heartbeat_status(sid, gw.rt.clock()).to_json()
+        status = gw.store.heartbeats.heartbeat_status(sid, gw.rt.clock()).to_json()
         assert status["prompt"] == "summarize the topic"
         before = len(fake.calls)
         gw.tick()  # set a minute ago by the API's clock: due now
@@ -89,7 +89,7 @@ def test_a_repeated_update_is_stored_once(telegram: Telegram) -> None:
     assert telegram.update(said).status_code == 200  # Telegram's retry: the same update_id
     again = dict(said, update_id=21)  # the same message under another update id
     assert telegram.update(again).status_code == 200
-    texts = [m.text for m in telegram.gw.store.list_messages(telegram.session(), limit=10)]
+    texts = [m.text for m in telegram.gw.store.messages.list_messages(telegram.session(), limit=10)]
     assert texts == ["hello there"]
 
 

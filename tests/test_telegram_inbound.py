@@ -21,8 +21,8 @@ from hbgw.gateway.api.app import create_app
 
 def stored(telegram: Telegram) -> tuple[int, int, int]:
     """Sessions in SQL, and the Redis keys of the deployment's namespace."""
-    sessions = telegram.gw.store.list_sessions(limit=200)
-    messages = sum(len(telegram.gw.store.list_messages(s.id, limit=50)) for s in sessions)
+    sessions = telegram.gw.store.sessions.list_sessions(limit=200)
+    messages = sum(len(telegram.gw.store.messages.list_messages(s.id, limit=50)) for s in sessions)
     pattern = f"{telegram.gw.settings.namespace}:inbound:*"
     return len(sessions), messages, len(list(telegram.gw.rt.client.scan_iter(match=pattern)))
 
@@ -83,7 +83,7 @@ def test_only_allowed_chats(tmp_path: Path, redis_url: str, redis_ns: str) -> No
         assert stored(tg) == (0, 0, 0)
         assert rejects(tg, "chat") == 1
         assert tg.update(message_update(2, "hello", chat=-100777, topic=None)).status_code == 200
-        assert [s.chat for s in tg.gw.store.list_sessions(limit=10)] == ["-100777"]
+        assert [s.chat for s in tg.gw.store.sessions.list_sessions(limit=10)] == ["-100777"]
 
 
 def test_the_usage_and_status_are_answered_in_the_chat(telegram: Telegram) -> None:

@@ -64,9 +64,9 @@ def test_cli_output_is_inert_and_the_store_keeps_the_text(hbgw: Hbgw, tmp_path: 
     assert "check \\x1b[31mred\\x1b[0m" in outputs[1]
     store = Store.from_url(f"sqlite:///{tmp_path / 'hbgw.sqlite3'}")
     try:
-        state = store.get_heartbeat(sid)
+        state = store.heartbeats.get_heartbeat(sid)
         assert state is not None and state.prompt == prompt
-        assert store.get_session(sid).chat == "me"
+        assert store.sessions.get_session(sid).chat == "me"
     finally:
         store.close()
 

@@ -27,7 +27,7 @@ def live(webhook: Webhook) -> None:
 
 
 def session_of(webhook: Webhook, chat: str = "room-1", thread: str | None = "t-1") -> str:
-    session = webhook.gw.store.session_at(
+    session = webhook.gw.store.sessions.session_at(
         platform="webhook", chat=chat, thread=thread, now=utcnow(), owner="webhook", create=False
     )
     assert session is not None
@@ -77,7 +77,7 @@ def test_a_signed_message_gets_its_reply_posted_signed_to_the_session_url(
     assert signature.problem(SECRET, post.headers, post.body, now) is None
     assert verified_by_hand(post)
     # The user turn's message is on record, answered; nothing but the reply was POSTed.
-    texts = [m.text for m in gw.store.list_messages(sid, limit=10)]
+    texts = [m.text for m in gw.store.messages.list_messages(sid, limit=10)]
     assert "how is the deploy?" in texts and "user reply to: how is the deploy?" in texts
     assert len(receiver.requests) == 1
     [record] = [d for d in webhook.deliveries() if d.delivery_key == post.key]

@@ -16,8 +16,8 @@ from support.webhook_fixtures import ADMIN, Webhook, webhook_deployment
 def stored(webhook: Webhook) -> tuple[int, int, int]:
     """Sessions and messages in SQL, and the inbound Redis keys of the deployment."""
     gw = webhook.gw
-    sessions = gw.store.list_sessions(limit=200)
-    messages = sum(len(gw.store.list_messages(s.id, limit=200)) for s in sessions)
+    sessions = gw.store.sessions.list_sessions(limit=200)
+    messages = sum(len(gw.store.messages.list_messages(s.id, limit=200)) for s in sessions)
     keys = list(gw.rt.client.scan_iter(match=f"{gw.settings.namespace}:inbound:*"))
     return len(sessions), messages, len(keys)
 
@@ -93,7 +93,9 @@ def test_a_retried_message_is_stored_once(webhook: Webhook) -> None:
     third = webhook.message("m-7", "are you there?")
     assert third.status_code == 202 and third.json()["duplicate"] is True
     sid = first.json()["session_id"]
-    assert [m.text for m in webhook.gw.store.list_messages(sid, limit=10)] == ["are you there?"]
+    assert [m.text for m in webhook.gw.store.messages.list_messages(sid, limit=10)] == [
+        "are you there?"
+    ]
 
 
 def test_a_thread_is_a_session_and_commands_are_answered_in_the_response(
@@ -106,7 +108,7 @@ def test_a_thread_is_a_session_and_commands_are_answered_in_the_response(
     assert a.json()["reply"].startswith("♥ Heartbeat set (every 1m")
     assert top.status_code == 200 and top.json()["ok"] is False
     assert top.json()["error"]["code"] == "invalid_input" and top.json()["reply"]
-    session = webhook.gw.store.get_session(top.json()["session_id"])
+    session = webhook.gw.store.sessions.get_session(top.json()["session_id"])
     assert (session.platform, session.chat, session.thread, session.owner) == (
         "webhook", "room-1", None, "acme",
     )  # fmt: skip
@@ -125,7 +127,7 @@ def test_the_session_url_is_set_checked_and_shown_without_its_secret(webhook: We
         "reply": f"Session {sid}'s messages are POSTed to https://hooks.example:8443/….",
     }  # fmt: skip
     assert (
-        webhook.gw.store.webhook_url(sid)
+        webhook.gw.store.webhooks.webhook_url(sid)
         == "https://user:pw@hooks.example:8443/T0/B0/XYZ?token=abc"
     )
     with webhook.client() as client:

@@ -154,7 +154,7 @@ def test_a_fire_the_claim_refuses_is_logged_and_leaves_no_run(
         hold = threading.Event()
         path.runner.executor.submit(hold.wait, 30)  # the only turn thread waits
         assert path.runner.accept_fire(sid, due) == "accepted"
-        gw.store.pause_heartbeat(sid, utcnow())
+        gw.store.heartbeats.pause_heartbeat(sid, utcnow())
         hold.set()
         path.wait_idle()
         assert gw.runs(sid) == []

@@ -69,7 +69,7 @@ class Admission:
         ids = [fire_id(sid, due_ms) for sid, due_ms in batch]
         try:
             pairs = [(sid, fid) for (sid, _), fid in zip(batch, ids, strict=True)]
-            seen = self.rt.store.admit_fires(pairs)
+            seen = self.rt.store.ledger.admit_fires(pairs)
             now = self.rt.clock()
             owners = Rendezvous(self.rt.registry.live(to_ms(now)))
         except RuntimeError:
@@ -178,7 +178,7 @@ class Admission:
         seen = drain_check(rt, session_id)
         sid = session_id
         if not seen.backlog:
-            sid = rt.store.resolve_active(session_id).id
+            sid = rt.store.sessions.resolve_active(session_id).id
             seen = seen if sid == session_id else drain_check(rt, sid)
         owner = seen.owner
         if owner != rt.worker:

@@ -38,7 +38,7 @@ class DeliveryRetrier:
     def retry(self, lease: Lease, record: DeliveryView) -> None:
         rt, io = self.rt, self.io
         io.confirm(lease)
-        attempt = rt.store.begin_retry(record.id, lease.fence, rt.clock())
+        attempt = rt.store.deliveries.begin_retry(record.id, lease.fence, rt.clock())
         if attempt is None:
             return  # sent meanwhile by another grant
         address, text, what = resend_of(attempt)
@@ -51,9 +51,9 @@ class DeliveryRetrier:
             sent_some = bool(getattr(exc, "mid_send", False))
             with contextlib.suppress(Exception):
                 again = _again(attempt, maybe_sent=sent_some)
-                rt.store.finish_retry(lease.session_id, lease.fence, again, rt.clock())
+                rt.store.deliveries.finish_retry(lease.session_id, lease.fence, again, rt.clock())
             raise
-        rt.store.finish_retry(lease.session_id, lease.fence, outcome, rt.clock())
+        rt.store.deliveries.finish_retry(lease.session_id, lease.fence, outcome, rt.clock())
         log.info(
             "delivery %s retried: %s",
             what.key,

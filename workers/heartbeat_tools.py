@@ -47,7 +47,7 @@ class SessionHeartbeatTools:
 
     def get(self) -> str:
         sid = self.session_id
-        status = self.rt.store.heartbeat_status(sid, self.rt.clock())
+        status = self.rt.store.heartbeats.heartbeat_status(sid, self.rt.clock())
         return replies.status_reply(status, estop=self.rt.gate.estop_active(sid))
 
     def set(self, schedule: str, prompt: str) -> str:
@@ -77,7 +77,7 @@ class SessionHeartbeatTools:
         rt, sid = self.rt, self.session_id
         try:
             reply = apply_command(
-                rt.store,
+                rt.store.heartbeats,
                 sid,
                 command,
                 rt.clock(),

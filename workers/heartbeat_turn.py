@@ -132,7 +132,7 @@ class HeartbeatTurn(Turn[Begun]):
         """At the lock grant, one transaction: claim its fence, reserve the fire, re-check it and
         start it (or give it back at once); None when it does not start (the index settled)."""
         rt, sid = self.rt, lease.session_id
-        begun = rt.store.begin_fire(
+        begun = rt.store.ledger.begin_fire(
             sid,
             lease.fence,
             fire.fire_id,
@@ -201,7 +201,9 @@ class HeartbeatTurn(Turn[Begun]):
         if not is_active(state):
             rt.settle(sid)
         elif reason is RefundReason.SESSION_COMPRESSED:
-            rt.settle(rt.store.resolve_active(sid).id)  # the fire executes in the child, at once
+            rt.settle(
+                rt.store.sessions.resolve_active(sid).id
+            )  # the fire executes in the child, at once
         else:
             # Back off so a persistent cause of refusal (estop, no route) cannot spin.
             rt.index.schedule(sid, rt.now_ms() + int(rt.settings.refund_backoff * 1000))
@@ -251,7 +253,7 @@ class HeartbeatTurn(Turn[Begun]):
         assert composed.reply is not None
         rt, kind = self.rt, composed.reply.delivery.kind
         run = plan.started.run
-        rt.store.mark_delivering(
+        rt.store.ledger.mark_delivering(
             run.key,
             lease.fence,
             rt.clock(),
@@ -284,7 +286,7 @@ class HeartbeatTurn(Turn[Begun]):
         # One fenced transaction: the outcome, what the turn spent (failed turns included:
         # heartbeats cost money), the reply, the delivery's outcome, and the due time the
         # index gets without a read.
-        finished = rt.store.finish_fire(
+        finished = rt.store.ledger.finish_fire(
             plan.started.run.key,
             result,
             lease.fence,
@@ -319,7 +321,7 @@ class HeartbeatTurn(Turn[Begun]):
         run = plan.started.run
         nothing_sent = sent == 0
         with contextlib.suppress(StaleFence):
-            self.rt.store.settle_lost(
+            self.rt.store.ledger.settle_lost(
                 run.key, lease.fence, self.rt.clock(), nothing_sent=nothing_sent
             )
         if mark is not None:

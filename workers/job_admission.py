@@ -46,7 +46,7 @@ class JobFires:
         ids = [fire_id(member, due_ms) for member, due_ms in batch]
         try:
             jobs = [(job_of_member(m) or "", fid) for (m, _), fid in zip(batch, ids, strict=True)]
-            seen = self.rt.store.admit_jobs(jobs)
+            seen = self.rt.store.jobs.admit_jobs(jobs)
             now = self.rt.clock()
             owners = Rendezvous(self.rt.registry.live(to_ms(now)))
         except RuntimeError:
@@ -93,7 +93,7 @@ class JobFires:
             rt.apply_due(member, job.next_due)
             return "not-due"
         if job.state.missed_policy == MissedPolicy.SKIP and job.state.missed(now) > 0:
-            skipped = rt.store.skip_missed_job(job.id, job.state.generation, now)
+            skipped = rt.store.jobs.skip_missed_job(job.id, job.state.generation, now)
             rt.apply_due(member, skipped.next_due)
             return "skipped"
         session = self._session(seen, fid, now)
@@ -114,12 +114,12 @@ class JobFires:
         job paused, saying why) when the job's session can run nothing any more."""
         job = seen.job
         if job.route.session_id is None:
-            return self.rt.store.run_session(job.id, fid, now)
+            return self.rt.store.jobs.run_session(job.id, fid, now)
         session = seen.session
         if session is not None and session.status == SessionStatus.ACTIVE:
             return session
         status = "gone" if session is None else session.status
-        self.rt.store.hold_job(
+        self.rt.store.jobs.hold_job(
             job.id, f"paused: its session {job.route.session_id} is {status}", now
         )
         return None

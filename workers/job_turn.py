@@ -71,7 +71,7 @@ class JobTurn(Turn[JobBegun]):
         """At the lock grant, one transaction: claim its fence, reserve the run, re-check it and
         start it (or give it back at once); None when it does not start (the index settled)."""
         rt, sid = self.rt, lease.session_id
-        begun = rt.store.begin_job_fire(
+        begun = rt.store.jobs.begin_job_fire(
             sid,
             lease.fence,
             fire.job_id,
@@ -162,7 +162,7 @@ class JobTurn(Turn[JobBegun]):
     def mark(self, lease: Lease, plan: JobBegun, composed: Composed) -> ReplyStart | None:
         assert composed.reply is not None
         rt, kind = self.rt, composed.reply.delivery.kind
-        rt.store.mark_delivering(
+        rt.store.ledger.mark_delivering(
             plan.started.run.key, lease.fence, rt.clock(), channel=self.io.channel.name, kind=kind
         )
         return ReplyStart(possible_repeat=False)  # a fire is sent by one grant only
@@ -186,7 +186,7 @@ class JobTurn(Turn[JobBegun]):
             reply = sent.reply.text
             failed = answer.failure is not None or outcome.state is DeliveryState.FAILED
             result = RunState.FAILED if failed else RunState.COMPLETED
-        finished = rt.store.finish_job_fire(
+        finished = rt.store.jobs.finish_job_fire(
             plan.started.run.key,
             result,
             lease.fence,
@@ -222,7 +222,7 @@ class JobTurn(Turn[JobBegun]):
         of = len(rt.settings.job_retry_ladder)
         detail = f"model unreachable, retry {rung} of {of} at {iso(retry_at)}: {answer.failure}"
         notice = f"⚠ Cron job {job_id}: {answer.failure} Trying again at {iso(retry_at)}."
-        finished = rt.store.retry_job_fire(
+        finished = rt.store.jobs.retry_job_fire(
             plan.started.run.key,
             lease.fence,
             now,
@@ -239,7 +239,7 @@ class JobTurn(Turn[JobBegun]):
         gateway_metrics().fires.labels(RunState.FAILED.value).inc()
         assert sent == 0  # a job turn stops only at a check before its one send
         with contextlib.suppress(StaleFence):
-            self.rt.store.settle_lost(
+            self.rt.store.ledger.settle_lost(
                 plan.started.run.key, lease.fence, self.rt.clock(), nothing_sent=True
             )
         if mark is not None:

@@ -115,9 +115,9 @@ class SessionLoop:
         """A drain's grant: claim the fence, then send the delivery retries now due, first
         (a drain is what beat asks for when one is due; fires never wait for them)."""
         sid, rt = lease.session_id, self.rt
-        claim = rt.store.claim_fence(sid, lease.fence, rt.clock(), retries=RETRIES_PER_GRANT)
+        claim = rt.store.ledger.claim_fence(sid, lease.fence, rt.clock(), retries=RETRIES_PER_GRANT)
         if claim.unknown:  # rare: the platform of the session, for the metric's label
-            label = self.user.io.label(rt.store.get_session(sid).platform)
+            label = self.user.io.label(rt.store.sessions.get_session(sid).platform)
             count_delivery(label, DeliveryState.UNKNOWN.value, claim.unknown)
         for record in claim.retries:
             retry = functools.partial(self.retrier.retry, lease, record)
@@ -192,7 +192,7 @@ class SessionLoop:
         """Redis lost its fence counter (or the lock moved on): catch up with SQL, start over."""
         rt, sid = self.rt, grant.session_id
         try:
-            rt.gate.seed(sid, rt.store.max_fence(sid))
+            rt.gate.seed(sid, rt.store.ledger.max_fence(sid))
             rt.gate.release(sid, grant.token)
             if rt.gate.backlog(sid):
                 self.dispatcher.drain(rt.worker, sid)

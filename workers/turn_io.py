@@ -181,7 +181,7 @@ class TurnIO:
         rt, why = self.rt, outcome.error.removeprefix("delivery failed: ")
         chat = None if outcome.reason in WHOLE_SESSION else address.chat
         try:
-            paused = rt.store.pause_for_route(session_id, chat, why, rt.clock())
+            paused = rt.store.heartbeats.pause_for_route(session_id, chat, why, rt.clock())
             if paused is not None:
                 rt.settle(session_id)
         except Exception as exc:  # the next fire fails the same way and pauses it then

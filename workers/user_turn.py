@@ -53,7 +53,7 @@ class UserTurn(Turn[Asked]):
         rt, io, sid = self.rt, self.io, lease.session_id
         try:
             # The message, its session and the history before it: one transaction.
-            read = rt.store.message_turn(message_id, sid, history=HISTORY_TURNS)
+            read = rt.store.messages.message_turn(message_id, sid, history=HISTORY_TURNS)
         except NotFound:
             return None
         message, session = read.message, read.session
@@ -100,7 +100,7 @@ class UserTurn(Turn[Asked]):
         # about to send (durable: a newer grant that finds it knows this one's outcome is
         # unknown) and the delivery records, pending.
         rt, channel = self.rt, self.io.label(plan.address.platform)
-        start = rt.store.begin_reply(
+        start = rt.store.ledger.begin_reply(
             lease.session_id,
             plan.message.key,
             lease.fence,
@@ -118,7 +118,7 @@ class UserTurn(Turn[Asked]):
         """An announcement is kept in SQL with its outcome (even when the turn fails
         afterwards: the change was made)."""
         rt = self.rt
-        rt.store.add_message(
+        rt.store.messages.add_message(
             lease.session_id,
             role="assistant",
             kind="notice",
@@ -141,7 +141,7 @@ class UserTurn(Turn[Asked]):
         delivered = outcome.state is not DeliveryState.FAILED
         # One fenced transaction: the reply, what the turn spent (a failed one included), the
         # delivery's outcome, and the message marked done.
-        rt.store.add_message(
+        rt.store.messages.add_message(
             sid,
             role="assistant",
             kind="assistant" if kind == "reply" and delivered else "notice",
@@ -169,7 +169,7 @@ class UserTurn(Turn[Asked]):
         keys = [f"{key}:notice:{n}" for n in range(1, len(plan.tools.announcements) + 1)]
         unsent = [*keys, key][sent:]
         try:
-            self.rt.store.drop_reply_mark(
+            self.rt.store.ledger.drop_reply_mark(
                 plan.message.key,
                 lease.fence,
                 mark.earlier,

@@ -65,7 +65,7 @@ class ApiContext:
         """The session, if this principal may see it; a stranger's answers like a missing one."""
         try:
             check_storable(session_id, "session id")
-            session = self.store.get_session(session_id)
+            session = self.store.sessions.get_session(session_id)
         except (NotFound, BadInput):
             raise not_found(session_id) from None
         if not principal.sees(session.owner):

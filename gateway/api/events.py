@@ -86,7 +86,7 @@ def _start(ctx: ApiContext, sid: str, after: int | None, last_event_id: str | No
         return ctx.ids.read(resume, "Last-Event-ID")
     if after is not None:
         return ctx.ids.read(after, "message id")
-    newest = ctx.store.list_messages(sid, limit=1)
+    newest = ctx.store.messages.list_messages(sid, limit=1)
     return newest[-1].id if newest else 0
 
 
@@ -195,22 +195,22 @@ def _sweep_once(ctx: ApiContext, marks: tuple[int, int] | None) -> tuple[int, in
     if marks is None:
         return _newest(ctx)
     older, newer = marks
-    found = ctx.store.sessions_with_messages_after(older)
+    found = ctx.store.messages.sessions_with_messages_after(older)
     ctx.waker.wake_sessions(found)
     return newer, max(newer, *found.values()) if found else newer
 
 
 def _newest(ctx: ApiContext) -> tuple[int, int]:
-    newest = ctx.store.newest_message_id()
+    newest = ctx.store.messages.newest_message_id()
     return newest, newest
 
 
 def _poll(ctx: ApiContext, sid: str, last: int) -> tuple[list[MessageView], str | None]:
     """The next messages, and the child id when the session was compressed meanwhile."""
-    batch = ctx.store.messages_after(sid, last, limit=BATCH)
-    session = ctx.store.get_session(sid)
+    batch = ctx.store.messages.messages_after(sid, last, limit=BATCH)
+    session = ctx.store.sessions.get_session(sid)
     if session.status == SessionStatus.CLOSED and session.closed_reason == ClosedReason.COMPRESSED:
-        child = ctx.store.resolve_active(sid)
+        child = ctx.store.sessions.resolve_active(sid)
         if child.id != sid:
             return batch, child.id
     return batch, None

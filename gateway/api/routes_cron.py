@@ -57,13 +57,13 @@ def add(body: JobSpec, ctx: Ctx, who: Who) -> dict[str, Any]:
     elif body.platform is not None:
         ctx.served.check(body.platform)  # no job for a route nobody delivers to
     if not who.admin:
-        check_job_quota(ctx.store, who.owner, ctx.settings.api_max_jobs_per_owner)
+        check_job_quota(ctx.store.jobs, who.owner, ctx.settings.api_max_jobs_per_owner)
     route = JobRoute(body.session_id, body.platform, body.chat, body.thread)
     text = exact_text(text, schedule, body.exact or not ctx.limits.jitter)
     new = NewJob(
         schedule, text, prompt, route, who.owner, body.model, body.times, MissedPolicy(body.missed)
     )
-    return _settled(ctx, ctx.store.create_job(new, now))
+    return _settled(ctx, ctx.store.jobs.create_job(new, now))
 
 
 @router.get("", responses=errors(422))
@@ -77,32 +77,32 @@ def list_jobs(
     where the next page starts, null on the last page."""
     if after is not None:
         check_storable(after, "after")
-    jobs = ctx.store.jobs(owner=_owner(who), after=after, limit=limit)
+    jobs = ctx.store.jobs.jobs(owner=_owner(who), after=after, limit=limit)
     next_after = jobs[-1].id if len(jobs) == limit else None
     return {"jobs": [j.to_json() for j in jobs], "next_after": next_after}
 
 
 @router.get("/{job_id}", responses=errors(404))
 def show(job_id: str, ctx: Ctx, who: Who) -> dict[str, Any]:
-    return ctx.store.job(job_id, owner=_owner(who)).to_json()
+    return ctx.store.jobs.job(job_id, owner=_owner(who)).to_json()
 
 
 @router.post("/{job_id}/pause", responses=errors(404, 409))
 def pause(job_id: str, ctx: Ctx, who: Who) -> dict[str, Any]:
     """Stop running it but keep it."""
-    return _settled(ctx, ctx.store.pause_job(job_id, ctx.clock(), owner=_owner(who)))
+    return _settled(ctx, ctx.store.jobs.pause_job(job_id, ctx.clock(), owner=_owner(who)))
 
 
 @router.post("/{job_id}/resume", responses=errors(404, 409))
 def resume(job_id: str, ctx: Ctx, who: Who) -> dict[str, Any]:
     """Run it again, re-anchored now (no catch-up for the paused time)."""
-    return _settled(ctx, ctx.store.resume_job(job_id, ctx.clock(), owner=_owner(who)))
+    return _settled(ctx, ctx.store.jobs.resume_job(job_id, ctx.clock(), owner=_owner(who)))
 
 
 @router.post("/{job_id}/cancel", responses=errors(404, 409))
 def cancel(job_id: str, ctx: Ctx, who: Who) -> dict[str, Any]:
     """End it for good; a second cancel is 409 "already cancelled"."""
-    return _settled(ctx, ctx.store.cancel_job(job_id, ctx.clock(), owner=_owner(who)))
+    return _settled(ctx, ctx.store.jobs.cancel_job(job_id, ctx.clock(), owner=_owner(who)))
 
 
 @router.delete("/{job_id}", responses=errors(404, 409))
@@ -114,4 +114,4 @@ def delete(job_id: str, ctx: Ctx, who: Who) -> dict[str, Any]:
 @router.get("/{job_id}/runs", responses=errors(404))
 def runs(job_id: str, ctx: Ctx, who: Who) -> list[dict[str, Any]]:
     """The job's runs in the ledger, oldest first: state, session, tokens, delivery."""
-    return [run_json(r, ctx.ids) for r in ctx.store.job_runs(job_id, owner=_owner(who))]
+    return [run_json(r, ctx.ids) for r in ctx.store.jobs.job_runs(job_id, owner=_owner(who))]

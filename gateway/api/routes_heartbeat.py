@@ -30,7 +30,7 @@ router = APIRouter(prefix="/v1/sessions/{session_id}/heartbeat", tags=["heartbea
 
 
 def _status(ctx: ApiContext, sid: str) -> dict[str, Any]:
-    status = replace(ctx.store.heartbeat_status(sid, ctx.clock()), busy=_busy(ctx, sid))
+    status = replace(ctx.store.heartbeats.heartbeat_status(sid, ctx.clock()), busy=_busy(ctx, sid))
     return {**status.to_json(), "emergency_stop": _estop(ctx, sid)}
 
 
@@ -56,12 +56,12 @@ def _estop(ctx: ApiContext, sid: str) -> bool | None:
 
 def _active(ctx: ApiContext, who: Principal, session_id: str) -> SessionView:
     ctx.session_for(who, session_id)
-    return ctx.store.resolve_active(session_id)
+    return ctx.store.sessions.resolve_active(session_id)
 
 
 def _apply(ctx: ApiContext, session: SessionView, command: Command) -> dict[str, Any]:
     reply = apply_command(
-        ctx.store,
+        ctx.store.heartbeats,
         session.id,
         command,
         ctx.clock(),
@@ -91,7 +91,7 @@ def put(session_id: str, body: HeartbeatSpec, ctx: Ctx, who: Who) -> dict[str, A
     command = _set_command(ctx, body)
     limit = ctx.settings.api_max_heartbeats_per_owner
     if limit and not who.admin and who.owner is not None:
-        count = ctx.store.count_live_heartbeats(who.owner, besides=session.id)
+        count = ctx.store.heartbeats.count_live_heartbeats(who.owner, besides=session.id)
         check_heartbeats(count, limit, who)
     return _apply(ctx, session, command)
 

@@ -88,15 +88,17 @@ def _heartbeat_quota(ctx: ApiContext, who: Principal, session_id: str, text: str
     except GrammarError:
         return  # the command's own answer says what is wrong with it
     if sets:
-        active = ctx.store.resolve_active(session_id).id
-        check_heartbeats(ctx.store.count_live_heartbeats(who.owner, besides=active), limit, who)
+        active = ctx.store.sessions.resolve_active(session_id).id
+        check_heartbeats(
+            ctx.store.heartbeats.count_live_heartbeats(who.owner, besides=active), limit, who
+        )
 
 
 def _command_failed(ctx: ApiContext, session_id: str, exc: BadInput) -> JSONResponse:
     """A command's error is its answer: the same sentence, as a reply and as an error."""
     ctx.metrics.commands.labels("false").inc()
     code = command_error_code(exc)
-    active = ctx.store.resolve_active(session_id).id
+    active = ctx.store.sessions.resolve_active(session_id).id
     sentence = str(exc)
     return JSONResponse(
         {
@@ -121,6 +123,6 @@ def list_messages(
     followed); ``next_after`` is where the next page starts, null on the last page."""
     ctx.session_for(who, session_id)
     start = ctx.ids.read(after, "message id")
-    messages = ctx.store.messages_after(session_id, start, limit=limit)
+    messages = ctx.store.messages.messages_after(session_id, start, limit=limit)
     next_after = ctx.ids.show(messages[-1].id) if len(messages) == limit else None
     return {"messages": [message_json(m, ctx.ids) for m in messages], "next_after": next_after}

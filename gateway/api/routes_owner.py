@@ -42,7 +42,7 @@ def _shown(ctx: ApiContext, budget: OwnerBudget) -> dict[str, Any]:
 @router.get("", responses=errors(404))
 def show(owner: str, ctx: Ctx, who: Who) -> dict[str, Any]:
     """The owner's default (``daily_tokens``, null: none) and the operator's."""
-    return _shown(ctx, ctx.store.owner_budget(_reachable(who, owner)))
+    return _shown(ctx, ctx.store.heartbeats.owner_budget(_reachable(who, owner)))
 
 
 @router.put("", responses=errors(404))
@@ -64,4 +64,4 @@ def delete(owner: str, ctx: Ctx, who: Who) -> dict[str, Any]:
 
 def _set(ctx: ApiContext, owner: str, tokens: int | None) -> dict[str, Any]:
     operator = ctx.settings.heartbeat_daily_tokens
-    return _shown(ctx, ctx.store.set_owner_budget(owner, tokens, operator, ctx.clock()))
+    return _shown(ctx, ctx.store.heartbeats.set_owner_budget(owner, tokens, operator, ctx.clock()))

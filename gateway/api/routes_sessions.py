@@ -42,8 +42,8 @@ def create_session(body: NewSession, ctx: Ctx, who: Who) -> JSONResponse:
     owner = body.owner if who.admin else who.owner
     if owner is not None and not who.admin:
         limit = ctx.settings.api_max_sessions_per_owner
-        check_sessions(ctx.store.count_open_sessions(owner) if limit else 0, limit, who)
-    session = ctx.store.create_session(
+        check_sessions(ctx.store.sessions.count_open_sessions(owner) if limit else 0, limit, who)
+    session = ctx.store.sessions.create_session(
         platform=body.platform, chat=body.chat, thread=body.thread, owner=owner, now=ctx.clock()
     )
     return JSONResponse(session_json(session), status_code=201)
@@ -60,7 +60,7 @@ def list_sessions(
     owner = None if who.admin else who.owner
     if after is not None:
         check_storable(after, "after")
-    sessions = ctx.store.list_sessions(owner=owner, after=after, limit=limit)
+    sessions = ctx.store.sessions.list_sessions(owner=owner, after=after, limit=limit)
     next_after = sessions[-1].id if len(sessions) == limit else None
     return {"sessions": [session_json(s) for s in sessions], "next_after": next_after}
 
@@ -69,7 +69,7 @@ def list_sessions(
 def show_session(session_id: str, ctx: Ctx, who: Who) -> dict[str, Any]:
     """The session, and ``active_id``: the session that continues it after compression."""
     session = ctx.session_for(who, session_id)
-    active = ctx.store.resolve_active(session.id)
+    active = ctx.store.sessions.resolve_active(session.id)
     return {**session_json(session), "active_id": active.id}
 
 
@@ -77,7 +77,7 @@ def show_session(session_id: str, ctx: Ctx, who: Who) -> dict[str, Any]:
 def compress(session_id: str, ctx: Ctx, who: Who) -> dict[str, Any]:
     """Continue the session under a new id (its heartbeat moves along); answers the child."""
     ctx.session_for(who, session_id)
-    child = ctx.store.compress(session_id, ctx.clock())
+    child = ctx.store.sessions.compress(session_id, ctx.clock())
     ctx.settle(session_id, child.id)
     ctx.wake_streams(session_id)  # its open event streams move to the child now
     reply = f"Session {session_id} continues as {child.id}; its heartbeat, if any, moved along."
@@ -88,7 +88,7 @@ def compress(session_id: str, ctx: Ctx, who: Who) -> dict[str, Any]:
 def reset(session_id: str, ctx: Ctx, who: Who) -> dict[str, Any]:
     """Start the conversation over; its heartbeat is cleared for good."""
     ctx.session_for(who, session_id)
-    session = ctx.store.reset(session_id, ctx.clock())
+    session = ctx.store.sessions.reset(session_id, ctx.clock())
     ctx.settle(session_id)
     reply = f"Session {session_id} was reset; its heartbeat, if any, is cleared."
     return {"session": session_json(session), "reply": reply}
@@ -98,7 +98,7 @@ def reset(session_id: str, ctx: Ctx, who: Who) -> dict[str, Any]:
 def suspend(session_id: str, ctx: Ctx, who: Who) -> dict[str, Any]:
     """Suspend the session; its heartbeat is cleared and not restored on resume."""
     ctx.session_for(who, session_id)
-    session = ctx.store.suspend(session_id, ctx.clock())
+    session = ctx.store.sessions.suspend(session_id, ctx.clock())
     ctx.settle(session_id)
     reply = f"Session {session_id} is suspended; its heartbeat, if any, is cleared."
     return {"session": session_json(session), "reply": reply}
@@ -108,7 +108,7 @@ def suspend(session_id: str, ctx: Ctx, who: Who) -> dict[str, Any]:
 def resume(session_id: str, ctx: Ctx, who: Who) -> dict[str, Any]:
     """Reopen a suspended session (without its old heartbeat)."""
     ctx.session_for(who, session_id)
-    session = ctx.store.resume_session(session_id, ctx.clock())
+    session = ctx.store.sessions.resume_session(session_id, ctx.clock())
     return {"session": session_json(session), "reply": f"Session {session_id} is active again."}
 
 
@@ -124,6 +124,6 @@ def runs(
     run id ``before``); ``next_before`` pages back to older runs, null on the oldest page."""
     ctx.session_for(who, session_id)
     below = None if before is None else ctx.ids.read(before, "run id")
-    page = ctx.store.runs_page(session_id, limit=limit, before=below)
+    page = ctx.store.ledger.runs_page(session_id, limit=limit, before=below)
     next_before = ctx.ids.show(page[0].id) if len(page) == limit else None
     return {"runs": [run_json(r, ctx.ids) for r in page], "next_before": next_before}

@@ -5,15 +5,16 @@ from __future__ import annotations
 from hbgw.core.clock import Clock, utcnow
 from hbgw.core.settings import Settings
 from hbgw.gateway.channels.registry import ChannelRegistry
-from hbgw.sessions.store import Store
+from hbgw.sessions.store import WebhookRoutes
 from hbgw.workers.ports import Address, Channel
 
 __all__ = ["Address", "Channel", "ChannelRegistry", "make_channel"]
 
 
 def make_channel(
-    settings: Settings, *, clock: Clock = utcnow, store: Store | None = None
+    settings: Settings, *, clock: Clock = utcnow, webhooks: WebhookRoutes | None = None
 ) -> ChannelRegistry:
     """The deployment's channel: each served platform's own, HBGW_CHANNEL for the rest
-    (``store``: where webhook sessions' URLs are read; unset, one is opened when needed)."""
-    return ChannelRegistry.from_settings(settings, clock=clock, store=store)
+    (``webhooks``: where webhook sessions' URLs are read; unset, a store is opened when
+    needed)."""
+    return ChannelRegistry.from_settings(settings, clock=clock, webhooks=webhooks)

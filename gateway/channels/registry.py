@@ -23,7 +23,7 @@ from hbgw.gateway.platforms.slack.channel import SlackChannel
 from hbgw.gateway.platforms.telegram.channel import TelegramChannel
 from hbgw.gateway.platforms.webhook.channel import WebhookChannel
 from hbgw.gateway.platforms.webhook.urls import StoredUrls
-from hbgw.sessions.store import Store
+from hbgw.sessions.store import WebhookRoutes
 from hbgw.workers.ports import Address, Channel, Receipt, SendGuard
 
 
@@ -38,9 +38,9 @@ class ChannelRegistry:
 
     @classmethod
     def from_settings(
-        cls, settings: Settings, *, clock: Clock = utcnow, store: Store | None = None
+        cls, settings: Settings, *, clock: Clock = utcnow, webhooks: WebhookRoutes | None = None
     ) -> ChannelRegistry:
-        """``store``: where a webhook session's URL is read (a worker's Runtime's)."""
+        """``webhooks``: where a webhook session's URL is read (a worker's Runtime's store)."""
         served = Served.from_settings(settings)
         own: dict[str, Channel] = {}
         if served.has_own_client("slack") and served.serves("slack"):
@@ -50,7 +50,7 @@ class ChannelRegistry:
         if served.has_own_client("discord") and served.serves("discord"):
             own["discord"] = DiscordChannel.from_settings(settings)
         if served.has_own_client("webhook") and served.serves("webhook"):
-            urls = StoredUrls(settings, store)
+            urls = StoredUrls(settings, webhooks)
             own["webhook"] = WebhookChannel.from_settings(settings, clock=clock, urls=urls)
         return cls(served, own, make_local_channel(settings, clock=clock))
 

@@ -56,7 +56,7 @@ def add(
     route = JobRoute(session, platform, chat, thread)
     schedule_text = exact_text(schedule_text, schedule, exact or not lim.jitter)
     new = NewJob(schedule, schedule_text, prompt, route, owner, model, times, MissedPolicy(missed))
-    job = open_store().create_job(new, at)
+    job = open_store().jobs.create_job(new, at)
     _sync(job.id)
     if as_json:
         out_json(job.to_json())
@@ -71,7 +71,7 @@ def list_(owner: str | None = OWNER, as_json: bool = JSON) -> None:
 
     store, jobs, after = open_store(), [], None
     while True:  # every page: the operator sees them all, however many
-        page = store.jobs(owner=owner, after=after)
+        page = store.jobs.jobs(owner=owner, after=after)
         jobs += page
         if len(page) < JOB_PAGE:
             break
@@ -95,7 +95,7 @@ def list_(owner: str | None = OWNER, as_json: bool = JSON) -> None:
 @app.command(cls=Command)
 def show(job_id: str = JOB, as_json: bool = JSON) -> None:
     """A job's schedule, target, state, runs so far and next time."""
-    job = open_store().job(job_id)
+    job = open_store().jobs.job(job_id)
     if as_json:
         out_json(job.to_json())
         return
@@ -128,7 +128,7 @@ def runs(job_id: str = JOB, as_json: bool = JSON) -> None:
     from hbgw.cli.common import aligned, delivery_cell, delivery_error
     from hbgw.core.clock import iso
 
-    rows = open_store().job_runs(job_id)
+    rows = open_store().jobs.job_runs(job_id)
     if as_json:
         out_json([r.to_json() for r in rows])
         return
@@ -148,7 +148,7 @@ def runs(job_id: str = JOB, as_json: bool = JSON) -> None:
 
 
 def _change(job_id: str, method: str, verb: str) -> None:
-    job = getattr(open_store(), method)(job_id, now())
+    job = getattr(open_store().jobs, method)(job_id, now())
     _sync(job_id)
     out(f"⏰ Cron job {job.id} {verb} ({_when(job)}).")
 

@@ -82,7 +82,7 @@ def wait_for_reply(
     """The reply, or None after ``timeout`` or as soon as ``held()`` (an emergency stop) says so."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        reply = store.reply_for(message_id)
+        reply = store.messages.reply_for(message_id)
         if reply is not None or held():
             return reply
         time.sleep(0.1)

@@ -146,10 +146,10 @@ def budget_(
     who = owner if owner is not None else local_owner(s)
     store = open_store()
     if tokens is None:
-        result = store.owner_budget(who)
+        result = store.heartbeats.owner_budget(who)
     else:
         chosen = parse_default_budget(tokens)
-        result = store.set_owner_budget(who, chosen, s.heartbeat_daily_tokens, now())
+        result = store.heartbeats.set_owner_budget(who, chosen, s.heartbeat_daily_tokens, now())
     if as_json:
         out_json({**result.to_json(), "operator_daily_tokens": s.heartbeat_daily_tokens})
     else:
@@ -169,7 +169,7 @@ def _policy(words: str, tz: str | None, budget: str | None) -> Policy:
 def _apply(session_id: str, command: HeartbeatCommand) -> None:
     from hbgw.sessions.heartbeat_commands import apply_command
 
-    out(apply_command(open_store(), session_id, command, now()))
+    out(apply_command(open_store().heartbeats, session_id, command, now()))
     sync_index(session_id)
 
 

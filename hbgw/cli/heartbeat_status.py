@@ -68,6 +68,6 @@ def _read(s: StoreSettings, session_id: str, now: datetime) -> HeartbeatStatusVi
         return quick
     store = open_store()
     try:
-        return store.heartbeat_status(session_id, now)
+        return store.heartbeats.heartbeat_status(session_id, now)
     finally:
         store.close()

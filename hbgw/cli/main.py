@@ -145,7 +145,7 @@ def send(
             out(result.text)
             return
         if result.duplicate:
-            reply = store.reply_for(result.message_id)
+            reply = store.messages.reply_for(result.message_id)
             if reply is not None and not no_wait:
                 print_reply(reply)
                 return
@@ -165,8 +165,8 @@ def runs(
     from hbgw.core.clock import iso
 
     store = open_store()
-    store.get_session(session_id)  # an unknown session is bad input, like everywhere else
-    rows = store.runs(session_id)
+    store.sessions.get_session(session_id)  # an unknown session is bad input, like everywhere else
+    rows = store.ledger.runs(session_id)
     if as_json:
         out_json([r.to_json() for r in rows])
         return

@@ -146,7 +146,7 @@ def estop(
     rt = Runtime.from_settings(settings())
     try:
         if session is not None:
-            rt.store.get_session(session)  # an unknown session is bad input, not a no-op
+            rt.store.sessions.get_session(session)  # an unknown session is bad input, not a no-op
         rt.gate.set_estop(switch == "on", session)
     finally:
         rt.close()

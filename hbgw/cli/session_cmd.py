@@ -33,7 +33,7 @@ def create(
     from hbgw.local_api import local_owner
 
     chosen = owner if owner is not None else local_owner(settings())
-    session = open_store().create_session(
+    session = open_store().sessions.create_session(
         platform=platform, chat=chat, thread=thread, owner=chosen, now=now()
     )
     out(session.id)
@@ -48,8 +48,8 @@ def show(
 ) -> None:
     """Show a session and its heartbeat."""
     store = open_store()
-    session = store.get_session(session_id)
-    status = store.heartbeat_status(session_id, now()).to_json()
+    session = store.sessions.get_session(session_id)
+    status = store.heartbeats.heartbeat_status(session_id, now()).to_json()
     if as_json:
         out_json({**session.to_json(), "heartbeat": status})
         return
@@ -73,7 +73,7 @@ def show(
 @app.command(cls=Command)
 def compress(session_id: str = SESSION) -> None:
     """Continue the session under a new id (its heartbeat moves along); prints the child id."""
-    child = open_store().compress(session_id, now())
+    child = open_store().sessions.compress(session_id, now())
     sync_index(session_id)
     sync_index(child.id)
     out(child.id)
@@ -82,7 +82,7 @@ def compress(session_id: str = SESSION) -> None:
 @app.command(cls=Command)
 def reset(session_id: str = SESSION) -> None:
     """Start the conversation over; its heartbeat is cleared for good."""
-    open_store().reset(session_id, now())
+    open_store().sessions.reset(session_id, now())
     sync_index(session_id)
     out(f"Session {session_id} was reset; its heartbeat, if any, is cleared.")
 
@@ -90,7 +90,7 @@ def reset(session_id: str = SESSION) -> None:
 @app.command(cls=Command)
 def switch(session_id: str = SESSION) -> None:
     """Move the chat to a new conversation; prints the new session id."""
-    new = open_store().switch(session_id, now())
+    new = open_store().sessions.switch(session_id, now())
     sync_index(session_id)
     out(new.id)
 
@@ -98,7 +98,7 @@ def switch(session_id: str = SESSION) -> None:
 @app.command(cls=Command)
 def suspend(session_id: str = SESSION) -> None:
     """Suspend the session; its heartbeat is cleared and not restored on resume."""
-    open_store().suspend(session_id, now())
+    open_store().sessions.suspend(session_id, now())
     sync_index(session_id)
     out(f"Session {session_id} is suspended; its heartbeat, if any, is cleared.")
 
@@ -106,5 +106,5 @@ def suspend(session_id: str = SESSION) -> None:
 @app.command(cls=Command)
 def resume(session_id: str = SESSION) -> None:
     """Reopen a suspended session (without its old heartbeat)."""
-    open_store().resume_session(session_id, now())
+    open_store().sessions.resume_session(session_id, now())
     out(f"Session {session_id} is active again.")

@@ -1,14 +1,31 @@
 """The typed store: every SQL statement of the project lives in ``sessions/``.
 
-``Store`` is the one façade; each concern lives in its own module and each public method is
-one transaction. Writes made by a running turn carry its fence: a write whose fence is not the
-session's newest is rejected, so a worker that lost its lock cannot change anything after the
-new owner has started.
+``Store`` is made of parts, one per concern, each an object over the one shared engine:
+
+- ``store.sessions``: sessions and their lifecycle (``SessionRecords``);
+- ``store.messages``: the inbox and the replies (``MessageRecords``);
+- ``store.heartbeats``: heartbeat settings and owner budgets (``Heartbeats``);
+- ``store.ledger``: the fire ledger and the heartbeat fire's turns (``Ledger``);
+- ``store.restore``: the two reads of beat's restore pass (``RestoreReads``);
+- ``store.deliveries``: delivery records and their retries (``Deliveries``);
+- ``store.webhooks``: the webhook URL of a session (``WebhookRoutes``);
+- ``store.jobs.jobs``: cron jobs and their turns (``Jobs``);
+- ``store.retention``: retiring old rows and the day partitions (``Housekeeping``).
+
+A unit is handed the part it uses, not the whole store. Each public method of a part is one
+transaction, declared with ``@transaction`` (``base``). Writes made by a running turn carry its
+fence: a write whose fence is not the session's newest is rejected, so a worker that lost its
+lock cannot change anything after the new owner has started.
 """
 
 from __future__ import annotations
 
+from typing import ClassVar
+
+from sqlalchemy import Engine
+
 from hbgw.sessions.db import ensure_schema, make_engine
+from hbgw.sessions.store.base import Database, Transactions
 from hbgw.sessions.store.deliveries import DeliveryRecords
 from hbgw.sessions.store.delivery_retries import DeliveryRetries
 from hbgw.sessions.store.fire_turns import FireTurns
@@ -25,22 +42,54 @@ from hbgw.sessions.store.session_records import SessionRecords
 from hbgw.sessions.store.webhook_routes import WebhookRoutes
 
 
-class Store(
-    SessionRecords,
-    MessageRecords,
-    HeartbeatRecords,
-    FireLedger,
-    FireTurns,
-    RestoreReads,
-    DeliveryRecords,
-    DeliveryRetries,
-    WebhookRoutes,
-    JobRecords,
-    JobTurns,
-    OwnerBudgets,
-    Retention,
-    Partitions,
-):
+class Heartbeats(HeartbeatRecords, OwnerBudgets):
+    """A session's heartbeat settings, and the owner budgets that bound them."""
+
+
+class Ledger(FireLedger, FireTurns):
+    """The fire ledger: runs, their delivery marks, fences, and the heartbeat fire's steps."""
+
+
+class Deliveries(DeliveryRecords, DeliveryRetries):
+    """Delivery records of sent replies, their stale sweep and their retries."""
+
+
+class Jobs(JobRecords, JobTurns):
+    """Cron jobs: their records and the steps of their fires."""
+
+
+class Housekeeping(Retention, Partitions):
+    """Retiring old runs and messages, and the day partitions of the ledger."""
+
+
+class Store:
+    """The parts of one database; ``PARTS`` names them for the tests that walk every step."""
+
+    PARTS: ClassVar[dict[str, type[Transactions]]] = {
+        "sessions": SessionRecords,
+        "messages": MessageRecords,
+        "heartbeats": Heartbeats,
+        "ledger": Ledger,
+        "restore": RestoreReads,
+        "deliveries": Deliveries,
+        "webhooks": WebhookRoutes,
+        "jobs": Jobs,
+        "retention": Housekeeping,
+    }
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        database = Database(engine)
+        self.sessions = SessionRecords(database)
+        self.messages = MessageRecords(database)
+        self.heartbeats = Heartbeats(database)
+        self.ledger = Ledger(database)
+        self.restore = RestoreReads(database)
+        self.deliveries = Deliveries(database)
+        self.webhooks = WebhookRoutes(database)
+        self.jobs = Jobs(database)
+        self.retention = Housekeeping(database)
+
     @classmethod
     def from_url(cls, url: str) -> Store:
         """Open a store; the embedded SQLite store migrates itself, others must be migrated."""
@@ -52,4 +101,15 @@ class Store(
         self.engine.dispose()
 
 
-__all__ = ["Store"]
+__all__ = [
+    "Deliveries",
+    "Heartbeats",
+    "Housekeeping",
+    "Jobs",
+    "Ledger",
+    "MessageRecords",
+    "RestoreReads",
+    "SessionRecords",
+    "Store",
+    "WebhookRoutes",
+]

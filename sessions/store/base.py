@@ -1,24 +1,25 @@
-"""What every concern of the store shares: one transaction per public method, and row lookups.
+"""What every part of the store shares: the transaction policy of its steps, and row lookups.
 
-Every public method of a concern is one transaction and is repeated, as a whole, when the
-database connection dropped before COMMIT: the server rolled the transaction back, so running
-it again is safe. A drop *during* COMMIT is ambiguous (it may have been saved): only methods
-marked ``@repeatable`` (their second run recognises the first) are repeated after one; any
-other raises ``OutcomeUnknown``. SQLite's "database is locked" (another connection held the
-write lock for longer than the busy timeout) is transient the same way: nothing was written,
-so the whole transaction is repeated, the same bounded number of times. Raw SQLAlchemy errors
-never leave the store: they become ``StoreError`` with one sentence.
+The store is made of parts (``store.sessions``, ``store.ledger``, …, see ``__init__``), each an
+object over one shared ``Database``. Every public method of a part is one transaction and says
+so with ``@transaction``: it is repeated, as a whole, when the database connection dropped
+before COMMIT (the server rolled the transaction back, so running it again is safe). A drop
+*during* COMMIT is ambiguous (it may have been saved): only steps declared
+``@transaction(repeatable=True)`` (their second run recognises the first) are repeated after
+one; any other raises ``OutcomeUnknown``. SQLite's "database is locked" (another connection
+held the write lock for longer than the busy timeout) is transient the same way: nothing was
+written, so the whole transaction is repeated, the same bounded number of times. Raw SQLAlchemy
+errors never leave the store: they become ``StoreError`` with one sentence.
 """
 
 from __future__ import annotations
 
 import functools
-import inspect
 import logging
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from datetime import date
-from typing import Any, TypeVar
+from typing import Any, ParamSpec, TypeVar, overload
 
 from sqlalchemy import Engine, event, select
 from sqlalchemy.exc import DBAPIError, OperationalError, SQLAlchemyError
@@ -35,13 +36,36 @@ log = logging.getLogger("hbgw.store")
 ATTEMPTS = 3
 BACKOFF = 0.1  # seconds before the second attempt, doubled before the third
 
-F = TypeVar("F", bound=Callable[..., Any])
+P = ParamSpec("P")
+R = TypeVar("R")
+
+# Set on a step by ``transaction``: the test of the parts finds every public method carries it.
+TRANSACTION = "_hbgw_transaction"
+REPEATABLE = "_hbgw_repeatable"
 
 
-def repeatable(method: F) -> F:
-    """Mark a store method whose second run after a committed first one is a harmless no-op."""
-    method._hbgw_repeatable = True  # type: ignore[attr-defined]
-    return method
+@overload
+def transaction(method: Callable[P, R], /) -> Callable[P, R]: ...
+@overload
+def transaction(*, repeatable: bool = False) -> Callable[[Callable[P, R]], Callable[P, R]]: ...
+def transaction(
+    method: Callable[P, R] | None = None, /, *, repeatable: bool = False
+) -> Callable[P, R] | Callable[[Callable[P, R]], Callable[P, R]]:
+    """Declare a public method of a store part one transaction, with the store's retry policy.
+
+    A failure before COMMIT (a dropped connection, SQLite's "database is locked") is repeated
+    as a whole, up to ``ATTEMPTS`` times: the server rolled it back. ``repeatable=True`` says
+    the step is also safe to repeat after a *cut-off COMMIT* — the connection dropped while
+    committing, so the first run may or may not be saved — because its second run recognises
+    a saved first one and changes nothing more (a fire id already begun, a turn already
+    finished, the same value set twice). Without it, a cut COMMIT raises ``OutcomeUnknown``
+    and the caller must check before trying again.
+    """
+
+    def declare(step: Callable[P, R]) -> Callable[P, R]:
+        return _retrying(step, repeat_after_commit=repeatable)
+
+    return declare if method is None else declare(method)
 
 
 class _CommitCut(Exception):
@@ -73,14 +97,8 @@ def _cause(exc: BaseException) -> str:
     return " ".join(str(orig).split()) or type(orig).__name__
 
 
-class Transactions:
-    """The base of every store concern: ``_transaction()`` is the only way to reach the rows."""
-
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        for name, member in list(vars(cls).items()):
-            if not name.startswith("_") and inspect.isfunction(member):
-                setattr(cls, name, _retrying(member))
+class Database:
+    """The engine and the one ORM session factory that every part of a store shares."""
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
@@ -89,7 +107,7 @@ class Transactions:
         event.listen(self._make_orm_session, "do_orm_execute", _note_dml)
 
     @contextmanager
-    def _transaction(self) -> Iterator[Session]:
+    def transaction(self) -> Iterator[Session]:
         # Leaving the ``with`` by an exception closes the session, which rolls back.
         with self._make_orm_session() as db:
             db.begin()
@@ -105,6 +123,18 @@ class Transactions:
                 raise
 
 
+class Transactions:
+    """The base of every store part: ``_transaction()`` is the only way to reach the rows, and
+    each public method is a step declared with ``@transaction``."""
+
+    def __init__(self, database: Database) -> None:
+        self.database = database
+        self.engine = database.engine
+
+    def _transaction(self) -> AbstractContextManager[Session]:
+        return self.database.transaction()
+
+
 def _note_write(db: Session, _context: Any) -> None:
     db.info["wrote"] = True
 
@@ -114,17 +144,14 @@ def _note_dml(state: ORMExecuteState) -> None:
         state.session.info["wrote"] = True
 
 
-def _retrying(method: Callable[..., Any]) -> Callable[..., Any]:
-    if getattr(method, "_hbgw_retrying", False):
-        return method
-    repeat_after_commit = bool(getattr(method, "_hbgw_repeatable", False))
+def _retrying(method: Callable[P, R], *, repeat_after_commit: bool) -> Callable[P, R]:
     what = method.__name__
 
     @functools.wraps(method)
-    def run(self: Transactions, *args: Any, **kwargs: Any) -> Any:
+    def run(*args: P.args, **kwargs: P.kwargs) -> R:
         for attempt in range(1, ATTEMPTS + 1):
             try:
-                return method(self, *args, **kwargs)
+                return method(*args, **kwargs)
             except _CommitCut as exc:
                 if not repeat_after_commit:
                     raise OutcomeUnknown(
@@ -148,7 +175,8 @@ def _retrying(method: Callable[..., Any]) -> Callable[..., Any]:
             pause(BACKOFF * 2 ** (attempt - 1))
         raise AssertionError("unreachable: the last attempt returns or raises")
 
-    run._hbgw_retrying = True  # type: ignore[attr-defined]
+    setattr(run, TRANSACTION, True)
+    setattr(run, REPEATABLE, repeat_after_commit)
     return run
 
 

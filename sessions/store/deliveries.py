@@ -22,7 +22,7 @@ from hbgw.core.clock import iso
 from hbgw.sessions.models import DELIVERY_ERROR_CHARS, PLATFORM_MESSAGE_ID_CHARS, DeliveryRow
 from hbgw.sessions.states import DeliveryState
 from hbgw.sessions.store import ledger_sql
-from hbgw.sessions.store.base import Transactions
+from hbgw.sessions.store.base import Transactions, transaction
 
 # What an unknown record says: the one fact known about it.
 CUT_OFF_ERROR = "cut off between the send and its record: it may have been sent"
@@ -286,6 +286,7 @@ def _bounded(text: str | None, limit: int) -> str | None:
 
 
 class DeliveryRecords(Transactions):
+    @transaction
     def stale_deliveries(self, before: datetime, limit: int | None = None) -> list[DeliveryView]:
         """User-turn deliveries, and retries of any, still pending since before ``before``,
         oldest first: candidates for ``settle_cut_off_delivery`` (a heartbeat's first attempt
@@ -303,6 +304,7 @@ class DeliveryRecords(Transactions):
             )
             return [delivery_view(r) for r in rows]
 
+    @transaction
     def settle_cut_off_delivery(
         self, delivery_id: int, fence: int, now: datetime
     ) -> DeliveryView | None:

@@ -21,7 +21,7 @@ from sqlalchemy.orm import Session
 
 from hbgw.sessions.models import DeliveryRow, SessionRow
 from hbgw.sessions.states import DeliveryState, SessionStatus
-from hbgw.sessions.store.base import Transactions, fenced_session_row
+from hbgw.sessions.store.base import Transactions, fenced_session_row, transaction
 from hbgw.sessions.store.deliveries import (
     DeliveryOutcome,
     DeliveryView,
@@ -60,6 +60,7 @@ def due_retries_in(db: Session, session_id: str, now: datetime, limit: int) -> l
 
 
 class DeliveryRetries(Transactions):
+    @transaction
     def sessions_with_due_retries(self, now: datetime, limit: int) -> list[str]:
         """Active sessions with a retrying delivery due by ``now``, the longest waiting first.
 
@@ -86,6 +87,7 @@ class DeliveryRetries(Transactions):
                 row.error = ENDED_BEFORE_RETRY
             return list(dict.fromkeys(due))
 
+    @transaction
     def begin_retry(self, delivery_id: int, fence: int, now: datetime) -> RetryAttempt | None:
         """The fenced mark before a retry's send: ``pending`` under the grant ``fence``, one
         more attempt. ``StaleFence`` when a newer grant holds the session; None when the record
@@ -105,6 +107,7 @@ class DeliveryRetries(Transactions):
             row.updated_at = now
             return RetryAttempt(delivery_view(row), session.platform)
 
+    @transaction
     def finish_retry(
         self, session_id: str, fence: int, outcome: DeliveryOutcome, now: datetime
     ) -> None:

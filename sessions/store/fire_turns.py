@@ -44,7 +44,7 @@ from hbgw.sessions.states import (
 )
 from hbgw.sessions.store import fire_rows as rows
 from hbgw.sessions.store import ledger_sql as sql
-from hbgw.sessions.store.base import Transactions, repeatable
+from hbgw.sessions.store.base import Transactions, transaction
 from hbgw.sessions.store.deliveries import DeliveryOutcome
 from hbgw.sessions.store.heartbeat_costs import tokens_on_day_in
 from hbgw.sessions.store.heartbeat_records import heartbeat_state
@@ -131,6 +131,7 @@ class Finished:
 
 
 class FireTurns(Transactions):
+    @transaction
     def admit_fires(self, fires: Sequence[tuple[str, str]]) -> list[FireAdmission | None]:
         """For each (session id, fire id): follow compression, look the fire up in the ledger,
         read the heartbeat; None for a session that does not exist. One read-only transaction
@@ -140,7 +141,7 @@ class FireTurns(Transactions):
         with self._transaction() as db:
             return _admissions_in(db, fires)
 
-    @repeatable
+    @transaction(repeatable=True)
     def begin_fire(
         self,
         session_id: str,
@@ -197,7 +198,7 @@ class FireTurns(Transactions):
             started = _start(db, session, values, row.id, admitted, start, now)
             return FireBegin(started, rows.index_due(session.status, started.state), unknown)
 
-    @repeatable
+    @transaction(repeatable=True)
     def finish_fire(
         self,
         run_key: RunKey,

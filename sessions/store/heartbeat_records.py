@@ -21,7 +21,13 @@ from hbgw.sessions.heartbeat_view import (
 )
 from hbgw.sessions.models import PAUSED_REASON_CHARS, HeartbeatRow, SessionRow
 from hbgw.sessions.states import HeartbeatStatus, SessionStatus
-from hbgw.sessions.store.base import Transactions, active_session_row, heartbeat_row, session_row
+from hbgw.sessions.store.base import (
+    Transactions,
+    active_session_row,
+    heartbeat_row,
+    session_row,
+    transaction,
+)
 from hbgw.sessions.store.heartbeat_costs import tokens_on_day_in
 from hbgw.sessions.store.owner_budgets import with_owner_budget
 from hbgw.sessions.validation import check_schedule_text, check_storable
@@ -110,12 +116,14 @@ def clear_departing(db: Session, session_id: str, now: datetime) -> None:
 
 
 class HeartbeatRecords(Transactions):
+    @transaction
     def get_heartbeat(self, session_id: str) -> hb.HeartbeatState | None:
         with self._transaction() as db:
             session_row(db, session_id)
             row = heartbeat_row(db, session_id)
             return heartbeat_state(row) if row else None
 
+    @transaction
     def heartbeat_status(self, session_id: str, now: datetime) -> HeartbeatStatusView:
         with self._transaction() as db:
             session_row(db, session_id)
@@ -125,6 +133,7 @@ class HeartbeatRecords(Transactions):
             spent = tokens_on_day_in(db, row.id, now)
             return HeartbeatStatusView(session_id, heartbeat_state(row), now, spent)
 
+    @transaction
     def set_heartbeat(
         self,
         session_id: str,
@@ -165,6 +174,7 @@ class HeartbeatRecords(Transactions):
             row.last_outcome = None
             return state
 
+    @transaction
     def count_live_heartbeats(self, owner: str, *, besides: str | None = None) -> int:
         """The owner's heartbeats not cleared (active or paused), ``besides`` that session's."""
         query = (
@@ -178,15 +188,19 @@ class HeartbeatRecords(Transactions):
         with self._transaction() as db:
             return int(db.scalar(query) or 0)
 
+    @transaction
     def pause_heartbeat(self, session_id: str, now: datetime) -> hb.HeartbeatState:
         return self._change(session_id, now, hb.pause)
 
+    @transaction
     def resume_heartbeat(self, session_id: str, now: datetime) -> hb.HeartbeatState:
         return self._change(session_id, now, hb.resume)
 
+    @transaction
     def clear_heartbeat(self, session_id: str, now: datetime) -> hb.HeartbeatState:
         return self._change(session_id, now, hb.clear)
 
+    @transaction
     def pause_for_route(
         self, session_id: str, chat: str | None, reason: str, now: datetime
     ) -> hb.HeartbeatState | None:

@@ -28,7 +28,7 @@ from hbgw.sessions.grammar.job_schedule import (
 )
 from hbgw.sessions.models import MODEL_CHARS, JobRow, RunRow
 from hbgw.sessions.states import JobStatus, MissedPolicy
-from hbgw.sessions.store.base import Transactions, active_session_row
+from hbgw.sessions.store.base import Transactions, active_session_row, transaction
 from hbgw.sessions.store.deliveries import deliveries_of_runs
 from hbgw.sessions.store.run_views import RunView, run_view
 from hbgw.sessions.validation import check_schedule_text, check_session_names, check_storable
@@ -122,6 +122,7 @@ class JobPage:
 
 
 class JobRecords(Transactions):
+    @transaction
     def create_job(self, new: NewJob, now: datetime) -> JobView:
         """Check everything first: a refused job stores nothing."""
         _check_new(new)
@@ -153,10 +154,12 @@ class JobRecords(Transactions):
             db.flush()
             return job_view(row)
 
+    @transaction
     def job(self, job_id: str, *, owner: str | None = None) -> JobView:
         with self._transaction() as db:
             return job_view(job_row(db, job_id, owner=owner))
 
+    @transaction
     def jobs(
         self,
         *,
@@ -186,6 +189,7 @@ class JobRecords(Transactions):
                 )
             return [job_view(r) for r in db.scalars(query)]
 
+    @transaction
     def count_live_jobs(self, owner: str) -> int:
         """The owner's jobs that may still run (active or paused): what the quota counts."""
         live = (JobStatus.ACTIVE, JobStatus.PAUSED)
@@ -194,16 +198,20 @@ class JobRecords(Transactions):
         with self._transaction() as db:
             return int(db.scalar(query) or 0)
 
+    @transaction
     def pause_job(self, job_id: str, now: datetime, *, owner: str | None = None) -> JobView:
         return self._change_job(job_id, jobs.pause, now, owner)
 
+    @transaction
     def resume_job(self, job_id: str, now: datetime, *, owner: str | None = None) -> JobView:
         return self._change_job(job_id, jobs.resume, now, owner)
 
+    @transaction
     def cancel_job(self, job_id: str, now: datetime, *, owner: str | None = None) -> JobView:
         """Cancelling a cancelled job says so (``InvalidState``), not "not found"."""
         return self._change_job(job_id, jobs.cancel, now, owner)
 
+    @transaction
     def job_runs(self, job_id: str, *, owner: str | None = None, limit: int = 100) -> list[RunView]:
         """The job's newest ``limit`` runs, oldest first, each with its delivery record."""
         with self._transaction() as db:
@@ -214,6 +222,7 @@ class JobRecords(Transactions):
             found = deliveries_of_runs(db, [r.id for r in views])
             return [dataclasses.replace(r, delivery=found.get(r.id)) for r in views]
 
+    @transaction
     def restorable_jobs_page(self, after: str, limit: int) -> JobPage:
         """Active jobs with an id above ``after`` and a due time, by id (keyset)."""
         with self._transaction() as db:

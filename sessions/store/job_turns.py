@@ -37,7 +37,7 @@ from hbgw.sessions.states import (
 from hbgw.sessions.store import fire_rows as rows
 from hbgw.sessions.store import job_rows, ledger_sql
 from hbgw.sessions.store import job_sql as sql
-from hbgw.sessions.store.base import Transactions, repeatable
+from hbgw.sessions.store.base import Transactions, transaction
 from hbgw.sessions.store.deliveries import DeliveryOutcome
 from hbgw.sessions.store.job_records import JobView, apply_job_state, job_row, job_state, job_view
 from hbgw.sessions.store.job_rows import JobNotStarted, JobStarted
@@ -98,6 +98,7 @@ def run_session_id(fire_id: str) -> str:
 
 
 class JobTurns(Transactions):
+    @transaction
     def admit_jobs(self, fires: Sequence[tuple[str, str]]) -> list[JobAdmission | None]:
         """For each (job id, fire id): the job, its target session, the ledger's run of the
         fire; None for a job that does not exist. One read-only transaction for the batch."""
@@ -106,6 +107,7 @@ class JobTurns(Transactions):
         with self._transaction() as db:
             return _job_admissions_in(db, fires)
 
+    @transaction
     def skip_missed_job(self, job_id: str, generation: int, now: datetime) -> JobView:
         """``MissedPolicy.SKIP``: the missed due times never run; due next after now."""
         with self._transaction() as db:
@@ -116,6 +118,7 @@ class JobTurns(Transactions):
                 row.last_outcome = "skipped missed runs"
             return job_view(row)
 
+    @transaction
     def hold_job(self, job_id: str, why: str, now: datetime) -> JobView:
         """The job's session can run nothing any more (closed, suspended): paused, saying why."""
         with self._transaction() as db:
@@ -126,6 +129,7 @@ class JobTurns(Transactions):
                 row.last_outcome = why[:255]
             return job_view(row)
 
+    @transaction
     def run_session(self, job_id: str, fire_id: str, now: datetime) -> SessionView:
         """The fresh session of this run of a routed job, made by the first call."""
         sid = run_session_id(fire_id)
@@ -157,7 +161,7 @@ class JobTurns(Transactions):
             db.flush()
             return session_view(row)
 
-    @repeatable
+    @transaction(repeatable=True)
     def begin_job_fire(
         self,
         session_id: str,
@@ -216,7 +220,7 @@ class JobTurns(Transactions):
             )
             return JobBegin(started, started.job, unknown)
 
-    @repeatable
+    @transaction(repeatable=True)
     def finish_job_fire(
         self,
         run_key: RunKey,
@@ -251,7 +255,7 @@ class JobTurns(Transactions):
             )  # fmt: skip
             return JobFinished(view, job)
 
-    @repeatable
+    @transaction(repeatable=True)
     def retry_job_fire(
         self,
         run_key: RunKey,

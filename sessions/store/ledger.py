@@ -32,9 +32,9 @@ from hbgw.sessions.store import ledger_sql as sql
 from hbgw.sessions.store.base import (
     Transactions,
     fenced_session_row,
-    repeatable,
     run_row,
     session_row,
+    transaction,
 )
 from hbgw.sessions.store.deliveries import (
     DeliveryView,
@@ -90,7 +90,7 @@ __all__ = [
 
 
 class FireLedger(Transactions):
-    @repeatable
+    @transaction(repeatable=True)
     def mark_delivering(
         self, run_key: RunKey, fence: int, now: datetime, *, channel: str, kind: str
     ) -> RunView:
@@ -116,7 +116,7 @@ class FireLedger(Transactions):
             conn.execute(sql.INSERT_DELIVERY, record)
             return rows.run_view_of(run, state=RunState.DELIVERING)
 
-    @repeatable
+    @transaction(repeatable=True)
     def settle_lost(
         self, run_key: RunKey, fence: int, now: datetime, *, nothing_sent: bool = False
     ) -> RunView | None:
@@ -134,7 +134,7 @@ class FireLedger(Transactions):
             settle_lost_run(db, run, now, nothing_sent=nothing_sent)
             return run_view(run)
 
-    @repeatable
+    @transaction(repeatable=True)
     def begin_reply(
         self,
         session_id: str,
@@ -173,6 +173,7 @@ class FireLedger(Transactions):
                 next_due=snapped.next_due if snapped else None,
             )
 
+    @transaction
     def drop_reply_mark(
         self,
         message_key: MessageKey,
@@ -199,6 +200,7 @@ class FireLedger(Transactions):
                 message.delivering_fence = earlier
             take_back_in(db, message_key.id, fence, unsent, now, earlier=earlier is not None)
 
+    @transaction
     def refund_orphan(self, run_key: RunKey, now: datetime) -> RunView | None:
         """Refund a reservation whose worker died before the agent started; None if it moved on."""
         with self._transaction() as db:
@@ -208,6 +210,7 @@ class FireLedger(Transactions):
             refund_run(db, run, RefundReason.ORPHANED, now)
             return run_view(run)
 
+    @transaction
     def settle_cut_off(self, run_key: RunKey, now: datetime) -> RunView | None:
         """End ``failed`` a run whose turn was cut off and whose session got no grant since;
         None if it moved on (finished, or a newer grant settled it)."""
@@ -219,6 +222,7 @@ class FireLedger(Transactions):
             settle_lost_run(db, run, now, cut_off=True)
             return run_view(run)
 
+    @transaction
     def stale_turns(self, before: datetime, limit: int | None = None) -> list[RunView]:
         """Runs still in their turn (started or delivering) since before ``before``, oldest
         first: candidates for ``settle_cut_off``; at most ``limit``."""
@@ -231,6 +235,7 @@ class FireLedger(Transactions):
             )
             return [run_view(r) for r in rows]
 
+    @transaction
     def stale_reservations(self, before: datetime, limit: int | None = None) -> list[RunView]:
         """Runs still ``reserved`` since before ``before``, oldest first: candidates for
         ``refund_orphan``; at most ``limit`` (the rest on a later pass)."""
@@ -243,6 +248,7 @@ class FireLedger(Transactions):
             )
             return [run_view(r) for r in rows]
 
+    @transaction
     def claim_fence(
         self, session_id: str, fence: int, now: datetime, *, retries: int = 0
     ) -> FenceClaim:
@@ -259,6 +265,7 @@ class FireLedger(Transactions):
             due = due_retries_in(db, session_id, now, retries) if retries else []
             return FenceClaim(unknown, due)
 
+    @transaction
     def runs(self, session_id: str | None = None) -> list[RunView]:
         """Runs, oldest first, each with its delivery record (if it has one)."""
         with self._transaction() as db:
@@ -267,6 +274,7 @@ class FireLedger(Transactions):
                 query = query.where(RunRow.session_id == session_id)
             return _with_deliveries(db, [run_view(r) for r in db.scalars(query)])
 
+    @transaction
     def runs_page(self, session_id: str, *, limit: int, before: int | None = None) -> list[RunView]:
         """The session's newest ``limit`` runs with an id below ``before``, oldest first: one
         LIMITed query (an index on session_id), never the whole ledger."""
@@ -277,11 +285,13 @@ class FireLedger(Transactions):
             rows = list(db.scalars(query.order_by(RunRow.id.desc()).limit(limit)))
             return _with_deliveries(db, [run_view(r) for r in reversed(rows)])
 
+    @transaction
     def audit_snapshot(self) -> LedgerSnapshot:
         """Everything the invariant check compares, read from one snapshot of the database."""
         with self._transaction() as db:
             return read_snapshot(db)
 
+    @transaction
     def max_fence(self, session_id: str) -> int:
         """The highest fence SQL knows for the session: what Redis reseeds from."""
         with self._transaction() as db:

@@ -19,7 +19,7 @@ from hbgw.core.errors import NotFound
 from hbgw.core.usage import TokenUsage, usage_of
 from hbgw.sessions.models import MODEL_CHARS, MessageRow, SessionRow
 from hbgw.sessions.states import MessageState
-from hbgw.sessions.store.base import Transactions, fenced_session_row, session_row
+from hbgw.sessions.store.base import Transactions, fenced_session_row, session_row, transaction
 from hbgw.sessions.store.deliveries import DeliveryOutcome, record_outcome_in
 from hbgw.sessions.store.session_records import SessionView, session_view
 from hbgw.sessions.validation import check_idempotency_key, check_user_text
@@ -115,6 +115,7 @@ def message_view(row: MessageRow | Row[Any]) -> MessageView:
 
 
 class MessageRecords(Transactions):
+    @transaction
     def add_message(
         self,
         session_id: str,
@@ -165,6 +166,7 @@ class MessageRecords(Transactions):
             db.flush()
             return message_view(row)
 
+    @transaction
     def accept_message(
         self, session_id: str, text: str, *, now: datetime, idempotency_key: str
     ) -> Accepted:
@@ -192,6 +194,7 @@ class MessageRecords(Transactions):
             db.flush()
             return Accepted(message_view(row), duplicate=False)
 
+    @transaction
     def message_turn(self, message_id: int, session_id: str, *, history: int) -> MessageTurn:
         """What a user turn reads before its agent, in one transaction: the message, the
         session it is answered in and the last ``history`` messages before it, oldest first."""
@@ -211,6 +214,7 @@ class MessageRecords(Transactions):
             earlier = tuple(message_view(r) for r in reversed(list(before)))
             return MessageTurn(message_view(row), session, earlier)
 
+    @transaction
     def reply_for(self, message_id: int) -> MessageView | None:
         """The assistant reply or notice answering a user message, once there is one."""
         with self._transaction() as db:
@@ -219,6 +223,7 @@ class MessageRecords(Transactions):
             ).first()
             return message_view(row) if row else None
 
+    @transaction
     def list_messages(
         self, session_id: str, *, limit: int = 100, before: int | None = None
     ) -> list[MessageView]:
@@ -230,6 +235,7 @@ class MessageRecords(Transactions):
             rows = db.scalars(query.order_by(MessageRow.id.desc()).limit(limit))
             return [message_view(r) for r in reversed(list(rows))]
 
+    @transaction
     def messages_after(self, session_id: str, after: int, *, limit: int) -> list[MessageView]:
         """The session's messages with an id above ``after``, oldest first (pages, streams)."""
         with self._transaction() as db:
@@ -241,11 +247,13 @@ class MessageRecords(Transactions):
             )
             return [message_view(r) for r in rows]
 
+    @transaction
     def newest_message_id(self) -> int:
         """The highest message id there is (0 without messages): where a sweep starts."""
         with self._transaction() as db:
             return int(db.scalar(select(func.max(MessageRow.id))) or 0)
 
+    @transaction
     def sessions_with_messages_after(self, after: int) -> dict[str, int]:
         """Each session's newest message id above ``after``: the event streams' sweep for a
         wake-up lost, one indexed range read of the primary key for a whole API process."""

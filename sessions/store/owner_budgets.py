@@ -18,7 +18,7 @@ from hbgw.sessions.grammar.costs import BudgetSource
 from hbgw.sessions.grammar.policy import Policy
 from hbgw.sessions.models import HeartbeatRow, OwnerBudgetRow, SessionRow
 from hbgw.sessions.states import HeartbeatStatus
-from hbgw.sessions.store.base import Transactions, repeatable
+from hbgw.sessions.store.base import Transactions, transaction
 from hbgw.sessions.validation import OWNER_CHARS, check_name
 
 
@@ -60,13 +60,14 @@ def _owners_followers(owner: str) -> list[ColumnElement[bool]]:
 
 
 class OwnerBudgets(Transactions):
+    @transaction
     def owner_budget(self, owner: str) -> OwnerBudget:
         check_name(owner, "owner", OWNER_CHARS)
         with self._transaction() as db:
             row = db.get(OwnerBudgetRow, owner)
             return OwnerBudget(owner, row.daily_tokens if row else None, _count(db, owner))
 
-    @repeatable  # the same default twice leaves the same rows
+    @transaction(repeatable=True)  # the same default twice leaves the same rows
     def set_owner_budget(
         self, owner: str, tokens: int | None, operator_default: int | None, now: datetime
     ) -> OwnerBudget:

@@ -19,7 +19,7 @@ from typing import Any
 from sqlalchemy import Connection, text
 
 from hbgw.sessions.states import SETTLED, DeliveryState, MessageState, RunState, SessionStatus
-from hbgw.sessions.store.base import Transactions
+from hbgw.sessions.store.base import Transactions, transaction
 
 # Table: its partition key. Partitions are named <table>_pYYYYMMDD, <table>_default.
 PARTITIONED = {"heartbeat_runs": "fire_day", "messages": "created_at"}
@@ -103,6 +103,7 @@ class Partitions(Transactions):
         """Whether this database partitions the ledger (PostgreSQL at 0017 or later)."""
         return self.engine.dialect.name == "postgresql"
 
+    @transaction
     def add_partitions(self, first: date, last: date) -> int:
         """Create the day partitions of both tables from ``first`` to ``last`` (inclusive) that
         are missing, one transaction each; how many were created."""
@@ -117,12 +118,14 @@ class Partitions(Transactions):
             day += timedelta(days=1)
         return created
 
+    @transaction
     def drop_runs_partitions(self, before: datetime, limit: int) -> Dropped:
         """Drop up to ``limit`` run partitions whose days all end by ``before``, their delivery
         records with them, once none of their runs must be kept (retention.py's rules); each
         partition's counted runs are added to their heartbeats' ``retired_runs`` first."""
         return self._drop("heartbeat_runs", before, limit, _drop_runs)
 
+    @transaction
     def drop_messages_partitions(self, before: datetime, limit: int) -> Dropped:
         """As ``drop_runs_partitions``, for the messages past retention."""
         return self._drop("messages", before, limit, _drop_messages)

@@ -16,7 +16,7 @@ from sqlalchemy import and_, or_, select
 
 from hbgw.sessions.models import HeartbeatRow, MessageRow, SessionRow
 from hbgw.sessions.states import ClosedReason, HeartbeatStatus, MessageState, SessionStatus
-from hbgw.sessions.store.base import Transactions
+from hbgw.sessions.store.base import Transactions, transaction
 
 
 @dataclass(frozen=True)
@@ -48,6 +48,7 @@ def _check_limit(limit: int) -> None:
 
 
 class RestoreReads(Transactions):
+    @transaction
     def restorable_page(self, after: str, limit: int) -> RestorablePage:
         """Active heartbeats of active sessions with a session id above ``after``, by id.
 
@@ -79,6 +80,7 @@ class RestoreReads(Transactions):
         ]
         return RestorablePage(entries, len(rows), rows[-1][0] if rows else "")
 
+    @transaction
     def queued_page(self, after_id: int, limit: int) -> QueuedPage:
         """Queued user messages with an id above ``after_id`` of the sessions that answer them.
 

@@ -30,13 +30,14 @@ from hbgw.sessions.states import (
     RunState,
     SessionStatus,
 )
-from hbgw.sessions.store.base import Transactions
+from hbgw.sessions.store.base import Transactions, transaction
 
 OPEN_DELIVERIES = (DeliveryState.PENDING, DeliveryState.RETRYING)
 IN_FLIGHT = (RunState.RESERVED, *IN_TURN)
 
 
 class Retention(Transactions):
+    @transaction
     def retire_runs(self, before: datetime, limit: int) -> int:
         """Delete up to ``limit`` settled runs reserved before ``before``, oldest first, with
         their delivery records; the number deleted (fewer than ``limit``: none left)."""
@@ -49,6 +50,7 @@ class Retention(Transactions):
             db.execute(delete(RunRow).where(RunRow.id.in_(ids)))
             return len(ids)
 
+    @transaction
     def retire_messages(self, before: datetime, limit: int) -> int:
         """Delete up to ``limit`` answered messages created before ``before``, oldest first,
         with their delivery records; the number deleted."""

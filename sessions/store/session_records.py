@@ -14,7 +14,13 @@ from hbgw.core.clock import iso
 from hbgw.core.errors import InvalidState
 from hbgw.sessions.models import JobRow, RunRow, SessionRow
 from hbgw.sessions.states import ClosedReason, SessionStatus
-from hbgw.sessions.store.base import Transactions, active_session_row, heartbeat_row, session_row
+from hbgw.sessions.store.base import (
+    Transactions,
+    active_session_row,
+    heartbeat_row,
+    session_row,
+    transaction,
+)
 from hbgw.sessions.store.heartbeat_records import clear_departing
 from hbgw.sessions.validation import check_session_names
 
@@ -68,6 +74,7 @@ def session_view(row: SessionRow | Row[Any]) -> SessionView:
 
 
 class SessionRecords(Transactions):
+    @transaction
     def create_session(
         self,
         *,
@@ -82,6 +89,7 @@ class SessionRecords(Transactions):
             row = _new_session(db, platform, chat, thread, owner, now, parent_id=None)
             return session_view(row)
 
+    @transaction
     def session_at(
         self,
         *,
@@ -128,10 +136,12 @@ class SessionRecords(Transactions):
                 row = _new_session(db, platform, chat, thread, owner, now, parent_id=None)
             return session_view(row)
 
+    @transaction
     def get_session(self, session_id: str) -> SessionView:
         with self._transaction() as db:
             return session_view(session_row(db, session_id))
 
+    @transaction
     def list_sessions(
         self, *, owner: str | None = None, after: str | None = None, limit: int = 100
     ) -> list[SessionView]:
@@ -144,6 +154,7 @@ class SessionRecords(Transactions):
                 query = query.where(SessionRow.id > after)
             return [session_view(r) for r in db.scalars(query)]
 
+    @transaction
     def count_open_sessions(self, owner: str) -> int:
         """The owner's sessions not closed (active or suspended): what a quota counts."""
         with self._transaction() as db:
@@ -152,11 +163,13 @@ class SessionRecords(Transactions):
             )
             return int(db.scalar(query) or 0)
 
+    @transaction
     def resolve_active(self, session_id: str) -> SessionView:
         """Follow compression to the session that now continues this conversation."""
         with self._transaction() as db:
             return session_view(resolve_active_row(db, session_id))
 
+    @transaction
     def compress(self, session_id: str, now: datetime) -> SessionView:
         """Continue the conversation under a new id; the heartbeat moves along intact."""
         with self._transaction() as db:
@@ -172,6 +185,7 @@ class SessionRecords(Transactions):
                 row.updated_at = now
             return session_view(child)
 
+    @transaction
     def reset(self, session_id: str, now: datetime) -> SessionView:
         """Start the conversation over: its heartbeat is cleared and never comes back."""
         with self._transaction() as db:
@@ -181,6 +195,7 @@ class SessionRecords(Transactions):
             clear_departing(db, session_id, now)
             return session_view(session)
 
+    @transaction
     def switch(self, session_id: str, now: datetime) -> SessionView:
         """The chat moves to a new conversation; the departing one keeps no heartbeat."""
         with self._transaction() as db:
@@ -191,6 +206,7 @@ class SessionRecords(Transactions):
             clear_departing(db, session_id, now)
             return session_view(new)
 
+    @transaction
     def suspend(self, session_id: str, now: datetime) -> SessionView:
         with self._transaction() as db:
             session = active_session_row(db, session_id, "suspend")
@@ -199,6 +215,7 @@ class SessionRecords(Transactions):
             clear_departing(db, session_id, now)
             return session_view(session)
 
+    @transaction
     def resume_session(self, session_id: str, now: datetime) -> SessionView:
         """Open a suspended conversation again; its old heartbeat stays cleared."""
         with self._transaction() as db:

@@ -9,17 +9,18 @@ from datetime import datetime
 from hbgw.core.errors import BadInput
 from hbgw.core.webhook_url import webhook_url_problem
 from hbgw.sessions.models import SessionRow
-from hbgw.sessions.store.base import Transactions, repeatable, session_row
+from hbgw.sessions.store.base import Transactions, session_row, transaction
 
 
 class WebhookRoutes(Transactions):
+    @transaction
     def webhook_url(self, session_id: str) -> str | None:
         """The URL on the session's record; None when it has none (or is gone)."""
         with self._transaction() as db:
             row = db.get(SessionRow, session_id)
             return row.webhook_url if row is not None else None
 
-    @repeatable  # setting the same URL twice leaves the same row
+    @transaction(repeatable=True)  # setting the same URL twice leaves the same row
     def set_webhook_url(self, session_id: str, url: str | None, now: datetime) -> str | None:
         """Keep ``url`` (None: forget it) on the session; ``BadInput`` when it is not postable."""
         if url is not None:

@@ -105,7 +105,7 @@ class Discord:
         return self.post(json.dumps(payload).encode(), **kw)
 
     def session(self, *, thread: bool) -> str:
-        found = self.gw.store.session_at(
+        found = self.gw.store.sessions.session_at(
             platform="discord",
             chat=CHANNEL,
             thread=THREAD if thread else None,

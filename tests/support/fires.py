@@ -26,7 +26,7 @@ PROMPT = "check CI"
 
 def due_fire(store: Store, sid: str, now: datetime) -> tuple[str, int]:
     """The fire id and due time (ms) of the heartbeat's next due fire."""
-    due = store.heartbeat_status(sid, now).next_due
+    due = store.heartbeats.heartbeat_status(sid, now).next_due
     assert due is not None, f"{sid} has no due heartbeat"
     return fire_id(sid, to_ms(due)), to_ms(due)
 
@@ -45,13 +45,13 @@ def begin(
     starts it, or gives it back at once."""
     fid, due_ms = due_fire(store, sid, now)
     start = FireStart(
-        store.get_session(sid).conversation,
+        store.sessions.get_session(sid).conversation,
         lambda _state: PROMPT,
         history,
         refusal=refusal,
         worker="w1",
     )
-    return store.begin_fire(sid, fence, fid, due_ms, now, start)
+    return store.ledger.begin_fire(sid, fence, fid, due_ms, now, start)
 
 
 def start(store: Store, sid: str, fence: int, now: datetime) -> RunView:
@@ -65,12 +65,14 @@ def finish(
     store: Store, run_key: RunKey, outcome: RunState, fence: int, now: datetime, reply: str = "ok"
 ) -> RunView:
     """The started run ends with ``outcome``; its reply is stored with it."""
-    return store.finish_fire(run_key, outcome, fence, now, reply=reply, reply_kind="assistant").run
+    return store.ledger.finish_fire(
+        run_key, outcome, fence, now, reply=reply, reply_kind="assistant"
+    ).run
 
 
 def restorable(store: Store) -> list[RestoreEntry]:
     """Every restorable heartbeat, as beat's restore pass reads them (one large page)."""
-    page = store.restorable_page("", 1000)
+    page = store.restore.restorable_page("", 1000)
     assert page.rows < 1000, "a test made more heartbeats than one page holds"
     return page.entries
 
@@ -78,17 +80,24 @@ def restorable(store: Store) -> list[RestoreEntry]:
 VANISHED_LEASE_MS = 100  # the vanished worker's lock lease
 
 
-def vanished_turn(gw: Gateway, started_at: datetime, *, delivering: bool = False) -> RunView:
-    """A run started by a worker that then disappeared, its lock left to expire."""
+def vanished_turn(
+    gw: Gateway,
+    started_at: datetime,
+    *,
+    delivering: bool = False,
+    lease_ms: int = VANISHED_LEASE_MS,
+) -> RunView:
+    """A run started by a worker that then disappeared, its lock left to expire (``lease_ms``:
+    longer for a turn that is alive after all, so its lock is held from the start)."""
     sid = gw.session()
     gw.due_now(sid, missed=int((utcnow() - started_at).total_seconds()) // 60 + 1)
     due = gw.rt.index.due_ms(sid)
     assert due is not None
-    begun = gw.rt.gate.try_begin_fire(sid, fire_id(sid, due), "vanished-worker", VANISHED_LEASE_MS)
+    begun = gw.rt.gate.try_begin_fire(sid, fire_id(sid, due), "vanished-worker", lease_ms)
     assert isinstance(begun, Began)
     run = start(gw.store, sid, begun.fence, started_at)
     if delivering:
-        run = gw.store.mark_delivering(
+        run = gw.store.ledger.mark_delivering(
             run.key, begun.fence, started_at, channel="file", kind="heartbeat"
         )
     return run

@@ -129,7 +129,7 @@ class Gateway:
     # -- driving ----------------------------------------------------------------------------
 
     def session(self, *, chat: str = "C1", thread: str | None = "T1") -> str:
-        return self.store.create_session(
+        return self.store.sessions.create_session(
             platform="slack", chat=chat, thread=thread, now=utcnow()
         ).id
 
@@ -142,7 +142,7 @@ class Gateway:
         set_at: datetime | None = None,
     ) -> None:
         """Set a heartbeat as if at ``set_at`` (backdating instead of sleeping)."""
-        self.store.set_heartbeat(
+        self.store.heartbeats.set_heartbeat(
             sid,
             schedule=IntervalSchedule(seconds),
             schedule_text=f"every {seconds}s",
@@ -165,11 +165,11 @@ class Gateway:
         return self.beat.tick()
 
     def runs(self, sid: str | None = None) -> list[Any]:
-        return self.store.runs(sid)
+        return self.store.ledger.runs(sid)
 
     def final_runs(self, sid: str, count: int = 1, timeout: float = 20.0) -> list[Any]:
         def done() -> list[Any] | None:
-            runs = [r for r in self.store.runs(sid) if r.state in SETTLED]
+            runs = [r for r in self.store.ledger.runs(sid) if r.state in SETTLED]
             return runs if len(runs) >= count else None
 
         return wait_until(done, timeout, f"{count} finished runs of {sid}")  # type: ignore[no-any-return]

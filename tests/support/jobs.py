@@ -33,7 +33,7 @@ def add_job(
     route = JobRoute(session_id=session) if session else JobRoute(platform="slack", chat="CJ")
     # As the surfaces store it: HBGW_JITTER=false (the harness) marks a repeating job exact.
     text = exact_text(schedule, parsed, not gw.settings.jitter)
-    job = gw.store.create_job(
+    job = gw.store.jobs.create_job(
         NewJob(parsed, text, prompt, route, model=model, times=times, missed_policy=missed),
         at,
     )
@@ -49,7 +49,7 @@ def job_runs(gw: Gateway, job_id: str, count: int = 1, timeout: float = 20.0) ->
     """The job's runs once ``count`` of them are settled."""
 
     def done() -> list[Any] | None:
-        runs = [r for r in gw.store.job_runs(job_id) if r.state in SETTLED]
+        runs = [r for r in gw.store.jobs.job_runs(job_id) if r.state in SETTLED]
         return runs if len(runs) >= count else None
 
     return wait_until(done, timeout, f"{count} finished runs of job {job_id}")  # type: ignore[no-any-return]

@@ -25,8 +25,8 @@ class Week:
 
 
 def heartbeat_session(store: Store, chat: str, seconds: int, now: datetime) -> str:
-    sid = store.create_session(platform="slack", chat=chat, thread=None, now=now).id
-    store.set_heartbeat(
+    sid = store.sessions.create_session(platform="slack", chat=chat, thread=None, now=now).id
+    store.heartbeats.set_heartbeat(
         sid,
         schedule=IntervalSchedule(seconds=seconds),
         schedule_text=f"every {seconds}s",
@@ -41,10 +41,10 @@ def fire_once(store: Store, sid: str, fence: int, now: datetime, reply: str = "o
     fid, _due_ms = due_fire(store, sid, now)
     at = now
     run = start(store, sid, fence, at)
-    store.mark_delivering(run.key, fence, at, channel="file", kind="heartbeat")
+    store.ledger.mark_delivering(run.key, fence, at, channel="file", kind="heartbeat")
     done = at + timedelta(seconds=1)
     sent = DeliveryOutcome(fid, DeliveryState.SENT, platform_message_id=str(fence))
-    store.finish_fire(
+    store.ledger.finish_fire(
         run.key,
         RunState.COMPLETED,
         fence,

@@ -13,8 +13,10 @@ from hbgw.state.runtime import Runtime
 def make_restorer(
     rt: Runtime, *, store: Store | None = None, page: int = 1000, slack_ms: int = 0
 ) -> Restorer:
+    store = store or rt.store
     return Restorer(
-        store or rt.store,
+        store.restore,
+        store.jobs,
         rt.index,
         rt.gate,
         RestoreSweep(rt.client, rt.keys),

@@ -46,7 +46,7 @@ def started_run(gw: Gateway, sid: str, what: str) -> RunView:
     runs: list[RunView] = wait_until(
         lambda: (
             [r for r in gw.runs(sid) if r.state == RunState.STARTED]
-            if gw.store.list_messages(sid)
+            if gw.store.messages.list_messages(sid)
             else None
         ),
         what=what,

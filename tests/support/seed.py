@@ -11,8 +11,8 @@ T0 = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 
 
 def make_session_with_heartbeat(store: Store, *, seconds: int = 600, now: datetime = T0) -> str:
-    session = store.create_session(platform="slack", chat="C1", thread="T1", now=now)
-    store.set_heartbeat(
+    session = store.sessions.create_session(platform="slack", chat="C1", thread="T1", now=now)
+    store.heartbeats.set_heartbeat(
         session.id,
         schedule=IntervalSchedule(seconds=seconds),
         schedule_text=f"every {seconds}s",

@@ -97,7 +97,7 @@ class Telegram:
         return self.post(json.dumps(update).encode(), **kw)
 
     def session(self, chat: int = GROUP, topic: int | None = TOPIC) -> str:
-        found = self.gw.store.session_at(
+        found = self.gw.store.sessions.session_at(
             platform="telegram",
             chat=str(chat),
             thread=None if topic is None else str(topic),

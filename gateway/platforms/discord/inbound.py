@@ -28,7 +28,7 @@ FOLLOW_UP_PAUSE = 0.5
 
 
 def session_of(ctx: ApiContext, interaction: Interaction) -> SessionView:
-    session = ctx.store.session_at(
+    session = ctx.store.sessions.session_at(
         platform=PLATFORM,
         chat=interaction.chat,
         thread=interaction.thread,

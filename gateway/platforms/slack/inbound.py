@@ -41,7 +41,7 @@ def take_event(ctx: ApiContext, payload: dict[str, Any]) -> Answer | None:
     if message is None:
         return None
     thread, may_start = session_thread(message)
-    session = ctx.store.session_at(
+    session = ctx.store.sessions.session_at(
         platform=PLATFORM,
         chat=message.channel,
         thread=thread,
@@ -75,7 +75,7 @@ def take_command(ctx: ApiContext, command: SlashCommand, name: str) -> str:
     text = as_command(command.text, addressed=True)
     if not text.startswith(("/heartbeat", "/hb", "/cron")):
         return command_usage(name)
-    session = ctx.store.session_at(
+    session = ctx.store.sessions.session_at(
         platform=PLATFORM, chat=command.channel, thread=None, now=ctx.clock(), owner=command.owner
     )
     assert session is not None  # create=True
@@ -103,7 +103,7 @@ def over_limits(ctx: ApiContext, session_id: str, owner: str | None, text: str) 
         check_message_rate(ctx.rt, session_id, settings.api_messages_per_minute)
         limit = settings.api_max_heartbeats_per_owner
         if limit and owner is not None and sets_heartbeat(text, ctx):
-            count = ctx.store.count_live_heartbeats(owner, besides=session_id)
+            count = ctx.store.heartbeats.count_live_heartbeats(owner, besides=session_id)
             check_heartbeats(count, limit, Principal(owner))
     except ApiError as exc:
         return exc.message

@@ -99,7 +99,7 @@ class TelegramBot:
         command = read_command(message.text)
         if command is not None and command.bot is not None and self.for_other(command.bot):
             return None
-        session = ctx.store.session_at(
+        session = ctx.store.sessions.session_at(
             platform=PLATFORM,
             chat=message.chat,
             thread=message.thread,

@@ -79,7 +79,7 @@ def _text(payload: dict[str, Any], name: str, *, required: bool) -> str | None:
 
 def take_message(ctx: ApiContext, message: WebhookMessage) -> tuple[int, dict[str, Any]]:
     """Store the message (a turn follows) or apply its command; the status and JSON answer."""
-    session = ctx.store.session_at(
+    session = ctx.store.sessions.session_at(
         platform=PLATFORM,
         chat=message.chat,
         thread=message.thread,

@@ -39,7 +39,7 @@ class WebhookRoute(Response):
 def show_webhook(session_id: str, ctx: Ctx, who: Who) -> dict[str, Any]:
     """Where the session's messages are POSTed."""
     session = ctx.session_for(who, session_id)
-    return _route(ctx, session.id, ctx.store.webhook_url(session.id))
+    return _route(ctx, session.id, ctx.store.webhooks.webhook_url(session.id))
 
 
 @router.put("/{session_id}/webhook", response_model=WebhookRoute, responses=errors(404))
@@ -53,7 +53,7 @@ def set_webhook(session_id: str, body: WebhookTarget, ctx: Ctx, who: Who) -> dic
             f"Session {session.id} is on {session.platform}, not webhook: only a webhook "
             "session's messages are POSTed to a URL.",
         )
-    kept = ctx.store.set_webhook_url(session.id, body.url, ctx.clock())
+    kept = ctx.store.webhooks.set_webhook_url(session.id, body.url, ctx.clock())
     answer = _route(ctx, session.id, kept)
     where = answer["url"] or "HBGW_WEBHOOK_URL"
     if answer["url"] is None and not ctx.settings.webhook_url:
