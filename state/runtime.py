@@ -29,6 +29,7 @@ from hbgw.state.failures import log_failure
 from hbgw.state.keys import Keys
 from hbgw.state.liveness import Liveness
 from hbgw.state.ownership import WorkerRegistry
+from hbgw.state.redis_part import RedisPart
 from hbgw.state.shared_clock import shared_clock
 from hbgw.state.stream_wake import wake_streams
 from hbgw.state.turn_gate import TurnGate
@@ -90,6 +91,11 @@ class Runtime:
             worker=worker,
             clock=shared_clock(client, settings),
         )
+
+    @property
+    def redis(self) -> RedisPart:
+        """The client and the key names, for a unit that needs no more of this runtime."""
+        return RedisPart(self.client, self.keys)
 
     def now_ms(self) -> int:
         return to_ms(self.clock())

@@ -28,6 +28,7 @@ from hbgw.sessions.views import SessionView
 from hbgw.state.connection import TRANSIENT_REDIS_ERRORS, connect
 from hbgw.state.dispatch import Dispatcher
 from hbgw.state.keys import Keys
+from hbgw.state.redis_part import RedisPart
 from hbgw.state.runtime import Runtime, resolve_redis_url
 from hbgw.state.shared_clock import shared_clock
 from hbgw.state.stream_wake import StreamWaker
@@ -52,6 +53,11 @@ class ApiContext:
     """The process's one pub/sub subscriber, waking the open event streams."""
     served: Served = field(default_factory=lambda: Served(None, frozenset()))
     """The platforms this deployment serves (HBGW_PLATFORMS): sessions on others are refused."""
+
+    @property
+    def redis(self) -> RedisPart | None:
+        """Redis' client and key names, for the units that need no more (None without Redis)."""
+        return self.rt.redis if self.rt is not None else None
 
     @property
     def limits(self) -> GrammarLimits:

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from hbgw.gateway.api.auth import Principal
 from hbgw.gateway.api.errors import ApiError
 from hbgw.state.connection import TRANSIENT_REDIS_ERRORS
-from hbgw.state.runtime import Runtime
+from hbgw.state.redis_part import RedisPart
 
 log = logging.getLogger("hbgw.api")
 
@@ -46,14 +46,14 @@ def check_heartbeats(count: int, limit: int, who: Principal) -> None:
         raise quota_exceeded("heartbeats", limit, "HBGW_API_MAX_HEARTBEATS_PER_OWNER")
 
 
-def check_message_rate(rt: Runtime | None, session_id: str, per_minute: int) -> None:
+def check_message_rate(redis: RedisPart | None, session_id: str, per_minute: int) -> None:
     """Count one message of the session; over the rate, 429 with the seconds left."""
-    if not per_minute or rt is None:
+    if not per_minute or redis is None:
         return
-    key = rt.keys.message_rate(session_id)
+    key = redis.keys.message_rate(session_id)
     try:
         # One transaction: the window starts (with its expiry) if none is open, then counts.
-        pipe = rt.client.pipeline(transaction=True)
+        pipe = redis.client.pipeline(transaction=True)
         pipe.set(key, 0, px=WINDOW_MS, nx=True)
         pipe.incr(key)
         pipe.pttl(key)

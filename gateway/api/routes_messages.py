@@ -44,7 +44,7 @@ def post_message(
     With an ``Idempotency-Key``, a retry returns the first message instead of a second one.
     """
     session = ctx.session_for(who, session_id)
-    check_message_rate(ctx.rt, session.id, ctx.settings.api_messages_per_minute)
+    check_message_rate(ctx.redis, session.id, ctx.settings.api_messages_per_minute)
     command = is_heartbeat_command(body.text) or is_cron_command(body.text)
     if is_heartbeat_command(body.text):
         _heartbeat_quota(ctx, who, session.id, body.text)

@@ -18,7 +18,7 @@ from hbgw.core.errors import DeliveryFailed
 from hbgw.core.metrics import CHAT_PLATFORMS
 from hbgw.gateway.api.errors import ApiError
 from hbgw.state.connection import TRANSIENT_REDIS_ERRORS
-from hbgw.state.runtime import Runtime
+from hbgw.state.redis_part import RedisPart
 from hbgw.workers.ports import Address, Channel
 
 log = logging.getLogger("hbgw.platforms")
@@ -111,17 +111,17 @@ class SeenEvents:
     once (its idempotency key is the platform's message id), and a repeated /heartbeat command
     answers the same again."""
 
-    def __init__(self, rt: Runtime | None, platform: str) -> None:
-        self.rt = rt
+    def __init__(self, redis: RedisPart | None, platform: str) -> None:
+        self.redis = redis
         self.platform = platform
 
     def first(self, event_id: str) -> bool:
         """True the first time ``event_id`` is seen (and when Redis cannot tell)."""
-        if self.rt is None:
+        if self.redis is None:
             return True
-        key = self.rt.keys.inbound_event(self.platform, event_id)
+        key = self.redis.keys.inbound_event(self.platform, event_id)
         try:
-            return bool(self.rt.client.set(key, "1", nx=True, ex=SEEN_FOR_SECONDS))
+            return bool(self.redis.client.set(key, "1", nx=True, ex=SEEN_FOR_SECONDS))
         except TRANSIENT_REDIS_ERRORS as exc:
             log.warning(
                 "event %s taken without de-duplication; Redis did not answer: %s",
@@ -133,8 +133,8 @@ class SeenEvents:
 
     def forget(self, event_id: str) -> None:
         """The event was not taken (a failure): its retry must be."""
-        if self.rt is None:
+        if self.redis is None:
             return
         # When Redis fails here the id expires; the retry after that is taken.
         with contextlib.suppress(*TRANSIENT_REDIS_ERRORS):
-            self.rt.client.delete(self.rt.keys.inbound_event(self.platform, event_id))
+            self.redis.client.delete(self.redis.keys.inbound_event(self.platform, event_id))

@@ -143,7 +143,7 @@ def _run_poller(s: Settings, wait: int) -> None:
         redis_url = None  # messages are stored all the same; the restore pass hands them over
     celery = make_celery(s, redis_url) if redis_url else None
     ctx = build_context(s, celery_app=celery, clock=None, redis_url=redis_url)
-    bot = TelegramBot(s, TelegramChannel.from_settings(s), SeenEvents(ctx.rt, "telegram"))
+    bot = TelegramBot(s, TelegramChannel.from_settings(s), SeenEvents(ctx.redis, "telegram"))
     poller = Poller(ctx, bot, wait=wait)
     out("Polling Telegram for the bot's messages; Ctrl-C stops.")
     try:

@@ -169,7 +169,7 @@ def mount(app: FastAPI, ctx: ApiContext) -> None:
         settings.discord_guild_ids,
         DiscordSignature(key, ctx.clock),
         DiscordChannel.from_settings(settings),
-        SeenEvents(ctx.rt, PLATFORM),
+        SeenEvents(ctx.redis, PLATFORM),
         ctx.metrics.inbound_rejects,
     )
     app.include_router(router)

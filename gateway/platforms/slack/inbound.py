@@ -100,7 +100,7 @@ def over_limits(ctx: ApiContext, session_id: str, owner: str | None, text: str) 
     sentence of the first one exceeded, or None."""
     settings = ctx.settings
     try:
-        check_message_rate(ctx.rt, session_id, settings.api_messages_per_minute)
+        check_message_rate(ctx.redis, session_id, settings.api_messages_per_minute)
         limit = settings.api_max_heartbeats_per_owner
         if limit and owner is not None and sets_heartbeat(text, ctx):
             count = ctx.store.heartbeats.count_live_heartbeats(owner, besides=session_id)

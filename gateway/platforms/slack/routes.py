@@ -157,7 +157,7 @@ def mount(app: FastAPI, ctx: ApiContext) -> None:
         settings,
         SlackSignature(secret.get_secret_value(), ctx.clock),
         SlackChannel.from_settings(settings),
-        SeenEvents(ctx.rt, PLATFORM),
+        SeenEvents(ctx.redis, PLATFORM),
         ctx.metrics.inbound_rejects,
     )
     app.include_router(router)

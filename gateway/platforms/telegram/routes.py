@@ -99,6 +99,6 @@ def mount(app: FastAPI, ctx: ApiContext) -> None:
     assert secret is not None
     rejects = ctx.metrics.inbound_rejects
     channel = TelegramChannel.from_settings(settings)
-    bot = TelegramBot(settings, channel, SeenEvents(ctx.rt, PLATFORM), rejects)
+    bot = TelegramBot(settings, channel, SeenEvents(ctx.redis, PLATFORM), rejects)
     app.state.telegram = TelegramEdge(SecretToken(secret.get_secret_value()), bot, rejects)
     app.include_router(router)

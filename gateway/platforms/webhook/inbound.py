@@ -87,7 +87,7 @@ def take_message(ctx: ApiContext, message: WebhookMessage) -> tuple[int, dict[st
         owner=message.owner,
     )
     assert session is not None  # create=True
-    check_message_rate(ctx.rt, session.id, ctx.settings.api_messages_per_minute)
+    check_message_rate(ctx.redis, session.id, ctx.settings.api_messages_per_minute)
     command = is_heartbeat_command(message.text) or is_cron_command(message.text)
     try:
         result = ctx.receive(session.id, message.text, idempotency_key=message.idempotency_key)

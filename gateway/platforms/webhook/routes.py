@@ -95,7 +95,7 @@ def mount(app: FastAPI, ctx: ApiContext) -> None:
     """Serve the webhook endpoint on ``app`` (called only when HBGW_WEBHOOK_SECRET is set)."""
     secret = ctx.settings.webhook_secret
     assert secret is not None
-    seen = SeenEvents(ctx.rt, PLATFORM)
+    seen = SeenEvents(ctx.redis, PLATFORM)
     rejects = ctx.metrics.inbound_rejects
     app.state.webhook = WebhookEdge(secret.get_secret_value(), ctx.clock, seen, rejects)
     app.include_router(router)
