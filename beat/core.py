@@ -107,7 +107,7 @@ class BeatCore:
         self.next_reconcile_ms = 0
         # Session -> when the sweeper last asked for its drain (ms); see sweep_inboxes.
         self.drains_asked: dict[str, int] = {}
-        self.reconciler = Reconciler(rt)
+        self.reconciler = Reconciler(rt.settings, rt.registry, rt.liveness, rt.gate, rt.redis)
         s = rt.settings
         self.lease_ms = int(s.claim_lease * 1000)
         self.reconcile_every_ms = int(s.reconcile_interval * 1000)

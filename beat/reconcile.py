@@ -15,8 +15,19 @@ from dataclasses import dataclass, field
 
 from hbgw.beat.alerts import AlertSender
 from hbgw.core.metrics import gateway_metrics
-from hbgw.state.liveness import DEAD, STALE, Thresholds, Verdict, finished_long_ago, judge
-from hbgw.state.runtime import Runtime
+from hbgw.core.settings import Settings
+from hbgw.state.liveness import (
+    DEAD,
+    STALE,
+    Liveness,
+    Thresholds,
+    Verdict,
+    finished_long_ago,
+    judge,
+)
+from hbgw.state.ownership import WorkerRegistry
+from hbgw.state.redis_part import RedisPart
+from hbgw.state.turn_gate import TurnGate
 
 log = logging.getLogger("hbgw.reconcile")
 
@@ -34,9 +45,19 @@ class ReconcileReport:
 
 
 class Reconciler:
-    def __init__(self, rt: Runtime) -> None:
-        self.rt = rt
-        s = rt.settings
+    """Reads the stamps (``liveness``) and the live workers (``registry``), marks each alert
+    once in Redis (``redis``) and asks the turn gate for a freed session's backlog; it never
+    touches the SQL store."""
+
+    def __init__(
+        self,
+        s: Settings,
+        registry: WorkerRegistry,
+        liveness: Liveness,
+        gate: TurnGate,
+        redis: RedisPart,
+    ) -> None:
+        self.registry, self.liveness, self.gate, self.redis = registry, liveness, gate, redis
         self.limits = Thresholds(s.stale_after, s.dead_after)
         webhook = s.alert_webhook.get_secret_value() if s.alert_webhook else None
         secret = s.alert_webhook_secret.get_secret_value() if s.alert_webhook_secret else None
@@ -50,9 +71,8 @@ class Reconciler:
             )
 
     def run(self, now_ms: int) -> ReconcileReport:
-        rt = self.rt
-        live = rt.registry.live(now_ms)
-        stamps = rt.liveness.all()
+        live = self.registry.live(now_ms)
+        stamps = self.liveness.all()
         verdicts = judge(stamps, now_ms, self.limits, live)
         report = ReconcileReport(
             stale=sum(v.verdict == STALE for v in verdicts),
@@ -69,7 +89,7 @@ class Reconciler:
             if self._worker_gone(verdict, live) and self._free(verdict):
                 report.freed.append(verdict.stamp.session)
         for done in finished_long_ago(stamps, now_ms, self.limits):
-            rt.liveness.clear(done)  # unless the session started a new turn meanwhile
+            self.liveness.clear(done)  # unless the session started a new turn meanwhile
         if report.stale or report.dead:
             log.warning(
                 "liveness: %d stale, %d dead turns",
@@ -82,8 +102,8 @@ class Reconciler:
     def _first_alert(self, verdict: Verdict) -> bool:
         """True once per stall, across beat replicas: the stall is the stamp that stopped."""
         stamp = verdict.stamp
-        key = self.rt.keys.stall_alerted(stamp.session)
-        before = self.rt.client.set(key, str(stamp.at_ms), ex=ALERT_MEMORY_S, get=True)
+        key = self.redis.keys.stall_alerted(stamp.session)
+        before = self.redis.client.set(key, str(stamp.at_ms), ex=ALERT_MEMORY_S, get=True)
         return before != str(stamp.at_ms)
 
     def _alert(self, verdict: Verdict) -> bool:
@@ -105,12 +125,12 @@ class Reconciler:
         return not stamp.external and stamp.worker not in live
 
     def _free(self, verdict: Verdict) -> bool:
-        rt, sid = self.rt, verdict.stamp.session
-        if not rt.liveness.clear(verdict.stamp):
+        sid = verdict.stamp.session
+        if not self.liveness.clear(verdict.stamp):
             return False  # stamped again since: a worker has the session now
-        if rt.gate.backlog(sid) > 0:
+        if self.gate.backlog(sid) > 0:
             # The sweeper re-dispatches it to the owner among the live workers.
-            rt.client.sadd(rt.keys.inbox_sessions(), sid)
+            self.redis.client.sadd(self.redis.keys.inbox_sessions(), sid)
         log.info(
             "liveness: freed %s (worker %s is gone)",
             sid,

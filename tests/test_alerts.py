@@ -105,7 +105,9 @@ def test_every_alert_is_signed_and_the_url_is_never_logged(
         try:
             gw.rt.registry.refresh("w1", gw.rt.now_ms() + MINUTE)
             _stall(gw, 1)
-            reconciler = Reconciler(gw.rt)
+            reconciler = Reconciler(
+                gw.rt.settings, gw.rt.registry, gw.rt.liveness, gw.rt.gate, gw.rt.redis
+            )
             assert reconciler.run(gw.rt.now_ms()).alerted == ["s-stuck-0"]
             assert reconciler.alerts is not None and reconciler.alerts.flush(20)
         finally:

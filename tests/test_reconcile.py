@@ -62,7 +62,9 @@ def test_a_dead_turn_is_counted_and_alerted_once_per_stall(
         gw.rt.liveness.stamp("s-stuck", now - 16 * MINUTE, "tool:web_fetch", "w1")
         gw.rt.liveness.stamp("s-slow", now - 6 * MINUTE, "thinking", "w1")
         gw.rt.liveness.stamp("s-fine", now - 1000, "thinking", "w1")
-        reconciler = Reconciler(gw.rt)
+        reconciler = Reconciler(
+            gw.rt.settings, gw.rt.registry, gw.rt.liveness, gw.rt.gate, gw.rt.redis
+        )
         report = reconciler.run(now)
         assert reconciler.alerts is not None and reconciler.alerts.flush(20)
         assert (report.stale, report.dead, report.alerted) == (1, 1, ["s-stuck"])
@@ -76,7 +78,12 @@ def test_a_dead_turn_is_counted_and_alerted_once_per_stall(
         )
         # The next passes see the same stall: no second alert, and the owner still holds it.
         assert reconciler.run(now + 30_000).alerted == []
-        assert Reconciler(gw.rt).run(now + 60_000).alerted == []  # another beat replica
+        assert (
+            Reconciler(gw.rt.settings, gw.rt.registry, gw.rt.liveness, gw.rt.gate, gw.rt.redis)
+            .run(now + 60_000)
+            .alerted
+            == []
+        )  # another beat replica
         assert len(received) == 1 and report.freed == []
         # It stamped again, then stalled again: a new stall, a new alert.
         gw.rt.liveness.stamp("s-stuck", now - 15 * MINUTE, "delivering", "w1")
@@ -98,7 +105,9 @@ def test_a_session_whose_worker_is_gone_is_freed_for_its_new_owner(
         gw.rt.client.srem(gw.rt.keys.inbox_sessions(), "s-orphan")  # the sweeper's hint is gone
         gw.rt.liveness.stamp("s-orphan", now - 5000, "thinking", "w-crashed")
         gw.rt.liveness.stamp("s-hook", now - 5000, "tool:Bash", "hook", external=True)
-        report = Reconciler(gw.rt).run(now)
+        report = Reconciler(
+            gw.rt.settings, gw.rt.registry, gw.rt.liveness, gw.rt.gate, gw.rt.redis
+        ).run(now)
         assert (report.dead, report.freed) == (1, ["s-orphan"])
         assert [s.session for s in gw.rt.liveness.all()] == ["s-hook"]
         assert gw.rt.client.sismember(gw.rt.keys.inbox_sessions(), "s-orphan")
@@ -112,7 +121,12 @@ def test_turns_that_ended_long_ago_leave_the_hash(
         gw.rt.registry.refresh("w1", now)
         gw.rt.liveness.stamp("s-old", now - 16 * MINUTE, "idle", "w1")
         gw.rt.liveness.stamp("s-recent", now - MINUTE, "idle", "w1")
-        assert Reconciler(gw.rt).run(now).dead == 0
+        assert (
+            Reconciler(gw.rt.settings, gw.rt.registry, gw.rt.liveness, gw.rt.gate, gw.rt.redis)
+            .run(now)
+            .dead
+            == 0
+        )
         assert [s.session for s in gw.rt.liveness.all()] == ["s-recent"]
 
 
@@ -127,7 +141,9 @@ def test_a_failing_webhook_is_one_log_line_without_its_url(
         gw.rt.registry.refresh("w1", now)
         gw.rt.liveness.stamp("s-stuck", now - 20 * MINUTE, "thinking", "w1")
         with caplog.at_level(logging.WARNING, logger="hbgw.reconcile"):
-            reconciler = Reconciler(gw.rt)
+            reconciler = Reconciler(
+                gw.rt.settings, gw.rt.registry, gw.rt.liveness, gw.rt.gate, gw.rt.redis
+            )
             report = reconciler.run(now)
             assert reconciler.alerts is not None and reconciler.alerts.flush(20)
         assert report.dead == 1 and report.alerted == ["s-stuck"] and len(received) == 1
