@@ -19,9 +19,11 @@ if TYPE_CHECKING:
 
     from hbgw.core.settings_quick import StoreSettings
     from hbgw.sessions.store import Store
+    from hbgw.sessions.store.message_records import MessageRecords
     from hbgw.sessions.views import MessageView
     from hbgw.state.dispatch import Dispatcher
     from hbgw.state.keys import Keys
+    from hbgw.state.redis_part import RedisPart
     from hbgw.state.resp_quick import QuickRedis
     from hbgw.state.runtime import Runtime
 
@@ -77,21 +79,25 @@ def reachable_redis(s: StoreSettings) -> redis.Redis | None:
 
 
 def wait_for_reply(
-    store: Store, message_id: int, timeout: float, *, held: Callable[[], bool] = lambda: False
+    messages: MessageRecords,
+    message_id: int,
+    timeout: float,
+    *,
+    held: Callable[[], bool] = lambda: False,
 ) -> MessageView | None:
     """The reply, or None after ``timeout`` or as soon as ``held()`` (an emergency stop) says so."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        reply = store.messages.reply_for(message_id)
+        reply = messages.reply_for(message_id)
         if reply is not None or held():
             return reply
         time.sleep(0.1)
     return None
 
 
-def estop_lift(rt: Runtime, session_id: str) -> str | None:
+def estop_lift(redis: RedisPart, session_id: str) -> str | None:
     """The command that lifts the emergency stop holding ``session_id``; None when none does."""
-    return _lift(rt.client, rt.keys, session_id)
+    return _lift(redis.client, redis.keys, session_id)
 
 
 @contextmanager

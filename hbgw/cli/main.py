@@ -152,7 +152,7 @@ def send(
         if rt is None or not result.handed_off or (result.duplicate and no_wait):
             out(queued_sentence(result, redis_reachable=rt is not None))
             return
-        reply_or_hold(store, rt, result, None if no_wait else timeout)
+        reply_or_hold(store.messages, rt.redis, result, None if no_wait else timeout)
 
 
 def runs(

@@ -20,9 +20,9 @@ from hbgw.workers.turn_io import REPEAT_MARK
 
 if TYPE_CHECKING:
     from hbgw.gateway.inbound import Queued
-    from hbgw.sessions.store import Store
+    from hbgw.sessions.store.message_records import MessageRecords
     from hbgw.sessions.views import MessageView
-    from hbgw.state.runtime import Runtime
+    from hbgw.state.redis_part import RedisPart
 
 HELD_EXIT = 3
 """`hbgw send` waited for a reply, but an emergency stop holds the (queued) message."""
@@ -43,19 +43,21 @@ def print_reply(reply: MessageView) -> None:
         raise typer.Exit(FAILED_TURN_EXIT)
 
 
-def reply_or_hold(store: Store, rt: Runtime, queued: Queued, timeout: float | None) -> None:
+def reply_or_hold(
+    messages: MessageRecords, redis: RedisPart, queued: Queued, timeout: float | None
+) -> None:
     """Print the reply; ``timeout`` None returns at once (``--no-wait``)."""
     mid, sid = queued.message_id, queued.session_id
 
     def held() -> bool:
-        return estop_lift(rt, sid) is not None
+        return estop_lift(redis, sid) is not None
 
     if timeout is not None and not held():
-        reply = wait_for_reply(store, mid, timeout, held=held)
+        reply = wait_for_reply(messages, mid, timeout, held=held)
         if reply is not None:
             print_reply(reply)
             return
-    lift = estop_lift(rt, sid)
+    lift = estop_lift(redis, sid)
     if lift is None and timeout is None:
         out(f"Message {mid} queued for session {sid}.")
         return
