@@ -26,7 +26,12 @@ def test_idle_only_then_fires_at_the_idle_transition(gateway: Gateway) -> None:
     gw = gateway
     with gw.worker("w1"):
         sid = busy_session_with_pending_fire(gw)
-        assert gw.runs(sid) == []  # rule 2: never interrupts the running turn
+        # Rule 2: never interrupts the running turn. The slow turn may end at any moment now,
+        # and the pending fire then runs at once: a run read here is a fault only if the user's
+        # reply, read after it, is not there yet.
+        early = gw.runs(sid)
+        replied = any(m.reply_to is not None for m in gw.store.messages.list_messages(sid))
+        assert early == [] or replied, early
         [run] = gw.final_runs(sid)
     assert run.deferred and run.state == RunState.COMPLETED
     user_reply = next(m for m in gw.store.messages.list_messages(sid) if m.reply_to is not None)
