@@ -130,6 +130,18 @@ def run_of_fire(conn: Connection, fire_id: str) -> Row[Any] | None:
     return conn.execute(sql.RUN_BY_FIRE_ID, found).first()
 
 
+def own_run_after_cut(
+    conn: Connection, session_id: str, fence: int, fire_id: str
+) -> Row[Any] | None:
+    """A begin repeated after its own COMMIT was cut off: the fire's run as that COMMIT stored
+    it for this grant (its session, its fence); None when it is absent or another grant's.
+    StaleFence when a newer grant has claimed the session since."""
+    found = run_of_fire(conn, fire_id)
+    if found is None or found.session_id != session_id or found.fence != fence:
+        return None
+    return run_with_fence(conn, RunKey(found.id, found.fire_day), fence)
+
+
 def insert_run(conn: Connection, values: dict[str, Any], **changed: Any) -> RunView:
     """One ledger row (``reservations.reserved_values``, with ``changed``); its id from the
     INSERT."""

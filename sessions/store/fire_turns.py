@@ -337,10 +337,9 @@ def _begun_before(
     """A repeat of ``begin_fire`` after its own COMMIT was cut off (the fence is claimed and the
     fire's run carries it): what that COMMIT stored. None: another grant's, a stale fence."""
     conn = rows.on(db, writes=False)
-    found = rows.run_of_fire(conn, fire_id)
-    if found is None or found.session_id != session_id or found.fence != fence:
+    run = rows.own_run_after_cut(conn, session_id, fence, fire_id)  # or StaleFence
+    if run is None:
         return None
-    run = rows.run_with_fence(conn, RunKey(found.id, found.fire_day), fence)  # or StaleFence
     row = rows.heartbeat_of(conn, session_id)
     state = heartbeat_state(row) if row else None
     due = rows.index_due(run.session_status, state)

@@ -23,7 +23,6 @@ from hbgw.sessions.store.run_views import (
     Duplicate,
     RefusalReason,
     Refused,
-    RunKey,
     RunView,
     run_view,
 )
@@ -121,10 +120,9 @@ def begun_before(
     """A repeat of the begin after its own COMMIT was cut off (the fence is claimed and the
     fire's run carries it): what that COMMIT stored. None: another grant's, a stale fence."""
     conn = rows.on(db, writes=False)
-    found = rows.run_of_fire(conn, fire_id)
-    if found is None or found.session_id != session_id or found.fence != fence:
+    run = rows.own_run_after_cut(conn, session_id, fence, fire_id)  # or StaleFence
+    if run is None:
         return None
-    run = rows.run_with_fence(conn, RunKey(found.id, found.fire_day), fence)  # or StaleFence
     row = job_for_update(conn, run.job_id)
     if row is None:
         return None
