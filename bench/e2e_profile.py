@@ -20,7 +20,7 @@ from pathlib import Path
 
 from bench import e2e_systems
 from bench.context import BenchContext, pg_url_if_up
-from bench.profile_groups import report
+from bench.profile_groups import report, stacks
 from bench.runner import RESULTS
 from hbgw.core.embedded import EmbeddedRedis
 
@@ -40,11 +40,7 @@ def hot_frames(collapsed: Path, top: int = 12) -> list[tuple[str, float]]:
     """Frames by inclusive share of the samples (a frame counted once per stack)."""
     counts: Counter[str] = Counter()
     total = 0
-    for line in collapsed.read_text().splitlines():
-        stack, _, n = line.rpartition(" ")
-        if not n.isdigit():
-            continue
-        samples = int(n)
+    for stack, samples in stacks(collapsed):
         total += samples
         for frame in set(stack.split(";")):
             counts[frame] += samples

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 import sys
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 
 LIBRARIES = (
@@ -44,16 +45,20 @@ def library(frame: str) -> str:
     return "other (standard library, generated code)"
 
 
+def stacks(collapsed: Path) -> Iterator[tuple[str, int]]:
+    """py-spy's collapsed output: each stack (frames joined by ``;``) and its sample count."""
+    for line in collapsed.read_text().splitlines():
+        stack, _, n = line.rpartition(" ")
+        if n.isdigit():
+            yield stack, int(n)
+
+
 def groups(collapsed: Path) -> tuple[int, Counter[str], Counter[str]]:
     """Total samples, self samples by library, inclusive samples by step."""
     by_library: Counter[str] = Counter()
     by_step: Counter[str] = Counter()
     total = 0
-    for line in collapsed.read_text().splitlines():
-        stack, _, n = line.rpartition(" ")
-        if not n.isdigit():
-            continue
-        samples = int(n)
+    for stack, samples in stacks(collapsed):
         total += samples
         by_library[library(stack.split(";")[-1])] += samples
         for name, mark in STEPS:
