@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
-import select
 from collections import defaultdict
 from datetime import datetime, timedelta
 
+from hbgw.beat.held_fires import HeldFires
 from hbgw.beat.reconcile import Reconciler
 from hbgw.beat.restore import RestoreConfig, Restorer, StepReport
 from hbgw.beat.retention import RetentionStep
+from hbgw.beat.stop_flag import StopFlag
 from hbgw.core.clock import from_ms, to_ms
 from hbgw.core.metrics import count_delivery, gateway_metrics
 from hbgw.sessions.states import (
@@ -52,48 +52,6 @@ BACKLOG_EVERY_MS = 5000
 RESTORE_STEP_LEASE_MS = 10_000
 
 
-class StopFlag:
-    """Shutdown as a flag the beat loop honours, safe to set from a signal handler.
-
-    Setting it only flips a boolean and writes one byte to a pipe: no lock, no I/O on the
-    connections the loop may be reading (closing those under a read once left beat ticking).
-    ``wait`` sleeps on the pipe, so a stop requested during the pause ends it at once.
-    """
-
-    def __init__(self) -> None:
-        self._set = False
-        # Made by the first wait: a core driven tick by tick (tests) never needs one.
-        self._pipe: tuple[int, int] | None = None
-
-    def set(self) -> None:
-        self._set = True
-        if self._pipe is not None:
-            # Full (a wake-up byte is already there) or closed at exit: either way, fine.
-            with contextlib.suppress(OSError):
-                os.write(self._pipe[1], b"x")
-
-    def is_set(self) -> bool:
-        return self._set
-
-    def wait(self, seconds: float) -> bool:
-        """Pause up to ``seconds``; True as soon as the flag is set."""
-        if self._pipe is None:
-            read, write = os.pipe()
-            os.set_blocking(write, False)
-            self._pipe = (read, write)
-        # Checked after the pipe exists: a stop set before it was made is seen here, one set
-        # after it wakes the select.
-        if not self._set and seconds > 0:
-            select.select([self._pipe[0]], [], [], seconds)
-        return self._set
-
-    def close(self) -> None:
-        pipe, self._pipe = self._pipe, None
-        if pipe is not None:
-            os.close(pipe[0])
-            os.close(pipe[1])
-
-
 class BeatCore:
     def __init__(self, rt: Runtime, dispatcher: Dispatcher, *, name: str | None = None) -> None:
         self.rt = rt
@@ -112,6 +70,7 @@ class BeatCore:
         self.lease_ms = int(s.claim_lease * 1000)
         self.reconcile_every_ms = int(s.reconcile_interval * 1000)
         self.max_sleep = s.beat_max_sleep
+        self.held = HeldFires(int(s.beat_hold * 1000))
         self.restorer = Restorer(
             rt.store.restore,
             rt.store.jobs,
@@ -149,6 +108,8 @@ class BeatCore:
             self.sweep_inboxes(workers, now_ms)
         if restored.rebuilding and not self.stopping.is_set():
             return MIN_SLEEP  # Redis lost its data: the next page of the rebuild without a pause
+        if self.held and workers:
+            return MIN_SLEEP  # held fires go out as soon as their worker's queue is empty
         earliest = self.rt.index.earliest_ms(self.own_shards)
         if earliest is None or not workers:
             return self.max_sleep
@@ -178,8 +139,14 @@ class BeatCore:
         metrics.owned_shards.set(len(self.own_shards))
 
     def leave(self) -> None:
-        """Drop this beat's registry entry (a clean stop): the others take its shards at once."""
-        self.beats.remove(self.name)
+        """Send what this beat holds, then drop its registry entry (a clean stop): the others
+        take its shards at once."""
+        try:
+            if self.held:
+                now_ms = self.rt.now_ms()
+                self.send_held(self.rt.registry.live(now_ms), now_ms)
+        finally:
+            self.beats.remove(self.name)
 
     def measure_backlog(self, now_ms: int) -> None:
         """Due members of each own shard before this tick claims: what waits when workers fall
@@ -331,17 +298,41 @@ class BeatCore:
                 self.rt.index.schedule_many(held)
                 claimed = [c for c in claimed if c[0] not in held]
         gateway_metrics().claim_batch.observe(len(claimed))
-        groups = group_by_owner(claimed, workers)
-        for owner, fires in groups.items():
-            self.dispatcher.fires(owner, fires)
+        kept = self.held.take()
+        known = set(kept)
+        groups = group_by_owner(kept + [c for c in claimed if c not in known], workers)
+        self.held.drop_except({c for fires in groups.values() for c in fires})
+        sent = self.send(groups, now_ms)
         if claimed:
             log.info(
-                "claimed %d due heartbeats for %d workers",
+                "claimed %d due heartbeats for %d workers (%d held for busy queues)",
                 len(claimed),
                 len(groups),
-                extra={"action": "beat.dispatch"},
+                len(self.held),
+                extra={"action": "beat.dispatch", "sent": sent},
             )
         return len(claimed)
+
+    def send(self, groups: dict[str, list[Claim]], now_ms: int, *, hold: bool = True) -> int:
+        """Each worker's fires in one message, all the tick's messages in one batch; a worker
+        whose queue still has a message waiting gets its fires in a later one
+        (``beat/held_fires.py``). Returns the fires sent."""
+        if not groups:
+            return 0
+        sent = 0
+        with self.dispatcher.batch():
+            holding = hold and self.held.hold_ms > 0 and not self.stopping.is_set()
+            waiting = self.dispatcher.waiting(groups) if holding else {}
+            for owner, fires in groups.items():
+                busy = holding and waiting.get(owner, 0) > 0
+                if self.held.settle(fires, waiting=busy, now_ms=now_ms):
+                    self.dispatcher.fires(owner, fires)
+                    sent += len(fires)
+        return sent
+
+    def send_held(self, workers: list[str], now_ms: int) -> int:
+        """A stopping beat sends what it holds: nothing waits for the claim lease."""
+        return self.send(group_by_owner(self.held.take(), workers), now_ms, hold=False)
 
     def sweep_inboxes(self, workers: list[str], now_ms: int | None = None) -> None:
         """Re-dispatch queued user messages whose session has no turn running.

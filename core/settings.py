@@ -12,6 +12,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from hbgw.core.masking import mask_command, mask_url
 from hbgw.core.settings_agent import AgentToolSettings
+from hbgw.core.settings_beat import BeatSettings
 from hbgw.core.settings_costs import CostSettings
 from hbgw.core.settings_delivery import BrokerSettings, DeliverySettings
 from hbgw.core.settings_discord import DiscordSettings
@@ -44,6 +45,7 @@ PLATFORM_NEEDS = {
 # Each platform's settings, and the refusal of placeholders, live in modules of their own.
 class Settings(
     BaseSettings,
+    BeatSettings,
     BrokerSettings,
     DeliverySettings,
     SlackSettings,
@@ -81,27 +83,6 @@ class Settings(
     jitter: bool = Field(default=True, description="Stagger heartbeats (contract: Policies).")
     max_message_chars: int = Field(
         default=16_000, gt=0, description="Longest user message accepted, in characters."
-    )
-    restore_interval: float = Field(
-        default=30.0, gt=0, description="Seconds between restore passes of the due index."
-    )
-    restore_page: int = Field(
-        default=1000,
-        ge=1,
-        le=100_000,
-        description="Most SQL rows one beat tick's restore step reads; a pass takes several.",
-    )
-    due_shards: int = Field(default=16, ge=1, le=1024, description="Due-index shards.")
-    claim_batch: int = Field(default=500, ge=1, description="Most members claimed per shard call.")
-    claim_lease: float = Field(
-        default=60.0, gt=0, description="Seconds before an unsettled claim becomes due again."
-    )
-    beat_max_sleep: float = Field(default=1.0, gt=0, description="Longest pause between ticks.")
-    beat_ttl: float = Field(
-        default=5.0,
-        gt=0,
-        description="Seconds without a tick before a beat replica counts as dead; its due-index "
-        "shards then move to the live beats.",
     )
     lock_lease: float = Field(
         default=30.0,
@@ -309,17 +290,6 @@ class Settings(
         if scheme.lower() not in DATABASE_SCHEMES:
             raise ValueError(f"{scheme}:// is not supported; {DATABASE_URLS}")
         return value
-
-    @model_validator(mode="after")
-    def _beat_ttl_outlasts_a_pause(self) -> Settings:
-        # A beat refreshes its registry entry once a tick; a TTL within one pause would make
-        # every idle beat look dead between ticks and its shards flap from replica to replica.
-        if self.beat_ttl <= self.beat_max_sleep:
-            raise ValueError(
-                f"HBGW_BEAT_TTL ({self.beat_ttl:g} s) must be longer than HBGW_BEAT_MAX_SLEEP "
-                f"({self.beat_max_sleep:g} s): a beat refreshes its entry once a tick"
-            )
-        return self
 
     @model_validator(mode="after")
     def _client_certificate_has_its_key(self) -> Settings:

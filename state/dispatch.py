@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import threading
 import weakref
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -76,6 +78,43 @@ class Dispatcher:
     def __init__(self, app: Publisher, keys: Keys) -> None:
         self.app = app
         self.keys = keys
+        # The producer of the batch open on this thread (``batch``); workers forward from many.
+        self._local = threading.local()
+
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        """Every message sent inside goes out together when it ends: on a Redis broker one
+        pipeline (a tick's messages and their task-sent events: one round trip instead of one
+        or two per worker); other brokers publish each at once. A failure discards what was
+        not sent yet, as a failing publish lost the rest of the tick before: the claims come
+        back after their lease. A publisher without producers (a test's) sends each at once."""
+        acquire = getattr(self.app, "producer_or_acquire", None)
+        if acquire is None or getattr(self._local, "producer", None) is not None:
+            yield
+            return
+        with acquire() as producer, producer.batch():
+            self._local.producer = producer
+            try:
+                yield
+            finally:
+                self._local.producer = None
+
+    def waiting(self, workers: Iterable[str]) -> dict[str, int]:
+        """Messages still in each worker's queue, not yet taken by its consumer, in one round
+        trip; empty when the broker cannot tell cheaply (RabbitMQ, or outside ``batch``)."""
+        producer = getattr(self._local, "producer", None)
+        channel = getattr(producer, "channel", None)
+        acquire = getattr(channel, "conn_or_acquire", None)
+        names = list(workers)
+        if acquire is None or not names:
+            return {}
+        # kombu's Redis channel: a list per queue, under the broker's key prefix (its client
+        # adds it); the fires carry no priority, so they are all in the base list.
+        with acquire() as client, client.pipeline(transaction=False) as pipe:
+            for name in names:
+                pipe.llen(self.keys.worker_queue(name))
+            sizes = pipe.execute()
+        return {name: int(size) for name, size in zip(names, sizes, strict=True)}
 
     def fires(self, worker: str, fires: list[tuple[str, int]]) -> None:
         """One message carrying every fire of this tick for one worker.
@@ -91,6 +130,7 @@ class Dispatcher:
             args=[fires],
             queue=self.keys.worker_queue(worker),
             argsrepr=f"fires={shown!r}" + (f" +{more} more" if more else ""),
+            producer=getattr(self._local, "producer", None),
         )
 
     def drain(self, worker: str, session_id: str) -> None:
@@ -99,4 +139,5 @@ class Dispatcher:
             args=[session_id],
             queue=self.keys.worker_queue(worker),
             argsrepr=f"session={session_id!r}",
+            producer=getattr(self._local, "producer", None),
         )

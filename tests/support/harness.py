@@ -41,6 +41,10 @@ FAST = {
     "refund_backoff": 1,
     "restore_interval": 1,
     "beat_max_sleep": 0.2,
+    # Tests tick beat and read its messages off a queue no consumer takes from: a hold would
+    # keep every tick after the first. Holding has its own tests (tests/test_beat_hold.py), and
+    # the chaos runs keep the default.
+    "beat_hold": 0,
     # Tests that backdate a heartbeat by one interval expect it due; jitter has its own tests.
     "jitter": False,
     # Their agents answer each fire alike; dedupe has its own tests (tests/test_policy_dedupe.py).
