@@ -11,7 +11,8 @@ marks delivering, and finishes with its reply and next due time in one. A cron j
 the same (``begin_job_fire``; before: 4 transactions, 24 statements and 9 round trips, 3, 21 and
 7 silent — the claim and the reservation, then the re-check and start, through the ORM; the
 re-check's reads, the start stamp, the wake, the index write and the idle stamp one round trip
-each).
+each); a routed job's too, its fresh session made by the begin (one statement more), its
+admission the heartbeat's one transaction.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from support.scenarios import assert_invariants, send
 from hbgw.gateway.inbound import Queued
 from hbgw.sessions.db import make_engine, upgrade
 from hbgw.sessions.states import RunState, job_member
+from hbgw.sessions.store.job_turns import run_session_id
 from hbgw.state.ownership import rendezvous_owner
 
 ADMISSION_TRANSACTIONS = 1
@@ -64,12 +66,16 @@ BATCH = 10  # fires in one task
 # batch's jobs, sessions and runs (three statements); the begin claims, reserves, re-checks and
 # starts in one transaction (``begin_job_fire``), with the lock's round trip reading the
 # emergency stop and the owner (``turn_redis.begin_job``); the mark; the finish, its index write
-# and idle stamp riding the drain's next step. A routed job's fresh session is one more
-# transaction at admission (``run_session``).
+# and idle stamp riding the drain's next step.
 JOB_ADMISSION_STATEMENTS = 3
 JOB_TURN_TRANSACTIONS = 3
 SILENT_JOB_TURN_TRANSACTIONS = 2
 JOB_TURN_STATEMENTS = 18
+# A routed job's run goes to a fresh session: admission knows its id from the fire id and reads
+# nothing more; the begin makes it before its claim, in its own transaction (one INSERT ... ON
+# CONFLICT DO NOTHING, ``job_sql.RUN_SESSION``). Before: a second transaction at admission,
+# through the ORM (2 transactions and 6 statements, the session's read, the job's, the INSERT).
+ROUTED_JOB_TURN_STATEMENTS = JOB_TURN_STATEMENTS + 1
 SILENT_JOB_TURN_STATEMENTS = 15
 JOB_TURN_REDIS = 3
 SILENT_JOB_TURN_REDIS = 2
@@ -233,3 +239,37 @@ def test_a_cron_job_turn_costs_what_a_heartbeat_turn_costs_on_postgres(
     engine.dispose()
     cost = _one_job_fire(tmp_path, redis_url, redis_ns, database_url=pg_schema_url)
     _check_job(cost, JOB_TURN_TRANSACTIONS, JOB_TURN_STATEMENTS, JOB_TURN_REDIS)
+
+
+def _one_routed_job_fire(
+    tmp_path: Path, redis_url: str, redis_ns: str, **overrides: object
+) -> FireCost:
+    with fire_path_gateway(tmp_path, redis_url, redis_ns, **overrides) as (gw, path):
+        job = add_job(gw, "every 1m", set_at=ago(61))
+        cost = path.fire(job_member(job.id))
+        [run] = gw.store.jobs.job_runs(job.id)
+        assert run.state == RunState.COMPLETED, run
+        fresh = gw.store.sessions.get_session(run.session_id)
+        assert fresh.id == run_session_id(run.fire_id)
+        assert (fresh.platform, fresh.chat, fresh.thread) == ("slack", "CJ", None)
+        assert gw.rt.index.due_ms(job_member(job.id)) is not None
+        assert_invariants(gw)
+    return cost
+
+
+def test_a_routed_job_turn_makes_its_session_in_its_begin_on_sqlite(
+    tmp_path: Path, redis_url: str, redis_ns: str
+) -> None:
+    cost = _one_routed_job_fire(tmp_path, redis_url, redis_ns)
+    _check_job(cost, JOB_TURN_TRANSACTIONS, ROUTED_JOB_TURN_STATEMENTS, JOB_TURN_REDIS)
+
+
+@pytest.mark.postgres
+def test_a_routed_job_turn_makes_its_session_in_its_begin_on_postgres(
+    tmp_path: Path, redis_url: str, redis_ns: str, pg_schema_url: str
+) -> None:
+    engine = make_engine(pg_schema_url)
+    upgrade(engine)
+    engine.dispose()
+    cost = _one_routed_job_fire(tmp_path, redis_url, redis_ns, database_url=pg_schema_url)
+    _check_job(cost, JOB_TURN_TRANSACTIONS, ROUTED_JOB_TURN_STATEMENTS, JOB_TURN_REDIS)

@@ -1,10 +1,12 @@
 """The cron-job store for chats, the quota and the retry ladder, on SQLite and PostgreSQL: the job
 list paged by a cursor and filtered to what reaches one chat, the live jobs counted, a routed
-run's fresh session never found as the chat's conversation, and a run given back to the ladder
-(due at its retry time, the run count as before) until a run ends for good."""
+run's fresh session (made by its begin, as admission saw it, once for a fire delivered twice)
+never found as the chat's conversation, and a run given back to the ladder (due at its retry
+time, the run count as before) until a run ends for good."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import datetime, timedelta
 
 import pytest
@@ -14,7 +16,8 @@ from hbgw.core.errors import BadInput
 from hbgw.sessions.grammar.job_schedule import parse_job_schedule
 from hbgw.sessions.states import RunState
 from hbgw.sessions.store import Store
-from hbgw.sessions.views import JobRoute, JobStart, JobStarted, JobView, NewJob
+from hbgw.sessions.store.job_turns import run_session_id
+from hbgw.sessions.views import Duplicate, JobRoute, JobStart, JobStarted, JobView, NewJob
 
 HERE = JobRoute(platform="slack", chat="C1", thread="T1")
 START = JobStart(1, lambda job: job.state.prompt, 5, worker="w1")
@@ -53,10 +56,22 @@ def test_a_runs_fresh_session_is_not_the_chats_conversation(store: Store) -> Non
     job = _job(store, "in 1m", at)
     due = job.next_due
     assert due is not None
-    fid = f"job:{job.id}:{to_ms(due)}"
-    fresh = store.jobs.run_session(job.id, fid, utcnow())
-    begun = store.jobs.begin_job_fire(fresh.id, 1, job.id, fid, to_ms(due), utcnow(), START)
+    fid, now = f"job:{job.id}:{to_ms(due)}", utcnow()
+    [seen] = store.jobs.admit_jobs([(job.id, fid)])
+    assert seen is not None and seen.session is None  # nothing read: the begin makes it
+    fresh = seen.target(fid, now)
+    assert fresh is not None and fresh.id == run_session_id(fid)
+    begun = store.jobs.begin_job_fire(fresh.id, 1, job.id, fid, to_ms(due), now, START)
     assert isinstance(begun.outcome, JobStarted)
+    assert store.sessions.get_session(fresh.id) == replace(fresh, fence=1)  # as admission saw it
+    # A repeat after its COMMIT was cut off finds the session and its own run; a second
+    # delivery of the fire (a newer grant) finds them too, a duplicate.
+    repeat = store.jobs.begin_job_fire(fresh.id, 1, job.id, fid, to_ms(due), now, START)
+    assert isinstance(repeat.outcome, JobStarted)
+    assert repeat.outcome.run.id == begun.outcome.run.id
+    again = store.jobs.begin_job_fire(fresh.id, 2, job.id, fid, to_ms(due), utcnow(), START)
+    assert isinstance(again.outcome, Duplicate)
+    assert again.outcome.run.id == begun.outcome.run.id
     found = store.sessions.session_at(
         platform="slack", chat="C1", thread="T1", now=utcnow(), owner="alice"
     )
@@ -69,7 +84,7 @@ def test_a_run_given_back_to_the_ladder_is_due_at_its_retry(store: Store) -> Non
     due = job.next_due
     assert due is not None
     fid, now = f"job:{job.id}:{to_ms(due)}", utcnow()
-    sid = store.jobs.run_session(job.id, fid, now).id
+    sid = run_session_id(fid)
     started = store.jobs.begin_job_fire(sid, 1, job.id, fid, to_ms(due), now, START).outcome
     assert isinstance(started, JobStarted)
     retry_at = now + timedelta(minutes=1)

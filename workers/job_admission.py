@@ -110,12 +110,10 @@ class JobFires:
         return "accepted"
 
     def _session(self, seen: JobAdmission, fid: str, now: datetime) -> SessionView | None:
-        """Where this run goes: the job's session, or the run's own fresh one; None (and the
-        job paused, saying why) when the job's session can run nothing any more."""
+        """Where this run goes: the job's session, or the run's own fresh one (made by its
+        begin); None (and the job paused, saying why) when the job's session can run nothing."""
         job = seen.job
-        if job.route.session_id is None:
-            return self.rt.store.jobs.run_session(job.id, fid, now)
-        session = seen.session
+        session = seen.target(fid, now)
         if session is not None and session.status == SessionStatus.ACTIVE:
             return session
         status = "gone" if session is None else session.status

@@ -49,6 +49,13 @@ class JobNotStarted:
     job: JobView
 
 
+def make_run_session(conn: Connection, session_id: str, job_id: str, now: datetime) -> None:
+    """A routed job's run: its fresh session made from the job's route, unless a begin of the
+    same fire made it already (``job_sql.RUN_SESSION``)."""
+    params = {"p_session_id": session_id, "p_job_id": job_id, "p_now": now}
+    conn.execute(sql.RUN_SESSION[conn.dialect.name], params)
+
+
 def job_for_update(conn: Connection, job_id: str) -> Row[Any] | None:
     return conn.execute(sql.JOB_FOR_UPDATE, {"p_job_id": job_id}).first()
 

@@ -6,9 +6,10 @@ the worker writes to the index under ``job:<id>``. The steps run named Core stat
 (``job_rows.py``: ``job_sql.py``'s and ``ledger_sql.py``'s): no ORM object on a run that goes as
 planned.
 
-A job with a route runs each time in a fresh session, whose id comes from the fire id: a fire
-delivered twice finds the session its first delivery made, and the ledger's UNIQUE fire id does
-the rest.
+A job with a route runs each time in a fresh session, whose id comes from the fire id: admission
+computes it (no SQL: ownership needs only the id), and the run's begin makes the session, in its
+one transaction, before the claim; a fire delivered twice finds the session its first delivery
+made, and the ledger's UNIQUE fire id does the rest.
 """
 
 from __future__ import annotations
@@ -25,7 +26,6 @@ from sqlalchemy.orm import Session
 from hbgw.core.errors import StaleFence
 from hbgw.core.usage import TokenUsage
 from hbgw.sessions import jobs
-from hbgw.sessions.models import SessionRow
 from hbgw.sessions.states import (
     ClosedReason,
     JobStatus,
@@ -57,6 +57,13 @@ class JobAdmission:
     job: JobView
     session: SessionView | None
     existing: RunView | None
+
+    def target(self, fire_id: str, now: datetime) -> SessionView | None:
+        """The session this fire's run goes to: the job's, as read (None: gone), or a routed
+        job's fresh one, as the run's begin makes it — nothing to read."""
+        if self.job.route.session_id is not None:
+            return self.session
+        return run_session(self.job, fire_id, now)
 
 
 @dataclass(frozen=True)
@@ -97,6 +104,18 @@ def run_session_id(fire_id: str) -> str:
     return "s" + hashlib.sha256(fire_id.encode()).hexdigest()[:15]
 
 
+def run_session(job: JobView, fire_id: str, now: datetime) -> SessionView:
+    """A routed job's fresh session for this fire, as its begin makes it (``job_sql.RUN_SESSION``:
+    the job's route and owner, active, conversation 1); made ``now`` only in this view."""
+    route = job.route
+    assert route.platform is not None and route.chat is not None  # a routed job
+    return SessionView(
+        id=run_session_id(fire_id), platform=route.platform, chat=route.chat,
+        thread=route.thread, owner=job.owner, status=SessionStatus.ACTIVE, closed_reason=None,
+        parent_id=None, conversation=1, fence=0, created_at=now,
+    )  # fmt: skip
+
+
 class JobTurns(Transactions):
     @transaction
     def admit_jobs(self, fires: Sequence[tuple[str, str]]) -> list[JobAdmission | None]:
@@ -129,38 +148,6 @@ class JobTurns(Transactions):
                 row.last_outcome = why[:255]
             return job_view(row)
 
-    @transaction
-    def run_session(self, job_id: str, fire_id: str, now: datetime) -> SessionView:
-        """The fresh session of this run of a routed job, made by the first call."""
-        sid = run_session_id(fire_id)
-        try:
-            return self._run_session(job_id, sid, now)
-        except IntegrityError:
-            return self._run_session(job_id, sid, now)  # made meanwhile by a second delivery
-
-    def _run_session(self, job_id: str, sid: str, now: datetime) -> SessionView:
-        with self._transaction() as db:
-            found = db.get(SessionRow, sid)
-            if found is not None:
-                return session_view(found)
-            job = job_row(db, job_id)
-            assert job.platform is not None and job.chat is not None  # a routed job
-            row = SessionRow(
-                id=sid,
-                platform=job.platform,
-                chat=job.chat,
-                thread=job.thread,
-                owner=job.owner,
-                status=SessionStatus.ACTIVE,
-                conversation=1,
-                fence=0,
-                created_at=now,
-                updated_at=now,
-            )
-            db.add(row)
-            db.flush()
-            return session_view(row)
-
     @transaction(repeatable=True)
     def begin_job_fire(
         self,
@@ -173,9 +160,9 @@ class JobTurns(Transactions):
         start: JobStart,
     ) -> JobBegin:
         """The lock was granted: claim its fence, reserve one run of the job, re-check it and
-        start it (or give it back at once), in one transaction, as ``begin_fire``. StaleFence
-        does nothing, unless this is a repeat after its own COMMIT was cut off: then it answers
-        what that COMMIT stored."""
+        start it (or give it back at once), in one transaction, as ``begin_fire``; a routed
+        job's run makes its fresh session first. StaleFence does nothing, unless this is a
+        repeat after its own COMMIT was cut off: then it answers what that COMMIT stored."""
         args = (session_id, fence, job_id, fire_id, due_ms, now, start)
         try:
             return self._begin_job_fire(*args)
@@ -193,6 +180,8 @@ class JobTurns(Transactions):
         start: JobStart,
     ) -> JobBegin:
         with self._transaction() as db:
+            if session_id == run_session_id(fire_id):  # a routed job's run, in its own session
+                job_rows.make_run_session(rows.on(db, writes=True), session_id, job_id, now)
             try:
                 session, unknown = rows.claim(db, session_id, fence, now)
             except StaleFence:
