@@ -178,13 +178,14 @@ def ours(
     via: Callable[[str], str] | None = None,
     via_roles: tuple[str, ...] = ("beat", "worker"),
     task_events: bool = True,
+    beat_hold: float | None = None,
 ) -> Iterator[Ours]:
     """A running deployment of ours on ``kind`` (sqlite or postgresql), ready for fires.
 
     ``redis_db``: its own Redis database instead of the kind's; ``via``: the Redis URL its
     processes of ``via_roles`` use, given the real one (a proxy's, bench/redis_latency.py);
     migrate and the bench's own seeding and reading go straight to Redis; ``task_events``:
-    HBGW_TASK_EVENTS."""
+    HBGW_TASK_EVENTS; ``beat_hold``: HBGW_BEAT_HOLD (None: its default)."""
     home = ctx.work_dir / f"e2e-{kind}-{uuid.uuid4().hex[:6]}"
     logs = home / "logs"
     logs.mkdir(parents=True)
@@ -209,6 +210,8 @@ def ours(
             log_format="json",
             task_events=task_events,
         )
+        if beat_hold is not None:
+            settings = settings.model_copy(update={"beat_hold": beat_hold})
         env = settings_env(settings)
         far = env if via is None else settings_env(settings, redis_url=via(redis_url))
         env_of = {role: far if role in via_roles else env for role in ("beat", "worker")}

@@ -110,10 +110,16 @@ def latency_rows(doc: Doc) -> list[Row]:
             f"; workers only behind it: {doc['workers_only_ratio']:.2f}× "
             f"({best['+150ms-workers-only']:g}/s)"
         )
+    if doc.get("workers_only_no_hold_ratio") is not None:
+        measured += (
+            f"; the same without beat's hold (HBGW_BEAT_HOLD=0): "
+            f"{doc['workers_only_no_hold_ratio']:.2f}× ({best['+150ms-workers-only-no-hold']:g}/s)"
+        )
     if doc.get("no_task_events_ratio") is not None:
         measured += (
             f"; with HBGW_TASK_EVENTS=false: {doc['no_task_events_ratio']:.2f}× "
             f"({best['+150ms-no-task-events']:g}/s)"
         )
-    measured += f"{_load(*phases)})"
+    interval = doc["parameters"].get("interval_s", 1)
+    measured += f"; a fire every {interval} s per session{_load(*phases)})"
     return [Row(goal, measured, ratio >= doc["goal_ratio"])]

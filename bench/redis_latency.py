@@ -12,6 +12,13 @@ Rates interleaved, each phase as
 e2e's (bench/e2e.py): delivered fires a second in a steady window, lag, CPU per fire.
 Throughput is the most delivered at any offered rate; the goal's ratio is the delayed
 deployment's over the direct one's.
+
+Each session fires every ``INTERVAL_S`` (10 s; ``rate`` × 10 sessions): behind the line one
+fire's own path is a chain of dependent round trips (claim, publish, the consumer's take,
+admission, the lock, the confirmation, the finish: 2-3 s at 300 ms each), and with the e2e
+benchmark's 1 s interval that chain, not the deployment, capped each session's rate — the run
+measured one fire's latency (its lag says that) instead of the throughput. Runs before
+2026-12-04 used 1 s (``redis_latency-20261203T*``).
 """
 
 from __future__ import annotations
@@ -35,16 +42,21 @@ DELAYED = "+150ms"
 WORKERS_ONLY = "+150ms-workers-only"  # beat near Redis: the turn path's own share of the cost
 # Celery's task events are a PUBLISH each in the consumer's one thread (HBGW_TASK_EVENTS).
 NO_EVENTS = "+150ms-no-task-events"
-REDIS_DB = {DIRECT: 6, DELAYED: 7, WORKERS_ONLY: 8, NO_EVENTS: 9}
+# Beat near Redis ticks fast and would send the slow consumers a small message each tick: the
+# hold (HBGW_BEAT_HOLD, beat/held_fires.py) off, to show what it does.
+WORKERS_ONLY_NO_HOLD = "+150ms-workers-only-no-hold"
+REDIS_DB = {DIRECT: 6, DELAYED: 7, WORKERS_ONLY: 8, NO_EVENTS: 9, WORKERS_ONLY_NO_HOLD: 10}
+INTERVAL_S = 10
 
 
 def plan_for(ctx: BenchContext) -> Plan:
     if ctx.quick:
-        return Plan([50], ["postgresql" if ctx.pg_url else "sqlite"], 4.0, 6.0, 120.0)
+        return Plan([50], ["postgresql" if ctx.pg_url else "sqlite"], 4.0, 6.0, 120.0, INTERVAL_S)
     # Behind the delay line the first fires start about 20 s after their due time (new pooled
     # connections, 4-5 round trips each; beat's first ticks): the window waits for the steady
     # state, as a minute-long run found it.
-    return Plan([100, 200], ["postgresql" if ctx.pg_url else "sqlite"], 25.0, 15.0, 480.0)
+    kinds = ["postgresql" if ctx.pg_url else "sqlite"]
+    return Plan([100, 200], kinds, 25.0, 15.0, 720.0, INTERVAL_S)
 
 
 @contextmanager
@@ -56,6 +68,7 @@ def delayed(
     *,
     name: str = DELAYED,
     task_events: bool = True,
+    beat_hold: float | None = None,
 ) -> Iterator[Ours]:
     upstream = urlsplit(ctx.redis_url)
     proxy = DelayProxy(upstream.port or 6379, delay_s)
@@ -68,7 +81,13 @@ def delayed(
 
     try:
         with e2e_systems.ours(
-            ctx, kind, redis_db=REDIS_DB[name], via=via, via_roles=roles, task_events=task_events
+            ctx,
+            kind,
+            redis_db=REDIS_DB[name],
+            via=via,
+            via_roles=roles,
+            task_events=task_events,
+            beat_hold=beat_hold,
         ) as d:
             yield d
     finally:
@@ -80,6 +99,9 @@ def systems(ctx: BenchContext, kind: str, delay_s: float) -> Systems:
         DIRECT: lambda: e2e_systems.ours(ctx, kind, redis_db=REDIS_DB[DIRECT]),
         DELAYED: lambda: delayed(ctx, kind, delay_s),
         WORKERS_ONLY: lambda: delayed(ctx, kind, delay_s, ("worker",), name=WORKERS_ONLY),
+        WORKERS_ONLY_NO_HOLD: lambda: delayed(
+            ctx, kind, delay_s, ("worker",), name=WORKERS_ONLY_NO_HOLD, beat_hold=0
+        ),
         NO_EVENTS: lambda: delayed(ctx, kind, delay_s, name=NO_EVENTS, task_events=False),
     }
 
@@ -104,6 +126,7 @@ def summary(results: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     with_delay, without = best.get(DELAYED), best.get(DIRECT)
     ratio = round(with_delay / without, 3) if with_delay and without else None
     workers_only, no_events = best.get(WORKERS_ONLY), best.get(NO_EVENTS)
+    no_hold = best.get(WORKERS_ONLY_NO_HOLD)
     return {
         "throughput_per_s": best,
         "ratio": ratio,
@@ -111,6 +134,7 @@ def summary(results: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
         if workers_only and without
         else None,
         "no_task_events_ratio": round(no_events / without, 3) if no_events and without else None,
+        "workers_only_no_hold_ratio": round(no_hold / without, 3) if no_hold and without else None,
         "ratio_at_offered": by_rate,
     }
 
@@ -130,6 +154,7 @@ def run(ctx: BenchContext) -> Result:
             "delay_s_each_way": DELAY_S,
             "database": kind,
             "rates": plan.rates,
+            "interval_s": plan.interval_s,
             "warmup_s": plan.warmup_s,
             "window_s": plan.window_s,
             "workers": 2,

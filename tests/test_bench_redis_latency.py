@@ -77,6 +77,7 @@ def test_the_summary_and_its_goal_row_take_the_most_delivered_of_each() -> None:
         "ratio": 0.571,
         "workers_only_ratio": None,
         "no_task_events_ratio": None,
+        "workers_only_no_hold_ratio": None,
         "ratio_at_offered": {"+150ms": {"100": 0.842, "200": 0.429}},
     }
     doc = {
