@@ -15,6 +15,8 @@ from collections import defaultdict
 from datetime import datetime, timedelta
 
 from hbgw.beat.held_fires import HeldFires
+from hbgw.beat.inbox_sweep import DRAIN_REASK_MS as DRAIN_REASK_MS
+from hbgw.beat.inbox_sweep import InboxSweep
 from hbgw.beat.reconcile import Reconciler
 from hbgw.beat.restore import RestoreConfig, Restorer, StepReport
 from hbgw.beat.retention import RetentionStep
@@ -29,12 +31,11 @@ from hbgw.sessions.states import (
     job_member,
     job_of_member,
 )
-from hbgw.state.beat_registry import BeatRegistry, beat_name, shards_of
+from hbgw.state.beat_registry import BeatRegistry, beat_name, names, shards_of
 from hbgw.state.dispatch import Dispatcher
 from hbgw.state.due_index import Claim
 from hbgw.state.failures import log_failure
-from hbgw.state.keys import shard_of
-from hbgw.state.ownership import Rendezvous, rendezvous_owner
+from hbgw.state.ownership import Rendezvous
 from hbgw.state.restore_sweep import RestoreSweep
 from hbgw.state.retention_lease import RetentionLease
 from hbgw.state.runtime import Runtime
@@ -42,14 +43,12 @@ from hbgw.state.runtime import Runtime
 log = logging.getLogger("hbgw.beat")
 
 MIN_SLEEP = 0.05
-# A session's drain is asked for again at most this often (an emergency stop lifted is seen
-# within it): a drain waiting for a busy worker's turn thread is not joined by one more per tick.
-DRAIN_REASK_MS = 1000
 # The backlog gauge costs one pipelined ZCOUNT per shard: bounded, not per fire or per tick.
 BACKLOG_EVERY_MS = 5000
 # One restore step takes well under a second; a replica that dies in one delays the next step
 # by at most this.
 RESTORE_STEP_LEASE_MS = 10_000
+NOT_READ = -1  # ``BeatCore.next_due_ms`` when this tick made no claim
 
 
 class BeatCore:
@@ -63,14 +62,15 @@ class BeatCore:
         self.stopping = StopFlag()
         self.next_backlog_ms = 0
         self.next_reconcile_ms = 0
-        # Session -> when the sweeper last asked for its drain (ms); see sweep_inboxes.
-        self.drains_asked: dict[str, int] = {}
+        self.inboxes = InboxSweep(rt.gate, rt.redis, rt.index.shards, dispatcher, self.stopping)
         self.reconciler = Reconciler(rt.settings, rt.registry, rt.liveness, rt.gate, rt.redis)
         s = rt.settings
         self.lease_ms = int(s.claim_lease * 1000)
         self.reconcile_every_ms = int(s.reconcile_interval * 1000)
         self.max_sleep = s.beat_max_sleep
         self.held = HeldFires(int(s.beat_hold * 1000))
+        # The earliest due time of the own shards as the tick's claim read it (NOT_READ: none).
+        self.next_due_ms: int | None = NOT_READ
         self.restorer = Restorer(
             rt.store.restore,
             rt.store.jobs,
@@ -90,18 +90,18 @@ class BeatCore:
         """Do one pass; return the seconds until the next one is useful."""
         # One reading per pass: every step judges "due" and "stale" against the same instant.
         now_ms = self.rt.now_ms()
-        self.refresh_shards(now_ms)
+        workers = self.refresh_registries(now_ms)
         restored = self.restore_step(now_ms)
         if not restored.rebuilding:  # a rebuild's ticks go to the rebuild
             self.retention.step(now_ms)
         if now_ms >= self.next_reconcile_ms:
             self.next_reconcile_ms = now_ms + self.reconcile_every_ms
             self.reconcile_now(now_ms)
-        workers = self.rt.registry.live(now_ms)
         gateway_metrics().live_workers.set(len(workers))
         if now_ms >= self.next_backlog_ms:
             self.measure_backlog(now_ms)
             self.next_backlog_ms = now_ms + BACKLOG_EVERY_MS
+        self.next_due_ms = NOT_READ
         if workers and not self.stopping.is_set():
             # Cron jobs wait for a rebuild to end: their target's inbox and fence are back then.
             self.dispatch_due(now_ms, workers, jobs=not restored.rebuilding)
@@ -110,10 +110,22 @@ class BeatCore:
             return MIN_SLEEP  # Redis lost its data: the next page of the rebuild without a pause
         if self.held and workers:
             return MIN_SLEEP  # held fires go out as soon as their worker's queue is empty
-        earliest = self.rt.index.earliest_ms(self.own_shards)
+        # Read with the claims when they were made this tick: no round trip of its own.
+        earliest: int | None = self.next_due_ms
+        if earliest == NOT_READ:
+            earliest = self.rt.index.earliest_ms(self.own_shards)
         if earliest is None or not workers:
             return self.max_sleep
         return min(self.max_sleep, max(MIN_SLEEP, (earliest - now_ms) / 1000))
+
+    def refresh_registries(self, now_ms: int) -> list[str]:
+        """``refresh_shards`` and the live workers, in one round trip; returns the workers."""
+        pipe = self.rt.client.pipeline(transaction=False)
+        self.beats.queue_refresh(pipe, self.name, now_ms)
+        self.rt.registry.queue_live(pipe, now_ms)
+        *_, beats, workers = pipe.execute()
+        self.own_beats(names(beats))
+        return names(workers)
 
     def refresh_shards(self, now_ms: int) -> None:
         """Refresh this beat's registry entry and recompute the shards it owns.
@@ -121,7 +133,10 @@ class BeatCore:
         Every tick, in one round trip: an entry Redis lost (a restart) is back at once, and a
         dead beat's shards are taken over one ``HBGW_BEAT_TTL`` after its last tick.
         """
-        beats = self.beats.refresh_and_list(self.name, now_ms)
+        self.own_beats(self.beats.refresh_and_list(self.name, now_ms))
+
+    def own_beats(self, beats: list[str]) -> None:
+        """The shards this beat owns among the live ``beats``."""
         owned = shards_of(self.name, beats, self.rt.index.shards)
         if owned != self.own_shards:
             log.info(
@@ -289,13 +304,15 @@ class BeatCore:
     def dispatch_due(self, now_ms: int, workers: list[str], *, jobs: bool = True) -> int:
         """Claim what is due in this beat's shards and publish it; ``jobs`` False: cron jobs'
         members are put back as they were (a rebuild is under way), heartbeats go on."""
-        claimed = self.rt.index.claim_all(
+        claims = self.rt.index.claim_round(
             now_ms, self.lease_ms, self.rt.settings.claim_batch, shards=self.own_shards
         )
+        claimed, self.next_due_ms = claims.claims, claims.earliest_ms
         if not jobs:
             held = {m: due for m, due in claimed if job_of_member(m) is not None}
             if held:
                 self.rt.index.schedule_many(held)
+                self.next_due_ms = NOT_READ  # due again at once: read the index afresh
                 claimed = [c for c in claimed if c[0] not in held]
         gateway_metrics().claim_batch.observe(len(claimed))
         kept = self.held.take()
@@ -335,37 +352,10 @@ class BeatCore:
         return self.send(group_by_owner(self.held.take(), workers), now_ms, hold=False)
 
     def sweep_inboxes(self, workers: list[str], now_ms: int | None = None) -> None:
-        """Re-dispatch queued user messages whose session has no turn running.
-
-        Covers a worker that died between queueing and draining: its queue is gone with it,
-        but the inbox in Redis is not. Each replica sweeps the sessions of its own shards, so
-        two beats never drain the same session. A session's drain is asked for again at most
-        every ``DRAIN_REASK_MS``: beat ticks up to 20 times a second while heartbeats are due,
-        and a drain waiting for a busy worker's turn thread was joined by one more at every
-        tick (a storm on a slow machine).
-        """
-        gate, keys, client = self.rt.gate, self.rt.keys, self.rt.client
-        own, shards = set(self.own_shards), self.rt.index.shards
+        """Re-dispatch queued user messages whose session has no turn running
+        (``beat/inbox_sweep.py``), for the sessions of this beat's own shards."""
         now_ms = self.rt.now_ms() if now_ms is None else now_ms
-        asked, self.drains_asked = self.drains_asked, {}
-        for raw in client.smembers(keys.inbox_sessions()):
-            if self.stopping.is_set():
-                return  # the next beat (or replica) sweeps again; shutdown is not delayed
-            sid = str(raw)
-            if shard_of(sid, shards) not in own:
-                continue
-            if gate.backlog(sid) == 0:
-                client.srem(keys.inbox_sessions(), sid)
-                continue
-            last = asked.get(sid)
-            if last is not None and now_ms - last < DRAIN_REASK_MS:
-                self.drains_asked[sid] = last
-                continue
-            if gate.lock_holder(sid) is None:
-                owner = rendezvous_owner(sid, workers)
-                if owner is not None:
-                    self.dispatcher.drain(owner, sid)
-                    self.drains_asked[sid] = now_ms
+        self.inboxes.run(set(self.own_shards), workers, now_ms)
 
 
 def group_by_owner(claimed: list[Claim], workers: list[str]) -> dict[str, list[Claim]]:

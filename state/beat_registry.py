@@ -33,9 +33,11 @@ import hashlib
 import os
 import secrets
 import socket
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 import redis
+from redis.client import Pipeline
 
 from hbgw.state.keys import Keys
 
@@ -109,6 +111,11 @@ def shard_balance(owned: Sequence[int]) -> float:
     return round(counted[-1] / counted[0], 3)
 
 
+def names(members: Iterable[Any]) -> list[str]:
+    """A registry's members as sorted names: every process ranks the same list alike."""
+    return sorted(str(m) for m in members)
+
+
 class BeatRegistry:
     """Live beat replicas: a sorted set of beat name -> last refresh (ms)."""
 
@@ -126,17 +133,21 @@ class BeatRegistry:
         (Redis restarted empty, or the beat stalled past the TTL and was dropped as stale).
         Entries stale for ten TTLs are removed on the way, so dead names do not pile up.
         """
-        key = self.keys.beats()
         pipe = self.client.pipeline(transaction=False)
+        self.queue_refresh(pipe, beat, now_ms)
+        return names(pipe.execute()[-1])
+
+    def queue_refresh(self, pipe: Pipeline, beat: str, now_ms: int) -> None:
+        """``refresh_and_list``'s commands on a pipeline the caller runs with more (beat's tick
+        reads the live workers in the same round trip); its last answer, through ``names``, is
+        the live beats."""
+        key = self.keys.beats()
         pipe.zadd(key, {beat: now_ms})
         pipe.zremrangebyscore(key, "-inf", f"({now_ms - 10 * self.ttl_ms}")
         pipe.zrangebyscore(key, now_ms - self.ttl_ms, "+inf")
-        members = pipe.execute()[-1]
-        return sorted(str(m) for m in members)
 
     def live(self, now_ms: int) -> list[str]:
-        members = self.client.zrangebyscore(self.keys.beats(), now_ms - self.ttl_ms, "+inf")
-        return sorted(str(m) for m in members)
+        return names(self.client.zrangebyscore(self.keys.beats(), now_ms - self.ttl_ms, "+inf"))
 
     def remove(self, beat: str) -> None:
         """Leave at once (a clean stop): the others take the shards on their next tick."""

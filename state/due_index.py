@@ -13,7 +13,9 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from operator import itemgetter
+from typing import Any
 
 import redis
 from redis.commands.core import Script
@@ -23,7 +25,7 @@ from hbgw.state.failures import is_expected, log_failure
 from hbgw.state.keys import Keys, shard_of
 from hbgw.state.scripts import load_script
 
-__all__ = ["Claim", "DueIndex"]
+__all__ = ["Claim", "ClaimRound", "DueIndex"]
 
 log = logging.getLogger("hbgw.index")
 
@@ -47,6 +49,13 @@ def _pairs(flat: Sequence[str | bytes]) -> list[Claim]:
     if all(type(m) is str for m in members):
         return [(m, _due(d)) for m, d in zip(members, scores, strict=True)]  # type: ignore[misc]
     return [(_text(m), _due(d)) for m, d in zip(members, scores, strict=True)]
+
+
+@dataclass(frozen=True)
+class ClaimRound:
+    claims: list[Claim]
+    # The smallest due time left in the shards claimed (leases included); None: all empty.
+    earliest_ms: int | None
 
 
 def _partial(failed: Sequence[BaseException], claimed: Sequence[Claim]) -> None:
@@ -134,11 +143,21 @@ class DueIndex:
     def claim_all(
         self, now_ms: int, lease_ms: int, limit: int, *, shards: Iterable[int] | None = None
     ) -> list[Claim]:
-        """Lease every member due at ``now_ms`` in ``shards`` (default: all), earliest first.
+        """Lease every member due at ``now_ms`` in ``shards`` (default: all), earliest first."""
+        return self.claim_round(now_ms, lease_ms, limit, shards=shards).claims
+
+    def claim_round(
+        self, now_ms: int, lease_ms: int, limit: int, *, shards: Iterable[int] | None = None
+    ) -> ClaimRound:
+        """``claim_all``, and the earliest due time left in ``shards`` after it (the leases
+        just made included), read in the same round trips: beat sleeps until then.
 
         ``limit`` bounds one script call (how long Redis is blocked), not the total: a shard that
         returns a full batch is asked again, in the next pipelined round. Since claimed members
         move past ``now_ms``, each round only sees members not claimed yet, and the loop ends.
+        The script goes by its sha alone (no SCRIPT EXISTS before each pipeline, as redis-py's
+        pipelined scripts send): a Redis that lost it answers NOSCRIPT, and that shard is asked
+        again after the script is loaded.
 
         On a Redis Cluster the shards live on several primaries: when one is away (failing
         over), the claims the others answered are returned (and the failure logged), not
@@ -148,20 +167,44 @@ class DueIndex:
         self._check(0, lease_ms, limit)
         claimed: list[Claim] = []
         failed: list[BaseException] = []
+        heads: dict[int, int | None] = {}
         pending = self._shard_list(shards)
+        reloaded = False
         while pending:
-            pipe = self.client.pipeline(transaction=False)
-            for shard in pending:
-                self._claim(keys=[self._keys[shard]], args=[now_ms, lease_ms, limit], client=pipe)
-            answers = pipe.execute(raise_on_error=False)
-            batches = [None if isinstance(a, Exception) else _pairs(a) for a in answers]
-            failed.extend(a for a in answers if isinstance(a, Exception))
-            claimed.extend(claim for batch in batches if batch for claim in batch)
-            pending = [s for s, b in zip(pending, batches, strict=True) if b and len(b) >= limit]
+            answers = self._claim_pass(pending, now_ms, lease_ms, limit)
+            again: list[int] = []
+            lost_script = False
+            for shard, answer, head in zip(pending, answers[0::2], answers[1::2], strict=True):
+                if isinstance(answer, redis.exceptions.NoScriptError) and not reloaded:
+                    again.append(shard)  # it did not run: asked again once the script is back
+                    lost_script = True
+                elif isinstance(answer, Exception):
+                    failed.append(answer)
+                else:
+                    batch = _pairs(answer)
+                    claimed.extend(batch)
+                    if len(batch) >= limit:
+                        again.append(shard)
+                    if not isinstance(head, Exception):
+                        heads[shard] = int(head[0][1]) if head else None
+            if lost_script:
+                self.client.script_load(self._claim.script)  # Redis restarted without it
+                reloaded = True
+            pending = again
         if failed:
             _partial(failed, claimed)
         claimed.sort(key=itemgetter(1, 0))
-        return claimed
+        earliest = min((h for h in heads.values() if h is not None), default=None)
+        return ClaimRound(claimed, earliest)
+
+    def _claim_pass(self, shards: list[int], now_ms: int, lease_ms: int, limit: int) -> list[Any]:
+        """One pipelined round: each shard's claim, then its earliest due time left."""
+        pipe = self.client.pipeline(transaction=False)
+        for shard in shards:
+            key = self._keys[shard]
+            pipe.evalsha(self._claim.sha, 1, key, now_ms, lease_ms, limit)
+            pipe.zrange(key, 0, 0, withscores=True)
+        return pipe.execute(raise_on_error=False)
 
     def earliest_ms(self, shards: Iterable[int] | None = None) -> int | None:
         """The smallest due time over ``shards`` (default: all; claimed leases included), None

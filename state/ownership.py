@@ -17,10 +17,12 @@ import time
 from collections.abc import Callable, Sequence
 
 import redis
+from redis.client import Pipeline
 
 from hbgw.core.clock import pause
 from hbgw.core.errors import BadInput
 from hbgw.core.metrics import gateway_metrics
+from hbgw.state.beat_registry import names
 from hbgw.state.connection import TRANSIENT_REDIS_ERRORS
 from hbgw.state.keys import Keys
 from hbgw.state.scripts import load_script
@@ -81,8 +83,12 @@ class WorkerRegistry:
         self.client.zrem(self.keys.workers(), worker)
 
     def live(self, now_ms: int) -> list[str]:
-        members = self.client.zrangebyscore(self.keys.workers(), now_ms - self.ttl_ms, "+inf")
-        return sorted(str(m) for m in members)
+        return names(self.client.zrangebyscore(self.keys.workers(), now_ms - self.ttl_ms, "+inf"))
+
+    def queue_live(self, pipe: Pipeline, now_ms: int) -> None:
+        """``live``'s read on a pipeline the caller runs with more; its answer through
+        ``names`` (``state/beat_registry.py``)."""
+        pipe.zrangebyscore(self.keys.workers(), now_ms - self.ttl_ms, "+inf")
 
     def owner(self, session_id: str, now_ms: int) -> str | None:
         return rendezvous_owner(session_id, self.live(now_ms))

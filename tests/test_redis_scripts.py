@@ -15,7 +15,7 @@ from redis.crc import key_slot
 
 from hbgw.core.errors import BadInput, HbgwError
 from hbgw.state.connection import connect, ping_or_error
-from hbgw.state.due_index import DueIndex
+from hbgw.state.due_index import ClaimRound, DueIndex
 from hbgw.state.keys import Keys, shard_of
 from hbgw.state.restore_sweep import RestoreSweep
 from hbgw.state.scripts import load_script, read_script
@@ -186,6 +186,22 @@ def test_claim_leases_and_expired_lease_is_claimable_again(index: DueIndex) -> N
     # Nobody settled the claim: it is due again when the lease ends, at the lease time.
     assert index.claim(0, NOW + LEASE, LEASE, 10) == [("a", NOW + LEASE)]
     assert index.due_ms("a") == NOW + 2 * LEASE
+
+
+def test_a_claim_round_reads_the_earliest_left_and_survives_lost_scripts(
+    redis_client: redis.Redis, keys: Keys
+) -> None:
+    index = DueIndex(redis_client, keys, shards=4)
+    index.schedule_many({f"s{i}": NOW - 10 * i for i in range(9)} | {"later": NOW + 7})
+    redis_client.script_flush()  # a Redis that restarted: the claim's sha is unknown to it
+    first = index.claim_round(NOW, LEASE, limit=2)
+    assert sorted(m for m, _ in first.claims) == [f"s{i}" for i in range(9)]  # full batches too
+    assert first.earliest_ms == NOW + 7 == index.earliest_ms()
+    assert index.claim_round(NOW + 7, LEASE, limit=2) == ClaimRound(
+        [("later", NOW + 7)], NOW + LEASE
+    )
+    index.schedule_many({m: NOW + LEASE + 1 for m, _ in first.claims} | {"later": NOW + LEASE + 1})
+    assert index.claim_round(NOW, LEASE, limit=2, shards=[0]).earliest_ms == index.earliest_ms([0])
 
 
 def test_schedule_overwrites_a_lease(index: DueIndex) -> None:
