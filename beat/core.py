@@ -223,9 +223,9 @@ class BeatCore:
                 metrics.refunds.labels(RefundReason.ORPHANED.name.lower()).inc()
                 # Due again at once, under a new fire id (the old one is in the ledger).
                 if run.job_id is not None:
-                    if rt.settle_job(run.job_id) is not None:
+                    if rt.due.settle_job(run.job_id) is not None:
                         rt.index.schedule(job_member(run.job_id), to_ms(now))
-                elif rt.settle(run.session_id) is not None:
+                elif rt.due.settle(run.session_id) is not None:
                     rt.index.schedule(run.session_id, to_ms(now))
                 recovered += 1
         if recovered:

@@ -145,7 +145,7 @@ def seed_heartbeat(rt: Runtime, chat: str, interval_s: int, due: float, *, promp
         prompt=prompt,
         now=from_ms(int((due - interval_s) * 1000)),
     )
-    # What Runtime.settle writes, without reading back the rows just written.
+    # What DueSettle.settle writes, without reading back the rows just written.
     next_due = state.next_due()
     assert next_due is not None
     rt.index.schedule(sid, to_ms(next_due))

@@ -19,7 +19,7 @@ from chaos.profiles import JOBS, POLICY_HEARTBEATS, SESSION_JOBS, WEBHOOK_EVERY,
 from hbgw.celery_app import make_celery
 from hbgw.core.clock import utcnow
 from hbgw.core.settings import Settings
-from hbgw.gateway.inbound import Queued, receive
+from hbgw.gateway.inbound import InboundParts, Queued, receive
 from hbgw.sessions.grammar import limits_from_settings
 from hbgw.sessions.grammar.job_schedule import parse_job_schedule
 from hbgw.sessions.store import Store
@@ -99,11 +99,17 @@ class Traffic:
             job = self.rt.store.jobs.create_job(
                 NewJob(parsed, schedule, f"job in {sid}", route), now
             )
-            self.rt.settle_job(job.id)
+            self.rt.due.settle_job(job.id)
 
     def _receive(self, sid: str, text: str) -> Queued | None:
         result = receive(
-            self.rt.store, sid, text, utcnow(), self.limits, rt=self.rt, dispatcher=self.dispatcher
+            self.rt.store,
+            sid,
+            text,
+            utcnow(),
+            self.limits,
+            parts=InboundParts.of(self.rt),
+            dispatcher=self.dispatcher,
         )
         return result if isinstance(result, Queued) else None
 

@@ -13,6 +13,7 @@ import logging
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 import redis
 from kombu.exceptions import KombuError
@@ -29,12 +30,32 @@ from hbgw.sessions.store import Store
 from hbgw.sessions.validation import MessageLimits, check_message, check_storable
 from hbgw.sessions.views import SessionView
 from hbgw.state.dispatch import Dispatcher
-from hbgw.state.runtime import Runtime
+from hbgw.state.due_settle import DueSettle
+from hbgw.state.ownership import WorkerRegistry
+from hbgw.state.turn_gate import TurnGate
+
+if TYPE_CHECKING:
+    from hbgw.state.runtime import Runtime
 
 log = logging.getLogger("hbgw.inbound")
 
 # What Redis or the Celery broker raise when they are down, full or failing.
 _HANDOFF_ERRORS = (redis.RedisError, OSError, KombuError)
+
+
+@dataclass(frozen=True)
+class InboundParts:
+    """What the edge uses of Redis: the gate (the emergency stop a status reports, the inbox a
+    message is queued on), the worker registry (who owns the session) and the due index's
+    settle rule (a changed heartbeat or cron job)."""
+
+    gate: TurnGate
+    registry: WorkerRegistry
+    due: DueSettle
+
+    @classmethod
+    def of(cls, rt: Runtime) -> InboundParts:
+        return cls(rt.gate, rt.registry, rt.due)
 
 
 @dataclass(frozen=True)
@@ -63,7 +84,7 @@ def receive(
     now: datetime,
     limits: GrammarLimits,
     *,
-    rt: Runtime | None = None,
+    parts: InboundParts | None = None,
     dispatcher: Dispatcher | None = None,
     idempotency_key: str | None = None,
     message_limits: MessageLimits = MessageLimits(),
@@ -73,7 +94,7 @@ def receive(
     """Slash commands are answered at once; anything else becomes a user turn via the owner.
 
     ``idempotency_key`` is the platform's message id, or the client's; one is made up when
-    there is none. Without Redis (``rt`` None) the message is stored and the heartbeat change
+    there is none. Without Redis (``parts`` None) the message is stored and the heartbeat change
     reaches the due index on the next restore pass. ``served``: the platforms this deployment
     serves; a session on another is refused (``PlatformNotEnabled``) before anything is stored.
     ``max_jobs``: the session owner's cron-job quota for ``/cron add`` (0: none, the operator's).
@@ -86,18 +107,18 @@ def receive(
     if served is not None:
         served.check(session.platform)
     if is_heartbeat_command(text):
-        return _answer_command(store, session, text, now, limits, rt)
+        return _answer_command(store, session, text, now, limits, parts)
     if is_cron_command(text):
-        return _answer_cron(store, session, text, now, limits, rt, max_jobs)
+        return _answer_cron(store, session, text, now, limits, parts, max_jobs)
     check_message(text, message_limits)
     key = idempotency_key if idempotency_key is not None else uuid.uuid4().hex
     accepted = store.messages.accept_message(session.id, text, now=now, idempotency_key=key)
     message = accepted.message
     handed_off = False
-    if rt is not None and message.state == MessageState.QUEUED:
+    if parts is not None and message.state == MessageState.QUEUED:
         # A retry may find its first attempt in the session this one continues (compressed
         # since): that message is answered where it was queued.
-        handed_off = _hand_off(rt, dispatcher, message.session_id, message.id, now)
+        handed_off = _hand_off(parts, dispatcher, message.session_id, message.id, now)
     return Queued(session.id, message.id, key, handed_off=handed_off, duplicate=accepted.duplicate)
 
 
@@ -107,7 +128,7 @@ def _answer_command(
     text: str,
     now: datetime,
     limits: GrammarLimits,
-    rt: Runtime | None,
+    parts: InboundParts | None,
 ) -> Answered:
     """A /heartbeat command, applied and answered at once; the due index follows."""
     sid = session.id
@@ -119,10 +140,10 @@ def _answer_command(
         limits,
         origin_chat=session.chat,
         origin_thread=session.thread,
-        estop=_estop_holds(rt, sid),
+        estop=_estop_holds(parts.gate if parts is not None else None, sid),
     )
-    if rt is not None:
-        _settle(rt, sid)
+    if parts is not None:
+        _settle(parts.due, sid)
     return Answered(sid, reply)
 
 
@@ -132,14 +153,14 @@ def _answer_cron(
     text: str,
     now: datetime,
     limits: GrammarLimits,
-    rt: Runtime | None,
+    parts: InboundParts | None,
     max_jobs: int,
 ) -> Answered:
     """A /cron command, applied and answered at once; the due index learns a changed job."""
     answer = handle_cron(store.jobs, session, text, now, limits, max_jobs=max_jobs)
-    if rt is not None and answer.changed is not None:
+    if parts is not None and answer.changed is not None:
         try:
-            rt.settle_job(answer.changed)
+            parts.due.settle_job(answer.changed)
         except _HANDOFF_ERRORS as exc:
             log.warning(
                 "cron job changed in SQL; Redis did not take it: %s",
@@ -149,20 +170,20 @@ def _answer_cron(
     return Answered(session.id, answer.text)
 
 
-def _estop_holds(rt: Runtime | None, sid: str) -> bool:
+def _estop_holds(gate: TurnGate | None, sid: str) -> bool:
     """Whether an emergency stop holds the session (status says so); unknown without Redis."""
-    if rt is None:
+    if gate is None:
         return False
     try:
-        return rt.gate.estop_active(sid)
+        return gate.estop_active(sid)
     except _HANDOFF_ERRORS:
         return False
 
 
-def _settle(rt: Runtime, sid: str) -> None:
+def _settle(due: DueSettle, sid: str) -> None:
     """Tell the due index about the change; when Redis fails, the restore pass does it."""
     try:
-        rt.settle(sid)
+        due.settle(sid)
     except _HANDOFF_ERRORS as exc:
         log.warning(
             "heartbeat changed in SQL; Redis did not take it: %s",
@@ -172,12 +193,12 @@ def _settle(rt: Runtime, sid: str) -> None:
 
 
 def _hand_off(
-    rt: Runtime, dispatcher: Dispatcher | None, sid: str, message_id: int, now: datetime
+    parts: InboundParts, dispatcher: Dispatcher | None, sid: str, message_id: int, now: datetime
 ) -> bool:
     """Queue the id in Redis and wake the owner; False when Redis or the broker failed."""
     try:
-        rt.gate.enqueue_user(sid, str(message_id))
-        owner = rt.registry.owner(sid, to_ms(now))
+        parts.gate.enqueue_user(sid, str(message_id))
+        owner = parts.registry.owner(sid, to_ms(now))
         if owner is not None and dispatcher is not None:
             dispatcher.drain(owner, sid)
     except _HANDOFF_ERRORS as exc:

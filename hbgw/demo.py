@@ -26,7 +26,7 @@ from hbgw.celery_app import make_celery
 from hbgw.core.clock import utcnow
 from hbgw.core.settings import Settings
 from hbgw.gateway.channels.file import read_records
-from hbgw.gateway.inbound import receive
+from hbgw.gateway.inbound import InboundParts, receive
 from hbgw.invariants import check
 from hbgw.sessions.grammar import limits_from_settings
 from hbgw.sessions.replies import preview
@@ -84,7 +84,13 @@ class Demo:
 
     def send(self, sid: str, text: str) -> str:
         result = receive(
-            self.rt.store, sid, text, utcnow(), self.limits, rt=self.rt, dispatcher=self.dispatcher
+            self.rt.store,
+            sid,
+            text,
+            utcnow(),
+            self.limits,
+            parts=InboundParts.of(self.rt),
+            dispatcher=self.dispatcher,
         )
         return getattr(result, "text", "")
 
@@ -119,15 +125,15 @@ class Demo:
     def compress(self) -> None:
         sid = self.sessions[1]
         child = self.rt.store.sessions.compress(sid, utcnow())
-        self.rt.settle(sid)
-        self.rt.settle(child.id)
+        self.rt.due.settle(sid)
+        self.rt.due.settle(child.id)
         self.sessions[1] = child.id
         self.notes[child.id] = "compressed child"
 
     def reset(self) -> None:
         sid = self.sessions[2]
         self.rt.store.sessions.reset(sid, utcnow())
-        self.rt.settle(sid)
+        self.rt.due.settle(sid)
         self.notes[sid] = "reset"
 
     def estop(self, on: bool) -> None:
@@ -188,7 +194,9 @@ class Demo:
         failed = [r for r in runs if r.state == RunState.FAILED]
         path = self.settings.channel_file
         sends = [r for r in read_records(Path(path)) if r["call"] == "send"] if path else []
-        report = check(self.rt, utcnow())
+        rt = self.rt
+        interval = rt.settings.restore_interval
+        report = check(rt.store.ledger, rt.gate, rt.index, utcnow(), restore_interval=interval)
         return {
             "sessions": len(self.sessions),
             "fires": len(reached),

@@ -30,8 +30,10 @@ from hbgw.sessions.states import (
     RunState,
     SessionStatus,
 )
+from hbgw.sessions.store import Ledger
 from hbgw.sessions.views import HeartbeatSnapshot, LedgerSnapshot, RunView
-from hbgw.state.runtime import Runtime
+from hbgw.state.due_index import DueIndex
+from hbgw.state.turn_gate import TurnGate
 
 
 @dataclass
@@ -53,12 +55,23 @@ class InvariantReport:
         }
 
 
-def check(rt: Runtime, now: datetime, *, include_index: bool = True) -> InvariantReport:
-    snapshot = rt.store.ledger.audit_snapshot()
+def check(
+    ledger: Ledger,
+    gate: TurnGate,
+    index: DueIndex,
+    now: datetime,
+    *,
+    restore_interval: float,
+    include_index: bool = True,
+) -> InvariantReport:
+    """I1–I4 from the ledger's snapshot; I5 (``include_index``) from the due index and the
+    gate's locks and pending fires, with HBGW_RESTORE_INTERVAL (``restore_interval``, seconds)
+    as the grace a heartbeat changed just now is given."""
+    snapshot = ledger.audit_snapshot()
     report = audit(snapshot, now)
     if include_index:
-        grace = timedelta(seconds=rt.settings.restore_interval)
-        report.violations["I5"] = _unindexed(rt, snapshot, now - grace)
+        grace = timedelta(seconds=restore_interval)
+        report.violations["I5"] = _unindexed(ledger, gate, index, snapshot, now - grace)
     return report
 
 
@@ -128,13 +141,19 @@ def _turns(snapshot: LedgerSnapshot, now: datetime, report: InvariantReport) -> 
                 report.violations["I1"].append(f"{sid}: {before.fire_id} overlaps {after.fire_id}")
 
 
-def _unindexed(rt: Runtime, snapshot: LedgerSnapshot, settled_before: datetime) -> list[str]:
+def _unindexed(
+    ledger: Ledger,
+    gate: TurnGate,
+    index: DueIndex,
+    snapshot: LedgerSnapshot,
+    settled_before: datetime,
+) -> list[str]:
     """I5: active heartbeats nowhere in Redis, unchanged in SQL since ``settled_before``."""
-    missing = [hb for hb in _expected(snapshot) if not _in_redis(rt, hb.session_id)]
+    missing = [hb for hb in _expected(snapshot) if not _in_redis(gate, index, hb.session_id)]
     if not missing:
         return []
     # Looked at again after Redis was read: a heartbeat changed meanwhile is in flux, not lost.
-    again = {hb.heartbeat_id: hb for hb in _expected(rt.store.ledger.audit_snapshot())}
+    again = {hb.heartbeat_id: hb for hb in _expected(ledger.audit_snapshot())}
     return [
         f"{hb.session_id} is active but not in the index"
         for hb in missing
@@ -150,9 +169,8 @@ def _expected(snapshot: LedgerSnapshot) -> list[HeartbeatSnapshot]:
     ]
 
 
-def _in_redis(rt: Runtime, sid: str) -> bool:
-    gate = rt.gate
-    return bool(rt.index.due_ms(sid) is not None or gate.lock_holder(sid) or gate.pending(sid))
+def _in_redis(gate: TurnGate, index: DueIndex, sid: str) -> bool:
+    return bool(index.due_ms(sid) is not None or gate.lock_holder(sid) or gate.pending(sid))
 
 
 __all__ = ["InvariantReport", "audit", "check"]

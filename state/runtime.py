@@ -5,18 +5,14 @@ The agent and the channel are not here: the wiring in ``hbgw/`` hands them to th
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 
 import redis
 
 from hbgw.core.clock import Clock, to_ms, utcnow
-from hbgw.core.errors import NotFound
 from hbgw.core.private import private_dir, write_private
 from hbgw.core.settings import Settings
-from hbgw.sessions.states import SessionStatus, job_member
 from hbgw.sessions.store import Store
 from hbgw.state.connection import MAX_CONNECTIONS, connect
 
@@ -25,7 +21,7 @@ from hbgw.state.connection import MAX_CONNECTIONS, connect
 from hbgw.state.connection import REDIS_URL_FILE as REDIS_URL_FILE
 from hbgw.state.connection import resolve_redis_url as resolve_redis_url
 from hbgw.state.due_index import DueIndex
-from hbgw.state.failures import log_failure
+from hbgw.state.due_settle import DueSettle
 from hbgw.state.keys import Keys
 from hbgw.state.liveness import Liveness
 from hbgw.state.ownership import WorkerRegistry
@@ -33,8 +29,6 @@ from hbgw.state.redis_part import RedisPart
 from hbgw.state.shared_clock import shared_clock
 from hbgw.state.stream_wake import wake_streams
 from hbgw.state.turn_gate import TurnGate
-
-log = logging.getLogger("hbgw.runtime")
 
 
 def write_redis_url(home: Path, url: str | None) -> None:
@@ -61,6 +55,10 @@ class Runtime:
     gate: TurnGate = field(init=False)
     registry: WorkerRegistry = field(init=False)
     liveness: Liveness = field(init=False)
+    # The client and the key names, for a unit that needs no more of this runtime.
+    redis: RedisPart = field(init=False)
+    # Write, then settle: the due index made to agree with SQL (``state/due_settle.py``).
+    due: DueSettle = field(init=False)
 
     def __post_init__(self) -> None:
         self.keys = Keys(self.settings.namespace)
@@ -70,6 +68,9 @@ class Runtime:
             self.client, self.keys, ttl_ms=int(self.settings.worker_ttl * 1000)
         )
         self.liveness = Liveness(self.client, self.keys)
+        self.redis = RedisPart(self.client, self.keys)
+        store = self.store
+        self.due = DueSettle(store.heartbeats, store.sessions, store.jobs, self.index)
 
     @classmethod
     def from_settings(
@@ -92,52 +93,8 @@ class Runtime:
             clock=shared_clock(client, settings),
         )
 
-    @property
-    def redis(self) -> RedisPart:
-        """The client and the key names, for a unit that needs no more of this runtime."""
-        return RedisPart(self.client, self.keys)
-
     def now_ms(self) -> int:
         return to_ms(self.clock())
-
-    def settle(self, session_id: str) -> int | None:
-        """Make the due index agree with SQL for one session; returns the due time written."""
-        try:
-            state = self.store.heartbeats.get_heartbeat(session_id)
-            session = self.store.sessions.get_session(session_id)
-        except NotFound:
-            self.index.remove(session_id)
-            return None
-        except Exception as exc:
-            # Rule 11: only a definite answer prunes; a failing read keeps the entry for later.
-            log_failure(
-                log,
-                "settle kept the due entry: the store could not be read",
-                exc,
-                action="index.settle_failed",
-                session=session_id,
-            )
-            return None
-        due = state.next_due() if state and session.status == SessionStatus.ACTIVE else None
-        return self.apply_due(session_id, due)
-
-    def settle_job(self, job_id: str) -> int | None:
-        """Make the due index agree with SQL for one cron job (its member ``job:<id>``)."""
-        member = job_member(job_id)
-        try:
-            job = self.store.jobs.job(job_id)
-        except NotFound:
-            self.index.remove(member)
-            return None
-        return self.apply_due(member, job.next_due)
-
-    def apply_due(self, session_id: str, due: datetime | None) -> int | None:
-        """Write a due time SQL just answered (None: no entry), without reading it again."""
-        if due is None:
-            self.index.remove(session_id)
-            return None
-        self.index.schedule(session_id, to_ms(due))
-        return to_ms(due)
 
     def wake_streams(self, session_id: str) -> None:
         """After a delivered message is committed: the API's open event streams of the session

@@ -12,9 +12,8 @@ from pathlib import Path
 import pytest
 from support.harness import Gateway, gateway_settings, wait_until
 from support.jobs import add_job
+from support.scenarios import check_gateway
 
-from hbgw.core.clock import utcnow
-from hbgw.invariants import check
 from hbgw.procs import spawn_hbgw, stop_all
 from hbgw.sessions.states import REACHED_AGENT, RunState
 from hbgw.state.beat_registry import BeatRegistry
@@ -61,6 +60,6 @@ def test_two_beats_and_a_killed_worker_give_one_run_per_due_time(
         times.sort()
         # One run per due time: two runs of a 2 s job are never closer than 2 s.
         assert all(b - a >= timedelta(milliseconds=1999) for a, b in pairwise(times)), job_id
-    report = check(gw.rt, utcnow(), include_index=False)
+    report = check_gateway(gw, include_index=False)
     assert report.ok, report.to_json()
     gw.close()

@@ -15,12 +15,11 @@ import pytest
 from sqlalchemy import text
 from support.fires import begin, finish, start
 from support.harness import Gateway, wait_until
-from support.scenarios import send
+from support.scenarios import check_gateway, send
 from support.seed import T0, make_session_with_heartbeat
 
-from hbgw.core.clock import utcnow
 from hbgw.core.errors import StaleFence
-from hbgw.invariants import InvariantReport, audit, check
+from hbgw.invariants import InvariantReport, audit
 from hbgw.sessions.states import LostLockDetail, RefundReason, RunState
 from hbgw.sessions.store import Store
 from hbgw.sessions.views import NotStarted
@@ -140,7 +139,7 @@ def test_no_false_alarm_while_a_gateway_is_busy_and_a_real_violation_is_caught(
     def keep_checking() -> None:
         # Paced: on SQLite every check takes the write lock, and the traffic needs it too.
         while not stop.wait(0.05):
-            found = check(gw.rt, utcnow())
+            found = check_gateway(gw)
             checks[0] += 1
             if not found.ok:
                 alarms.append(found.to_json())
@@ -176,4 +175,4 @@ def test_no_false_alarm_while_a_gateway_is_busy_and_a_real_violation_is_caught(
         "UPDATE heartbeats SET fire_count = fire_count + 5 WHERE session_id = :s",
         s=victim,
     )
-    assert check(gw.rt, utcnow()).violations["I3"], "a real miscount must still be caught"
+    assert check_gateway(gw).violations["I3"], "a real miscount must still be caught"

@@ -11,6 +11,7 @@ from hbgw.state.turn_gate import Began
 from hbgw.workers.agents.echo import EchoAgent
 from hbgw.workers.locks import Grant, Lease, LockKeeper
 from hbgw.workers.ports import Address
+from hbgw.workers.runner import turn_parts
 from hbgw.workers.turn_io import Delivery, TurnIO
 
 
@@ -46,7 +47,7 @@ class PhaseAtSend:
 
 def test_delivery_is_stamped_before_the_channel_is_called(gateway: Gateway) -> None:
     channel = PhaseAtSend(gateway)
-    io = TurnIO(gateway.rt, EchoAgent(), channel)
+    io = TurnIO(turn_parts(gateway.rt), EchoAgent(), channel)
     io.stamp("s1", "thinking")
     began = gateway.rt.gate.try_begin_user("s1", "tok", 5000)
     assert isinstance(began, Began)

@@ -17,7 +17,7 @@ from support.private_redis import PrivateRedis
 from support.scenarios import LIMITS
 
 from hbgw.core.clock import utcnow
-from hbgw.gateway.inbound import Queued, receive
+from hbgw.gateway.inbound import InboundParts, Queued, receive
 from hbgw.sessions.db import make_engine, upgrade
 from hbgw.sessions.states import MessageState
 
@@ -64,7 +64,7 @@ def settle_then_count(gw: Gateway, sid: str, message_id: int) -> int:
 
 def queue(gw: Gateway, sid: str, text: str) -> Queued:
     """A user message accepted with no worker up yet: it waits in the inbox."""
-    result = receive(gw.store, sid, text, utcnow(), LIMITS, rt=gw.rt)
+    result = receive(gw.store, sid, text, utcnow(), LIMITS, parts=InboundParts.of(gw.rt))
     assert isinstance(result, Queued)
     return result
 
@@ -161,7 +161,7 @@ def test_retry_with_the_same_idempotency_key_is_one_message_and_one_reply(
                 text,
                 utcnow(),
                 LIMITS,
-                rt=gw.rt,
+                parts=InboundParts.of(gw.rt),
                 dispatcher=gw.dispatcher,
                 idempotency_key="platform-msg-42",
             )

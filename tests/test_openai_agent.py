@@ -17,6 +17,7 @@ from support.http_server import serving
 
 from hbgw.core.errors import AgentError, BadInput
 from hbgw.core.settings import Settings
+from hbgw.sessions.grammar import limits_from_settings
 from hbgw.workers.agents import make_agent
 from hbgw.workers.agents.base import TurnKind, TurnRequest
 from hbgw.workers.agents.openai_agent import OpenAIAgent, OpenAIConfig
@@ -45,7 +46,18 @@ def agent(base_url: str, **overrides: object) -> OpenAIAgent:
 
 
 def tools_for(gw: Gateway, sid: str, kind: TurnKind, *, write: bool) -> SessionHeartbeatTools:
-    return SessionHeartbeatTools(gw.rt, sid, kind, origin=("C1", "T1"), write=write)
+    rt = gw.rt
+    return SessionHeartbeatTools(
+        sid,
+        kind,
+        heartbeats=rt.store.heartbeats,
+        gate=rt.gate,
+        due=rt.due,
+        clock=rt.clock,
+        limits=lambda: limits_from_settings(rt.settings),
+        origin=("C1", "T1"),
+        write=write,
+    )
 
 
 def request(sid: str, text: str, tools: SessionHeartbeatTools | None = None) -> TurnRequest:

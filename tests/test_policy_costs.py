@@ -247,7 +247,7 @@ def test_the_turn_that_crosses_the_budget_is_delivered_then_the_heartbeat_pauses
                 now=utcnow() - timedelta(seconds=2),
                 policy=policy,
             )
-            gw.rt.settle(sid)
+            gw.rt.due.settle(sid)
             first, second = sent(gw, sid, 2)
             gw.final_runs(sid, 2)
             for _ in range(3):

@@ -31,7 +31,7 @@ def set_due(gw: Gateway, sid: str, prompt: str, **policy: object) -> None:
         now=utcnow() - timedelta(seconds=61),
         policy=Policy(exact=True, **policy),  # type: ignore[arg-type]
     )
-    gw.rt.settle(sid)
+    gw.rt.due.settle(sid)
 
 
 def fired(gw: Gateway, sid: str, count: int) -> list[str]:
@@ -82,7 +82,7 @@ def test_a_repeat_is_held_back_until_its_window_has_passed(gateway: Gateway) -> 
             origin_thread="T9",
             policy=Policy(exact=True, dedupe=3600),
         )
-        gw.rt.settle(sid)
+        gw.rt.due.settle(sid)
         assert fired(gw, sid, 4)[-1] == "all green"
 
 

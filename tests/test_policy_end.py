@@ -26,7 +26,7 @@ def set_at(
         now=utcnow() - timedelta(seconds=ago),
         policy=Policy(exact=True, **policy),  # type: ignore[arg-type]
     )
-    gw.rt.settle(sid)
+    gw.rt.due.settle(sid)
 
 
 def beat_sent(gw: Gateway, sid: str, count: int = 1) -> list[str]:

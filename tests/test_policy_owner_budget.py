@@ -238,7 +238,7 @@ def test_an_owners_default_pauses_a_heartbeat_that_names_no_budget(
                 now=utcnow() - timedelta(seconds=2),
                 policy=policy_of("/heartbeat every 1m exact check CI", GrammarLimits()),
             )
-            gw.rt.settle(sid)
+            gw.rt.due.settle(sid)
             first, second = sent(gw, sid, 2)
             gw.final_runs(sid, 2)
             for _ in range(3):

@@ -13,9 +13,9 @@ from subprocess import Popen
 
 import pytest
 from support.harness import Gateway, gateway_settings, wait_until
+from support.scenarios import check_gateway
 
 from hbgw.core.clock import utcnow
-from hbgw.invariants import check
 from hbgw.procs import spawn_hbgw, stop_all
 from hbgw.sessions.states import REACHED_AGENT, RunState
 from hbgw.state.beat_registry import BeatRegistry
@@ -74,7 +74,7 @@ def test_two_beats_never_fire_one_due_time_twice(
         gaps = [b - a for a, b in pairwise(times)]
         # One fire per due time: two fires of a 1 s heartbeat are never closer than 1 s.
         assert all(g >= timedelta(milliseconds=999) for g in gaps), (sid, min(gaps))
-    report = check(gw.rt, utcnow(), include_index=False)
+    report = check_gateway(gw, include_index=False)
     assert report.ok, report.to_json()
     gw.close()
 
@@ -126,7 +126,7 @@ def test_sigkill_worker_mid_turn_moves_its_sessions(
     # Reached the agent: counted once, never again; the next grant of its session settled it.
     assert (interrupted.state, interrupted.detail) == (RunState.FAILED, "lock lost before delivery")
     _assert_ownership_moved(gw, killed_at + timedelta(seconds=settings.worker_ttl + 1), killed_at)
-    report = check(gw.rt, utcnow(), include_index=False)
+    report = check_gateway(gw, include_index=False)
     assert report.ok, report.to_json()
     gw.close()
 

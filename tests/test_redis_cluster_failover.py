@@ -17,11 +17,10 @@ from typing import Any
 import pytest
 from support.harness import Gateway, gateway_settings, wait_until
 from support.redis_cluster import LocalCluster
-from support.scenarios import send
+from support.scenarios import check_gateway, send
 
 from hbgw.core.clock import utcnow
 from hbgw.gateway.inbound import Queued
-from hbgw.invariants import check
 from hbgw.procs import spawn_hbgw, stop_all
 from hbgw.sessions.states import REACHED_AGENT, RunState
 from hbgw.state.cluster import GatewayCluster
@@ -145,7 +144,7 @@ def test_every_role_follows_a_primary_failover_under_load(
         )
         runs = gw.runs()
         assert len({r.fire_id for r in runs}) == len(runs), "a fire ran twice"
-        report = check(gw.rt, utcnow(), include_index=False)
+        report = check_gateway(gw, include_index=False)
         assert report.ok, report.to_json()
     finally:
         gw.close()

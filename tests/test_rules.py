@@ -110,7 +110,7 @@ def test_reply_goes_to_origin_without_quoting(gateway: Gateway) -> None:
             origin_chat="C-origin",
             origin_thread="T-origin",
         )
-        gw.rt.settle(sid)
+        gw.rt.due.settle(sid)
         gw.tick()
         gw.final_runs(sid)
     [sent] = gw.deliveries(sid, "send")

@@ -13,14 +13,13 @@ from typing import Any
 
 import pytest
 from support.harness import Gateway, gateway_settings, wait_until
-from support.scenarios import send
+from support.scenarios import check_gateway, send
 from support.sentinel_cluster import SentinelCluster
 
 from hbgw.broker import broker_url
 from hbgw.core.clock import utcnow
 from hbgw.core.errors import BadInput
 from hbgw.gateway.inbound import Queued
-from hbgw.invariants import check
 from hbgw.procs import spawn_hbgw, stop_all
 from hbgw.sessions.states import REACHED_AGENT, RunState
 from hbgw.state.connection import connect
@@ -110,7 +109,7 @@ def test_every_role_follows_a_failover_under_load(
         print(f"promoted in {promoted_in:.1f} s; fires again {first_after - killed} after the kill")
         runs = gw.runs()
         assert len({r.fire_id for r in runs}) == len(runs), "a fire ran twice"
-        report = check(gw.rt, utcnow(), include_index=False)
+        report = check_gateway(gw, include_index=False)
         assert report.ok, report.to_json()
     finally:
         gw.close()

@@ -1,4 +1,4 @@
-"""Rule 11 for ``Runtime.settle``: only a definite answer from SQL removes a due-index entry.
+"""Rule 11 for ``DueSettle.settle``: only a definite answer from SQL removes a due-index entry.
 
 The store is real and really broken (a file that is not a database, a database without the
 schema, a PostgreSQL schema dropped underneath): a failing read must keep the entry.
@@ -60,7 +60,7 @@ def test_unreadable_store_never_prunes(
     rt = runtime_on(broken(tmp_path))
     rt.index.schedule("s-kept", DUE)
     with caplog.at_level(logging.WARNING):
-        assert rt.settle("s-kept") is None
+        assert rt.due.settle("s-kept") is None
     assert rt.index.due_ms("s-kept") == DUE
     assert any(getattr(r, "session", None) == "s-kept" for r in caplog.records)
 
@@ -74,7 +74,7 @@ def test_dropped_postgres_schema_never_prunes(
     store = Store(engine)
     sid = make_session_with_heartbeat(store, now=T0)
     rt = runtime_on(store)
-    assert rt.settle(sid) is not None
+    assert rt.due.settle(sid) is not None
     schema = pg_schema_url.rsplit("%3D", 1)[-1]
     admin = create_engine(PG_URL)
     with admin.begin() as conn:
@@ -82,7 +82,7 @@ def test_dropped_postgres_schema_never_prunes(
         conn.execute(text(f'CREATE SCHEMA "{schema}"'))  # the fixture drops it afterwards
     admin.dispose()
     due = rt.index.due_ms(sid)
-    assert rt.settle(sid) is None
+    assert rt.due.settle(sid) is None
     assert rt.index.due_ms(sid) == due
 
 
@@ -98,7 +98,7 @@ def test_definite_answers_still_prune(
     store.heartbeats.pause_heartbeat(paused, T0)
     store.sessions.suspend(suspended, T0)
     for sid in (paused, suspended, "s-no-such-session"):
-        assert rt.settle(sid) is None
+        assert rt.due.settle(sid) is None
         assert rt.index.due_ms(sid) is None
     active = make_session_with_heartbeat(store, now=T0)
-    assert rt.settle(active) == rt.index.due_ms(active) == to_ms(T0) + 600_000
+    assert rt.due.settle(active) == rt.index.due_ms(active) == to_ms(T0) + 600_000

@@ -76,7 +76,7 @@ def test_a_database_outage_is_one_line_per_restore_and_settle(
         assert not restorer.step(now_ms).ok
         assert not restorer.step(now_ms + 1).ran  # one interval before the next try
         assert not restorer.step(now_ms + int(settings.restore_interval * 1000)).ok
-        assert rt.settle("s-1") is None
+        assert rt.due.settle("s-1") is None
     finally:
         rt.close()
     _assert_one_line_each(_lines(caplog, "restore.failed"), 2, "StoreError")

@@ -20,16 +20,17 @@ from datetime import datetime
 
 from hbgw.core.clock import to_ms
 from hbgw.sessions.states import SessionStatus, fire_id, job_of_member
+from hbgw.sessions.store import Ledger, SessionRecords
 from hbgw.sessions.store.fire_turns import FireAdmission
 from hbgw.state.dispatch import Dispatcher
+from hbgw.state.due_settle import DueSettle
 from hbgw.state.ownership import Rendezvous
-from hbgw.state.runtime import Runtime
 from hbgw.state.turn_gate import Began
 from hbgw.workers.heartbeat_turn import Fire, is_active, settle_duplicate
 from hbgw.workers.job_admission import JobFire, JobFires
 from hbgw.workers.locks import Grant
 from hbgw.workers.logfields import fields, log, report
-from hbgw.workers.turn_redis import begin_fire, begin_job, drain_check
+from hbgw.workers.turn_redis import LockReads, begin_fire, begin_job, drain_check
 
 Start = Callable[[str, Fire | None], None]
 
@@ -49,13 +50,32 @@ ESTOP = "estop"  # what a drain held by the emergency stop answers
 
 
 class Admission:
-    def __init__(self, rt: Runtime, dispatcher: Dispatcher, lease_ms: int, start: Start) -> None:
-        self.rt = rt
+    def __init__(
+        self,
+        ledger: Ledger,
+        sessions: SessionRecords,
+        due: DueSettle,
+        reads: LockReads,
+        dispatcher: Dispatcher,
+        jobs: JobFires,
+        *,
+        worker: str,
+        lease_ms: int,
+        start: Start,
+    ) -> None:
+        """``sessions``: where a drain of a compressed session goes; ``reads``: the gate, the
+        live workers and the shared clock, read with the lock; ``jobs``: the cron jobs'
+        admission, for a batch that holds their fires."""
+        self.ledger = ledger
+        self.sessions = sessions
+        self.due = due
+        self.reads = reads
         self.dispatcher = dispatcher
+        self.jobs = jobs
+        self.worker = worker
         self.lease_ms = lease_ms
         self.start = start
         self.held: set[str] = set()  # sessions whose drain the emergency stop holds
-        self.jobs = JobFires(rt, dispatcher, start)
 
     def fire(self, session_id: str, due_ms: int, *, deferred: bool = False) -> str:
         [outcome] = self.fires([(session_id, due_ms)], deferred=deferred)
@@ -69,9 +89,9 @@ class Admission:
         ids = [fire_id(sid, due_ms) for sid, due_ms in batch]
         try:
             pairs = [(sid, fid) for (sid, _), fid in zip(batch, ids, strict=True)]
-            seen = self.rt.store.ledger.admit_fires(pairs)
-            now = self.rt.clock()
-            owners = Rendezvous(self.rt.registry.live(to_ms(now)))
+            seen = self.ledger.admit_fires(pairs)
+            now = self.reads.clock()
+            owners = Rendezvous(self.reads.registry.live(to_ms(now)))
         except RuntimeError:
             raise  # shutting down: the task fails, the fires come back after the claim lease
         except Exception as exc:
@@ -139,49 +159,49 @@ class Admission:
         """The fire's outcome; ``forward:<worker>`` when another live worker owns its session
         (``fires`` sends those in one message per owner), ``no-owner`` when no worker is live
         (the fire comes back after the claim lease)."""
-        rt, seen = self.rt, fire.seen
+        due, seen = self.due, fire.seen
         if seen is None:
-            rt.index.remove(fire.session_id)
+            due.index.remove(fire.session_id)
             return "unknown-session"
         session = seen.session
         sid = session.id
         if sid != fire.session_id:
-            rt.index.remove(fire.session_id)  # compressed: the child carries the heartbeat now
+            due.index.remove(fire.session_id)  # compressed: the child carries the heartbeat now
         if session.status != SessionStatus.ACTIVE:
-            rt.index.remove(sid)
+            due.index.remove(sid)
             return "inactive-session"
         if seen.existing is not None:
-            settle_duplicate(rt, sid, seen.existing, seen.next_due)
+            settle_duplicate(due, self.reads.clock, sid, seen.existing, seen.next_due)
             return "duplicate"
         state = seen.state
         if state is None or not is_active(state):
-            rt.index.remove(sid)
+            due.index.remove(sid)
             return "inactive"
         if not state.is_due(now):
-            rt.apply_due(sid, seen.next_due)
+            due.apply(sid, seen.next_due)
             return "not-due"
         owner = owners.owner(sid)
         if owner is None:
             return "no-owner"
-        if owner != rt.worker:
+        if owner != self.worker:
             return f"forward:{owner}"
         self.start(sid, Fire(session, fire.fire_id, fire.due_ms, fire.deferred))
         return "accepted"
 
     def drain(self, session_id: str) -> str:
         """A user message was queued: run the inbox under the lock if nobody else is."""
-        rt = self.rt
+        reads = self.reads
         # Messages queued before a compression are answered in the conversation they were
         # sent to; new ones go to the session that continues it. Backlog, owner and stop are
         # read in one round trip; a session with nothing queued reads the two again for the
         # session that continues it (rare: a drain is asked for queued messages).
-        seen = drain_check(rt, session_id)
+        seen = drain_check(reads, session_id)
         sid = session_id
         if not seen.backlog:
-            sid = rt.store.sessions.resolve_active(session_id).id
-            seen = seen if sid == session_id else drain_check(rt, sid)
+            sid = self.sessions.resolve_active(session_id).id
+            seen = seen if sid == session_id else drain_check(reads, sid)
         owner = seen.owner
-        if owner != rt.worker:
+        if owner != self.worker:
             if owner is not None:
                 self.dispatcher.drain(owner, sid)
             return "forwarded"
@@ -204,16 +224,18 @@ class Admission:
         token = uuid.uuid4().hex
         if fire is None:
             # The lock and the drain's first step (a message taken) in one round trip.
-            begun = self.rt.gate.try_begin_drain(sid, token, self.lease_ms)
+            begun = self.reads.gate.try_begin_drain(sid, token, self.lease_ms)
             # Busy: the lock holder drains the inbox before it lets go.
             if not isinstance(begun, Began):
                 return None
             return Grant(sid, token, begun.fence, begun.first)
         # The lock, and the emergency stop and owner read with it, in one round trip.
         if isinstance(fire, JobFire):
-            begun, seen = begin_job(self.rt, sid, fire.member, fire.fire_id, token, self.lease_ms)
+            begun, seen = begin_job(
+                self.reads, sid, fire.member, fire.fire_id, token, self.lease_ms
+            )
         else:
-            begun, seen = begin_fire(self.rt, sid, fire.fire_id, token, self.lease_ms)
+            begun, seen = begin_fire(self.reads, sid, fire.fire_id, token, self.lease_ms)
         if not isinstance(begun, Began):
             log.info("fire pending", extra=fields("fire.pending", sid, fire.fire_id))
             return None

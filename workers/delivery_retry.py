@@ -20,6 +20,7 @@ import contextlib
 
 from hbgw.core.errors import TurnAborted
 from hbgw.sessions.states import DeliveryState
+from hbgw.sessions.store import Deliveries
 from hbgw.sessions.views import DeliveryOutcome, DeliveryView, Resend, RetryAttempt
 from hbgw.workers.locks import Lease
 from hbgw.workers.logfields import fields, log
@@ -31,14 +32,14 @@ RETRIES_PER_GRANT = 20
 
 
 class DeliveryRetrier:
-    def __init__(self, io: TurnIO) -> None:
+    def __init__(self, io: TurnIO, deliveries: Deliveries) -> None:
         self.io = io
-        self.rt = io.rt
+        self.deliveries = deliveries
 
     def retry(self, lease: Lease, record: DeliveryView) -> None:
-        rt, io = self.rt, self.io
+        io, deliveries, clock = self.io, self.deliveries, self.io.parts.clock
         io.confirm(lease)
-        attempt = rt.store.deliveries.begin_retry(record.id, lease.fence, rt.clock())
+        attempt = deliveries.begin_retry(record.id, lease.fence, clock())
         if attempt is None:
             return  # sent meanwhile by another grant
         address, text, what = resend_of(attempt)
@@ -51,9 +52,9 @@ class DeliveryRetrier:
             sent_some = bool(getattr(exc, "mid_send", False))
             with contextlib.suppress(Exception):
                 again = _again(attempt, maybe_sent=sent_some)
-                rt.store.deliveries.finish_retry(lease.session_id, lease.fence, again, rt.clock())
+                deliveries.finish_retry(lease.session_id, lease.fence, again, clock())
             raise
-        rt.store.deliveries.finish_retry(lease.session_id, lease.fence, outcome, rt.clock())
+        deliveries.finish_retry(lease.session_id, lease.fence, outcome, clock())
         log.info(
             "delivery %s retried: %s",
             what.key,

@@ -14,11 +14,16 @@ sentences are identical); a grammar or state error is the tool's answer, not a f
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+from hbgw.core.clock import Clock
 from hbgw.core.errors import BadInput
 from hbgw.sessions import replies
-from hbgw.sessions.grammar import Clear, SetHeartbeat, limits_from_settings, parse_command
+from hbgw.sessions.grammar import Clear, GrammarLimits, SetHeartbeat, parse_command
 from hbgw.sessions.heartbeat_commands import apply_command
-from hbgw.state.runtime import Runtime
+from hbgw.sessions.store import Heartbeats
+from hbgw.state.due_settle import DueSettle
+from hbgw.state.turn_gate import TurnGate
 from hbgw.workers.agents.base import TurnKind
 
 HEARTBEAT_TURN_REFUSAL = "Refused: a heartbeat turn may not change the heartbeat."
@@ -31,14 +36,24 @@ class SessionHeartbeatTools:
 
     def __init__(
         self,
-        rt: Runtime,
         session_id: str,
         kind: TurnKind,
         *,
+        heartbeats: Heartbeats,
+        gate: TurnGate,
+        due: DueSettle,
+        clock: Clock,
+        limits: Callable[[], GrammarLimits],
         origin: tuple[str, str | None],
         write: bool,
     ) -> None:
-        self.rt = rt
+        """``gate``: the emergency stop ``get`` reports; ``limits``: read at each change, as a
+        typed /heartbeat reads them."""
+        self.heartbeats = heartbeats
+        self.gate = gate
+        self.due = due
+        self.clock = clock
+        self.limits = limits
         self.session_id = session_id
         self.kind = kind
         self.origin = origin
@@ -47,8 +62,8 @@ class SessionHeartbeatTools:
 
     def get(self) -> str:
         sid = self.session_id
-        status = self.rt.store.heartbeats.heartbeat_status(sid, self.rt.clock())
-        return replies.status_reply(status, estop=self.rt.gate.estop_active(sid))
+        status = self.heartbeats.heartbeat_status(sid, self.clock())
+        return replies.status_reply(status, estop=self.gate.estop_active(sid))
 
     def set(self, schedule: str, prompt: str) -> str:
         refusal = self._refusal()
@@ -56,7 +71,7 @@ class SessionHeartbeatTools:
             return refusal
         words = " ".join(f"{schedule} {prompt}".split())
         try:
-            command = parse_command(f"/heartbeat {words}", limits_from_settings(self.rt.settings))
+            command = parse_command(f"/heartbeat {words}", self.limits())
         except BadInput as exc:
             return f"Error: {exc}"
         if not isinstance(command, SetHeartbeat):
@@ -74,18 +89,18 @@ class SessionHeartbeatTools:
         return None if self.write else WRITES_OFF
 
     def _apply(self, command: SetHeartbeat | Clear) -> str:
-        rt, sid = self.rt, self.session_id
+        sid = self.session_id
         try:
             reply = apply_command(
-                rt.store.heartbeats,
+                self.heartbeats,
                 sid,
                 command,
-                rt.clock(),
+                self.clock(),
                 origin_chat=self.origin[0],
                 origin_thread=self.origin[1],
             )
         except BadInput as exc:
             return f"Error: {exc}"
-        rt.settle(sid)  # the due index learns the change, as after a typed /heartbeat
+        self.due.settle(sid)  # the due index learns the change, as after a typed /heartbeat
         self.announcements.append(ANNOUNCEMENT.format(reply=reply))
         return reply

@@ -21,12 +21,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
-from hbgw.core.clock import to_ms
+from hbgw.core.clock import Clock, to_ms
 from hbgw.core.errors import StaleFence
 from hbgw.core.metrics import count_delivery, gateway_metrics
 from hbgw.sessions.dedupe import DUPLICATE_DETAIL, is_duplicate, reply_hash
 from hbgw.sessions.heartbeat import HeartbeatState
 from hbgw.sessions.states import DeliveryState, HeartbeatStatus, RefundReason, RunState
+from hbgw.sessions.store import Ledger, SessionRecords
 from hbgw.sessions.views import (
     DeliveryOutcome,
     Duplicate,
@@ -37,7 +38,7 @@ from hbgw.sessions.views import (
     SessionView,
     Started,
 )
-from hbgw.state.runtime import Runtime
+from hbgw.state.due_settle import DueSettle
 from hbgw.workers.agents.base import TurnRequest
 from hbgw.workers.heartbeat_end import (
     budget_notice,
@@ -67,7 +68,9 @@ def _prompt(state: HeartbeatState) -> str:
     return heartbeat_message(state.prompt, state.schedule.describe())
 
 
-def settle_duplicate(rt: Runtime, session_id: str, run: RunView, next_due: datetime | None) -> None:
+def settle_duplicate(
+    due: DueSettle, clock: Clock, session_id: str, run: RunView, next_due: datetime | None
+) -> None:
     """A fire whose id the ledger already holds: bring the due index back to the truth.
 
     A refunded fire never happened, and its refund put the previous anchor back, so the true
@@ -78,12 +81,12 @@ def settle_duplicate(rt: Runtime, session_id: str, run: RunView, next_due: datet
     """
     if RunState(run.state) is RunState.REFUNDED:
         refunded_due = to_ms(run.due_at) if run.due_at is not None else 0
-        rt.index.schedule(session_id, max(rt.now_ms(), refunded_due + 1))
+        due.index.schedule(session_id, max(to_ms(clock()), refunded_due + 1))
     else:
-        rt.apply_due(session_id, next_due)  # what SQL answered with the duplicate: no new read
+        due.apply(session_id, next_due)  # what SQL answered with the duplicate: no new read
 
 
-def grant_refusal(rt: Runtime, lease: Lease) -> RefundReason | None:
+def grant_refusal(worker: str, lease: Lease) -> RefundReason | None:
     """What Redis said with a fire's lock (``turn_redis.begin_fire``, ``begin_job``): the lock,
     the emergency stop, then the owner; SQL weighs it after the session's own reasons."""
     seen = lease.grant.seen
@@ -93,7 +96,7 @@ def grant_refusal(rt: Runtime, lease: Lease) -> RefundReason | None:
         return None
     if seen.estop:
         return RefundReason.EMERGENCY_STOP
-    return RefundReason.OWNER_CHANGED if seen.owner != rt.worker else None
+    return RefundReason.OWNER_CHANGED if seen.owner != worker else None
 
 
 def is_active(state: HeartbeatState | None) -> bool:
@@ -124,26 +127,38 @@ class Begun:
 class HeartbeatTurn(Turn[Begun]):
     kind = "heartbeat"
 
-    def __init__(self, io: TurnIO, after_start: list[AfterStartHook]) -> None:
+    def __init__(
+        self,
+        io: TurnIO,
+        ledger: Ledger,
+        sessions: SessionRecords,
+        *,
+        refund_backoff_ms: int,
+        after_start: list[AfterStartHook],
+    ) -> None:
+        """``sessions``: a compressed session's child, where a refunded fire runs at once."""
         super().__init__(io)
+        self.ledger = ledger
+        self.sessions = sessions
+        self.refund_backoff_ms = refund_backoff_ms
         self.after_start = after_start
 
     def begin(self, lease: Lease, fire: Fire) -> Begun | None:
         """At the lock grant, one transaction: claim its fence, reserve the fire, re-check it and
         start it (or give it back at once); None when it does not start (the index settled)."""
-        rt, sid = self.rt, lease.session_id
-        begun = rt.store.ledger.begin_fire(
+        p, sid = self.parts, lease.session_id
+        begun = self.ledger.begin_fire(
             sid,
             lease.fence,
             fire.fire_id,
             fire.due_ms,
-            rt.clock(),
+            p.clock(),
             FireStart(
                 fire.session.conversation,
                 _prompt,
                 HISTORY_TURNS,
                 refusal=self._refusal(lease),
-                worker=rt.worker,
+                worker=p.worker,
                 deferred=fire.deferred,
             ),
         )
@@ -156,7 +171,7 @@ class HeartbeatTurn(Turn[Begun]):
         if isinstance(outcome, NotStarted):
             self._refunded(fire, outcome)
         elif isinstance(outcome, Duplicate):
-            settle_duplicate(rt, sid, outcome.run, begun.next_due)
+            settle_duplicate(p.due, p.clock, sid, outcome.run, begun.next_due)
         else:
             log.info(
                 "fire %s refused: %s",
@@ -164,7 +179,7 @@ class HeartbeatTurn(Turn[Begun]):
                 outcome.reason,
                 extra=fields("fire.refused", sid, fire.fire_id),
             )
-            rt.apply_due(sid, begun.next_due)  # what SQL said in that transaction: no new read
+            p.due.apply(sid, begun.next_due)  # what SQL said in that transaction: no new read
         return None
 
     def run(self, lease: Lease, begun: Begun) -> None:
@@ -175,10 +190,10 @@ class HeartbeatTurn(Turn[Begun]):
     # -- begin under the lock: the re-check's Redis part, the start ----------------------------
 
     def _refusal(self, lease: Lease) -> RefundReason | None:
-        return grant_refusal(self.rt, lease)
+        return grant_refusal(self.parts.worker, lease)
 
     def _begun(self, lease: Lease, fire: Fire, started: Started) -> Begun:
-        gateway_metrics().fire_lag.observe(max(0, self.rt.now_ms() - fire.due_ms) / 1000)
+        gateway_metrics().fire_lag.observe(max(0, self.parts.now_ms() - fire.due_ms) / 1000)
         self.io.hold_stamp(lease, "heartbeat:start")
         state = started.state
         # Rule 6: to where the heartbeat was set, as a new message (no reply_to).
@@ -189,7 +204,7 @@ class HeartbeatTurn(Turn[Begun]):
 
     def _refunded(self, fire: Fire, refunded: NotStarted) -> None:
         """After a refund: count it, and put the index right from the heartbeat it left."""
-        rt, sid, reason, state = self.rt, fire.session.id, refunded.reason, refunded.state
+        p, sid, reason, state = self.parts, fire.session.id, refunded.reason, refunded.state
         count_refund(reason)
         log.info(
             "fire %s %s: %s",
@@ -199,14 +214,14 @@ class HeartbeatTurn(Turn[Begun]):
             extra=fields("fire.refund", sid, fire.fire_id),
         )
         if not is_active(state):
-            rt.settle(sid)
+            p.due.settle(sid)
         elif reason is RefundReason.SESSION_COMPRESSED:
-            rt.settle(
-                rt.store.sessions.resolve_active(sid).id
-            )  # the fire executes in the child, at once
+            p.due.settle(
+                self.sessions.resolve_active(sid).id
+            )  # the fire runs in the child, at once
         else:
             # Back off so a persistent cause of refusal (estop, no route) cannot spin.
-            rt.index.schedule(sid, rt.now_ms() + int(rt.settings.refund_backoff * 1000))
+            p.due.index.schedule(sid, p.now_ms() + self.refund_backoff_ms)
 
     # -- the skeleton's steps -----------------------------------------------------------------
 
@@ -240,7 +255,7 @@ class HeartbeatTurn(Turn[Begun]):
 
     def _repeats(self, plan: Begun, body: str) -> bool:
         """Dedupe: the same reply as the last one delivered on this route, within the window."""
-        return is_duplicate(plan.started.state, self._hash(plan, body), self.rt.clock())
+        return is_duplicate(plan.started.state, self._hash(plan, body), self.parts.clock())
 
     def _hash(self, plan: Begun, body: str) -> str:
         address = plan.address
@@ -251,12 +266,12 @@ class HeartbeatTurn(Turn[Begun]):
         # sending nothing). A fire is never sent by two grants: a newer one ends a `delivering`
         # run `failed`, its delivery `unknown`.
         assert composed.reply is not None
-        rt, kind = self.rt, composed.reply.delivery.kind
+        kind = composed.reply.delivery.kind
         run = plan.started.run
-        rt.store.ledger.mark_delivering(
+        self.ledger.mark_delivering(
             run.key,
             lease.fence,
-            rt.clock(),
+            self.parts.clock(),
             channel=self.io.label(plan.address.platform),
             kind=kind,
         )
@@ -270,7 +285,7 @@ class HeartbeatTurn(Turn[Begun]):
         sent: Sent | None,
         outcome: DeliveryOutcome,
     ) -> None:
-        rt, sid, fid, answer = self.rt, lease.session_id, plan.fire.fire_id, composed.answer
+        sid, fid, answer = lease.session_id, plan.fire.fire_id, composed.answer
         body, detail = split_done(answer.text)[0], None
         if outcome.state is DeliveryState.FAILED:
             detail = outcome.error
@@ -286,11 +301,11 @@ class HeartbeatTurn(Turn[Begun]):
         # One fenced transaction: the outcome, what the turn spent (failed turns included:
         # heartbeats cost money), the reply, the delivery's outcome, and the due time the
         # index gets without a read.
-        finished = rt.store.ledger.finish_fire(
+        finished = self.ledger.finish_fire(
             plan.started.run.key,
             result,
             lease.fence,
-            rt.clock(),
+            self.parts.clock(),
             reply=reply,
             reply_kind="notice" if result is RunState.FAILED else "assistant",
             detail=detail,
@@ -309,7 +324,7 @@ class HeartbeatTurn(Turn[Begun]):
         log.info("fire %s %s", fid, result, extra=fields("fire.done", sid, fid))
         # With the drain's next step, in its round trip: the answer reaches the API's event
         # streams (if it left), the index gets the due time SQL answered, the stamp is idle.
-        after_finish(rt, lease, finished.next_due, wake=sent is not None)
+        after_finish(self.parts, lease, finished.next_due, wake=sent is not None)
 
     def aborted(self, lease: Lease, plan: Begun, mark: ReplyStart | None, sent: int) -> None:
         gateway_metrics().fires.labels(RunState.FAILED.value).inc()
@@ -321,8 +336,8 @@ class HeartbeatTurn(Turn[Begun]):
         run = plan.started.run
         nothing_sent = sent == 0
         with contextlib.suppress(StaleFence):
-            self.rt.store.ledger.settle_lost(
-                run.key, lease.fence, self.rt.clock(), nothing_sent=nothing_sent
+            self.ledger.settle_lost(
+                run.key, lease.fence, self.parts.clock(), nothing_sent=nothing_sent
             )
         if mark is not None:
             state = DeliveryState.FAILED if nothing_sent else DeliveryState.UNKNOWN

@@ -14,12 +14,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from hbgw.core.clock import to_ms
+from hbgw.core.clock import Clock, to_ms
 from hbgw.sessions.states import JobStatus, MissedPolicy, SessionStatus, fire_id, job_of_member
+from hbgw.sessions.store import Jobs
 from hbgw.sessions.views import JobAdmission, SessionView
 from hbgw.state.dispatch import Dispatcher
-from hbgw.state.ownership import Rendezvous
-from hbgw.state.runtime import Runtime
+from hbgw.state.due_settle import DueSettle
+from hbgw.state.ownership import Rendezvous, WorkerRegistry
 from hbgw.workers.heartbeat_turn import Fire, settle_duplicate
 from hbgw.workers.logfields import fields, log, report
 
@@ -36,9 +37,24 @@ Start = Callable[[str, Fire | None], None]
 
 
 class JobFires:
-    def __init__(self, rt: Runtime, dispatcher: Dispatcher, start: Start) -> None:
-        self.rt = rt
+    def __init__(
+        self,
+        jobs: Jobs,
+        due: DueSettle,
+        registry: WorkerRegistry,
+        dispatcher: Dispatcher,
+        *,
+        clock: Clock,
+        worker: str,
+        start: Start,
+    ) -> None:
+        """``registry``: the live workers, who owns a job's session; ``worker``: this one."""
+        self.jobs = jobs
+        self.due = due
+        self.registry = registry
         self.dispatcher = dispatcher
+        self.clock = clock
+        self.worker = worker
         self.start = start
 
     def fires(self, batch: Sequence[tuple[str, int]], *, deferred: bool = False) -> list[str]:
@@ -46,9 +62,9 @@ class JobFires:
         ids = [fire_id(member, due_ms) for member, due_ms in batch]
         try:
             jobs = [(job_of_member(m) or "", fid) for (m, _), fid in zip(batch, ids, strict=True)]
-            seen = self.rt.store.jobs.admit_jobs(jobs)
-            now = self.rt.clock()
-            owners = Rendezvous(self.rt.registry.live(to_ms(now)))
+            seen = self.jobs.admit_jobs(jobs)
+            now = self.clock()
+            owners = Rendezvous(self.registry.live(to_ms(now)))
         except RuntimeError:
             raise
         except Exception as exc:
@@ -78,32 +94,32 @@ class JobFires:
         owners: Rendezvous,
         deferred: bool,
     ) -> str:
-        rt = self.rt
+        due = self.due
         if seen is None:
-            rt.index.remove(member)
+            due.index.remove(member)
             return "unknown-job"
         job = seen.job
         if seen.existing is not None:
-            settle_duplicate(rt, member, seen.existing, job.next_due)
+            settle_duplicate(due, self.clock, member, seen.existing, job.next_due)
             return "duplicate"
         if job.status != JobStatus.ACTIVE:
-            rt.index.remove(member)
+            due.index.remove(member)
             return "inactive"
         if not job.state.is_due(now):
-            rt.apply_due(member, job.next_due)
+            due.apply(member, job.next_due)
             return "not-due"
         if job.state.missed_policy == MissedPolicy.SKIP and job.state.missed(now) > 0:
-            skipped = rt.store.jobs.skip_missed_job(job.id, job.state.generation, now)
-            rt.apply_due(member, skipped.next_due)
+            skipped = self.jobs.skip_missed_job(job.id, job.state.generation, now)
+            due.apply(member, skipped.next_due)
             return "skipped"
         session = self._session(seen, fid, now)
         if session is None:
-            rt.index.remove(member)
+            due.index.remove(member)
             return "inactive-session"
         owner = owners.owner(session.id)
         if owner is None:
             return "no-owner"
-        if owner != rt.worker:
+        if owner != self.worker:
             self.dispatcher.fires(owner, [(member, due_ms)])
             return "forwarded"
         self.start(session.id, JobFire(session, fid, due_ms, deferred, job.id, member))
@@ -117,7 +133,5 @@ class JobFires:
         if session is not None and session.status == SessionStatus.ACTIVE:
             return session
         status = "gone" if session is None else session.status
-        self.rt.store.jobs.hold_job(
-            job.id, f"paused: its session {job.route.session_id} is {status}", now
-        )
+        self.jobs.hold_job(job.id, f"paused: its session {job.route.session_id} is {status}", now)
         return None

@@ -27,6 +27,7 @@ from hbgw.core.errors import StaleFence
 from hbgw.core.metrics import count_delivery, gateway_metrics
 from hbgw.sessions.grammar.job_schedule import describe_job_schedule
 from hbgw.sessions.states import DeliveryState, JobStatus, RunState
+from hbgw.sessions.store import Jobs, Ledger
 from hbgw.sessions.views import (
     DeliveryOutcome,
     Duplicate,
@@ -45,7 +46,7 @@ from hbgw.workers.locks import Lease
 from hbgw.workers.logfields import fields, log
 from hbgw.workers.ports import Address
 from hbgw.workers.turn import Composed, Outgoing, Sent, Turn
-from hbgw.workers.turn_io import HISTORY_TURNS, Answer, Delivery, conversation_before
+from hbgw.workers.turn_io import HISTORY_TURNS, Answer, Delivery, TurnIO, conversation_before
 from hbgw.workers.turn_redis import after_finish
 
 
@@ -67,30 +68,47 @@ class JobTurn(Turn[JobBegun]):
     # A scheduled turn, quiet like a heartbeat's (rule 8); "job" in hbgw_turn_seconds.
     kind = "job"
 
+    def __init__(
+        self,
+        io: TurnIO,
+        jobs: Jobs,
+        ledger: Ledger,
+        *,
+        refund_backoff_ms: int,
+        retry_ladder: tuple[float, ...],
+    ) -> None:
+        """``ledger``: the fenced mark and a lost lock's settle; ``retry_ladder``:
+        HBGW_JOB_RETRY_DELAYS, the rungs a run climbs while the model is unreachable."""
+        super().__init__(io)
+        self.jobs = jobs
+        self.ledger = ledger
+        self.refund_backoff_ms = refund_backoff_ms
+        self.retry_ladder = retry_ladder
+
     def begin(self, lease: Lease, fire: JobFire) -> JobBegun | None:
         """At the lock grant, one transaction: claim its fence, reserve the run, re-check it and
         start it (or give it back at once); None when it does not start (the index settled)."""
-        rt, sid = self.rt, lease.session_id
-        begun = rt.store.jobs.begin_job_fire(
+        p, sid = self.parts, lease.session_id
+        begun = self.jobs.begin_job_fire(
             sid,
             lease.fence,
             fire.job_id,
             fire.fire_id,
             fire.due_ms,
-            rt.clock(),
+            p.clock(),
             JobStart(
                 fire.session.conversation,
                 job_message,
                 HISTORY_TURNS,
-                refusal=grant_refusal(rt, lease),
-                worker=rt.worker,
+                refusal=grant_refusal(p.worker, lease),
+                worker=p.worker,
                 deferred=fire.deferred,
             ),
         )
         count_delivery(self.io.channel.name, DeliveryState.UNKNOWN.value, begun.unknown)
         outcome, due = begun.outcome, begun.job.next_due if begun.job is not None else None
         if isinstance(outcome, JobStarted):
-            gateway_metrics().fire_lag.observe(max(0, rt.now_ms() - fire.due_ms) / 1000)
+            gateway_metrics().fire_lag.observe(max(0, p.now_ms() - fire.due_ms) / 1000)
             self.io.hold_stamp(lease, "job:start")
             session = fire.session
             address = Address(session.platform, session.chat, session.thread)
@@ -98,7 +116,7 @@ class JobTurn(Turn[JobBegun]):
         if isinstance(outcome, JobNotStarted):
             self._refunded(fire, outcome)
         elif isinstance(outcome, Duplicate):
-            settle_duplicate(rt, fire.member, outcome.run, due)
+            settle_duplicate(p.due, p.clock, fire.member, outcome.run, due)
         else:
             log.info(
                 "job fire %s refused: %s",
@@ -106,14 +124,14 @@ class JobTurn(Turn[JobBegun]):
                 outcome.reason,
                 extra=fields("job.refused", fire.session.id, fire.fire_id),
             )
-            rt.apply_due(fire.member, due)  # what SQL said in that transaction: no new read
+            p.due.apply(fire.member, due)  # what SQL said in that transaction: no new read
         return None
 
     def run(self, lease: Lease, begun: JobBegun) -> None:
         self.execute(lease, begun)
 
     def _refunded(self, fire: JobFire, refunded: JobNotStarted) -> None:
-        rt = self.rt
+        p = self.parts
         count_refund(refunded.reason)
         log.info(
             "job fire %s %s: %s",
@@ -123,10 +141,10 @@ class JobTurn(Turn[JobBegun]):
             extra=fields("job.refund", fire.session.id, fire.fire_id),
         )
         if refunded.job.status != JobStatus.ACTIVE or refunded.job.next_due is None:
-            rt.apply_due(fire.member, refunded.job.next_due)
+            p.due.apply(fire.member, refunded.job.next_due)
         else:
             # Back off so a persistent cause of refusal (estop) cannot spin.
-            rt.index.schedule(fire.member, rt.now_ms() + int(rt.settings.refund_backoff * 1000))
+            p.due.index.schedule(fire.member, p.now_ms() + self.refund_backoff_ms)
 
     # -- the skeleton's steps -----------------------------------------------------------------
 
@@ -161,9 +179,13 @@ class JobTurn(Turn[JobBegun]):
 
     def mark(self, lease: Lease, plan: JobBegun, composed: Composed) -> ReplyStart | None:
         assert composed.reply is not None
-        rt, kind = self.rt, composed.reply.delivery.kind
-        rt.store.ledger.mark_delivering(
-            plan.started.run.key, lease.fence, rt.clock(), channel=self.io.channel.name, kind=kind
+        kind = composed.reply.delivery.kind
+        self.ledger.mark_delivering(
+            plan.started.run.key,
+            lease.fence,
+            self.parts.clock(),
+            channel=self.io.channel.name,
+            kind=kind,
         )
         return ReplyStart(possible_repeat=False)  # a fire is sent by one grant only
 
@@ -175,7 +197,7 @@ class JobTurn(Turn[JobBegun]):
         sent: Sent | None,
         outcome: DeliveryOutcome,
     ) -> None:
-        rt, sid, fid, answer = self.rt, lease.session_id, plan.fire.fire_id, composed.answer
+        sid, fid, answer = lease.session_id, plan.fire.fire_id, composed.answer
         delay = self._retry_delay(plan, answer)
         if sent is None and delay is not None:
             self._retry(lease, plan, answer, delay)
@@ -186,11 +208,11 @@ class JobTurn(Turn[JobBegun]):
             reply = sent.reply.text
             failed = answer.failure is not None or outcome.state is DeliveryState.FAILED
             result = RunState.FAILED if failed else RunState.COMPLETED
-        finished = rt.store.jobs.finish_job_fire(
+        finished = self.jobs.finish_job_fire(
             plan.started.run.key,
             result,
             lease.fence,
-            rt.clock(),
+            self.parts.clock(),
             reply=reply,
             reply_kind="notice" if result is RunState.FAILED else "assistant",
             detail=outcome.error if outcome.state is DeliveryState.FAILED else None,
@@ -203,26 +225,26 @@ class JobTurn(Turn[JobBegun]):
         # With the drain's next step, in its round trip: the answer reaches the API's event
         # streams (if it left), the index gets the job's due time SQL answered, the stamp idle.
         member, due = plan.fire.member, finished.job.next_due
-        after_finish(rt, lease, due, wake=sent is not None, member=member)
+        after_finish(self.parts, lease, due, wake=sent is not None, member=member)
 
     def _retry_delay(self, plan: JobBegun, answer: Answer) -> float | None:
         """Seconds to the ladder's next rung when the model was unreachable; None when the run
         ends here (it did not fail so, or the ladder is climbed: then it fails visibly)."""
-        failure, ladder = answer.failure, self.rt.settings.job_retry_ladder
+        failure, ladder = answer.failure, self.retry_ladder
         if not isinstance(failure, TurnFailed) or not failure.unreachable:
             return None
         rung = plan.started.job.state.retries
         return ladder[rung] if rung < len(ladder) else None
 
     def _retry(self, lease: Lease, plan: JobBegun, answer: Answer, delay: float) -> None:
-        rt, fid, job_id = self.rt, plan.fire.fire_id, plan.fire.job_id
-        now = rt.clock()
+        fid, job_id = plan.fire.fire_id, plan.fire.job_id
+        now = self.parts.clock()
         retry_at = now + timedelta(seconds=delay)
         rung = plan.started.job.state.retries + 1
-        of = len(rt.settings.job_retry_ladder)
+        of = len(self.retry_ladder)
         detail = f"model unreachable, retry {rung} of {of} at {iso(retry_at)}: {answer.failure}"
         notice = f"⚠ Cron job {job_id}: {answer.failure} Trying again at {iso(retry_at)}."
-        finished = rt.store.jobs.retry_job_fire(
+        finished = self.jobs.retry_job_fire(
             plan.started.run.key,
             lease.fence,
             now,
@@ -233,14 +255,14 @@ class JobTurn(Turn[JobBegun]):
         )
         gateway_metrics().fires.labels(RunState.FAILED.value).inc()
         log.info("job fire %s %s", fid, detail, extra=fields("job.retry", lease.session_id, fid))
-        after_finish(rt, lease, finished.job.next_due, wake=False, member=plan.fire.member)
+        after_finish(self.parts, lease, finished.job.next_due, wake=False, member=plan.fire.member)
 
     def aborted(self, lease: Lease, plan: JobBegun, mark: ReplyStart | None, sent: int) -> None:
         gateway_metrics().fires.labels(RunState.FAILED.value).inc()
         assert sent == 0  # a job turn stops only at a check before its one send
         with contextlib.suppress(StaleFence):
-            self.rt.store.ledger.settle_lost(
-                plan.started.run.key, lease.fence, self.rt.clock(), nothing_sent=True
+            self.ledger.settle_lost(
+                plan.started.run.key, lease.fence, self.parts.clock(), nothing_sent=True
             )
         if mark is not None:
             count_delivery(self.io.channel.name, DeliveryState.FAILED.value)

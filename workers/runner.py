@@ -1,6 +1,8 @@
 """The turn runner: the entry point the Celery tasks call.
 
-It wires the units together: admission decides whether a fire or a drain is accepted
+It is the worker's composition root: it keeps the ``Runtime`` and hands each unit only the parts
+it uses (store parts, the gate, the due index's settle rule, the clock, this worker's name, a
+few settings). It wires the units together: admission decides whether a fire or a drain is accepted
 (``workers/admission.py``); an accepted one waits for a thread of the turn executor, which
 takes the lock there and runs the locked session loop (``workers/session_loop.py``): the
 heartbeat turn (``workers/heartbeat_turn.py``) and the user turns (``workers/user_turn.py``)
@@ -17,19 +19,22 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 import redis
 
+from hbgw.sessions.grammar import limits_from_settings
 from hbgw.state.dispatch import Dispatcher
 from hbgw.state.runtime import Runtime
 from hbgw.workers.admission import Admission
 from hbgw.workers.agents.base import Agent
 from hbgw.workers.delivery_retry import DeliveryRetrier
 from hbgw.workers.heartbeat_turn import AfterStartHook, BeforeBeginHook, Fire, HeartbeatTurn
-from hbgw.workers.job_admission import JobFire
+from hbgw.workers.job_admission import JobFire, JobFires
 from hbgw.workers.job_turn import JobTurn
 from hbgw.workers.locks import LockRenewals
 from hbgw.workers.logfields import is_transient, report
 from hbgw.workers.ports import Channel
 from hbgw.workers.session_loop import SessionLoop
 from hbgw.workers.turn_io import TurnIO
+from hbgw.workers.turn_parts import RetryPolicy, TurnParts
+from hbgw.workers.turn_redis import LockReads
 from hbgw.workers.user_turn import UserTurn
 
 __all__ = ["AfterStartHook", "BeforeBeginHook", "TurnRunner"]
@@ -58,18 +63,61 @@ class TurnRunner:
         self.renewals = LockRenewals(rt.gate, self.lease_ms)
         with contextlib.suppress(redis.RedisError):  # else loaded at the first NOSCRIPT
             rt.gate.load_scripts()
-        io = TurnIO(rt, agent, channel)
-        self.admission = Admission(rt, dispatcher, self.lease_ms, self._start)
-        self.loop = SessionLoop(
-            rt,
+        self.admission = self._admission(rt, dispatcher)
+        self.loop = self._session_loop(rt, dispatcher, TurnIO(turn_parts(rt), agent, channel))
+
+    def _admission(self, rt: Runtime, dispatcher: Dispatcher) -> Admission:
+        store, clock, worker = rt.store, rt.clock, rt.worker
+        jobs = JobFires(
+            store.jobs,
+            rt.due,
+            rt.registry,
             dispatcher,
-            heartbeat=HeartbeatTurn(io, self.after_start),
-            user=UserTurn(io),
-            job=JobTurn(io),
+            clock=clock,
+            worker=worker,
+            start=self._start,
+        )
+        return Admission(
+            store.ledger,
+            store.sessions,
+            rt.due,
+            LockReads(rt.gate, rt.redis, rt.registry, clock),
+            dispatcher,
+            jobs,
+            worker=worker,
+            lease_ms=self.lease_ms,
+            start=self._start,
+        )
+
+    def _session_loop(self, rt: Runtime, dispatcher: Dispatcher, io: TurnIO) -> SessionLoop:
+        store, settings = rt.store, rt.settings
+        refund_backoff_ms = int(settings.refund_backoff * 1000)
+        return SessionLoop(
+            rt.gate,
+            store.ledger,
+            store.sessions,
+            dispatcher,
+            clock=rt.clock,
+            worker=rt.worker,
+            heartbeat=HeartbeatTurn(
+                io,
+                store.ledger,
+                store.sessions,
+                refund_backoff_ms=refund_backoff_ms,
+                after_start=self.after_start,
+            ),
+            user=UserTurn(io, store.messages, store.ledger),
+            job=JobTurn(
+                io,
+                store.jobs,
+                store.ledger,
+                refund_backoff_ms=refund_backoff_ms,
+                retry_ladder=settings.job_retry_ladder,
+            ),
             lease_ms=self.lease_ms,
             renewals=self.renewals,
             on_pending=functools.partial(self.accept_fire, deferred=True),
-            retrier=DeliveryRetrier(io),
+            retrier=DeliveryRetrier(io, store.deliveries),
         )
 
     def shutdown(self, wait: bool = True) -> None:
@@ -115,6 +163,23 @@ class TurnRunner:
         grant = self.admission.take_lock(sid, fire)
         if grant is not None:
             self.loop.run(grant, fire)
+
+
+def turn_parts(rt: Runtime) -> TurnParts:
+    """What every turn shares, from the runtime (``workers/turn_parts.py``)."""
+    settings = rt.settings
+    return TurnParts(
+        rt.store.heartbeats,
+        rt.due,
+        rt.gate,
+        rt.liveness,
+        rt.keys,
+        rt.clock,
+        rt.worker,
+        RetryPolicy.of(settings),
+        functools.partial(limits_from_settings, settings),
+        settings.agent_heartbeat_write,
+    )
 
 
 def _log_failure(sid: str, fire: Fire | None, future: Future[None]) -> None:

@@ -30,12 +30,13 @@ from collections.abc import Callable
 
 import redis
 
+from hbgw.core.clock import Clock
 from hbgw.core.errors import StaleFence, TurnAborted
 from hbgw.core.metrics import count_delivery
 from hbgw.sessions.states import DeliveryState, parse_fire_id
+from hbgw.sessions.store import Ledger, SessionRecords
 from hbgw.state.dispatch import Dispatcher
-from hbgw.state.runtime import Runtime
-from hbgw.state.turn_gate import Kept, LockLost, NextMessage, Step, TurnEnded
+from hbgw.state.turn_gate import Kept, LockLost, NextMessage, Step, TurnEnded, TurnGate
 from hbgw.workers.delivery_retry import RETRIES_PER_GRANT, DeliveryRetrier
 from hbgw.workers.heartbeat_turn import Fire, HeartbeatTurn
 from hbgw.workers.job_admission import JobFire
@@ -51,9 +52,13 @@ OnPending = Callable[[str, int], object]
 class SessionLoop:
     def __init__(
         self,
-        rt: Runtime,
+        gate: TurnGate,
+        ledger: Ledger,
+        sessions: SessionRecords,
         dispatcher: Dispatcher,
         *,
+        clock: Clock,
+        worker: str,
         heartbeat: HeartbeatTurn,
         user: UserTurn,
         job: JobTurn,
@@ -62,8 +67,15 @@ class SessionLoop:
         on_pending: OnPending,
         retrier: DeliveryRetrier,
     ) -> None:
-        self.rt = rt
+        """``ledger``: a drain's fence claim and the fence resync; ``sessions``: the platform
+        a claim's unknown deliveries are counted under; ``worker``: this one, the resync's
+        drain goes to it."""
+        self.gate = gate
+        self.ledger = ledger
+        self.sessions = sessions
         self.dispatcher = dispatcher
+        self.clock = clock
+        self.worker = worker
         self.heartbeat = heartbeat
         self.user = user
         self.job = job
@@ -75,7 +87,7 @@ class SessionLoop:
     def run(self, grant: Grant, fire: Fire | None = None) -> None:
         sid, fire_id = grant.session_id, fire.fire_id if fire else None
         with LockKeeper(
-            self.rt.gate, sid, grant.token, self.lease_ms, renewals=self.renewals
+            self.gate, sid, grant.token, self.lease_ms, renewals=self.renewals
         ) as keeper:
             lease = Lease(grant, keeper)
             try:
@@ -102,22 +114,22 @@ class SessionLoop:
                 # sweeper hands the session on at once, not a lease later. The token check
                 # leaves a lock that moved on to its new holder.
                 with contextlib.suppress(redis.RedisError):
-                    self.rt.gate.release(sid, grant.token)
+                    self.gate.release(sid, grant.token)
             except StaleFence as exc:
                 log.warning("stale fence: %s", exc, extra=fields("turn.stale_fence", sid, fire_id))
                 self._resync(grant)
             except Exception as exc:
                 report("session loop failed", exc, "turn.crashed", sid, fire_id)
                 with contextlib.suppress(redis.RedisError):
-                    self.rt.gate.release(sid, grant.token)
+                    self.gate.release(sid, grant.token)
 
     def _claim_drain(self, lease: Lease) -> None:
         """A drain's grant: claim the fence, then send the delivery retries now due, first
         (a drain is what beat asks for when one is due; fires never wait for them)."""
-        sid, rt = lease.session_id, self.rt
-        claim = rt.store.ledger.claim_fence(sid, lease.fence, rt.clock(), retries=RETRIES_PER_GRANT)
+        sid = lease.session_id
+        claim = self.ledger.claim_fence(sid, lease.fence, self.clock(), retries=RETRIES_PER_GRANT)
         if claim.unknown:  # rare: the platform of the session, for the metric's label
-            label = self.user.io.label(rt.store.sessions.get_session(sid).platform)
+            label = self.user.io.label(self.sessions.get_session(sid).platform)
             count_delivery(label, DeliveryState.UNKNOWN.value, claim.unknown)
         for record in claim.retries:
             retry = functools.partial(self.retrier.retry, lease, record)
@@ -167,7 +179,7 @@ class SessionLoop:
     def _next_step(self, lease: Lease, answered: str | None) -> Step:
         """The lock still ours (in memory), then the step; a lock lost meanwhile still sends
         what the last turn left and acknowledges its answer (as it always did)."""
-        gate, sid = self.rt.gate, lease.session_id
+        gate, sid = self.gate, lease.session_id
         try:
             lease.keeper.check()
         except TurnAborted:
@@ -186,15 +198,15 @@ class SessionLoop:
         if after is None and answered is None:
             return
         with contextlib.suppress(redis.RedisError):
-            log_after(lease.session_id, self.rt.gate.leave(lease.session_id, answered, after))
+            log_after(lease.session_id, self.gate.leave(lease.session_id, answered, after))
 
     def _resync(self, grant: Grant) -> None:
         """Redis lost its fence counter (or the lock moved on): catch up with SQL, start over."""
-        rt, sid = self.rt, grant.session_id
+        gate, sid = self.gate, grant.session_id
         try:
-            rt.gate.seed(sid, rt.store.ledger.max_fence(sid))
-            rt.gate.release(sid, grant.token)
-            if rt.gate.backlog(sid):
-                self.dispatcher.drain(rt.worker, sid)
+            gate.seed(sid, self.ledger.max_fence(sid))
+            gate.release(sid, grant.token)
+            if gate.backlog(sid):
+                self.dispatcher.drain(self.worker, sid)
         except Exception as exc:
             report("fence resync failed", exc, "turn.resync_failed", sid)

@@ -79,7 +79,7 @@ class Turn(ABC, Generic[P]):
 
     def __init__(self, io: TurnIO) -> None:
         self.io = io
-        self.rt = io.rt
+        self.parts = io.parts  # the clock, the worker's name, the due index: what every kind uses
 
     def execute(self, lease: Lease, plan: P) -> None:
         """Everything after the begin step, under the lock, the same for every kind."""

@@ -11,16 +11,15 @@ import redis
 
 from hbgw.core.errors import DeliveryFailed, PermanentDelivery, TurnAborted
 from hbgw.core.metrics import DELIVERY_PLATFORMS, count_delivery
-from hbgw.core.settings import Settings
 from hbgw.core.usage import TokenUsage
 from hbgw.sessions.states import DeliveryState
 from hbgw.sessions.views import DeliveryOutcome, MessageView, Resend
-from hbgw.state.runtime import Runtime
 from hbgw.workers.agents.base import Agent, TurnFailed, TurnKind, TurnRequest
 from hbgw.workers.heartbeat_tools import SessionHeartbeatTools
 from hbgw.workers.locks import Lease
 from hbgw.workers.logfields import fields, log
 from hbgw.workers.ports import Address, Channel
+from hbgw.workers.turn_parts import RetryPolicy, TurnParts
 
 HISTORY_TURNS = 20
 # What the model sees of the conversation: what was said, not the gateway's notices (failures,
@@ -65,8 +64,8 @@ class Answer:
 
 
 class TurnIO:
-    def __init__(self, rt: Runtime, agent: Agent, channel: Channel) -> None:
-        self.rt = rt
+    def __init__(self, parts: TurnParts, agent: Agent, channel: Channel) -> None:
+        self.parts = parts
         self.agent = agent
         self.channel = channel
 
@@ -83,12 +82,17 @@ class TurnIO:
 
     def toolbox(self, session_id: str, kind: TurnKind, address: Address) -> SessionHeartbeatTools:
         """The session's heartbeat as this turn's tools see it (writes only if configured)."""
+        p = self.parts
         return SessionHeartbeatTools(
-            self.rt,
             session_id,
             kind,
+            heartbeats=p.heartbeats,
+            gate=p.gate,
+            due=p.due,
+            clock=p.clock,
+            limits=p.limits,
             origin=(address.chat, address.thread),
-            write=self.rt.settings.agent_heartbeat_write,
+            write=p.heartbeat_write,
         )
 
     def confirm(self, lease: Lease) -> None:
@@ -99,11 +103,11 @@ class TurnIO:
         Nothing that can block sits between the confirmation and the send: the stamp goes out
         with the confirmation, never after it (a hung Redis holds both, and confirms nothing).
         """
-        rt, sid = self.rt, lease.session_id
+        p, sid = self.parts, lease.session_id
         lease.keeper.take_held()  # superseded by this stamp; waits for a renewal sending it
 
         def stamp(pipe: redis.client.Pipeline) -> None:
-            rt.liveness.stamp(sid, rt.now_ms(), "delivering", rt.worker, pipe=pipe)
+            p.stamp(sid, p.now_ms(), "delivering", pipe=pipe)
 
         lease.keeper.confirm(first=stamp)
 
@@ -152,10 +156,10 @@ class TurnIO:
                 address.chat,
                 address.thread,
                 address.reply_to,
-                self.rt.clock() + backoff(self.rt.settings, attempts),
+                self.parts.clock() + backoff(self.parts.retries, attempts),
                 what.possible_repeat or may_have_posted(exc),
             )
-            return failure_outcome(self.rt.settings, what.key, exc, attempts, resend)
+            return failure_outcome(self.parts.retries, what.key, exc, attempts, resend)
         if receipt is not None and receipt.duplicate:
             state, why = DeliveryState.SUPPRESSED, DUPLICATE_NOTE
         else:
@@ -178,12 +182,12 @@ class TurnIO:
         the platform's sentence, so no fire spends tokens on a chat nobody can read."""
         if not outcome.permanent or outcome.error is None:
             return
-        rt, why = self.rt, outcome.error.removeprefix("delivery failed: ")
+        p, why = self.parts, outcome.error.removeprefix("delivery failed: ")
         chat = None if outcome.reason in WHOLE_SESSION else address.chat
         try:
-            paused = rt.store.heartbeats.pause_for_route(session_id, chat, why, rt.clock())
+            paused = p.heartbeats.pause_for_route(session_id, chat, why, p.clock())
             if paused is not None:
-                rt.settle(session_id)
+                p.due.settle(session_id)
         except Exception as exc:  # the next fire fails the same way and pauses it then
             log.warning(
                 "pausing the heartbeat failed: %s",
@@ -205,15 +209,15 @@ class TurnIO:
 
     def stamp(self, sid: str, phase: str) -> None:
         try:
-            self.rt.liveness.stamp(sid, self.rt.now_ms(), phase, self.rt.worker)
+            self.parts.stamp(sid, self.parts.now_ms(), phase)
         except Exception:  # a stamp must never break a turn
             log.debug("liveness stamp failed", exc_info=True, extra=fields("liveness.failed", sid))
 
     def hold_stamp(self, lease: Lease, phase: str) -> None:
         """A stamp that rides on the turn's next round trip (``LockKeeper.hold``): stamped now,
         landing within a renewal period at the latest."""
-        rt, sid, at_ms = self.rt, lease.session_id, self.rt.now_ms()
-        lease.keeper.hold(lambda pipe: rt.liveness.stamp(sid, at_ms, phase, rt.worker, pipe=pipe))
+        p, sid, at_ms = self.parts, lease.session_id, self.parts.now_ms()
+        lease.keeper.hold(lambda pipe: p.stamp(sid, at_ms, phase, pipe=pipe))
 
     def _step(self, lease: Lease, phase: str, address: Address | None) -> None:
         lease.keeper.check()
@@ -222,10 +226,10 @@ class TurnIO:
             self.best_effort(self.channel.progress, address, phase, session_id=lease.session_id)
 
 
-def backoff(settings: Settings, attempts: int) -> timedelta:
+def backoff(policy: RetryPolicy, attempts: int) -> timedelta:
     """How long after its ``attempts``-th failed attempt a delivery is tried again: doubling
     from HBGW_DELIVERY_BACKOFF, at most HBGW_DELIVERY_BACKOFF_MAX."""
-    base, most = settings.delivery_backoff, settings.delivery_backoff_max
+    base, most = policy.backoff, policy.backoff_max
     return timedelta(seconds=min(most, base * 2 ** min(max(attempts - 1, 0), 30)))
 
 
@@ -238,7 +242,7 @@ def may_have_posted(exc: Exception) -> bool:
 
 
 def failure_outcome(
-    settings: Settings, key: str, exc: Exception, attempts: int, resend: Resend
+    policy: RetryPolicy, key: str, exc: Exception, attempts: int, resend: Resend
 ) -> DeliveryOutcome:
     """A failed attempt's record: ``failed`` for good (the route refused it, or the retries
     are spent), else ``retrying`` with its ``resend``."""
@@ -248,7 +252,7 @@ def failure_outcome(
         return DeliveryOutcome(
             key, DeliveryState.FAILED, error=error, permanent=True, reason=reason
         )
-    if attempts > settings.delivery_retries:
+    if attempts > policy.retries:
         tried = f" after {attempts} attempts" if attempts > 1 else ""
         return DeliveryOutcome(key, DeliveryState.FAILED, error=f"delivery failed{tried}: {exc}")
     error = f"delivery retrying (attempt {attempts} failed): {exc}"

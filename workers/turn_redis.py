@@ -17,54 +17,70 @@ from typing import Any
 
 import redis
 
-from hbgw.core.clock import to_ms
-from hbgw.state.ownership import rendezvous_owner
-from hbgw.state.runtime import Runtime
-from hbgw.state.turn_gate import Began, Busy
+from hbgw.core.clock import Clock, to_ms
+from hbgw.state.ownership import WorkerRegistry, rendezvous_owner
+from hbgw.state.redis_part import RedisPart
+from hbgw.state.turn_gate import Began, Busy, TurnGate
 from hbgw.workers.locks import Lease, Recheck
 from hbgw.workers.logfields import fields, log
+from hbgw.workers.turn_parts import TurnParts
+
+
+@dataclass(frozen=True)
+class LockReads:
+    """What admission reads with a lock or before a drain: the gate (the lock's script), the
+    client and the key names (the emergency stops, the inbox, the live workers), the worker
+    registry (its time to live) and the shared clock that time is measured on."""
+
+    gate: TurnGate
+    redis: RedisPart
+    registry: WorkerRegistry
+    clock: Clock
+
+    def now_ms(self) -> int:
+        return to_ms(self.clock())
 
 
 def begin_fire(
-    rt: Runtime, session_id: str, fire_id: str, token: str, lease_ms: int
+    reads: LockReads, session_id: str, fire_id: str, token: str, lease_ms: int
 ) -> tuple[Began | Busy, Recheck]:
     """``TurnGate.try_begin_fire`` with the re-check's reads (``TurnGate.estop_active`` and
     ``WorkerRegistry.owner``) after it, in the same round trip: the emergency stop and the owner
     as they were with the lock taken, for ``begin_fire``'s one transaction."""
-    reads, recheck = _recheck_reads(rt, session_id)
-    began, read = rt.gate.try_begin_fire_reading(session_id, fire_id, token, lease_ms, reads)
+    queue, recheck = _recheck_reads(reads, session_id)
+    began, read = reads.gate.try_begin_fire_reading(session_id, fire_id, token, lease_ms, queue)
     return began, recheck(read)
 
 
 def begin_job(
-    rt: Runtime, session_id: str, member: str, fire_id: str, token: str, lease_ms: int
+    reads: LockReads, session_id: str, member: str, fire_id: str, token: str, lease_ms: int
 ) -> tuple[Began | Busy, Recheck]:
     """``begin_fire`` for a cron job's run (its ``member`` in the due index): the same reads,
     for ``begin_job_fire``'s one transaction."""
-    reads, recheck = _recheck_reads(rt, session_id)
-    began, read = rt.gate.try_begin_fire_reading(
-        session_id, fire_id, token, lease_ms, reads, job=member
+    queue, recheck = _recheck_reads(reads, session_id)
+    began, read = reads.gate.try_begin_fire_reading(
+        session_id, fire_id, token, lease_ms, queue, job=member
     )
     return began, recheck(read)
 
 
 def _recheck_reads(
-    rt: Runtime, session_id: str
+    reads: LockReads, session_id: str
 ) -> tuple[Callable[[redis.client.Pipeline], None], Callable[[list[Any]], Recheck]]:
     """The re-check's reads to queue after the lock's script, and what they answer."""
-    now_ms = rt.now_ms()
+    keys, now_ms, ttl_ms = reads.redis.keys, reads.now_ms(), reads.registry.ttl_ms
 
-    def reads(pipe: redis.client.Pipeline) -> None:
-        pipe.exists(rt.keys.estop())
-        pipe.exists(rt.keys.estop(session_id))
-        pipe.zrangebyscore(rt.keys.workers(), now_ms - rt.registry.ttl_ms, "+inf")
+    def queue(pipe: redis.client.Pipeline) -> None:
+        pipe.exists(keys.estop())
+        pipe.exists(keys.estop(session_id))
+        pipe.zrangebyscore(keys.workers(), now_ms - ttl_ms, "+inf")
 
     def recheck(read: list[Any]) -> Recheck:
         every, own, members = read
         live = sorted(str(m) for m in members)
         return Recheck(bool(int(every) or int(own)), rendezvous_owner(session_id, live))
 
-    return reads, recheck
+    return queue, recheck
 
 
 @dataclass(frozen=True)
@@ -77,16 +93,16 @@ class DrainCheck:
     owner: str | None
 
 
-def drain_check(rt: Runtime, session_id: str) -> DrainCheck:
+def drain_check(reads: LockReads, session_id: str) -> DrainCheck:
     """``TurnGate.backlog``, ``TurnGate.estop_active`` and ``WorkerRegistry.owner`` in one
     round trip."""
-    k, now_ms = rt.keys, rt.now_ms()
-    pipe = rt.client.pipeline(transaction=False)
+    k, now_ms = reads.redis.keys, reads.now_ms()
+    pipe = reads.redis.client.pipeline(transaction=False)
     pipe.llen(k.inbox(session_id))
     pipe.llen(k.inflight(session_id))
     pipe.exists(k.estop())
     pipe.exists(k.estop(session_id))
-    pipe.zrangebyscore(k.workers(), now_ms - rt.registry.ttl_ms, "+inf")
+    pipe.zrangebyscore(k.workers(), now_ms - reads.registry.ttl_ms, "+inf")
     queued, taken, every, own, members = pipe.execute()
     live = sorted(str(m) for m in members)
     return DrainCheck(
@@ -94,24 +110,24 @@ def drain_check(rt: Runtime, session_id: str) -> DrainCheck:
     )
 
 
-def wake_and_idle(rt: Runtime, lease: Lease) -> None:
+def wake_and_idle(parts: TurnParts, lease: Lease) -> None:
     """After a user turn's reply committed: wake the session's event streams and stamp
     ``idle``, sent ahead of the drain's next step in its round trip (``Lease.after``). Both
     best effort: a missed wake-up is delivered by the streams' slow poll, a stamp by the next."""
     sid = lease.session_id
 
     def queue(pipe: redis.client.Pipeline) -> None:
-        pipe.publish(rt.keys.events(sid), "1")
-        rt.liveness.stamp(sid, rt.now_ms(), "idle", rt.worker, pipe=pipe)
+        pipe.publish(parts.keys.events(sid), "1")
+        parts.stamp(sid, parts.now_ms(), "idle", pipe=pipe)
 
     lease.after.append(queue)
 
 
 def after_finish(
-    rt: Runtime, lease: Lease, due: datetime | None, *, wake: bool, member: str | None = None
+    parts: TurnParts, lease: Lease, due: datetime | None, *, wake: bool, member: str | None = None
 ) -> None:
     """After the finish committed: wake the session's event streams (if a message left), write
-    the due time SQL answered (``Runtime.apply_due``) under ``member`` (a cron job's
+    the due time SQL answered (as ``DueSettle.apply`` would) under ``member`` (a cron job's
     ``job:<id>``; the session's own by default) and stamp ``idle`` — queued for the drain's
     next step, which sends them ahead of itself in one round trip (``Lease.after``).
 
@@ -122,14 +138,14 @@ def after_finish(
 
     def queue(pipe: redis.client.Pipeline) -> None:
         if wake:
-            pipe.publish(rt.keys.events(sid), "1")
+            pipe.publish(parts.keys.events(sid), "1")
         entry = member or sid
-        shard = rt.index.shard_key(entry)
+        shard = parts.due.index.shard_key(entry)
         if due is None:
             pipe.zrem(shard, entry)
         else:
             pipe.zadd(shard, {entry: to_ms(due)})
-        rt.liveness.stamp(sid, rt.now_ms(), "idle", rt.worker, pipe=pipe)
+        parts.stamp(sid, parts.now_ms(), "idle", pipe=pipe)
 
     lease.after.append(queue)
 

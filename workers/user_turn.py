@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from hbgw.core.errors import NotFound
 from hbgw.core.metrics import count_delivery, gateway_metrics
 from hbgw.sessions.states import DeliveryState, MessageState
+from hbgw.sessions.store import Ledger, MessageRecords
 from hbgw.sessions.views import DeliveryOutcome, MessageView, ReplyStart
 from hbgw.workers.agents.base import TurnRequest
 from hbgw.workers.heartbeat_tools import SessionHeartbeatTools
@@ -25,7 +26,7 @@ from hbgw.workers.locks import Lease
 from hbgw.workers.logfields import fields
 from hbgw.workers.ports import Address
 from hbgw.workers.turn import Composed, Outgoing, Sent, Turn, outbound_of
-from hbgw.workers.turn_io import HISTORY_TURNS, Answer, Delivery, conversation_before
+from hbgw.workers.turn_io import HISTORY_TURNS, Answer, Delivery, TurnIO, conversation_before
 from hbgw.workers.turn_redis import wake_and_idle
 
 log = logging.getLogger("hbgw.runner")
@@ -44,16 +45,22 @@ class Asked:
 class UserTurn(Turn[Asked]):
     kind = "user"
 
+    def __init__(self, io: TurnIO, messages: MessageRecords, ledger: Ledger) -> None:
+        """``ledger``: the reply's fenced mark (``begin_reply``) and its take-back."""
+        super().__init__(io)
+        self.messages = messages
+        self.ledger = ledger
+
     def run(self, lease: Lease, message_id: int) -> None:
         asked = self._begin(lease, message_id)
         if asked is not None:
             self.execute(lease, asked)
 
     def _begin(self, lease: Lease, message_id: int) -> Asked | None:
-        rt, io, sid = self.rt, self.io, lease.session_id
+        io, sid = self.io, lease.session_id
         try:
             # The message, its session and the history before it: one transaction.
-            read = rt.store.messages.message_turn(message_id, sid, history=HISTORY_TURNS)
+            read = self.messages.message_turn(message_id, sid, history=HISTORY_TURNS)
         except NotFound:
             return None
         message, session = read.message, read.session
@@ -99,31 +106,30 @@ class UserTurn(Turn[Asked]):
         # the message still waits for its answer; it then keeps the mark that this grant is
         # about to send (durable: a newer grant that finds it knows this one's outcome is
         # unknown) and the delivery records, pending.
-        rt, channel = self.rt, self.io.label(plan.address.platform)
-        start = rt.store.ledger.begin_reply(
+        p, channel = self.parts, self.io.label(plan.address.platform)
+        start = self.ledger.begin_reply(
             lease.session_id,
             plan.message.key,
             lease.fence,
-            rt.clock(),
+            p.clock(),
             channel=channel,
             outbound=outbound_of(composed),
         )
         if start is not None:
             count_delivery(channel, DeliveryState.UNKNOWN.value, start.unknown)
             if start.snapped:  # the user spoke: a heartbeat backing off is back at its interval
-                rt.apply_due(lease.session_id, start.next_due)
+                p.due.apply(lease.session_id, start.next_due)
         return start
 
     def store_sent(self, lease: Lease, out: Outgoing, outcome: DeliveryOutcome) -> None:
         """An announcement is kept in SQL with its outcome (even when the turn fails
         afterwards: the change was made)."""
-        rt = self.rt
-        rt.store.messages.add_message(
+        self.messages.add_message(
             lease.session_id,
             role="assistant",
             kind="notice",
             text=out.text,
-            now=rt.clock(),
+            now=self.parts.clock(),
             fence=lease.fence,
             delivered=outcome,
         )
@@ -137,17 +143,17 @@ class UserTurn(Turn[Asked]):
         outcome: DeliveryOutcome,
     ) -> None:
         assert sent is not None  # a user turn always says something (rule 7)
-        rt, sid, kind = self.rt, lease.session_id, sent.reply.delivery.kind
+        sid, kind = lease.session_id, sent.reply.delivery.kind
         delivered = outcome.state is not DeliveryState.FAILED
         # One fenced transaction: the reply, what the turn spent (a failed one included), the
         # delivery's outcome, and the message marked done.
-        rt.store.messages.add_message(
+        self.messages.add_message(
             sid,
             role="assistant",
             kind="assistant" if kind == "reply" and delivered else "notice",
             text=sent.reply.text,
             reply_to=plan.message.key,
-            now=rt.clock(),
+            now=self.parts.clock(),
             fence=lease.fence,
             usage=composed.answer.usage,
             delivered=outcome,
@@ -155,7 +161,7 @@ class UserTurn(Turn[Asked]):
         gateway_metrics().user_turns.labels(kind).inc()
         # With the drain's next step: the reply (and its notices) reach the API's streams, the
         # session is stamped idle.
-        wake_and_idle(rt, lease)
+        wake_and_idle(self.parts, lease)
 
     def aborted(self, lease: Lease, plan: Asked, mark: ReplyStart | None, sent: int) -> None:
         """A turn stopped before some of its sends takes back what it marked for them (best
@@ -169,11 +175,11 @@ class UserTurn(Turn[Asked]):
         keys = [f"{key}:notice:{n}" for n in range(1, len(plan.tools.announcements) + 1)]
         unsent = [*keys, key][sent:]
         try:
-            self.rt.store.ledger.drop_reply_mark(
+            self.ledger.drop_reply_mark(
                 plan.message.key,
                 lease.fence,
                 mark.earlier,
-                self.rt.clock(),
+                self.parts.clock(),
                 unsent=unsent,
                 nothing_sent=not sent,
             )

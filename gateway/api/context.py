@@ -18,7 +18,7 @@ from hbgw.gateway.api.errors import ApiError, not_found
 from hbgw.gateway.api.metrics import ApiMetrics
 from hbgw.gateway.api.public_ids import PublicIds, id_key
 from hbgw.gateway.api.quotas import StreamSlots
-from hbgw.gateway.inbound import Answered, Queued, receive
+from hbgw.gateway.inbound import Answered, InboundParts, Queued, receive
 from hbgw.gateway.platforms.served import Served
 from hbgw.sessions.db import make_engine
 from hbgw.sessions.grammar import GrammarLimits, limits_from_settings
@@ -89,7 +89,7 @@ class ApiContext:
             text,
             self.clock(),
             self.limits,
-            rt=self.rt,
+            parts=InboundParts.of(self.rt) if self.rt is not None else None,
             dispatcher=self.dispatcher,
             idempotency_key=idempotency_key,
             message_limits=self.message_limits,
@@ -103,7 +103,7 @@ class ApiContext:
             return
         for sid in session_ids:
             try:
-                self.rt.settle(sid)
+                self.rt.due.settle(sid)
             except TRANSIENT_REDIS_ERRORS as exc:
                 log.warning(
                     "the due index was not updated; the restore pass will: %s",

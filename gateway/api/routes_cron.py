@@ -4,7 +4,7 @@ A job is read by the grammar of ``hbgw cron add`` (the same sentences, ``422``);
 owner's job answers like a missing one (``404``); a change that does not fit the job's state
 (pausing a paused job, cancelling a cancelled one) is ``409`` with a sentence that says so; an
 owner at HBGW_API_MAX_JOBS_PER_OWNER jobs (active or paused) gets ``429`` for another.
-Every change reaches the due index like the CLI's (``Runtime.settle_job``).
+Every change reaches the due index like the CLI's (``DueSettle.settle_job``).
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ def _owner(who: Principal) -> str | None:
 def _settled(ctx: ApiContext, job: JobView) -> dict[str, Any]:
     if ctx.rt is not None:
         with contextlib.suppress(*TRANSIENT_REDIS_ERRORS):  # else the restore pass writes it
-            ctx.rt.settle_job(job.id)
+            ctx.rt.due.settle_job(job.id)
     return job.to_json()
 
 

@@ -1,7 +1,7 @@
 """The heartbeat of a session: show, set (the /heartbeat grammar), pause, resume, clear.
 
 Each route acts on the session that continues the given one after compression, where the
-heartbeat moved; every change reaches the due index like the CLI's (``Runtime.settle``).
+heartbeat moved; every change reaches the due index like the CLI's (``DueSettle.settle``).
 """
 
 from __future__ import annotations

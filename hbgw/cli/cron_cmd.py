@@ -163,4 +163,4 @@ def _sync(job_id: str) -> None:
     """Tell the due index (when Redis is reachable; the restore pass does it otherwise)."""
     with gateway_runtime() as (_store, rt, _dispatcher):
         if rt is not None:
-            rt.settle_job(job_id)
+            rt.due.settle_job(job_id)

@@ -160,4 +160,4 @@ def sync_index(session_id: str) -> None:
     """After a heartbeat change from the CLI, tell the due index (when Redis is reachable)."""
     with gateway_runtime() as (_store, rt, _dispatcher):
         if rt is not None:
-            rt.settle(session_id)
+            rt.due.settle(session_id)

@@ -126,7 +126,7 @@ def send(
     """
     from hbgw.cli.gateway_ctx import gateway_runtime
     from hbgw.cli.send_out import print_reply, queued_sentence, reply_or_hold
-    from hbgw.gateway.inbound import Answered, receive
+    from hbgw.gateway.inbound import Answered, InboundParts, receive
     from hbgw.sessions.validation import message_limits_from_settings
 
     with gateway_runtime() as (store, rt, dispatcher):
@@ -136,7 +136,7 @@ def send(
             " ".join(text),
             rt.clock() if rt is not None else now(),
             limits(),
-            rt=rt,
+            parts=InboundParts.of(rt) if rt is not None else None,
             dispatcher=dispatcher,
             idempotency_key=idempotency_key,
             message_limits=message_limits_from_settings(settings()),

@@ -64,7 +64,7 @@ from hbgw.sessions.store.session_records import SessionView, resolve_active_row,
 @dataclass(frozen=True)
 class FireAdmission:
     """What admission decides from: ``next_due`` is what the due index should hold for
-    ``session`` (None: no entry), as ``Runtime.settle`` would compute it."""
+    ``session`` (None: no entry), as ``DueSettle.settle`` would compute it."""
 
     session: SessionView
     existing: RunView | None  # the ledger's run of this fire id: a duplicate delivery

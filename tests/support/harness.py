@@ -153,7 +153,7 @@ class Gateway:
             prompt=prompt,
             now=set_at or utcnow(),
         )
-        self.rt.settle(sid)
+        self.rt.due.settle(sid)
 
     def due_now(
         self, sid: str, *, seconds: int = 60, missed: int = 0, prompt: str = "check CI"

@@ -37,7 +37,7 @@ def add_job(
         NewJob(parsed, text, prompt, route, model=model, times=times, missed_policy=missed),
         at,
     )
-    gw.rt.settle_job(job.id)
+    gw.rt.due.settle_job(job.id)
     return job
 
 
@@ -63,5 +63,5 @@ def backdate_retry(gw: Gateway, job_id: str) -> datetime:
         assert row is not None and row.retry_at is not None, "the job has no retry pending"
         planned = row.retry_at
         row.retry_at = row.next_due_at = utcnow() - timedelta(seconds=1)
-    gw.rt.settle_job(job_id)
+    gw.rt.due.settle_job(job_id)
     return planned

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from hbgw.core.clock import utcnow
-from hbgw.gateway.inbound import receive
-from hbgw.invariants import check
+from hbgw.gateway.inbound import InboundParts, receive
+from hbgw.invariants import InvariantReport, check
 from hbgw.sessions.grammar import GrammarLimits
 from hbgw.sessions.states import RunState
 from hbgw.sessions.views import RunView
@@ -14,7 +14,8 @@ LIMITS = GrammarLimits(min_interval=1, default_interval=60, max_prompt_chars=400
 
 
 def send(gw: Gateway, sid: str, text: str) -> object:
-    return receive(gw.store, sid, text, utcnow(), LIMITS, rt=gw.rt, dispatcher=gw.dispatcher)
+    parts = InboundParts.of(gw.rt)
+    return receive(gw.store, sid, text, utcnow(), LIMITS, parts=parts, dispatcher=gw.dispatcher)
 
 
 def busy_with_slow_turn(gw: Gateway, sid: str) -> None:
@@ -37,7 +38,7 @@ def busy_session_with_pending_fire(gw: Gateway) -> str:
 
 
 def assert_invariants(gw: Gateway) -> None:
-    report = check(gw.rt, utcnow())
+    report = check_gateway(gw)
     assert report.ok, report.to_json()
 
 
@@ -53,3 +54,16 @@ def started_run(gw: Gateway, sid: str, what: str) -> RunView:
     )
     [run] = runs
     return run
+
+
+def check_gateway(gw: Gateway, *, include_index: bool = True) -> InvariantReport:
+    """``invariants.check`` on the deployment's ledger, gate and due index, now."""
+    rt = gw.rt
+    return check(
+        rt.store.ledger,
+        rt.gate,
+        rt.index,
+        utcnow(),
+        restore_interval=rt.settings.restore_interval,
+        include_index=include_index,
+    )
