@@ -36,7 +36,7 @@ from hbgw.state.dispatch import Dispatcher
 from hbgw.state.due_index import Claim
 from hbgw.state.failures import log_failure
 from hbgw.state.ownership import Rendezvous
-from hbgw.state.restore_sweep import RestoreSweep
+from hbgw.state.restore_sweep import RestoreSweep, SweepState
 from hbgw.state.retention_lease import RetentionLease
 from hbgw.state.runtime import Runtime
 
@@ -90,8 +90,8 @@ class BeatCore:
         """Do one pass; return the seconds until the next one is useful."""
         # One reading per pass: every step judges "due" and "stale" against the same instant.
         now_ms = self.rt.now_ms()
-        workers = self.refresh_registries(now_ms)
-        restored = self.restore_step(now_ms)
+        workers, sweep = self.refresh_registries(now_ms)
+        restored = self.restore_step(now_ms, sweep)
         if not restored.rebuilding:  # a rebuild's ticks go to the rebuild
             self.retention.step(now_ms)
         if now_ms >= self.next_reconcile_ms:
@@ -118,14 +118,16 @@ class BeatCore:
             return self.max_sleep
         return min(self.max_sleep, max(MIN_SLEEP, (earliest - now_ms) / 1000))
 
-    def refresh_registries(self, now_ms: int) -> list[str]:
-        """``refresh_shards`` and the live workers, in one round trip; returns the workers."""
+    def refresh_registries(self, now_ms: int) -> tuple[list[str], SweepState]:
+        """``refresh_shards``, the live workers and the restore sweep's state, in one round
+        trip; returns the workers and that state."""
         pipe = self.rt.client.pipeline(transaction=False)
         self.beats.queue_refresh(pipe, self.name, now_ms)
         self.rt.registry.queue_live(pipe, now_ms)
-        *_, beats, workers = pipe.execute()
+        self.restorer.sweep.queue_read(pipe)
+        *_, beats, workers, sweep = pipe.execute()
         self.own_beats(names(beats))
-        return names(workers)
+        return names(workers), RestoreSweep.state_of(sweep)
 
     def refresh_shards(self, now_ms: int) -> None:
         """Refresh this beat's registry entry and recompute the shards it owns.
@@ -177,10 +179,10 @@ class BeatCore:
                 with contextlib.suppress(KeyError):
                     gauge.remove(str(shard))
 
-    def restore_step(self, now_ms: int) -> StepReport:
+    def restore_step(self, now_ms: int, sweep: SweepState | None = None) -> StepReport:
         """The tick's share of the restore pass (nothing when none is due or another replica
         runs it); orphan recovery runs once per pass, as it begins."""
-        report = self.restorer.step(now_ms)
+        report = self.restorer.step(now_ms, state=sweep)
         if report.started:
             self.recover_orphans(from_ms(now_ms))
             self.settle_cut_off(from_ms(now_ms))

@@ -95,12 +95,15 @@ class Restorer:
         # After a failed store read: this process waits one interval (the database is away).
         self.retry_at_ms = 0
 
-    def step(self, now_ms: int, *, force: bool = False) -> StepReport:
+    def step(
+        self, now_ms: int, *, force: bool = False, state: SweepState | None = None
+    ) -> StepReport:
         """One bounded step when one is due and no other replica runs one; ``force`` starts a
-        sweep now and ignores the pacing (``run_sweep``)."""
+        sweep now and ignores the pacing (``run_sweep``); ``state``: the sweep's state as the
+        caller just read it (beat's tick, with its registries), else read here."""
         if now_ms < self.retry_at_ms and not force:
             return StepReport()
-        state = self.sweep.read()
+        state = self.sweep.read() if state is None else state
         if not (force or self._due(state, now_ms)):
             return StepReport()
         if not self.sweep.acquire(self.token, self.cfg.lease_ms):

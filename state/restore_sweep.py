@@ -17,8 +17,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
 
 import redis
+from redis.client import Pipeline
 from redis.commands.core import Script
 
 from hbgw.state.keys import Keys
@@ -60,7 +62,15 @@ class RestoreSweep:
         self._commit: Script = load_script(client, "hbgw.state", "lua/restore_commit.lua")
 
     def read(self) -> SweepState:
-        raw = self.client.hgetall(self.keys.restore_sweep())
+        return self.state_of(self.client.hgetall(self.keys.restore_sweep()))
+
+    def queue_read(self, pipe: Pipeline) -> None:
+        """``read``'s command on a pipeline the caller runs with more (beat's tick, with its
+        registries); its answer through ``state_of``."""
+        pipe.hgetall(self.keys.restore_sweep())
+
+    @staticmethod
+    def state_of(raw: Mapping[Any, Any]) -> SweepState:
         fields = {_text(k): _text(v) for k, v in raw.items()}
         phase = fields.get("phase")
         return SweepState(
