@@ -81,6 +81,9 @@ def rig_settings(work_dir: Path, redis_url: str, namespace: str, **overrides: An
         "redis_url": redis_url,
         "namespace": namespace,
         "database_url": f"sqlite:///{work_dir / (namespace + '.sqlite3')}",
+        # No consumer takes the rig's messages: beat's hold for a busy queue would keep the
+        # fires of every tick after the first (beat/held_fires.py).
+        "beat_hold": 0,
         **overrides,
     }
     return Settings(**values)

@@ -70,6 +70,9 @@ def _settings(redis_url: str, work_dir: Path, namespace: str, shards: int | None
         "restore_interval": 3600,
         "reconcile_interval": 3600,
         "log_level": "WARNING",
+        # Claim and publish is what is measured; no consumer takes the messages, so a hold for
+        # a busy queue (beat/held_fires.py) would keep every tick's fires after the first.
+        "beat_hold": 0,
     }
 
 
