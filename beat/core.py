@@ -310,14 +310,16 @@ class BeatCore:
             now_ms, self.lease_ms, self.rt.settings.claim_batch, shards=self.own_shards
         )
         claimed, self.next_due_ms = claims.claims, claims.earliest_ms
+        kept = self.held.take()
         if not jobs:
-            held = {m: due for m, due in claimed if job_of_member(m) is not None}
+            held = {m: due for m, due in claimed + kept if job_of_member(m) is not None}
             if held:
                 self.rt.index.schedule_many(held)
                 self.next_due_ms = NOT_READ  # due again at once: read the index afresh
                 claimed = [c for c in claimed if c[0] not in held]
+                self.held.release([c for c in kept if c[0] in held])
+                kept = [c for c in kept if c[0] not in held]
         gateway_metrics().claim_batch.observe(len(claimed))
-        kept = self.held.take()
         known = set(kept)
         groups = group_by_owner(kept + [c for c in claimed if c not in known], workers)
         self.held.drop_except({c for fires in groups.values() for c in fires})

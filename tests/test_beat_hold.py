@@ -22,6 +22,7 @@ from hbgw.beat.core import BeatCore
 from hbgw.beat.held_fires import HeldFires
 from hbgw.core.clock import utcnow
 from hbgw.core.settings import Settings
+from hbgw.sessions.states import job_member
 
 WORKERS = ["w1", "w2", "w3"]
 HOLD_S = 2.0
@@ -173,3 +174,27 @@ def test_the_hold_itself() -> None:
 def test_a_hold_as_long_as_the_claim_lease_is_refused() -> None:
     with pytest.raises(ValidationError, match="HBGW_BEAT_HOLD"):
         Settings(beat_hold=60, claim_lease=60)
+
+
+def test_a_rebuild_puts_held_cron_job_fires_back_in_the_index(
+    held: tuple[Gateway, Clock],
+) -> None:
+    gw, _clock = held
+    gw.rt.registry.refresh("w1", gw.rt.now_ms())
+    beat = BeatCore(gw.rt, gw.dispatcher)
+    beat.refresh_shards(gw.rt.now_ms())
+    due(gw, ["a1"])
+    beat.dispatch_due(gw.rt.now_ms(), ["w1"])  # the queue was empty: sent
+    job = job_member("j1")
+    gw.rt.index.schedule(job, gw.rt.now_ms() - 500)
+    due(gw, ["b1"])
+    beat.dispatch_due(gw.rt.now_ms(), ["w1"])
+    assert len(beat.held) == 2  # the first message still waits
+
+    # Redis lost its data and a rebuild runs: cron jobs wait for it, held or not.
+    beat.dispatch_due(gw.rt.now_ms(), ["w1"], jobs=False)
+    assert len(beat.held) == 1
+    assert gw.rt.index.due_ms(job) == gw.rt.now_ms() - 500  # due again as it was
+    take_messages(gw.app, queue_of(gw))
+    beat.dispatch_due(gw.rt.now_ms(), ["w1"], jobs=False)
+    assert [sid for sid, _ in take_fires(gw.app, queue_of(gw))] == ["b1"]
