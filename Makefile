@@ -81,7 +81,7 @@ chaos: $(STAMP) ## the long chaos run (about 30 minutes; not in CI)
 bench-quick: $(BENCH_STAMP) ## the benchmarks at small sizes (under 2 minutes); JSON in bench/results/
 	$(BIN)/python -m bench quick
 
-bench: $(BENCH_STAMP) ## every benchmark at full size and the plots (under 15 minutes; not in CI)
+bench: $(BENCH_STAMP) ## every benchmark at full size and the plots (under 20 minutes; not in CI)
 	$(BIN)/python -m bench full
 
 clean: ## remove the virtual environment and caches
