@@ -18,6 +18,7 @@ from typing import Any
 import redis
 
 from hbgw.core.clock import Clock, to_ms
+from hbgw.state.beat_registry import names
 from hbgw.state.ownership import WorkerRegistry, rendezvous_owner
 from hbgw.state.redis_part import RedisPart
 from hbgw.state.turn_gate import Began, Busy, TurnGate
@@ -68,17 +69,16 @@ def _recheck_reads(
     reads: LockReads, session_id: str
 ) -> tuple[Callable[[redis.client.Pipeline], None], Callable[[list[Any]], Recheck]]:
     """The re-check's reads to queue after the lock's script, and what they answer."""
-    keys, now_ms, ttl_ms = reads.redis.keys, reads.now_ms(), reads.registry.ttl_ms
+    keys, now_ms = reads.redis.keys, reads.now_ms()
 
     def queue(pipe: redis.client.Pipeline) -> None:
         pipe.exists(keys.estop())
         pipe.exists(keys.estop(session_id))
-        pipe.zrangebyscore(keys.workers(), now_ms - ttl_ms, "+inf")
+        reads.registry.queue_live(pipe, now_ms)
 
     def recheck(read: list[Any]) -> Recheck:
         every, own, members = read
-        live = sorted(str(m) for m in members)
-        return Recheck(bool(int(every) or int(own)), rendezvous_owner(session_id, live))
+        return Recheck(bool(int(every) or int(own)), rendezvous_owner(session_id, names(members)))
 
     return queue, recheck
 
@@ -102,9 +102,9 @@ def drain_check(reads: LockReads, session_id: str) -> DrainCheck:
     pipe.llen(k.inflight(session_id))
     pipe.exists(k.estop())
     pipe.exists(k.estop(session_id))
-    pipe.zrangebyscore(k.workers(), now_ms - reads.registry.ttl_ms, "+inf")
+    reads.registry.queue_live(pipe, now_ms)
     queued, taken, every, own, members = pipe.execute()
-    live = sorted(str(m) for m in members)
+    live = names(members)
     return DrainCheck(
         int(queued) + int(taken), bool(int(every) or int(own)), rendezvous_owner(session_id, live)
     )
