@@ -322,7 +322,6 @@ class BeatCore:
         gateway_metrics().claim_batch.observe(len(claimed))
         known = set(kept)
         groups = group_by_owner(kept + [c for c in claimed if c not in known], workers)
-        self.held.drop_except({c for fires in groups.values() for c in fires})
         sent = self.send(groups, now_ms)
         if claimed:
             log.info(

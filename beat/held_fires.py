@@ -47,9 +47,3 @@ class HeldFires:
     def release(self, claims: list[Claim]) -> None:
         for claim in claims:
             self._since.pop(claim, None)
-
-    def drop_except(self, kept: set[Claim]) -> None:
-        """Forget held claims this tick did not see again (no live worker owns them now):
-        their lease brings them back."""
-        for claim in [c for c in self._since if c not in kept]:
-            del self._since[claim]
