@@ -11,13 +11,11 @@ ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 WORKDIR /src
 RUN python -m venv /opt/hbgw
 COPY pyproject.toml README.md ./
-# hbgw/ links the layer folders in (hbgw/core -> ../core): the wheel follows the links.
-COPY core core
+# hbgw/ holds core, state and gateway and links the other layers in (hbgw/beat -> ../beat):
+# the wheel follows the links.
 COPY sessions sessions
-COPY state state
 COPY beat beat
 COPY workers workers
-COPY gateway gateway
 COPY hbgw hbgw
 COPY requirements.lock ./
 # The build context has no .git, so the version (from git tags elsewhere) comes in as an

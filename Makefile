@@ -11,7 +11,10 @@ TOOLS_VENV := .venv-tools
 TOOLS_STAMP := $(TOOLS_VENV)/.installed
 
 .DEFAULT_GOAL := help
-.PHONY: help install lock tools demo test lint typecheck chaos-quick chaos bench bench-quick clean
+# Parallel pytest workers for the integration and e2e tiers: most of their time is spent waiting
+# on Redis, SQL, sockets and processes, so four share two cores well (docs/testing.md measures it).
+TEST_JOBS ?= 4
+.PHONY: help install lock tools demo test test-fast coverage lint typecheck chaos-quick chaos bench bench-quick clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -60,9 +63,18 @@ demo: $(RUNTIME_STAMP) ## run the self-driving demo on the embedded defaults (in
 	$(BIN)/hbgw demo
 	@echo "Next: $(BIN)/hbgw up starts the same stack for you to use; the README's \"Using it\" walks through it."
 
-test: lint typecheck tools ## the whole gate: lint, import layers, mypy, every test (packaging checks included), the quick chaos run
-	$(BIN)/python -m pytest
+test: lint typecheck tools coverage ## the whole gate: lint, import layers, mypy, every tier with coverage (packaging checks included), the quick chaos run
 	$(BIN)/python -m chaos quick
+
+test-fast: $(STAMP) ## the unit tier (no server, no process) in seconds, last run's failures first: run it after every edit
+	$(BIN)/python -m pytest tests/unit -q --ff
+
+coverage: $(STAMP) ## every tier on $(TEST_JOBS) workers with line and branch coverage: the report, coverage.json, the fire path's floor
+	rm -f .coverage .coverage.* coverage.json
+	$(BIN)/python -m pytest -n $(TEST_JOBS) --dist loadfile --cov --cov-report=
+	$(BIN)/coverage report --skip-covered --sort=cover
+	$(BIN)/coverage json -q -o coverage.json
+	$(BIN)/python tools/coverage_floor.py coverage.json
 
 lint: $(STAMP) ## ruff check, format check and the import-layer contract
 	$(BIN)/ruff check .
@@ -85,4 +97,4 @@ bench: $(BENCH_STAMP) ## every benchmark at full size and the plots (under 20 mi
 	$(BIN)/python -m bench full
 
 clean: ## remove the virtual environment and caches
-	rm -rf $(VENV) $(TOOLS_VENV) .mypy_cache .ruff_cache .pytest_cache build *.egg-info
+	rm -rf $(VENV) $(TOOLS_VENV) .mypy_cache .ruff_cache .pytest_cache build *.egg-info .coverage .coverage.* coverage.json htmlcov

@@ -3,7 +3,7 @@
 Cost per tick depends on what is due (batched Lua claims per shard), not on how many
 heartbeats are scheduled; beat does no per-fire SQL. The restore pass is paged: a tick reads at
 most ``HBGW_RESTORE_PAGE`` rows of SQL for it. Replicas split the due-index shards among
-themselves (``state/beat_registry.py``): each claims and sweeps only its own, and claims stay
+themselves (``hbgw/state/beat_registry.py``): each claims and sweeps only its own, and claims stay
 atomic, so replicas that briefly disagree about a shard only contend for it.
 """
 

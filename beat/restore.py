@@ -3,7 +3,7 @@
 A pass (a *sweep*) is cut into steps, one per beat tick at most, each reading at most
 ``HBGW_RESTORE_PAGE`` rows from SQL: first the queued user messages (by id), then the active
 heartbeats (by session id), then the active cron jobs (by job id). Where the sweep stands is
-kept in Redis (``state/restore_sweep.py``), so a beat that restarts continues it and replicas
+kept in Redis (``hbgw/state/restore_sweep.py``), so a beat that restarts continues it and replicas
 share it; a short lease lets one replica at a time run a step. The cost of a tick does not grow
 with the fleet: a large fleet's sweep spreads over several ticks.
 

@@ -1,7 +1,7 @@
 """Beat's retention step: keeps the ledger and the messages bounded (docs/design.md: Retention).
 
 One replica at a time runs it, once per ``HBGW_RETAIN_INTERVAL``, under the retention lease
-(``state/retention_lease.py``). A step deletes at most ``HBGW_RETAIN_BATCHES`` batches of
+(``hbgw/state/retention_lease.py``). A step deletes at most ``HBGW_RETAIN_BATCHES`` batches of
 ``HBGW_RETAIN_BATCH`` rows of each table, every batch its own short transaction, so SQLite's
 write lock is never held for long and the fire path's writers only wait a batch at most. A
 step that left rows behind lets the next tick go on.

@@ -7,7 +7,7 @@ until all N are claimed. Every fire published is then read back off the broker q
 session must have been published exactly once (``exactly_once`` in the JSON). One unmeasured
 round of every replica comes first, so no measured round pays a process's first publishes.
 
-Replicas split the due shards by ``state/beat_registry.py``'s balanced assignment of their
+Replicas split the due shards by ``hbgw/state/beat_registry.py``'s balanced assignment of their
 names (fixed names, so the split is the same in every repetition and recorded, with its
 ``shard_balance``: fewest shards per beat over most). Per round:
 

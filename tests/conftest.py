@@ -32,6 +32,17 @@ pytest_plugins = [
 ]
 
 
+# A test's folder says what it needs; its marker follows from the folder (`-m unit`, ...).
+TIERS = ("unit", "integration", "e2e")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        tier = item.path.parent.name
+        if tier in TIERS:
+            item.add_marker(getattr(pytest.mark, tier))
+
+
 @pytest.fixture(autouse=True)
 def _root_logging_restored() -> Iterator[None]:
     """A command run in-process (`hbgw worker`) points the root logger at the test's captured

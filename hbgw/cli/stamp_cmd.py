@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 def redis_now() -> Iterator[tuple[redis.Redis, Keys, int] | None]:
     """A deployment's Redis when one answers, its keys, and the time now by Redis' clock (ms):
     stamps are compared with the workers' ones, all dated by Redis TIME
-    (``state/shared_clock.py``)."""
+    (``hbgw/state/shared_clock.py``)."""
     from hbgw.cli.gateway_ctx import reachable_redis
     from hbgw.state.keys import Keys
     from hbgw.state.shared_clock import redis_seconds

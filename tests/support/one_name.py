@@ -1,7 +1,8 @@
 """The project installs one import name, ``hbgw`` (issue 20): the layer folders at the top of the
-repository are reached as ``hbgw.core``, ``hbgw.state``, ... through hbgw/'s links. The repository
-root is on the tests' path (for ``chaos`` and ``bench``), so ``import core`` would still work here
-and load a second copy of every module; the wheel has no ``core``. This finder makes the old
+repository (``workers``, ``beat``, ``sessions``) are reached as ``hbgw.workers``, ... through
+hbgw/'s links. The repository root is on the tests' path (for ``chaos`` and ``bench``), so
+``import workers`` would still work here and load a second copy of every module; the wheel has
+no ``workers``. This finder makes the old
 names fail in the test process as they would on a server."""
 
 from __future__ import annotations
@@ -12,7 +13,9 @@ from collections.abc import Sequence
 from importlib.machinery import ModuleSpec
 from types import ModuleType
 
-LAYERS = frozenset({"core", "sessions", "state", "beat", "workers", "gateway"})
+# core, state and gateway live in hbgw/ itself; the other three stay at the top, linked in.
+LINKED = frozenset({"sessions", "beat", "workers"})
+LAYERS = LINKED | {"core", "state", "gateway"}
 
 
 class _OldNames(importlib.abc.MetaPathFinder):
