@@ -110,6 +110,8 @@ def connect(
     if is_cluster(url):
         # Typed as redis.Redis for the callers: the cluster client answers the same commands.
         return cluster_client(url, tls, **options)  # type: ignore[return-value]
+    if url.startswith("unix://"):
+        del options["socket_keepalive"]  # a TCP option: redis-py's unix connection refuses it
     pool = redis.BlockingConnectionPool.from_url(url, **tls, **options)
     return redis.Redis(connection_pool=pool)
 
