@@ -1,14 +1,15 @@
 """How fast `hbgw` commands start: wall and CPU time of a whole process, and the modules it
 imports (``-X importtime``: a count that does not depend on how busy the machine is).
 
-`hbgw stamp` runs in a coding agent's hook on every tool call, and `hbgw heartbeat status
---json` in scripts; both should start in under 0.2 s. Each command runs in a user's
-environment (its own HBGW_HOME, no PYTHON* variables but the checkout on the path): `--help`
-as the floor, `stamp` into a directory and into Redis (the context's), `heartbeat status
---json` of a session with a heartbeat on SQLite (without and with Redis) and on PostgreSQL
-(with Redis; a schema of its own, migrated here). The 1-minute load average is kept beside
-each command: on a busy machine the wall time grows, the CPU time and the module count much
-less. ``python -m bench quick --only cli_start``.
+`hbgw stamp` runs in a coding agent's hook on every tool call, so it has the CLI's one short
+path (no Typer, pydantic or redis-py) and should start in under 0.2 s. Each command runs in a
+user's environment (its own HBGW_HOME, no PYTHON* variables but the checkout on the path):
+`--help` as the floor of a Typer command, `stamp` into a directory and into Redis (the
+context's), and `heartbeat status --json` of a session with a heartbeat on SQLite (with Redis
+when there is one) as the price of a command on the main path (Typer, ``Settings``, the store,
+redis-py), which scripts poll far less often than hooks stamp. The 1-minute load average is kept
+beside each command: on a busy machine the wall time grows, the CPU time and the module count
+much less. ``python -m bench quick --only cli_start``.
 """
 
 from __future__ import annotations
@@ -19,9 +20,6 @@ import statistics
 import subprocess
 import sys
 import time
-import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 from bench.context import BenchContext, Result
@@ -29,17 +27,15 @@ from bench.context import BenchContext, Result
 NAME = "cli_start"
 ROOT = Path(__file__).resolve().parent.parent
 GOAL_S = 0.2
-# What a command's module graph must not reach for it to start fast.
+# What the stamp's module graph must not reach for it to start fast.
 HEAVY = ("sqlalchemy", "celery", "fastapi", "alembic", "typer", "pydantic", "redis")
 
 
-def user_env(home: Path, redis_url: str | None, database_url: str | None = None) -> dict[str, str]:
+def user_env(home: Path, redis_url: str | None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("HBGW_", "PYTHON"))}
     env.update(HBGW_HOME=str(home), PYTHONPATH=str(ROOT))
     if redis_url:
         env.update(HBGW_REDIS_URL=redis_url, HBGW_NAMESPACE="bench-cli-start")
-    if database_url:
-        env.update(HBGW_DATABASE_URL=database_url)
     return env
 
 
@@ -72,27 +68,17 @@ def timed(args: list[str], env: dict[str, str], repeats: int) -> Result:
     }
 
 
-def commands(
-    home: Path, redis_url: str | None, pg_url: str | None = None
-) -> dict[str, tuple[list[str], dict[str, str]]]:
-    """The commands measured, each with its environment; a session with a heartbeat first (in
-    SQLite, and in PostgreSQL when ``pg_url`` is given)."""
+def commands(home: Path, redis_url: str | None) -> dict[str, tuple[list[str], dict[str, str]]]:
+    """The commands measured, each with its environment; a session with a heartbeat first."""
     plain, with_redis = user_env(home, None), user_env(home, redis_url)
     sid = with_heartbeat(plain)
     found: dict[str, tuple[list[str], dict[str, str]]] = {
         "help": (["--help"], plain),
         "stamp_dir": (["stamp", "--dir", str(home / "stamps"), "thinking"], plain),
-        "heartbeat_status_json": (["heartbeat", "status", sid, "--json"], plain),
+        "heartbeat_status_json": (["heartbeat", "status", sid, "--json"], with_redis),
     }
     if redis_url:
         found["stamp_redis"] = (["stamp", "--session", "bench", "thinking"], with_redis)
-        found["heartbeat_status_json_redis"] = (["heartbeat", "status", sid, "--json"], with_redis)
-    if redis_url and pg_url:
-        on_pg = user_env(home, redis_url, pg_url)
-        found["heartbeat_status_json_postgres"] = (
-            ["heartbeat", "status", with_heartbeat(on_pg), "--json"],
-            on_pg,
-        )
     return found
 
 
@@ -103,47 +89,16 @@ def with_heartbeat(env: dict[str, str]) -> str:
     return sid
 
 
-@contextmanager
-def pg_schema(pg_url: str) -> Iterator[str]:
-    """A fresh schema at the head migration (`hbgw migrate`'s work), dropped afterwards."""
-    import sqlalchemy as sa
-
-    from hbgw.sessions.db import make_engine, upgrade
-
-    schema = "bench_cli_" + uuid.uuid4().hex[:10]
-    admin = sa.create_engine(pg_url)
-    with admin.begin() as conn:
-        conn.execute(sa.text(f'CREATE SCHEMA "{schema}"'))
-    url = f"{pg_url}?options=-csearch_path%3D{schema}"
-    engine = make_engine(url)
-    try:
-        upgrade(engine)
-        yield url
-    finally:
-        engine.dispose()
-        with admin.begin() as conn:
-            conn.execute(sa.text(f'DROP SCHEMA "{schema}" CASCADE'))
-        admin.dispose()
-
-
-def measure(
-    work_dir: Path, redis_url: str | None, repeats: int, pg_url: str | None = None
-) -> Result:
+def measure(work_dir: Path, redis_url: str | None, repeats: int) -> Result:
     home = work_dir / "cli-start-home"
     home.mkdir(parents=True, exist_ok=True)
-    with pg_schema(pg_url) if pg_url else _nothing() as schema_url:
-        found = commands(home, redis_url, schema_url)
-        timings = {name: timed(args, env, repeats) for name, (args, env) in found.items()}
+    found = commands(home, redis_url)
+    timings = {name: timed(args, env, repeats) for name, (args, env) in found.items()}
     return {"repeats": repeats, "goal_s": GOAL_S, "commands": timings}
 
 
-@contextmanager
-def _nothing() -> Iterator[None]:
-    yield None
-
-
 def run(ctx: BenchContext) -> Result:
-    return measure(ctx.work_dir, ctx.redis_url, 7 if ctx.quick else 21, ctx.pg_url)
+    return measure(ctx.work_dir, ctx.redis_url, 7 if ctx.quick else 21)
 
 
 if __name__ == "__main__":
@@ -151,5 +106,5 @@ if __name__ == "__main__":
     import tempfile
 
     with tempfile.TemporaryDirectory() as scratch:
-        redis_url, pg_url = os.environ.get("HBGW_REDIS_URL"), os.environ.get("HBGW_BENCH_PG_URL")
-        print(json.dumps(measure(Path(scratch), redis_url, 7, pg_url), indent=2))
+        redis_url = os.environ.get("HBGW_REDIS_URL")
+        print(json.dumps(measure(Path(scratch), redis_url, 7), indent=2))

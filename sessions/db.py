@@ -18,8 +18,7 @@ from sqlalchemy.pool import NullPool
 from hbgw.core.errors import SchemaBehind, StoreError
 from hbgw.core.masking import mask_url
 from hbgw.core.private import private_dir, touch_private
-from hbgw.sessions.schema_head import MIGRATIONS
-from hbgw.sessions.schema_head import file_head as file_head  # its home until the quick read
+from hbgw.sessions.schema_head import MIGRATIONS, file_head
 
 if TYPE_CHECKING:
     from alembic.config import Config

@@ -1,6 +1,6 @@
-"""What `hbgw heartbeat status` shows, and a heartbeat row read as its state: no SQLAlchemy here,
-so the status command's quick read (``status_read``, straight from the DBAPI driver) and the
-store (``store.heartbeat_records``) build the one view from the same columns with the same code.
+"""What `hbgw heartbeat status` shows, and a heartbeat row read as its state: every read of the
+store (``store.heartbeat_records``, ``store.fire_turns``) builds the state from the same columns
+with the same code.
 """
 
 from __future__ import annotations
@@ -19,8 +19,7 @@ from hbgw.sessions.grammar.intervals import IntervalSchedule
 from hbgw.sessions.grammar.policy import Policy
 from hbgw.sessions.states import HeartbeatStatus
 
-# An ORM ``HeartbeatRow``, a Core row (``store.ledger_sql``) or the quick read's row
-# (``status_read``): the heartbeats table's column names as attributes.
+# An ORM ``HeartbeatRow`` or a Core row of the heartbeats table: its column names as attributes.
 HeartbeatColumns = Any
 
 # What status shows for a session without a live heartbeat; never stored.
@@ -162,7 +161,7 @@ def utc_day(now: datetime) -> datetime:
 
 
 def no_session(session_id: str) -> NotFound:
-    """What every read of a missing session raises (the store's and the quick one)."""
+    """What every read of a missing session raises."""
     return NotFound(
         f"There is no session {session_id!r} — `hbgw session create` makes one and prints its id."
     )

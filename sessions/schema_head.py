@@ -1,6 +1,6 @@
-"""The head revision the migration files name, read without Alembic or SQLAlchemy: the store
-(``db.ensure_schema``) and the status command's quick read (``status_read``) both trust a
-database that says it is at this head, and leave anything else to Alembic."""
+"""The head revision the migration files name, read without Alembic: the store
+(``db.ensure_schema``) trusts a database that says it is at this head, and leaves anything else
+to Alembic, so a command imports Alembic only to migrate."""
 
 from __future__ import annotations
 

@@ -17,7 +17,6 @@ from hbgw.core.terminal import inert
 
 if TYPE_CHECKING:
     from hbgw.core.settings import Settings
-    from hbgw.core.settings_quick import StoreSettings
     from hbgw.sessions.grammar import GrammarLimits
     from hbgw.sessions.store import Store
     from hbgw.sessions.views import DeliveryView
@@ -40,21 +39,10 @@ def settings() -> Settings:
         raise BadInput(f"{name} is not valid: {msg} — fix it in the environment.") from exc
 
 
-def store_settings() -> StoreSettings:
-    """The settings of Redis and the store, read without pydantic when the environment is one
-    that reader knows (``core.settings_quick``), else ``settings()``: the same values either
-    way, and pydantic's refusal when there is one."""
-    import os
-
-    from hbgw.core.settings_quick import quick_settings
-
-    return quick_settings(os.environ) or settings()
-
-
 def open_store() -> Store:
     from hbgw.sessions.store import Store
 
-    return Store.from_url(store_settings().effective_database_url)
+    return Store.from_url(settings().effective_database_url)
 
 
 def limits() -> GrammarLimits:
@@ -72,7 +60,7 @@ def now() -> datetime:
     from hbgw.cli.gateway_ctx import reachable_redis
     from hbgw.state.shared_clock import shared_clock
 
-    s = store_settings()
+    s = settings()
     client = reachable_redis(s)
     if client is None:
         return utcnow()

@@ -17,12 +17,11 @@ from hbgw.core.errors import HbgwError
 if TYPE_CHECKING:
     import redis
 
-    from hbgw.core.settings_quick import StoreSettings
+    from hbgw.core.settings_quick import RedisSettings
     from hbgw.sessions.store import Store
     from hbgw.sessions.store.message_records import MessageRecords
     from hbgw.sessions.views import MessageView
     from hbgw.state.dispatch import Dispatcher
-    from hbgw.state.keys import Keys
     from hbgw.state.redis_part import RedisPart
     from hbgw.state.resp_quick import QuickRedis
     from hbgw.state.runtime import Runtime
@@ -55,7 +54,7 @@ def gateway_runtime() -> Iterator[tuple[Store, Runtime | None, Dispatcher | None
         rt.close()
 
 
-def reachable_redis(s: StoreSettings) -> redis.Redis | None:
+def reachable_redis(s: RedisSettings) -> redis.Redis | None:
     from hbgw.state.redis_url import resolve_redis_url
 
     try:
@@ -97,13 +96,20 @@ def wait_for_reply(
 
 def estop_lift(redis: RedisPart, session_id: str) -> str | None:
     """The command that lifts the emergency stop holding ``session_id``; None when none does."""
-    return _lift(redis.client, redis.keys, session_id)
+    from hbgw.state.turn_gate import TurnGate
+
+    global_stop, session_stop = TurnGate(redis.client, redis.keys).estops(session_id)
+    if global_stop:
+        return "hbgw estop off"
+    if session_stop:
+        return f"hbgw estop off --session {session_id}"
+    return None
 
 
 @contextmanager
-def state_redis(s: StoreSettings) -> Iterator[StateRedis | None]:
-    """The deployment's Redis for a short command: the quick client (``state.resp_quick``) when
-    it reads the URL, else redis-py's (a cluster, Sentinel); None when no Redis answers, as
+def state_redis(s: RedisSettings) -> Iterator[StateRedis | None]:
+    """The deployment's Redis for `hbgw stamp`: the quick client (``state.resp_quick``) when it
+    reads the URL, else redis-py's (a cluster, Sentinel); None when no Redis answers, as
     ``reachable_redis`` says it (a URL that does not verify, a refused connection, an error)."""
     from hbgw.state.redis_url import resolve_redis_url
     from hbgw.state.resp_quick import NotQuick, QuickRedisError, connect_quick
@@ -132,21 +138,6 @@ def ask(client: StateRedis, commands: Sequence[tuple[str, ...]]) -> list[Any]:
     for command in commands:
         pipe.execute_command(*command)  # type: ignore[no-untyped-call]
     return pipe.execute()
-
-
-def stop_and_busy(client: StateRedis, keys: Keys, session_id: str) -> tuple[bool, bool]:
-    """Whether an emergency stop holds the session, and whether a turn does (or messages wait
-    for one): what ``estop_lift`` and ``TurnGate.is_idle`` read, in one round trip."""
-    from hbgw.state.session_reads import estop_reads, idle_from, idle_reads, lift_from
-
-    answers = ask(client, [*estop_reads(keys, session_id), *idle_reads(keys, session_id)])
-    return lift_from(answers[:2], session_id) is not None, not idle_from(answers[2:])
-
-
-def _lift(client: redis.Redis, keys: Keys, session_id: str) -> str | None:
-    from hbgw.state.session_reads import estop_reads, lift_from
-
-    return lift_from(ask(client, estop_reads(keys, session_id)), session_id)
 
 
 def held_sentence(message_id: int, session_id: str, lift: str) -> str:

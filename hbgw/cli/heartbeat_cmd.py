@@ -6,6 +6,7 @@ accepted or refused, in the same words, whichever way it is given.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import typer
@@ -13,6 +14,7 @@ import typer
 from hbgw.cli.common import limits, now, open_store, out, out_json, settings
 from hbgw.cli.gateway_ctx import sync_index
 from hbgw.cli.help import Command, Group
+from hbgw.core.clock import utcnow
 
 if TYPE_CHECKING:
     from hbgw.sessions.grammar import Command as HeartbeatCommand
@@ -41,9 +43,54 @@ def status(
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Prompt, schedule, next fire time, fires so far and last outcome."""
-    from hbgw.cli.heartbeat_status import print_status
+    from dataclasses import replace
 
-    print_status(session_id, as_json)
+    from hbgw.sessions import replies
+
+    estop, busy, at = _from_redis(session_id)  # None: no Redis answers, so nobody knows
+    store = open_store()
+    try:
+        shown = replace(store.heartbeats.heartbeat_status(session_id, at), busy=busy)
+    finally:
+        store.close()
+    if as_json:
+        out_json({**shown.to_json(), "emergency_stop": estop})
+    else:
+        out(replies.status_reply(shown, estop=bool(estop)))
+
+
+class _NoGauge:
+    """A command's clock offset is said on stderr when large, never exported (no metrics)."""
+
+    def set(self, value: float) -> None:
+        pass
+
+
+def _from_redis(session_id: str) -> tuple[bool | None, bool | None, datetime]:
+    """Whether an emergency stop holds the session and whether a turn does (or messages wait
+    for one), as the API's status reads them (``TurnGate``), and the time now by the shared
+    clock; (None, None, this host's time) when no Redis answers."""
+    from hbgw.cli.gateway_ctx import reachable_redis
+    from hbgw.state.connection import TRANSIENT_REDIS_ERRORS
+    from hbgw.state.keys import Keys
+    from hbgw.state.shared_clock import shared_clock
+    from hbgw.state.turn_gate import TurnGate
+
+    s = settings()
+    client = reachable_redis(s)
+    if client is None:
+        return None, None, utcnow()
+    try:
+        gate = TurnGate(client, Keys(s.namespace))
+        return (
+            gate.estop_active(session_id),
+            not gate.is_idle(session_id),
+            shared_clock(client, s, gauge=_NoGauge())(),
+        )
+    except TRANSIENT_REDIS_ERRORS:
+        return None, None, utcnow()  # lost half way: as if it never answered
+    finally:
+        client.close()
 
 
 @app.command("set", cls=Command)

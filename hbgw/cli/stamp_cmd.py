@@ -1,8 +1,9 @@
 """`hbgw stamp`'s work, without Typer: a coding agent's hook runs it on every tool call, so the
 hook's path (``hbgw.cli.fast``) reaches it without building the whole command tree, and
-``live_cmd`` gives it its options and help. It asks the deployment's Redis through the quick
-client (``state.resp_quick``) when that reads the URL, so a stamp imports no redis-py;
-``redis_now`` (redis-py) serves `hbgw agents`.
+``live_cmd`` gives it its options and help. The stamp is the CLI's one quick path: it reads its
+settings without pydantic when it can (``core.settings_quick``) and asks the deployment's Redis
+through the quick client (``state.resp_quick``) when that reads the URL, so a stamp imports
+neither pydantic nor redis-py. ``redis_now`` (redis-py, ``Settings``) serves `hbgw agents`.
 """
 
 from __future__ import annotations
@@ -14,13 +15,24 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from hbgw.cli.common import err, out, store_settings
+from hbgw.cli.common import err, out, settings
 
 if TYPE_CHECKING:
     import redis
 
+    from hbgw.core.settings import Settings
+    from hbgw.core.settings_quick import QuickSettings
     from hbgw.state.keys import Keys
     from hbgw.state.liveness import Stamp
+
+
+def stamp_settings() -> QuickSettings | Settings:
+    """The stamp's settings, read without pydantic when the environment is one that reader knows
+    (``core.settings_quick``), else ``Settings``: the same values either way, and pydantic's
+    refusal when there is one."""
+    from hbgw.core.settings_quick import quick_settings
+
+    return quick_settings(os.environ) or settings()
 
 
 @contextmanager
@@ -32,7 +44,7 @@ def redis_now() -> Iterator[tuple[redis.Redis, Keys, int] | None]:
     from hbgw.state.keys import Keys
     from hbgw.state.shared_clock import redis_seconds
 
-    s = store_settings()
+    s = settings()
     client = reachable_redis(s)
     if client is None:
         yield None
@@ -54,13 +66,13 @@ def write_stamp(phase: str, session: str | None, worker: str, directory: Path | 
     name = check_session_name(session)
     record = Stamp(name, to_ms(utcnow()), check_phase(phase), worker, external=True)
     if directory is None and _stamp_redis(record):
-        out(f"Stamped {name}: {record.phase} (Redis namespace {store_settings().namespace}).")
+        out(f"Stamped {name}: {record.phase} (Redis namespace {stamp_settings().namespace}).")
         return
-    path = LivenessDir(directory or store_settings().effective_liveness_dir).write(record)
+    path = LivenessDir(directory or stamp_settings().effective_liveness_dir).write(record)
     out(f"Stamped {name}: {record.phase} ({path}).")
     if directory is not None:
         return  # asked for: no settings read (pydantic's import alone is most of a stamp)
-    configured = store_settings().redis_url
+    configured = stamp_settings().redis_url
     if configured:
         from hbgw.core.masking import mask_url
 
@@ -79,7 +91,7 @@ def _stamp_redis(record: Stamp) -> bool:
     from hbgw.state.resp_quick import QuickRedisError
     from hbgw.state.shared_clock import redis_seconds
 
-    s = store_settings()
+    s = stamp_settings()
     with state_redis(s) as client:
         if client is None:
             return False

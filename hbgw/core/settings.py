@@ -18,7 +18,7 @@ from hbgw.core.settings_delivery import BrokerSettings, DeliverySettings
 from hbgw.core.settings_discord import DiscordSettings
 from hbgw.core.settings_jobs import JobSettings
 from hbgw.core.settings_placeholders import PlaceholderCheck
-from hbgw.core.settings_quick import DATABASE_SCHEMES, DEFAULT_CLOCK_SKEW_WARN, DEFAULT_HOME
+from hbgw.core.settings_quick import DATABASE_SCHEMES, DEFAULT_HOME
 from hbgw.core.settings_retention import RetentionSettings
 from hbgw.core.settings_slack import SlackSettings
 from hbgw.core.settings_telegram import TelegramSettings
@@ -227,7 +227,7 @@ class Settings(
         default=None, description="URL that gets a JSON POST for every newly dead turn."
     )
     clock_skew_warn: float = Field(
-        default=DEFAULT_CLOCK_SKEW_WARN,
+        default=2.0,
         gt=0,
         description="Seconds this host's clock may differ from the shared clock (Redis TIME) "
         "before the process says so in its log.",

@@ -1,11 +1,14 @@
-"""The few settings a short command (`hbgw stamp`, `hbgw heartbeat status`) reads, without
-pydantic: its import alone took most of a stamp's start (docs/benchmarks.md, ``cli_start``).
+"""The few settings `hbgw stamp` reads, without pydantic: a coding agent's hook runs it on every
+tool call, and pydantic's import alone was most of a stamp's start (docs/benchmarks.md,
+``cli_start``). No other command reads it: they all read ``Settings``.
 
 ``quick_settings`` answers only an environment it reads exactly as ``Settings`` does: every
 ``HBGW_*`` variable is one it knows and every value one that ``Settings`` accepts unchanged.
 Anything else (another setting, a value ``Settings`` would refuse or reshape) gives None, and
 the caller reads the full ``Settings``, so a refusal is always pydantic's sentence, word for
-word. tests/test_settings_quick.py checks both readers agree.
+word. The rules both apply (the database schemes, the placeholder passwords) are written here
+once and imported by ``Settings``; tests/test_settings_quick.py feeds the same environments to
+both readers and compares what they give.
 """
 
 from __future__ import annotations
@@ -21,7 +24,6 @@ DATABASE_SCHEMES = ("sqlite", "sqlite+pysqlite", "postgresql", "postgresql+psyco
 PLACEHOLDER = "change-me"
 DEFAULT_HOME = "~/.hbgw"
 DEFAULT_NAMESPACE = "hbgw"
-DEFAULT_CLOCK_SKEW_WARN = 2.0
 # Variables that are no setting: the commands read them themselves (Settings ignores them).
 COMMAND_VARIABLES = frozenset({"HBGW_SESSION", "HBGW_DEBUG"})
 OPTIONAL_PATHS = ("liveness_dir", "redis_tls_ca", "redis_tls_cert", "redis_tls_key")
@@ -42,54 +44,36 @@ def url_password(url: str) -> str:
         return ""
 
 
-class StoreSettings(Protocol):
-    """What the Redis and store helpers read of the settings: ``Settings`` and
-    ``QuickSettings`` both have it."""
+class RedisSettings(Protocol):
+    """What the Redis helpers (``state.redis_url``, ``state.connection``, ``state.redis_tls``,
+    ``state.resp_quick``) read of the settings: ``Settings`` and ``QuickSettings`` both have it."""
 
     @property
     def home(self) -> Path: ...
     @property
-    def namespace(self) -> str: ...
-    @property
     def redis_url(self) -> str | None: ...
-    @property
-    def database_url(self) -> str | None: ...
-    @property
-    def liveness_dir(self) -> Path | None: ...
     @property
     def redis_tls_ca(self) -> Path | None: ...
     @property
     def redis_tls_cert(self) -> Path | None: ...
     @property
     def redis_tls_key(self) -> Path | None: ...
-    @property
-    def clock_skew_warn(self) -> float: ...
-    @property
-    def effective_database_url(self) -> str: ...
-    @property
-    def effective_liveness_dir(self) -> Path: ...
 
 
 @dataclass(frozen=True)
 class QuickSettings:
+    """What a stamp reads: where Redis is, its namespace, and the stamp directory without it."""
+
     home: Path
     namespace: str = DEFAULT_NAMESPACE
     redis_url: str | None = None
-    database_url: str | None = None
     liveness_dir: Path | None = None
     redis_tls_ca: Path | None = None
     redis_tls_cert: Path | None = None
     redis_tls_key: Path | None = None
-    clock_skew_warn: float = DEFAULT_CLOCK_SKEW_WARN
 
     @property
-    def effective_database_url(self) -> str:  # as Settings.effective_database_url
-        if self.database_url:
-            return self.database_url
-        return f"sqlite:///{self.home / 'hbgw.sqlite3'}"
-
-    @property
-    def effective_liveness_dir(self) -> Path:
+    def effective_liveness_dir(self) -> Path:  # as Settings.effective_liveness_dir
         return self.liveness_dir or self.home / "liveness"
 
 
@@ -103,6 +87,8 @@ def quick_settings(environ: Mapping[str, str]) -> QuickSettings | None:
         return None
     # compose and Helm pass an unset optional setting as an empty variable (``_blank_is_unset``).
     redis_url = given.get("HBGW_REDIS_URL", "").strip() and given["HBGW_REDIS_URL"]
+    # A stamp never opens the database, but a value Settings refuses is refused here too: every
+    # command, the stamp included, exits 2 on it with pydantic's sentence.
     database_url = given.get("HBGW_DATABASE_URL", "").strip() and given["HBGW_DATABASE_URL"]
     paths = {
         name: Path(value) if (value := given.get(f"HBGW_{name.upper()}", "")).strip() else None
@@ -115,7 +101,6 @@ def quick_settings(environ: Mapping[str, str]) -> QuickSettings | None:
         home=Path(home or DEFAULT_HOME).expanduser(),
         namespace=namespace,
         redis_url=redis_url or None,
-        database_url=database_url or None,
         liveness_dir=paths["liveness_dir"],
         redis_tls_ca=tls["redis_tls_ca"],
         redis_tls_cert=tls["redis_tls_cert"],

@@ -11,7 +11,7 @@ from redis.retry import Retry
 
 from hbgw.core.errors import HbgwError
 from hbgw.core.masking import mask_url
-from hbgw.core.settings_quick import StoreSettings
+from hbgw.core.settings_quick import RedisSettings
 from hbgw.state.cluster import cluster_client, cluster_url_of, is_cluster
 from hbgw.state.redis_tls import certificate_refused, is_certificate_failure, tls_options, uses_tls
 from hbgw.state.redis_url import (
@@ -73,7 +73,7 @@ def _retry() -> Retry:
 
 def connect(
     url: str,
-    settings: StoreSettings | None = None,
+    settings: RedisSettings | None = None,
     *,
     lock_lease: float | None = None,
     max_connections: int = MAX_CONNECTIONS,
@@ -140,7 +140,7 @@ def ping_or_error(client: redis.Redis, url: str | None = None) -> None:
         ) from exc
 
 
-def refuse_unverified_redis(settings: StoreSettings, url: str) -> None:
+def refuse_unverified_redis(settings: RedisSettings, url: str) -> None:
     """Every role calls this first: a ``rediss://`` server whose certificate does not verify
     stops the process with a sentence (RedisTlsError) instead of being retried for ever. Any
     other failure (Redis down, loading) is left to the role, which waits it out.

@@ -17,7 +17,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from hbgw.core.errors import BadInput, HbgwError
 from hbgw.core.masking import mask_url
-from hbgw.core.settings_quick import StoreSettings
+from hbgw.core.settings_quick import RedisSettings
 
 TLS_SCHEMES = ("rediss", "rediss+cluster")
 # What the TLS layer says when the peer's certificate does not verify (OpenSSL's reason codes).
@@ -32,7 +32,7 @@ def uses_tls(url: str) -> bool:
     return urlsplit(url).scheme.lower() in TLS_SCHEMES
 
 
-def tls_options(settings: StoreSettings | None, url: str) -> dict[str, Any]:
+def tls_options(settings: RedisSettings | None, url: str) -> dict[str, Any]:
     """SSL keyword arguments for redis-py and for Celery's ``broker_use_ssl`` (same names)."""
     _refuse_unverified_url(url)
     options: dict[str, Any] = {"ssl_cert_reqs": ssl.CERT_REQUIRED, "ssl_check_hostname": True}
@@ -81,7 +81,7 @@ def is_certificate_failure(exc: BaseException) -> bool:
 
 
 def certificate_refused(
-    url: str, settings: StoreSettings | None, exc: BaseException
+    url: str, settings: RedisSettings | None, exc: BaseException
 ) -> RedisTlsError:
     ca = settings.redis_tls_ca if settings else None
     against = f"the CA in HBGW_REDIS_TLS_CA ({ca})" if ca else "the system's CAs"

@@ -1,6 +1,6 @@
 """Where the state Redis is, and how long to wait for it, without importing redis-py: a command
 finds out whether there is a Redis to ask before it pays for the client's import, and the quick
-client of the short commands (``resp_quick``) waits as long as redis-py's (``connection``)."""
+client of `hbgw stamp` (``resp_quick``) waits as long as redis-py's (``connection``)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from hbgw.core.errors import HbgwError
 
 if TYPE_CHECKING:
-    from hbgw.core.settings_quick import StoreSettings
+    from hbgw.core.settings_quick import RedisSettings
 
 REDIS_URL_FILE = "redis.url"
 
@@ -33,7 +33,7 @@ def timeouts(lock_lease: float | None) -> tuple[float, float]:
     return min(SOCKET_TIMEOUT, share), min(CONNECT_TIMEOUT, share)
 
 
-def resolve_redis_url(settings: StoreSettings) -> str:
+def resolve_redis_url(settings: RedisSettings) -> str:
     """HBGW_REDIS_URL, else the embedded server that `hbgw up` or `hbgw demo` started."""
     if settings.redis_url:
         return settings.redis_url

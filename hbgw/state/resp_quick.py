@@ -1,6 +1,6 @@
-"""A minimal Redis client (RESP2 over one socket) for the short commands only: `hbgw stamp`, which
-a coding agent's hook runs on every tool call, and `hbgw heartbeat status`. redis-py's import
-alone (~0.15 s: its package loads its asyncio client too) was most of such a call.
+"""A minimal Redis client (RESP2 over one socket) for `hbgw stamp` only, which a coding agent's
+hook runs on every tool call: redis-py's import alone (~0.11 s: its package loads its asyncio
+client too) was more than the rest of a stamp. No other command uses it.
 
 It speaks the URLs redis-py reads the same way for one plain server: ``redis://``,
 ``rediss://`` and ``unix://``, with a username and password, a ``/db`` (or ``?db=``), and for
@@ -8,9 +8,10 @@ TLS ``?ssl_cert_reqs=required`` and ``?ssl_ca_certs=`` (which, as in redis-py, w
 HBGW_REDIS_TLS_CA). It connects, AUTHs, SELECTs and PINGs as redis-py's ``connect`` and the
 CLI's ``reachable_redis`` do, with the same timeouts (``redis_url.timeouts``) and the same
 certificate checks (``redis_tls.tls_options``). A cluster or Sentinel URL, another scheme or
-another URL option raises ``NotQuick``: the caller uses redis-py. The commands it sends are
-built by the classes the processes use (``Liveness.stamp_command``, ``session_reads``), so
-both clients send the same bytes (tests/test_resp_quick.py).
+another URL option raises ``NotQuick``: the caller uses redis-py. Past the handshake it sends
+TIME and the stamp's HSET, built by the class the processes use (``Liveness.stamp_command``).
+tests/test_resp_quick.py gives both clients the same URLs, servers and commands and compares
+what they reach, refuse and store.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from hbgw.state.redis_url import timeouts
 if TYPE_CHECKING:
     import ssl
 
-    from hbgw.core.settings_quick import StoreSettings
+    from hbgw.core.settings_quick import RedisSettings
 
 Command = tuple[str | int, ...]
 SCHEMES = ("redis://", "rediss://", "unix://")  # redis-py's parse_url: lower case only
@@ -101,7 +102,7 @@ def encode(command: Command) -> bytes:
     return head + b"".join(b"$%d\r\n%s\r\n" % (len(p), p) for p in parts)
 
 
-def connect_quick(url: str, settings: StoreSettings | None) -> QuickRedis:
+def connect_quick(url: str, settings: RedisSettings | None) -> QuickRedis:
     """A connection to ``url``, authenticated, on its database, that answered PING; OSError or
     ``QuickRedisError`` when Redis does not answer, ``NotQuick`` when redis-py must (see above).
     A ``rediss://`` URL that turns checks off, or a TLS file that is not there, raises the
@@ -170,7 +171,7 @@ def _socket(parts: Any, context: ssl.SSLContext | None) -> socket.socket:
     return sock
 
 
-def _tls(url: str, settings: StoreSettings | None, query: dict[str, str]) -> ssl.SSLContext:
+def _tls(url: str, settings: RedisSettings | None, query: dict[str, str]) -> ssl.SSLContext:
     """A context that verifies the server as redis-py's ``SSLConnection`` does with the options
     ``tls_options`` gives it (and refuses what it refuses)."""
     import ssl

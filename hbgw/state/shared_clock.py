@@ -12,12 +12,12 @@ import logging
 from typing import TYPE_CHECKING, Protocol
 
 from hbgw.core.clock import OffsetClock, SkewWarning
-from hbgw.core.settings_quick import StoreSettings
 
 if TYPE_CHECKING:
     import redis
     from prometheus_client import Gauge
 
+    from hbgw.core.settings import Settings
     from hbgw.state.resp_quick import QuickRedis
 
 log = logging.getLogger("hbgw.clock")
@@ -32,14 +32,14 @@ SAMPLE_EVERY = 10.0
 
 
 def redis_seconds(client: redis.Redis | QuickRedis) -> float:
-    """Redis ``TIME`` in seconds since the epoch."""
+    """Redis ``TIME`` in seconds since the epoch (`hbgw stamp` asks through its quick client)."""
     seconds, micros = client.time()
     return int(seconds) + int(micros) / 1_000_000
 
 
 def shared_clock(
-    client: redis.Redis | QuickRedis,
-    settings: StoreSettings,
+    client: redis.Redis,
+    settings: Settings,
     *,
     gauge: Gauge | _Gauge | None = None,
 ) -> OffsetClock:

@@ -17,7 +17,6 @@ from redis.commands.core import Script
 
 from hbgw.state.keys import Keys
 from hbgw.state.scripts import load_script
-from hbgw.state.session_reads import idle_from, idle_reads
 from hbgw.state.turn_gate_results import (
     Began,
     Busy,
@@ -357,9 +356,10 @@ class TurnGate:
     def is_idle(self, session_id: str) -> bool:
         """No turn holds the lock and no message is queued or in flight."""
         pipe = self.client.pipeline(transaction=False)
-        for command in idle_reads(self.keys, session_id):
-            pipe.execute_command(*command)  # type: ignore[no-untyped-call]
-        return idle_from(pipe.execute())
+        pipe.exists(self.keys.lock(session_id))
+        pipe.llen(self.keys.inbox(session_id))
+        pipe.llen(self.keys.inflight(session_id))
+        return not any(int(n) for n in pipe.execute())
 
     def lock_holder(self, session_id: str) -> str | None:
         value = self.client.get(self.keys.lock(session_id))
@@ -382,9 +382,14 @@ class TurnGate:
 
     def estop_active(self, session_id: str) -> bool:
         """True when the global or this session's emergency stop is on."""
+        return any(self.estops(session_id))
+
+    def estops(self, session_id: str) -> tuple[bool, bool]:
+        """Whether the global emergency stop is on, and whether this session's is."""
         # Two EXISTS in a pipeline rather than one multi-key EXISTS: the keys are in different
         # cluster slots.
         pipe = self.client.pipeline(transaction=False)
         pipe.exists(self.keys.estop())
         pipe.exists(self.keys.estop(session_id))
-        return any(int(n) for n in pipe.execute())
+        global_stop, session_stop = (bool(int(n)) for n in pipe.execute())
+        return global_stop, session_stop

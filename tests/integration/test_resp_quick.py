@@ -1,7 +1,9 @@
-"""Issue 20, item 8: the short commands' quick Redis client (``state.resp_quick``) against real
-servers: it writes the same bytes and reads the same answers as redis-py through the classes the
-processes use, speaks the URL forms redis-py does (password, ACL user, /db, unix socket, TLS
-verified as redis-py verifies it), and leaves to redis-py what it does not read."""
+"""Issue 20, item 8 and issue 28, item 6: `hbgw stamp`'s quick Redis client
+(``state.resp_quick``) against real servers, side by side with redis-py as the processes
+connect it (``state.connection.connect``): given the same URL, settings and server, both reach
+the same database or both refuse (a wrong password, a certificate nobody vouches for, checks
+turned off); the stamp is the same bytes and the clock the same TIME. What it does not read is
+left to redis-py."""
 
 from __future__ import annotations
 
@@ -18,15 +20,48 @@ import redis
 from support.private_redis import running_redis
 from support.tls_redis import PASSWORD, Impostor, Pki, make_pki, tls_redis_server
 
-from hbgw.cli.gateway_ctx import stop_and_busy
 from hbgw.core.errors import BadInput
-from hbgw.core.settings_quick import QuickSettings
+from hbgw.core.settings_quick import QuickSettings, RedisSettings
+from hbgw.state.connection import connect
 from hbgw.state.keys import Keys
 from hbgw.state.liveness import Liveness, Stamp, stamp_command
 from hbgw.state.resp_quick import NotQuick, QuickRedis, QuickRedisError, connect_quick
-from hbgw.state.turn_gate import TurnGate
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+REFUSED = "refused"
+
+
+def by_quick(url: str, settings: RedisSettings | None, *command: str) -> object:
+    """``command``'s answer through the quick client, or ``REFUSED`` when it cannot connect
+    (what ``gateway_ctx.state_redis`` turns into "no Redis answers")."""
+    try:
+        client = connect_quick(url, settings)
+    except (OSError, QuickRedisError):
+        return REFUSED
+    try:
+        return client.execute_command(*command)
+    finally:
+        client.close()
+
+
+def by_redis_py(url: str, settings: RedisSettings | None, *command: str) -> object:
+    """The same through redis-py as ``gateway_ctx.reachable_redis`` connects it."""
+    client = connect(url, settings)
+    try:
+        client.ping()
+        return client.execute_command(*command)  # type: ignore[no-untyped-call]
+    except (redis.RedisError, OSError):
+        return REFUSED
+    finally:
+        client.close()
+
+
+def both(url: str, settings: RedisSettings | None, *command: str) -> object:
+    quick = by_quick(url, settings, *command)
+    assert quick == by_redis_py(url, settings, *command), url
+    return quick
 
 
 @pytest.fixture
@@ -56,39 +91,13 @@ def test_a_stamp_is_the_same_bytes_on_both_clients(
     assert Liveness(redis_client, keys).all() == [record]
 
 
-@pytest.mark.parametrize(
-    "state",
-    ["idle", "locked", "queued", "in_flight", "global_stop", "session_stop"],
-)
-def test_status_reads_the_same_answers_on_both_clients(
-    state: str, quick: QuickRedis, redis_client: redis.Redis, keys: Keys
-) -> None:
-    sid = "s1"
-    if state == "locked":
-        redis_client.set(keys.lock(sid), "token", px=60_000)
-    elif state == "queued":
-        redis_client.rpush(keys.inbox(sid), "7")
-    elif state == "in_flight":
-        redis_client.rpush(keys.inflight(sid), "7")
-    elif state == "global_stop":
-        TurnGate(redis_client, keys).set_estop(True)
-    elif state == "session_stop":
-        TurnGate(redis_client, keys).set_estop(True, sid)
-    gate = TurnGate(redis_client, keys)
-    from hbgw.cli.gateway_ctx import _lift
-
-    by_redis_py = (_lift(redis_client, keys, sid) is not None, not gate.is_idle(sid))
-    assert stop_and_busy(quick, keys, sid) == by_redis_py == stop_and_busy(redis_client, keys, sid)
-    assert by_redis_py[0] == gate.estop_active(sid)
-
-
 def test_the_clock_is_redis_time(quick: QuickRedis, redis_client: redis.Redis) -> None:
     seconds, micros = quick.time()
     theirs = redis_client.time()
     assert abs(seconds + micros / 1e6 - (theirs[0] + theirs[1] / 1e6)) < 5
 
 
-def test_password_acl_user_database_and_unix_socket() -> None:
+def test_password_acl_user_database_and_unix_socket_as_redis_py_reads_them() -> None:
     with tempfile.TemporaryDirectory(prefix="hbgw-q-") as short:  # a socket path is short
         sock = Path(short) / "r.sock"
         config = ("--unixsocket", str(sock), "--user", "alice", "on", ">alice-pw", "~*", "+@all")
@@ -99,20 +108,23 @@ def test_password_acl_user_database_and_unix_socket() -> None:
                 admin.auth("the-pw")
                 admin.select(3)
                 admin.set("where", "db3")
+                admin.select(0)
+                admin.set("where", "db0")
             finally:
                 admin.close()
             port = server.port
-            for url in (
-                f"redis://:the-pw@127.0.0.1:{port}/3",
-                f"redis://alice:alice-pw@127.0.0.1:{port}/3",
-                f"redis://:the-pw@127.0.0.1:{port}/0?db=3",
-                f"unix://:the-pw@{sock}?db=3",
+            for url, found in (
+                (f"redis://:the-pw@127.0.0.1:{port}/3", "db3"),
+                (f"redis://alice:alice-pw@127.0.0.1:{port}/3", "db3"),
+                (f"redis://:the-pw@127.0.0.1:{port}/0?db=3", "db3"),
+                (f"redis://:the-pw@localhost:{port}", "db0"),
+                (f"unix://:the-pw@{sock}?db=3", "db3"),
+                (f"unix://:the-pw@{sock}", "db0"),
+                (f"redis://:wrong@127.0.0.1:{port}/0", REFUSED),
+                (f"redis://alice:wrong@127.0.0.1:{port}/0", REFUSED),
+                (f"redis://127.0.0.1:{port}/0", REFUSED),  # no password
             ):
-                client = connect_quick(url, None)
-                try:
-                    assert client.execute_command("GET", "where") == "db3", url
-                finally:
-                    client.close()
+                assert both(url, None, "GET", "where") == found, url
             with pytest.raises(QuickRedisError, match=r"WRONGPASS|invalid"):
                 connect_quick(f"redis://:wrong@127.0.0.1:{port}/0", None)
             with pytest.raises(QuickRedisError, match="NOAUTH"):
@@ -132,11 +144,13 @@ def test_what_it_does_not_read_is_left_to_redis_py() -> None:
             connect_quick(url, None)
 
 
-def test_nobody_listening_is_an_os_error() -> None:
+def test_nobody_listening_is_refused_by_both() -> None:
     from support.tls_redis import free_port
 
+    url = f"redis://127.0.0.1:{free_port()}/0"
     with pytest.raises(OSError):
-        connect_quick(f"redis://127.0.0.1:{free_port()}/0", None)
+        connect_quick(url, None)
+    assert both(url, None, "ECHO", "hi") == REFUSED
 
 
 # -- TLS -----------------------------------------------------------------------------------
@@ -153,19 +167,21 @@ def tls_url(pki: Pki, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]
         yield url
 
 
-def test_tls_verifies_against_the_configured_ca(tls_url: str, pki: Pki, tmp_path: Path) -> None:
+def test_tls_verifies_as_redis_py_does(tls_url: str, pki: Pki, tmp_path: Path) -> None:
     settings = QuickSettings(home=tmp_path, redis_tls_ca=pki.ca)
-    client = connect_quick(tls_url, settings)
-    try:
-        assert client.execute_command("PING") == "PONG"
-    finally:
-        client.close()
-    in_url = connect_quick(f"{tls_url}?ssl_ca_certs={pki.ca}&ssl_cert_reqs=required", None)
-    in_url.close()
+    assert both(tls_url, settings, "ECHO", "hi") == "hi"  # against HBGW_REDIS_TLS_CA
+    in_url = f"{tls_url}?ssl_ca_certs={pki.ca}&ssl_cert_reqs=required"
+    assert both(in_url, None, "ECHO", "hi") == "hi"
+    # The system's CAs do not know it: both refuse.
+    assert both(tls_url, QuickSettings(home=tmp_path), "ECHO", "hi") == REFUSED
     with pytest.raises(ssl.SSLCertVerificationError):
-        connect_quick(tls_url, QuickSettings(home=tmp_path))  # the system's CAs do not know it
-    with pytest.raises(BadInput, match="turns certificate checks off"):
-        connect_quick(f"{tls_url}?ssl_cert_reqs=none", settings)
+        connect_quick(tls_url, QuickSettings(home=tmp_path))
+    off = f"{tls_url}?ssl_cert_reqs=none"
+    with pytest.raises(BadInput, match="turns certificate checks off") as quick:
+        connect_quick(off, settings)
+    with pytest.raises(BadInput) as full:
+        connect(off, settings)
+    assert str(quick.value) == str(full.value)
 
 
 def test_an_impostor_gets_nothing_not_even_auth(tmp_path: Path, pki: Pki) -> None:
