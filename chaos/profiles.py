@@ -37,7 +37,7 @@ SETTINGS: dict[str, Any] = {
     "webhook_retry_seconds": 6.0,
     # A delivery that failed for now is not sent again by a later grant here: the send checks
     # judge every send by the grant of the turn it answers, and a later grant's resend of a
-    # retrying record would read as a stale send (tests/test_delivery_retries.py covers that
+    # retrying record would read as a stale send (tests/e2e/test_delivery_retries.py covers that
     # path; judging it in the harness is open work, docs/reliability.md).
     "delivery_retries": 0,
     # A run cut off in a session that never gets another grant (a cron job's fresh session)

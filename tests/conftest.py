@@ -37,10 +37,15 @@ TIERS = ("unit", "integration", "e2e")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Each test gets its tier's marker, and the slowest tier runs first: on parallel workers
+    (`make test`, `--dist loadfile`) a long e2e module started last would run alone at the end
+    while the others wait."""
     for item in items:
         tier = item.path.parent.name
         if tier in TIERS:
             item.add_marker(getattr(pytest.mark, tier))
+    first = {"e2e": 0, "integration": 1, "unit": 2}
+    items.sort(key=lambda item: first.get(item.path.parent.name, 3))
 
 
 @pytest.fixture(autouse=True)

@@ -5,7 +5,7 @@ coding agent's hook runs on every tool call, is answered without Typer and the c
 Only a stamp call this parser reads completely takes the short path; anything else (``--help``,
 a missing argument, an unknown option) goes to the full command, so help and usage errors are
 Typer's, word for word. Both paths run the same function (``stamp_cmd.write_stamp``).
-tests/test_cli_start.py checks they say the same and which modules the short one loads.
+tests/integration/test_cli_start.py checks they say the same and which modules the short one loads.
 """
 
 from __future__ import annotations

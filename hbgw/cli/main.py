@@ -1,7 +1,7 @@
 """The `hbgw` command. Exit codes: 0 ok, 2 bad input (message on stderr), 1 unexpected failure.
 
 Each command imports what it uses in its own body: `hbgw --help` and `hbgw config` must not pay
-for Celery, SQLAlchemy and Redis (tests/test_cli_surface.py checks which modules load).
+for Celery, SQLAlchemy and Redis (tests/integration/test_cli_surface.py checks which modules load).
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ tool call, and pydantic's import alone was most of a stamp's start (docs/benchma
 Anything else (another setting, a value ``Settings`` would refuse or reshape) gives None, and
 the caller reads the full ``Settings``, so a refusal is always pydantic's sentence, word for
 word. The rules both apply (the database schemes, the placeholder passwords) are written here
-once and imported by ``Settings``; tests/test_settings_quick.py feeds the same environments to
+once and imported by ``Settings``; tests/unit/test_settings_quick.py feeds the same environments to
 both readers and compares what they give.
 """
 

@@ -10,7 +10,7 @@ CLI's ``reachable_redis`` do, with the same timeouts (``redis_url.timeouts``) an
 certificate checks (``redis_tls.tls_options``). A cluster or Sentinel URL, another scheme or
 another URL option raises ``NotQuick``: the caller uses redis-py. Past the handshake it sends
 TIME and the stamp's HSET, built by the class the processes use (``Liveness.stamp_command``).
-tests/test_resp_quick.py gives both clients the same URLs, servers and commands and compares
+tests/integration/test_resp_quick.py gives both clients the same URLs, servers and commands and compares
 what they reach, refuse and store.
 """
 

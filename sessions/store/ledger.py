@@ -5,7 +5,7 @@ The fire path's own steps (claim + reserve, re-check + start, finish + reply) ar
 transaction each in ``fire_turns.py``; this module holds the ledger's other production steps:
 the fence claim of a user turn, the fenced marks before a send, the settlement of runs whose
 turn was lost or cut off, orphan recovery, and the reads of the CLI, API and audit. Every public
-method here has a caller outside the tests (``tests/test_store_surface.py`` checks).
+method here has a caller outside the tests (``tests/unit/test_store_surface.py`` checks).
 
 A reservation counts the fire and moves the anchor in the same transaction; a refund puts both
 back only while nothing newer happened. Writes of a running turn carry its fence, and nothing

@@ -11,7 +11,7 @@ PostgreSQL partitions the runs by ``fire_day`` and the messages by ``created_at`
 partition a day, migration 0017): every statement that finds a run by its id or its fire id
 names its fire day too (``p_fire_day``, ``RunKey``), and one that finds a message names its
 ``created_at``, so the planner reads one partition, not every day's index
-(``tests/test_partition_pruning.py`` checks each with EXPLAIN).
+(``tests/integration/test_partition_pruning.py`` checks each with EXPLAIN).
 """
 
 from __future__ import annotations

@@ -216,7 +216,7 @@ def test_a_failed_delivery_fails_the_turn_and_frees_the_session(gateway: Gateway
     gw = gateway
     unwritable = gw.settings.home / "not-a-file"
     unwritable.mkdir()
-    # No retries: a failed send is the last (retries: tests/test_delivery_retries.py).
+    # No retries: a failed send is the last (retries: tests/e2e/test_delivery_retries.py).
     broken = gw.settings.model_copy(update={"channel_file": unwritable, "delivery_retries": 0})
     with gw.worker("w1", settings=broken):
         sid = gw.session()

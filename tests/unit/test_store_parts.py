@@ -1,7 +1,7 @@
 """The store is made of parts (issue 16): ``store.sessions``, ``store.ledger``, … each an object
 over one shared database, and every public method of a part declares its transaction policy
 with ``@transaction`` or ``@transaction(repeatable=True)``, so a new step cannot skip the retry
-policy silently (the policy itself: ``tests/test_store_disconnects.py``)."""
+policy silently (the policy itself: ``tests/integration/test_store_disconnects.py``)."""
 
 from __future__ import annotations
 
