@@ -35,6 +35,13 @@ SECRET = "whsec-5f0c1d2e3a4b5c6d7e8f"
 BACKDATE = timedelta(seconds=61)
 ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
 TIMEOUT = 1.0  # seconds an outbound POST may take: a hang of 2 s is past it
+# The session lock's lease here, seconds. The harness's 2 s (``FAST``) is for tests that wait
+# for a dead worker's lock to expire; none does here. API, receiver, worker and the lock renewals
+# all run in this one test process: with 2 s, a pause of the whole process (the GIL held by a
+# full garbage collection, a starved VM) of ~1.4 s, two renewal periods, let the lock lapse in
+# Redis. The turn then stopped "Lost the lock", as it should, and a test of the sender's retries
+# failed on what it does not test.
+LOCK_LEASE = 15.0
 
 
 def api_clock() -> datetime:
@@ -86,6 +93,7 @@ def webhook_deployment(
             "webhook_timeout": TIMEOUT,
             "webhook_retries": 3,
             "webhook_retry_seconds": 15,
+            "lock_lease": LOCK_LEASE,
             "api_max_body_bytes": 4096,
             **overrides,
         }
