@@ -362,10 +362,9 @@ class BeatCore:
 
 
 def group_by_owner(claimed: list[Claim], workers: list[str]) -> dict[str, list[Claim]]:
-    """The claimed fires of each owning worker, in claim order (empty without workers)."""
+    """The claimed fires of each owning worker, in claim order (empty without workers: a
+    fire nobody owns comes back after its claim lease)."""
     groups: dict[str, list[Claim]] = defaultdict(list)
-    if not workers:
-        return groups
     owner_of = Rendezvous(workers).owner
     for claim in claimed:
         owner = owner_of(claim[0])

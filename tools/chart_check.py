@@ -1,7 +1,8 @@
 """Lint and render the Helm chart with the Helm engine from the tools venv (.venv-tools).
 
-Run by tests/integration/test_packaging_helm.py as ``.venv-tools/bin/python tools/chart_check.py``: the
-project's own venv does not carry helm-python-sdk. Prints one JSON object on stdout.
+Run by tests/integration/test_packaging_helm.py as
+``.venv-tools/bin/python tools/chart_check.py``: the project's own venv does not carry
+helm-python-sdk. Prints one JSON object on stdout.
 
     chart_check.py lint CHART VALUES KUBE_VERSION
     chart_check.py render CHART VALUES OUTDIR

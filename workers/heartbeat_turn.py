@@ -27,7 +27,7 @@ from hbgw.core.metrics import count_delivery, gateway_metrics
 from hbgw.sessions.dedupe import DUPLICATE_DETAIL, is_duplicate, reply_hash
 from hbgw.sessions.heartbeat import HeartbeatState
 from hbgw.sessions.states import DeliveryState, HeartbeatStatus, RefundReason, RunState
-from hbgw.sessions.store import Ledger, SessionRecords
+from hbgw.sessions.store import Ledger
 from hbgw.sessions.views import (
     DeliveryOutcome,
     Duplicate,
@@ -131,15 +131,12 @@ class HeartbeatTurn(Turn[Begun]):
         self,
         io: TurnIO,
         ledger: Ledger,
-        sessions: SessionRecords,
         *,
         refund_backoff_ms: int,
         after_start: list[AfterStartHook],
     ) -> None:
-        """``sessions``: a compressed session's child, where a refunded fire runs at once."""
         super().__init__(io)
         self.ledger = ledger
-        self.sessions = sessions
         self.refund_backoff_ms = refund_backoff_ms
         self.after_start = after_start
 
@@ -215,10 +212,6 @@ class HeartbeatTurn(Turn[Begun]):
         )
         if not is_active(state):
             p.due.settle(sid)
-        elif reason is RefundReason.SESSION_COMPRESSED:
-            p.due.settle(
-                self.sessions.resolve_active(sid).id
-            )  # the fire runs in the child, at once
         else:
             # Back off so a persistent cause of refusal (estop, no route) cannot spin.
             p.due.index.schedule(sid, p.now_ms() + self.refund_backoff_ms)

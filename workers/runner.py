@@ -102,7 +102,6 @@ class TurnRunner:
             heartbeat=HeartbeatTurn(
                 io,
                 store.ledger,
-                store.sessions,
                 refund_backoff_ms=refund_backoff_ms,
                 after_start=self.after_start,
             ),

@@ -10,8 +10,8 @@ CLI's ``reachable_redis`` do, with the same timeouts (``redis_url.timeouts``) an
 certificate checks (``redis_tls.tls_options``). A cluster or Sentinel URL, another scheme or
 another URL option raises ``NotQuick``: the caller uses redis-py. Past the handshake it sends
 TIME and the stamp's HSET, built by the class the processes use (``Liveness.stamp_command``).
-tests/integration/test_resp_quick.py gives both clients the same URLs, servers and commands and compares
-what they reach, refuse and store.
+tests/integration/test_resp_quick.py gives both clients the same URLs, servers and commands and
+compares what they reach, refuse and store.
 """
 
 from __future__ import annotations

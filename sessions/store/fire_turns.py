@@ -243,7 +243,7 @@ class FireTurns(Transactions):
                 db, run.session_id, run.session_conversation, run.fire_id, "assistant",
                 reply_kind, reply, now,
             )  # fmt: skip
-            if state is None:  # no heartbeat of the run's, or one that moved on (compression)
+            if state is None:  # the heartbeat moved on to another session (compression)
                 return Finished(view, _session_due(conn, run))
             return Finished(view, rows.index_due(run.session_status, state))
 
@@ -262,16 +262,13 @@ def _settle_heartbeat(
     conn: Connection, run: Row[Any], final: RunState, ending: _Ending, now: datetime
 ) -> hb.HeartbeatState | None:
     """The run's heartbeat after its finish, in one UPDATE when it is still the generation that
-    fired: its outcome, and unless cleared meanwhile, backoff and dedupe, then its end or its
-    pause. The state (for the index) when the heartbeat is still the session's, else None."""
+    fired (every pause, resume, clear or new setting bumps it, so that generation is the active
+    one the run reserved from): its outcome, backoff and dedupe, then its end or its pause. The
+    state (for the index) when the heartbeat is still the session's, else None."""
     row = conn.execute(sql.HEARTBEAT_BY_ID, {"p_heartbeat_id": run.heartbeat_id}).first()
-    if row is None:
-        return None
+    assert row is not None  # a foreign key, and heartbeat rows are never deleted
     state = heartbeat_state(row)
-    if row.generation == run.generation and row.status == HeartbeatStatus.CLEARED:
-        outcome = {"last_outcome": final.value, "updated_at": now}
-        conn.execute(sql.UPDATE_HEARTBEAT, {"p_heartbeat_id": row.id, **outcome})
-    elif row.generation == run.generation:
+    if row.generation == run.generation:
         quiet, digest = ending.quiet, ending.delivered_hash
         state = hb.after_reply(state, quiet=quiet, delivered_hash=digest, now=now)
         if ending.end_heartbeat:

@@ -109,7 +109,8 @@ def test_a_channel_that_cannot_write_records_failed_with_its_error(
 ) -> None:
     blocked = tmp_path / "blocked"
     blocked.mkdir()  # the file channel's path is a directory: every send raises
-    # No retries: the first failed attempt is the last (retries: tests/e2e/test_delivery_retries.py).
+    # No retries: the first failed attempt is the last (retries:
+    # tests/e2e/test_delivery_retries.py).
     settings = gateway_settings(
         tmp_path, redis_url, redis_ns, channel_file=blocked, delivery_retries=0
     )

@@ -42,12 +42,13 @@ FAST = {
     "restore_interval": 1,
     "beat_max_sleep": 0.2,
     # Tests tick beat and read its messages off a queue no consumer takes from: a hold would
-    # keep every tick after the first. Holding has its own tests (tests/integration/test_beat_hold.py), and
-    # the chaos runs keep the default.
+    # keep every tick after the first. Holding has its own tests
+    # (tests/integration/test_beat_hold.py), and the chaos runs keep the default.
     "beat_hold": 0,
     # Tests that backdate a heartbeat by one interval expect it due; jitter has its own tests.
     "jitter": False,
-    # Their agents answer each fire alike; dedupe has its own tests (tests/integration/test_policy_dedupe.py).
+    # Their agents answer each fire alike; dedupe has its own tests
+    # (tests/integration/test_policy_dedupe.py).
     "dedupe": "0",
     # Tests date their rows with fixed clocks; a beat on the real one must never age them out.
     # Retention has its own tests (tests/integration/test_retention.py).
