@@ -122,7 +122,8 @@ def run_phases(
 ) -> dict[str, list[dict[str, Any]]]:
     """Every rate on every system (ours on each kind and redbeat unless given), interleaved; a
     deployment is started at its first phase and kept (idle between its phases) until it
-    saturates or the run ends."""
+    saturates or has run its last rate: an idle deployment left running (three processes
+    ticking) would load the phases of the systems after it."""
     systems = _systems(ctx, plan) if systems is None else systems
     results: dict[str, list[dict[str, Any]]] = {name: [] for name in systems}
     began = time.monotonic()
@@ -151,6 +152,8 @@ def run_phases(
                 if phase["delivered_per_s"] < SATURATED * rate:
                     saturated[name] = rate
                     running.pop(name).close()  # its backlog must not load the others' phases
+                elif rate == plan.rates[-1]:
+                    running.pop(name).close()  # nothing left for it to run
     return results
 
 

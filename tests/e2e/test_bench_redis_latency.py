@@ -18,6 +18,7 @@ from support.private_redis import running_redis
 from bench import redis_latency
 from bench.context import QUICK, BenchContext
 from bench.e2e import Plan, run_phases
+from bench.e2e_systems import READY_TIMEOUT
 from bench.goals_e2e import issue16_rows, latency_rows
 from bench.latency_proxy import DelayProxy
 from bench.plots_e2e import throughput_plot
@@ -125,11 +126,20 @@ def test_the_inflight_plot_draws_the_points_and_the_goal(tmp_path: Path) -> None
     assert inflight_plot(payload, tmp_path / "i.png").stat().st_size > 0
 
 
+# One phase of each of the five deployments, one after the other. run_phases starts none that
+# would end past the budget (the test then fails on the missing phase, with the run's note); one
+# started within it is ready within READY_TIMEOUT or fails, then warms up, measures and stops
+# (stop_all: 15 s, then SIGKILL). pytest's timeout follows from those bounds, so a loaded
+# machine fails this test with the run's own message, never on the timeout.
+TINY = Plan(rates=[5], kinds=["sqlite"], warmup_s=2.0, window_s=2.0, budget_s=240.0)
+TINY_TIMEOUT_S = TINY.budget_s + READY_TIMEOUT + TINY.warmup_s + TINY.window_s + 15 + 30
+
+
+@pytest.mark.timeout(TINY_TIMEOUT_S)
 def test_a_tiny_run_behind_the_delay_line_delivers_fires(tmp_path: Path, server_url: str) -> None:
     ctx = BenchContext(QUICK, server_url, tmp_path, None)
-    plan = Plan(rates=[5], kinds=["sqlite"], warmup_s=3.0, window_s=2.0, budget_s=200.0)
     systems = redis_latency.systems(ctx, "sqlite", 0.02)
-    results = run_phases(ctx, plan, systems)
-    for name in ("direct", "+150ms", "+150ms-workers-only", "+150ms-no-task-events"):
-        [phase] = results[name]
-        assert phase["fires"] > 0, name
+    results = run_phases(ctx, TINY, systems)
+    for name in systems:
+        assert len(results[name]) == 1, (name, ctx.notes)
+        assert results[name][0]["fires"] > 0, name
