@@ -44,7 +44,10 @@ def _wait_ticking(log: Path, what: str) -> None:
 def test_beat_exits_promptly_on_sigterm_while_ticking(
     tmp_path: Path, redis_url: str, redis_ns: str, redis_client: redis.Redis
 ) -> None:
-    gw = Gateway(gateway_settings(tmp_path, redis_url, redis_ns), redis_url)
+    # A restore pass every tick: its second "restore.done" shows beat in its loop after one tick
+    # rather than after FAST's second (each start then ticks busily for 0.2 s, not a second).
+    settings = gateway_settings(tmp_path, redis_url, redis_ns, restore_interval=0.2)
+    gw = Gateway(settings, redis_url)
     _keep_ticks_busy(gw)
     try:
         for attempt in range(STARTS):
