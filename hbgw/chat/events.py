@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import socket
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import suppress
 from dataclasses import dataclass
@@ -23,6 +24,8 @@ from hbgw.chat.sse import SseEvent, SseParser
 READ_TIMEOUT = 60.0
 # Errors that retrying cannot fix; anything else (503, 500, a drop) is retried.
 FINAL_STATUSES = frozenset({400, 401, 403, 404, 422})
+# How often a wait between reconnects looks for a restarted `hbgw up` (a file read).
+REDISCOVER_EVERY_S = 0.5
 
 
 @dataclass(frozen=True)
@@ -102,14 +105,22 @@ class EventStream:
                 return
             delay = self.backoff.next()
             self.on_problem(f"{problem}; retrying in {delay:g} s.", delay)
-            self.stop.wait(delay)
+            self._pause(delay)
+
+    def _pause(self, delay: float) -> None:
+        """Wait ``delay`` seconds before the next try, looking the API up again meanwhile: a
+        restarted `hbgw up` (a new token, maybe a new port, in its ``api.json``) is tried as
+        soon as it is seen, not after the rest of a back-off that grew while it was away (up to
+        two of them: the look-up used to come before the wait, when the file was still gone)."""
+        deadline = time.monotonic() + delay
+        while (left := deadline - time.monotonic()) > 0:
+            if self.stop.wait(min(left, REDISCOVER_EVERY_S)) or self.client.rediscover():
+                return
 
     def _retryable(self, exc: Exception) -> str:
         """What went wrong, in words, when trying again may help; else ``exc`` is raised."""
         if isinstance(exc, httpx.HTTPError):
-            sentence = str(unreachable(self.client.url, exc)).rstrip(".?")
-            self.client.rediscover()
-            return sentence
+            return str(unreachable(self.client.url, exc)).rstrip(".?")
         if isinstance(exc, ApiError) and (
             exc.status not in FINAL_STATUSES or self.client.rediscover()
         ):
