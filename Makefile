@@ -11,9 +11,10 @@ TOOLS_VENV := .venv-tools
 TOOLS_STAMP := $(TOOLS_VENV)/.installed
 
 .DEFAULT_GOAL := help
-# Parallel pytest workers for the integration and e2e tiers: most of their time is spent waiting
-# on Redis, SQL, sockets and processes, so four share two cores well (docs/testing.md measures it).
-TEST_JOBS ?= 4
+# Parallel pytest workers: most of a test's time is spent waiting on Redis, SQL, sockets and
+# processes, so three share two cores. Four, with the chaos run beside them, came under 14 minutes
+# but loaded two cores six times over, and five timing-bound tests failed (docs/testing.md).
+TEST_JOBS ?= 3
 .PHONY: help install lock tools demo test test-fast coverage lint typecheck chaos-quick chaos bench bench-quick clean
 
 help: ## list the targets
@@ -63,21 +64,13 @@ demo: $(RUNTIME_STAMP) ## run the self-driving demo on the embedded defaults (in
 	$(BIN)/hbgw demo
 	@echo "Next: $(BIN)/hbgw up starts the same stack for you to use; the README's \"Using it\" walks through it."
 
-# The quick chaos run is a soak of a fixed three minutes, mostly waiting: it runs beside the test
-# tiers instead of after them (its lateness allowance follows the machine's load), and its
-# report is printed when both are done.
-CHAOS_LOG := $(VENV)/chaos-quick.log
-test: lint typecheck tools ## the whole gate: lint, import layers, mypy, every tier with coverage (packaging checks included) beside the quick chaos run
-	@$(BIN)/python -m chaos quick > $(CHAOS_LOG) 2>&1 & chaos=$$!; \
-	$(MAKE) --no-print-directory coverage; tests=$$?; \
-	wait $$chaos; harness=$$?; \
-	echo "--- the quick chaos run (exit $$harness), beside the tests:"; cat $(CHAOS_LOG); \
-	test $$tests -eq 0 && test $$harness -eq 0
+test: lint typecheck tools coverage ## the whole gate: lint, import layers, mypy, every tier with coverage (packaging checks included), the quick chaos run
+	$(BIN)/python -m chaos quick
 
 test-fast: $(STAMP) ## the unit tier (no server, no process) in seconds, last run's failures first: run it after every edit
 	$(BIN)/python -m pytest tests/unit -q --ff
 
-coverage: $(STAMP) ## every tier on TEST_JOBS=4 parallel workers with line and branch coverage: the report, coverage.json, the fire path's floor
+coverage: $(STAMP) ## every tier on TEST_JOBS=3 parallel workers with line and branch coverage: the report, coverage.json, the fire path's floor
 	rm -f .coverage .coverage.* coverage.json
 	$(BIN)/python -m pytest -n $(TEST_JOBS) --dist loadfile --cov --cov-report=
 	$(BIN)/coverage report --skip-covered --sort=cover

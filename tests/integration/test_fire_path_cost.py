@@ -155,7 +155,11 @@ def test_a_batch_forwards_the_fires_of_other_owners_in_one_message_each(
     with fire_path_gateway(tmp_path, redis_url, redis_ns) as (gw, path):
         path.rt.registry.refresh("w2", path.rt.now_ms())
         live = path.rt.registry.live(path.rt.now_ms())
-        sids = [gw.session(chat=f"C{i}") for i in range(BATCH)]
+        # Session ids are random: sessions are added until both workers own some (ten all on
+        # one side happens once in 512).
+        sids: list[str] = []
+        while len(sids) < BATCH or len({rendezvous_owner(s, live) for s in sids}) < 2:
+            sids.append(gw.session(chat=f"C{len(sids)}"))
         for sid in sids:
             gw.due_now(sid)
         theirs = [s for s in sids if rendezvous_owner(s, live) == "w2"]

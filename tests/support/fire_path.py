@@ -90,7 +90,10 @@ class FirePath:
 
     def drain(self, sid: str) -> DrainCost:
         """The user turns of ``sid``'s queued messages, counted (the drain runs on the turn
-        thread; the inbox in Redis was filled by the edge)."""
+        thread; the inbox in Redis was filled by the edge). ``w1`` is refreshed first: nothing
+        else refreshes it in process, and a test slower than the worker TTL would see the drain
+        forwarded to nobody."""
+        self.rt.registry.refresh(WORKER, self.rt.now_ms())
         with counting_sql(self.rt.store.engine) as turn, self.redis.counting() as trips:
             outcome = self.runner.drain(sid)
             assert outcome == "accepted", outcome
