@@ -123,8 +123,12 @@ def poll(
 
     s = _configured()
     configure_logging(s)
-    # SIGTERM (a supervisor, `docker stop`) stops it like Ctrl-C, even inside a long poll.
+    # SIGTERM (a supervisor, `docker stop`) stops it like Ctrl-C, even inside a long poll. SIGINT
+    # is set too: a process started in the background by a script (`hbgw telegram poll &`)
+    # inherits SIGINT ignored, and Python then keeps ignoring it, so Ctrl-C or `kill -INT`
+    # stopped nothing.
     signal.signal(signal.SIGTERM, signal.default_int_handler)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     _run_poller(s, wait)
 
 

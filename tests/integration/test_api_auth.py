@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import select
+import socket
 from typing import Any
 
 import pytest
@@ -175,3 +177,31 @@ def test_command_errors_are_answers_with_the_grammars_sentence(api: Api) -> None
         assert not_a_schedule.status_code == 422
         pause = alice.post(f"/v1/sessions/{sid}/heartbeat/pause")
         assert pause.status_code == 409 and pause.json()["error"]["code"] == "invalid_state"
+
+
+def test_a_refused_body_gets_its_413_not_a_reset(api: Api) -> None:
+    """A client that sent a whole body over the limit reads the 413: the server drops what it
+    was sent before closing. A close with those bytes unread would make the kernel send a reset,
+    which throws the 413 away on the client's side once it arrives (seen on a busy machine)."""
+    # Past what uvicorn reads ahead before the app asks (64 KiB), within what is drained.
+    size = 512 * 1024
+    assert size > api.gw.settings.api_max_body_bytes
+    with api.owner(ALICE) as alice:
+        sid = api.new_session(alice)
+    host, port = api.url.removeprefix("http://").split(":")
+    request = (
+        f"POST /v1/sessions/{sid}/messages HTTP/1.1\r\nHost: {host}\r\n"
+        f"Authorization: Bearer {TOKENS[ALICE]}\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {size}\r\n\r\n"
+    ).encode() + b"x" * size
+    with socket.create_connection((host, int(port)), timeout=30) as conn:
+        conn.sendall(request)
+        # Wait until the server has closed its side (a FIN, or a reset): only then read.
+        poller = select.poll()
+        poller.register(conn, select.POLLRDHUP | select.POLLERR | select.POLLHUP)
+        assert poller.poll(30_000), "the server never closed the connection"
+        answer = b""
+        while chunk := conn.recv(65536):
+            answer += chunk
+    assert answer.startswith(b"HTTP/1.1 413"), answer[:200]
+    assert b"payload_too_large" in answer

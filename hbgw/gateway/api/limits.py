@@ -5,6 +5,11 @@ The body is read here, up to the limit, before any route sees it: a declared len
 limit is refused at once, and a chunked body is refused as soon as it passes the limit. The
 whole body must arrive within the deadline (408 after it): a client sending a byte now and
 then would otherwise hold a connection and a worker thread's request for good.
+
+Before a 413 the rest of what the client is sending is read and dropped, at most
+``DRAIN_BYTES`` within ``DRAIN_SECONDS``: the server closes the connection after the answer, and
+a close with unread bytes makes the kernel send a reset, which can reach the client before it
+reads the 413 (it then sees "connection reset" instead of the sentence; seen on a busy machine).
 """
 
 from __future__ import annotations
@@ -18,6 +23,10 @@ from typing import Any
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from hbgw.gateway.api.errors import error_body
+
+# What a refused body may still send before its 413 (bounded: a refusal costs no more than this).
+DRAIN_BYTES = 1 << 20
+DRAIN_SECONDS = 2.0
 
 
 class BodyLimit:
@@ -39,6 +48,7 @@ class BodyLimit:
             return
         declared = _content_length(scope)
         if declared is not None and declared > self.max_bytes:
+            await _drain(receive, more=declared <= DRAIN_BYTES)
             await self._refuse(send, scope)
             return
         chunks: list[bytes] = []
@@ -56,6 +66,7 @@ class BodyLimit:
             chunk = message.get("body", b"")
             size += len(chunk)
             if size > self.max_bytes:
+                await _drain(receive, more=message.get("more_body", False))
                 await self._refuse(send, scope)
                 return
             chunks.append(chunk)
@@ -73,6 +84,21 @@ class BodyLimit:
             f"The request body did not arrive within {self.read_timeout:g} s "
             "(HBGW_API_READ_TIMEOUT); send it at once."
         )
+
+
+async def _drain(receive: Receive, *, more: bool) -> None:
+    """Read and drop the rest of a refused body, at most ``DRAIN_BYTES`` within
+    ``DRAIN_SECONDS``; whatever is left after that is cut by the close."""
+    left, deadline = DRAIN_BYTES, time.monotonic() + DRAIN_SECONDS
+    while more and left > 0:
+        try:
+            message = await asyncio.wait_for(receive(), deadline - time.monotonic())
+        except TimeoutError:
+            return
+        if message["type"] != "http.request":
+            return
+        left -= len(message.get("body", b""))
+        more = message.get("more_body", False)
 
 
 async def _send_error(send: Send, status: int, code: str, sentence: str) -> None:
