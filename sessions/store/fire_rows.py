@@ -21,9 +21,7 @@ from hbgw.sessions import heartbeat as hb
 from hbgw.sessions.models import MODEL_CHARS
 from hbgw.sessions.states import (
     IN_TURN,
-    ClosedReason,
     MessageState,
-    RefundReason,
     RunState,
     SessionStatus,
     fire_day,
@@ -46,11 +44,6 @@ from hbgw.sessions.store.run_views import (
     RunView,
     run_view,
 )
-
-DEPARTED: dict[str, RefundReason] = {
-    ClosedReason.COMPRESSED: RefundReason.SESSION_COMPRESSED,
-    ClosedReason.SWITCHED: RefundReason.SESSION_SWITCHED,
-}
 
 # The view's fields that are the run's own columns (``delivery`` is read with the lists only).
 _RUN_VIEW_FIELDS = tuple(f.name for f in dataclasses.fields(RunView) if f.name in sql.RUNS.c)
