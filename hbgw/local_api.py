@@ -34,6 +34,14 @@ class LocalApi:
     token: str
     generated: bool
     """False when the token comes from HBGW_API_TOKENS (then it is not printed)."""
+    listener: socket.socket
+    """Bound and listening here, inherited by the child: between choosing the port and the
+    child's bind nobody else can take it (a second `up` or `hbgw api` on this machine would
+    otherwise answer our /healthz and reject our token)."""
+
+    def args(self) -> list[str]:
+        """`hbgw api` on the inherited socket."""
+        return ["api", "--fd", str(self.listener.fileno())]
 
     def env(self, settings: Settings) -> dict[str, str]:
         """What the child `hbgw api` needs beyond the stack's environment (secrets included)."""
@@ -52,16 +60,18 @@ class LocalApi:
 
 
 def plan(settings: Settings) -> LocalApi:
-    """The URL (the configured port, or a free one when it is taken) and the token to use."""
+    """The listening socket (the configured port, or any free one when it is taken), its URL,
+    and the token to use."""
     from hbgw.gateway.api.auth import parse_tokens
 
-    port = settings.api_port if _free(settings.api_port) else _any_port()
-    url = f"http://{LOOPBACK}:{port}"
+    listener = _listen(settings.api_port) or _listen(0)
+    assert listener is not None  # port 0 always binds on loopback
+    url = f"http://{LOOPBACK}:{listener.getsockname()[1]}"
     configured = settings.api_tokens.get_secret_value() if settings.api_tokens else ""
     if configured.strip():
         owner, token = parse_tokens(configured)[0]
-        return LocalApi(url, owner, token, generated=False)
-    return LocalApi(url, LOCAL_OWNER, secrets.token_urlsafe(24), generated=True)
+        return LocalApi(url, owner, token, generated=False, listener=listener)
+    return LocalApi(url, LOCAL_OWNER, secrets.token_urlsafe(24), generated=True, listener=listener)
 
 
 def local_owner(settings: Settings) -> str:
@@ -82,22 +92,17 @@ def local_owner(settings: Settings) -> str:
     return LOCAL_OWNER
 
 
-def _free(port: int) -> bool:
-    if port == 0:
-        return False
-    with socket.socket() as sock:
-        try:
-            sock.bind((LOOPBACK, port))
-        except OSError:
-            return False
-    return True
-
-
-def _any_port() -> int:
-    with socket.socket() as sock:
-        sock.bind((LOOPBACK, 0))
-        port: int = sock.getsockname()[1]
-        return port
+def _listen(port: int) -> socket.socket | None:
+    """A socket listening on loopback ``port``, or None when that port is taken."""
+    sock = socket.socket()
+    try:
+        sock.bind((LOOPBACK, port))
+        sock.listen(2048)  # uvicorn's backlog; connections queue here until the child serves
+    except OSError:
+        sock.close()
+        return None
+    sock.set_inheritable(True)
+    return sock
 
 
 def write_file(home: Path, api: LocalApi) -> None:

@@ -64,16 +64,26 @@ def _die_with_parent() -> None:
 
 
 def spawn_hbgw(
-    args: list[str], *, env: dict[str, str], log: Path | None = None
+    args: list[str],
+    *,
+    env: dict[str, str],
+    log: Path | None = None,
+    pass_fds: tuple[int, ...] = (),
 ) -> subprocess.Popen[bytes]:
     """Start `hbgw ARGS` with this interpreter; output goes to ``log`` when given."""
-    return spawn_module("hbgw", args, env=env, log=log)
+    return spawn_module("hbgw", args, env=env, log=log, pass_fds=pass_fds)
 
 
 def spawn_module(
-    module: str, args: list[str], *, env: dict[str, str], log: Path | None = None
+    module: str,
+    args: list[str],
+    *,
+    env: dict[str, str],
+    log: Path | None = None,
+    pass_fds: tuple[int, ...] = (),
 ) -> subprocess.Popen[bytes]:
-    """Start `python -m MODULE ARGS` with this interpreter, dying with its parent."""
+    """Start `python -m MODULE ARGS` with this interpreter, dying with its parent; the
+    descriptors of ``pass_fds`` stay open in the child under the same numbers."""
     # 0600: a worker's log holds replies. The child owns the file from here.
     out = os.fdopen(open_private(log, os.O_WRONLY | os.O_APPEND), "ab") if log else None
     try:
@@ -83,6 +93,7 @@ def spawn_module(
             stdout=out or None,
             stderr=subprocess.STDOUT if out else None,
             preexec_fn=_die_with_parent if os.name == "posix" else None,
+            pass_fds=pass_fds,
         )
     finally:
         if out:

@@ -64,7 +64,10 @@ class Stack:
         api = local_api.plan(self.settings)
         env = {**self.env, **api.env(self.settings)}
         log = self.logs / "api.log"
-        proc = spawn_hbgw(["api"], env=env, log=log)
+        try:
+            proc = spawn_hbgw(api.args(), env=env, log=log, pass_fds=(api.listener.fileno(),))
+        finally:
+            api.listener.close()  # the child holds it now; our copy would outlive a dead child
         self.procs["api"] = proc
         local_api.wait_ready(api, proc, log)
         local_api.write_file(self.settings.home, api)

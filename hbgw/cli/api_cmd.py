@@ -23,6 +23,13 @@ def api(
     port: int | None = typer.Option(
         None, "--port", min=0, max=65535, help="Port (default HBGW_API_PORT, 8780; 0: any)."
     ),
+    fd: int | None = typer.Option(
+        None,
+        "--fd",
+        min=0,
+        help="Serve on this inherited listening socket instead of binding --host/--port "
+        "(what `hbgw up` does, so no other process can take its port).",
+    ),
 ) -> None:
     """Run the HTTP API: sessions, messages, heartbeats, runs, events; OpenAPI at /openapi.json.
 
@@ -33,7 +40,8 @@ def api(
     from hbgw.gateway.api.auth import TokenTable
 
     s = settings()
-    host = host or s.api_host
+    inherited = _inherited(fd) if fd is not None else None
+    host = str(inherited.getsockname()[0]) if inherited else host or s.api_host
     port = s.api_port if port is None else port
     if TokenTable.from_settings(s).empty and not is_loopback(host):
         raise BadInput(
@@ -41,8 +49,22 @@ def api(
             "HBGW_API_TOKENS (owner:token pairs) or HBGW_ADMIN_TOKEN, or use --host 127.0.0.1."
         )
     configure_logging(s)
-    sock = _listen(host, port)
-    _serve(s, sock, host)
+    _serve(s, inherited or _listen(host, port), host)
+
+
+def _inherited(fd: int) -> socket.socket:
+    """The listening socket a parent handed down as descriptor ``fd``."""
+    try:
+        sock = socket.socket(fileno=fd)
+    except OSError as exc:
+        raise BadInput(f"--fd {fd} is not an open socket ({exc.strerror}).") from None
+    if (
+        sock.type != socket.SOCK_STREAM
+        or sock.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN) != 1
+    ):
+        sock.detach()
+        raise BadInput(f"--fd {fd} is not a listening TCP socket.")
+    return sock
 
 
 def _listen(host: str, port: int) -> socket.socket:

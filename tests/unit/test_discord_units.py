@@ -4,6 +4,7 @@ registry and roles that hand Discord its client and its secret."""
 
 from __future__ import annotations
 
+import socket
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -233,8 +234,9 @@ def test_the_token_reaches_the_api_and_the_workers_only(tmp_path: Path) -> None:
     configured = settings(tmp_path, **DISCORD)
     assert secrets_env(configured, "worker")["HBGW_DISCORD_BOT_TOKEN"] == "MTA5.bot-token"
     assert "HBGW_DISCORD_BOT_TOKEN" not in secrets_env(configured, "beat")
-    api = LocalApi("http://127.0.0.1:8780", "local", "tok", generated=True)
-    assert api.env(configured)["HBGW_DISCORD_BOT_TOKEN"] == "MTA5.bot-token"
+    with socket.socket() as unbound:
+        api = LocalApi("http://127.0.0.1:8780", "local", "tok", generated=True, listener=unbound)
+        assert api.env(configured)["HBGW_DISCORD_BOT_TOKEN"] == "MTA5.bot-token"
     # The public key and the application id are plain settings, handed to every role.
     env = settings_env(configured)
     assert env["HBGW_DISCORD_PUBLIC_KEY"] == PUBLIC and "HBGW_DISCORD_BOT_TOKEN" not in env
