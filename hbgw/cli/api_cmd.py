@@ -87,7 +87,7 @@ def _serve(s: Settings, sock: socket.socket, host: str) -> None:
     from hbgw.core.errors import HbgwError
     from hbgw.gateway.api.app import create_app
     from hbgw.gateway.api.server import api_server
-    from hbgw.state.connection import refuse_unverified_redis
+    from hbgw.state.connection import refuse_evicting_redis_at, refuse_unverified_redis
     from hbgw.state.runtime import resolve_redis_url
 
     log = logging.getLogger("hbgw.api")
@@ -100,6 +100,8 @@ def _serve(s: Settings, sock: socket.socket, host: str) -> None:
         refuse_unverified_redis(s, redis_url)
     celery = make_celery(s, redis_url) if redis_url else None
     app = create_app(s, celery_app=celery, redis_url=redis_url)
+    if redis_url:  # the gauge is the app's own (its registry is the one /metrics serves)
+        refuse_evicting_redis_at(s, redis_url, app.state.api.metrics.redis_eviction)
     bound = sock.getsockname()[1]
     shown = f"[{host.strip('[]')}]" if sock.family == socket.AF_INET6 else host
     url = f"http://{shown}:{bound}"

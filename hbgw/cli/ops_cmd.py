@@ -32,14 +32,16 @@ def worker(
 ) -> None:
     """Run a gateway worker: consumes its own queue and runs the turns of the sessions it owns."""
     from hbgw.core.logs import configure_logging
-    from hbgw.core.metrics import serve_metrics
-    from hbgw.state.connection import refuse_unverified_redis, resolve_redis_url
+    from hbgw.core.metrics import gateway_metrics, serve_metrics
+    from hbgw.state import connection as redis_connection
     from hbgw.wiring import assembled_worker
 
     name = name or socket.gethostname()
     s = settings()
     configure_logging(s, worker=name)
-    refuse_unverified_redis(s, resolve_redis_url(s))
+    url = redis_connection.resolve_redis_url(s)
+    redis_connection.refuse_unverified_redis(s, url)
+    redis_connection.refuse_evicting_redis_at(s, url, gateway_metrics().redis_eviction)
     serve_metrics(s.metrics_host, s.metrics_port, "worker")
     with assembled_worker(s, name, threads=turns or s.worker_turns) as parts:
         celery_worker = parts.app.Worker(
@@ -67,14 +69,15 @@ def beat() -> None:
     from hbgw.beat.scheduler import HeartbeatScheduler
     from hbgw.celery_app import make_celery
     from hbgw.core.logs import configure_logging
-    from hbgw.core.metrics import serve_metrics
-    from hbgw.state.connection import refuse_unverified_redis
+    from hbgw.core.metrics import gateway_metrics, serve_metrics
+    from hbgw.state.connection import refuse_evicting_redis_at, refuse_unverified_redis
     from hbgw.state.runtime import resolve_redis_url
 
     s = settings()
     configure_logging(s)
     url = resolve_redis_url(s)
     refuse_unverified_redis(s, url)
+    refuse_evicting_redis_at(s, url, gateway_metrics().redis_eviction)
     serve_metrics(s.metrics_host, s.metrics_port, "beat")
     app = make_celery(s, url)
     service = Service(app, max_interval=s.beat_max_sleep, scheduler_cls=HeartbeatScheduler)

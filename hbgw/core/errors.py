@@ -55,6 +55,13 @@ class SchemaBehind(StoreError):
     """The database schema is older than this code."""
 
 
+class UnsafeRedis(HbgwError):
+    """Redis runs with a setting the gateway cannot keep its promises on (an evicting
+    ``maxmemory-policy``): the role refuses it, with the command that fixes it."""
+
+    exit_code = 2
+
+
 class StaleFence(HbgwError):
     """A write carried a fence older than the session's newest one: another turn owns it."""
 

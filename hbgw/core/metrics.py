@@ -128,6 +128,7 @@ class GatewayMetrics:
     def _add_registry_gauges(self, r: CollectorRegistry) -> None:
         """Who is live: the workers' and the beats' registries, and the clock they are dated by."""
         self.clock_offset = clock_offset_gauge(r)
+        self.redis_eviction = redis_eviction_gauge(r)
         self.live_workers = Gauge("hbgw_live_workers", "Workers registered as live.", registry=r)
         self.live_beats = Gauge("hbgw_live_beats", "Beat replicas registered as live.", registry=r)
         self.owned_shards = Gauge(
@@ -140,6 +141,18 @@ def clock_offset_gauge(r: CollectorRegistry) -> Gauge:
     return Gauge(
         "hbgw_clock_offset_seconds",
         "The shared clock (Redis TIME) minus this host's clock at the last sample, seconds.",
+        registry=r,
+    )
+
+
+def redis_eviction_gauge(r: CollectorRegistry) -> Gauge:
+    """1 under the evicting policy HBGW_REDIS_ACCEPT_EVICTION accepted (the label: the policy
+    read at start); no series under ``noeviction``. An alert on it: keys may be evicted."""
+    return Gauge(
+        "hbgw_redis_eviction_accepted",
+        "1 when this process runs on a Redis whose maxmemory-policy may evict keys, accepted "
+        "by HBGW_REDIS_ACCEPT_EVICTION; labelled with the policy.",
+        ["policy"],
         registry=r,
     )
 

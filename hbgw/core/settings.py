@@ -43,6 +43,22 @@ PLATFORM_NEEDS = {
 
 
 # Each platform's settings, and the refusal of placeholders, live in modules of their own.
+# Redis' and Valkey's evicting policies (redis.conf), and "unreadable" (neither CONFIG GET nor
+# INFO answers it): what HBGW_REDIS_ACCEPT_EVICTION may name (hbgw/state/eviction.py).
+REDIS_EVICTING_POLICIES = frozenset(
+    {
+        "allkeys-lru",
+        "allkeys-lfu",
+        "allkeys-random",
+        "volatile-lru",
+        "volatile-lfu",
+        "volatile-random",
+        "volatile-ttl",
+    }
+)
+ACCEPTABLE_EVICTION = REDIS_EVICTING_POLICIES | {"unreadable"}
+
+
 class Settings(
     BaseSettings,
     BeatSettings,
@@ -76,6 +92,12 @@ class Settings(
         default=None, description="PEM client certificate for Redis (with HBGW_REDIS_TLS_KEY)."
     )
     redis_tls_key: Path | None = Field(default=None, description="PEM private key of the cert.")
+    redis_accept_eviction: str | None = Field(
+        default=None,
+        description="The one evicting maxmemory-policy of Redis the roles accept (e.g. "
+        "allkeys-lru), with a warning and a metric; unset: every role refuses any policy but "
+        "noeviction. Another policy later is refused again.",
+    )
     namespace: str = Field(default="hbgw", description="Prefix of every Redis key.")
     min_interval: float = Field(default=60.0, gt=0, description="Smallest interval, seconds.")
     default_interval: str = Field(default="5m", description="Interval of /heartbeat <prompt>.")
@@ -250,6 +272,19 @@ class Settings(
     @classmethod
     def _expand_tls_path(cls, value: Path | None) -> Path | None:
         return value.expanduser() if value is not None else None
+
+    @field_validator("redis_accept_eviction", mode="after")
+    @classmethod
+    def _a_policy_redis_has(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        if value not in ACCEPTABLE_EVICTION:
+            raise ValueError(
+                f"HBGW_REDIS_ACCEPT_EVICTION names the maxmemory-policy to accept; "
+                f"{value!r} is none of {', '.join(sorted(ACCEPTABLE_EVICTION))} (unset it when "
+                "Redis runs with noeviction)"
+            )
+        return value
 
     @field_validator("agent_env_allow", mode="after")
     @classmethod

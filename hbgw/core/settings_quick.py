@@ -58,6 +58,8 @@ class RedisSettings(Protocol):
     def redis_tls_cert(self) -> Path | None: ...
     @property
     def redis_tls_key(self) -> Path | None: ...
+    @property
+    def redis_accept_eviction(self) -> str | None: ...
 
 
 @dataclass(frozen=True)
@@ -71,6 +73,7 @@ class QuickSettings:
     redis_tls_ca: Path | None = None
     redis_tls_cert: Path | None = None
     redis_tls_key: Path | None = None
+    redis_accept_eviction: str | None = None  # a stamp checks no policy (docs/operations.md)
 
     @property
     def effective_liveness_dir(self) -> Path:  # as Settings.effective_liveness_dir

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import redis
+from prometheus_client import Gauge
 from redis.backoff import ExponentialWithJitterBackoff, NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.retry import Retry
@@ -13,6 +14,7 @@ from hbgw.core.errors import HbgwError
 from hbgw.core.masking import mask_url
 from hbgw.core.settings_quick import RedisSettings
 from hbgw.state.cluster import cluster_client, cluster_url_of, is_cluster
+from hbgw.state.eviction import EvictingRedis, policy_check, refuse_evicting_redis
 from hbgw.state.redis_tls import certificate_refused, is_certificate_failure, tls_options, uses_tls
 from hbgw.state.redis_url import (
     CONNECT_TIMEOUT,
@@ -34,6 +36,7 @@ __all__ = [
     "TRANSIENT_REDIS_ERRORS",
     "connect",
     "ping_or_error",
+    "refuse_evicting_redis_at",
     "refuse_unverified_redis",
     "resolve_redis_url",
     "timeouts",
@@ -92,7 +95,11 @@ def connect(
 
     ``retry=False``: a lost connection is raised at once instead of redis-py retrying it quietly
     (the stream waker must see it). Set here: ``Redis.set_retry`` fails on a blocking pool.
+
+    Each connection reads the eviction policy as it is made (``state/eviction.py``): one that
+    ``settings`` do not accept fails it (``EvictingRedis``), waited out like a Redis away.
     """
+    accepted = settings.redis_accept_eviction if settings is not None else None
     socket_timeout, connect_timeout = timeouts(lock_lease)
     options: dict[str, Any] = {
         "max_connections": max_connections,
@@ -103,11 +110,14 @@ def connect(
         "socket_keepalive": True,
         "health_check_interval": HEALTH_CHECK_INTERVAL,
         "retry": _retry() if retry else Retry(NoBackoff(), 0),
+        "redis_connect_func": policy_check(accepted),
     }
     if is_sentinel(url):
         return sentinel_client(url, **options)
     tls = tls_options(settings, url) if uses_tls(url) else {}
     if is_cluster(url):
+        # The cluster client's own hook does the handshake, then calls this one.
+        options["redis_connect_func"] = policy_check(accepted, handshake=False)
         # Typed as redis.Redis for the callers: the cluster client answers the same commands.
         return cluster_client(url, tls, **options)  # type: ignore[return-value]
     if url.startswith("unix://"):
@@ -153,5 +163,21 @@ def refuse_unverified_redis(settings: RedisSettings, url: str) -> None:
     except (redis.RedisError, OSError) as exc:
         if is_certificate_failure(exc):
             raise certificate_refused(url, settings, exc) from exc
+    finally:
+        client.close()
+
+
+def refuse_evicting_redis_at(settings: RedisSettings, url: str, gauge: Gauge) -> str:
+    """Every role calls this at start, after ``refuse_unverified_redis``: Redis at ``url``
+    evicting keys under a policy ``settings`` do not accept stops the process with a sentence
+    (``EvictingRedis``); an accepted one is a warning and ``gauge``. A Redis that does not
+    answer is left to the role, which waits it out (its connections check again)."""
+    client = connect(url, settings)
+    try:
+        return refuse_evicting_redis(client, url, settings.redis_accept_eviction, gauge)
+    except EvictingRedis:
+        raise
+    except (redis.RedisError, OSError):
+        return "unknown"
     finally:
         client.close()

@@ -15,7 +15,7 @@ import time
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from hbgw.core.metrics import clock_offset_gauge
+from hbgw.core.metrics import clock_offset_gauge, redis_eviction_gauge
 from hbgw.gateway.platforms.guard import InboundRejects
 
 METHODS = frozenset(
@@ -39,6 +39,7 @@ class ApiMetrics:
             registry=self.registry,
         )
         self.clock_offset = clock_offset_gauge(self.registry)
+        self.redis_eviction = redis_eviction_gauge(self.registry)
         self.streams = Gauge(
             "hbgw_api_event_streams_open", "Event streams open now.", registry=self.registry
         )
