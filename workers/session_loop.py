@@ -117,7 +117,7 @@ class SessionLoop:
                     self.gate.release(sid, grant.token)
             except StaleFence as exc:
                 log.warning("stale fence: %s", exc, extra=fields("turn.stale_fence", sid, fire_id))
-                self._resync(grant)
+                self._resync(grant, fire)
             except Exception as exc:
                 report("session loop failed", exc, "turn.crashed", sid, fire_id)
                 with contextlib.suppress(redis.RedisError):
@@ -200,13 +200,20 @@ class SessionLoop:
         with contextlib.suppress(redis.RedisError):
             log_after(lease.session_id, self.gate.leave(lease.session_id, answered, after))
 
-    def _resync(self, grant: Grant) -> None:
-        """Redis lost its fence counter (or the lock moved on): catch up with SQL, start over."""
+    def _resync(self, grant: Grant, fire: Fire | None) -> None:
+        """Redis lost its fence counter (evicted, or Redis lost its data) or the lock moved on:
+        raise the counter to SQL's highest fence (never lower, never from zero), start over.
+        The fire this grant was for is admitted again at once: left alone it waited for its
+        claim lease (a minute), and an evicted fence made heartbeats that late (issue 29).
+        Its fire id is UNIQUE, so a fire that did start meanwhile is a duplicate, not a repeat."""
         gate, sid = self.gate, grant.session_id
         try:
             gate.seed(sid, self.ledger.max_fence(sid))
             gate.release(sid, grant.token)
             if gate.backlog(sid):
                 self.dispatcher.drain(self.worker, sid)
+            if fire is not None:
+                member = fire.member if isinstance(fire, JobFire) else sid
+                self.on_pending(member, fire.due_ms)
         except Exception as exc:
             report("fence resync failed", exc, "turn.resync_failed", sid)
