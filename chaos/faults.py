@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import redis
 
@@ -32,6 +33,13 @@ from chaos.skew import measured_skew
 
 log = logging.getLogger("chaos.faults")
 HEADROOM = 16 * 1024  # bytes above used_memory: the next few writes hit the limit
+# redis_evict: another database of the same server (the issue's "another tenant") writes this
+# much ballast this often past maxmemory: Redis evicts the coldest keys of the whole server, the
+# gateway's idle fences, stamps and bindings among them (allkeys-lru).
+BALLAST_DB = 1
+BALLAST_BYTES = 512
+BALLAST_EVERY = 0.05
+EVICT_ROOM = 256 * 1024  # bytes of maxmemory above used_memory: ballast fills them first
 TURN_WAIT = 3.0  # longest wait for the worker to be inside a turn before it is paused
 
 
@@ -70,6 +78,8 @@ class Faults:
     _active: dict[int, FaultRecord] = field(default_factory=dict)
     _port: int = 0
     _cycling: threading.Thread | None = None
+    _ballast: threading.Thread | None = None
+    _ballast_stop: threading.Event = field(default_factory=threading.Event)
     _halt: threading.Event = field(default_factory=threading.Event)
 
     def __post_init__(self) -> None:
@@ -141,6 +151,7 @@ class Faults:
             "redis_restarts": (self._restarts(plan), self._restarts_done),
             "pg_restart": (self._pg_down, self._pg_up),
             "clock_skew": (self._skew(role, on=True), self._skew(role, on=False)),
+            "redis_evict": (self._evict, self._evict_done),
         }
         return table[plan.kind]
 
@@ -256,6 +267,76 @@ class Faults:
         stats = self.admin_redis.info("errorstats")
         entry = stats.get("errorstat_OOM", {})
         return int(entry.get("count", 0)) if isinstance(entry, dict) else 0
+
+    # -- issue 29: Redis evicting the gateway's keys -----------------------------------------
+
+    def _ballast_client(self) -> redis.Redis:
+        """A client of the chaos Redis' other database, BALLAST_DB."""
+        url = urlsplit(self.redis_server.url)._replace(path=f"/{BALLAST_DB}")
+        return redis.Redis.from_url(urlunsplit(url))
+
+    def _evicted_total(self) -> int:
+        return int(self.admin_redis.info("stats")["evicted_keys"])
+
+    def _evict(self, record: FaultRecord) -> None:
+        """allkeys-lru (the roles accept it: HBGW_REDIS_ACCEPT_EVICTION in the profile) with
+        maxmemory a little above what is used now; ballast in another database fills that
+        room at once, then keeps coming: Redis evicts the coldest keys of the whole server.
+        (A limit at what is used refuses writes instead: with a small dataset, client buffers
+        alone cross it and nothing evictable is left — redis_full, not this.)"""
+        record.detail["evicted_before"] = self._evicted_total()
+        used = int(self.admin_redis.info("memory")["used_memory"])
+        self.admin_redis.config_set("maxmemory-policy", "allkeys-lru")
+        self.admin_redis.config_set("maxmemory", str(used + EVICT_ROOM))
+        record.detail["maxmemory"] = used + EVICT_ROOM
+        ballast = self._ballast_client()
+        self._ballast_stop.clear()
+        counts = {"written": 0, "refused": 0}
+
+        def put() -> None:
+            try:
+                ballast.set(f"ballast:{counts['written']}", "x" * BALLAST_BYTES)
+                counts["written"] += 1
+            except redis.OutOfMemoryError:
+                counts["refused"] += 1
+
+        # The room filled now (bounded), so evicting starts with the fault, not seconds later.
+        for _ in range(2 * EVICT_ROOM // (16 * BALLAST_BYTES)):  # twice the room at most
+            if self._evicted_total() > record.detail["evicted_before"]:
+                break
+            for _ in range(16):
+                put()
+
+        def trickle(record: FaultRecord) -> None:
+            try:
+                while not self._ballast_stop.wait(BALLAST_EVERY):
+                    put()
+            finally:
+                record.detail.update(ballast_written=counts["written"])
+                record.detail.update(ballast_refused=counts["refused"])
+                ballast.close()
+
+        self._ballast = threading.Thread(
+            target=self._guarded, args=(record, trickle), name="chaos-ballast", daemon=True
+        )
+        self._ballast.start()
+
+    def _evict_done(self, record: FaultRecord) -> None:
+        self._ballast_stop.set()
+        if self._ballast is not None:
+            self._ballast.join(10)
+        self.admin_redis.config_set("maxmemory", "0")
+        self.admin_redis.config_set("maxmemory-policy", "noeviction")
+        ballast = self._ballast_client()
+        try:
+            kept = int(ballast.dbsize())
+            ballast.flushdb()
+        finally:
+            ballast.close()
+        # Proof that the fault bit: keys Redis evicted, and how many of them were not ballast.
+        evicted = self._evicted_total() - record.detail.pop("evicted_before", 0)
+        lost_ballast = int(record.detail.get("ballast_written", 0)) - kept
+        record.detail.update(evicted_keys=evicted, gateway_keys_evicted=evicted - lost_ballast)
 
     def _terminate(self, record: FaultRecord) -> None:
         terminated = self.database.terminate_connections()

@@ -44,6 +44,9 @@ SETTINGS: dict[str, Any] = {
     # is settled by beat past dead_after (900 s by default): short here, so the run sees it.
     "stale_after": 10,
     "dead_after": 15,
+    # Issue 29: redis_evict runs the chaos Redis on allkeys-lru for a while; the roles accept
+    # that one policy (and refuse any other, as in production without the setting).
+    "redis_accept_eviction": "allkeys-lru",
 }
 WEBHOOK_EVERY = 5
 WEBHOOK_HANG = 1.5  # seconds a hung answer takes: past webhook_timeout
@@ -88,7 +91,7 @@ CLASSIC_FAULTS = (
 )
 # Issue 15: a hung network to Redis, Redis restarted again and again, the database server
 # restarted, and two roles with a clock that is wrong.
-NEW_FAULTS = ("redis_hang", "redis_restarts", "pg_restart", "clock_skew")
+NEW_FAULTS = ("redis_hang", "redis_restarts", "pg_restart", "clock_skew", "redis_evict")
 FAULT_KINDS = CLASSIC_FAULTS + NEW_FAULTS
 # ``--faults`` accepts these names for groups of kinds.
 FAULT_GROUPS = {"all": FAULT_KINDS, "classic": CLASSIC_FAULTS, "new": NEW_FAULTS}
@@ -103,6 +106,8 @@ RESTART_DOWN = 0.5
 # clock_skew: one beat and one worker restarted with their clock this far ahead, then back.
 SKEWED = "b2+w1"
 SKEW = "+20s"
+# redis_evict: seconds of allkeys-lru under another database's writes (issue 29, finding 7).
+EVICT_FOR = 6.0
 
 
 @dataclass(frozen=True)
@@ -137,8 +142,9 @@ def quick() -> Profile:
         FaultPlan(108, "redis_restarts", 4 * RESTART_EVERY),
         FaultPlan(128, "pg_restart", 2),
         FaultPlan(138, "clock_skew", 15, SKEWED),
+        FaultPlan(158, "redis_evict", EVICT_FOR),
     ]
-    return Profile("quick", SESSIONS, INTERVALS, 175, MESSAGE_RATE, 45, faults)
+    return Profile("quick", SESSIONS, INTERVALS, 190, MESSAGE_RATE, 45, faults)
 
 
 def _long_plan(rng: random.Random, kind: str, at: float) -> FaultPlan:
@@ -157,6 +163,7 @@ def _long_plan(rng: random.Random, kind: str, at: float) -> FaultPlan:
         "redis_hang": rng.uniform(8, 20) + HANG_SLOW,
         "redis_restarts": 10 * RESTART_EVERY,
         "clock_skew": 20,
+        "redis_evict": EVICT_FOR,
     }.get(kind, 4)
     return FaultPlan(at, kind, round(duration, 1), target)
 

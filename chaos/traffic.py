@@ -47,7 +47,7 @@ class Traffic:
         self.rt = Runtime(
             settings=self.settings,
             store=Store.from_url(self.settings.effective_database_url),
-            client=connect(self.redis_url),
+            client=connect(self.redis_url, self.settings),  # the policy it accepts, too
             worker="chaos-edge",
         )
         self.dispatcher = Dispatcher(make_celery(self.settings, self.redis_url), self.rt.keys)

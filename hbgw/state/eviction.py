@@ -57,7 +57,7 @@ def acceptable(policy: str, accepted: str | None) -> bool:
     return policy == SAFE_POLICY or (accepted is not None and policy == accepted)
 
 
-def _policy_of_info(info: str | dict[str, Any]) -> str:
+def policy_of_info(info: str | dict[str, Any]) -> str:
     if isinstance(info, dict):
         return str(info.get("maxmemory_policy", UNREADABLE))
     for line in info.splitlines():
@@ -76,7 +76,7 @@ def read_policy(client: redis.Redis) -> str:
     except redis.ResponseError:
         pass  # renamed, disabled or denied by an ACL: INFO has the same field
     try:
-        return _policy_of_info(client.info("memory"))
+        return policy_of_info(client.info("memory"))
     except redis.ResponseError:
         return UNREADABLE
 
@@ -103,7 +103,7 @@ def connection_policy(conn: Any) -> str:
         pass
     try:
         conn.send_command("INFO", "memory")
-        return _policy_of_info(_decoded(conn.read_response()))
+        return policy_of_info(_decoded(conn.read_response()))
     except redis.ResponseError:
         return UNREADABLE
 
@@ -137,7 +137,7 @@ def refuse_evicting_redis(client: redis.Redis, url: str, accepted: str | None, g
         gauge.labels(policy).set(1)
         log.warning(
             "Redis at %s runs with maxmemory-policy %s, accepted by HBGW_REDIS_ACCEPT_EVICTION: "
-            "evicted keys are rebuilt (docs/operations.md, Redis requirements), but heartbeats "
+            "evicted keys are rebuilt (docs/operations.md, the eviction policy), but heartbeats "
             "may fire late while it evicts; noeviction is the supported policy.",
             where,
             policy,
