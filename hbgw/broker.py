@@ -48,6 +48,15 @@ def broker_url(settings: Settings, state_url: str) -> str:
     return kombu_url(url)[0] if is_sentinel(url) else url
 
 
+def redis_urls(settings: Settings, state_url: str) -> list[str]:
+    """The Redis servers a role uses: the state's, and the broker's when it is another Redis
+    (each must run ``noeviction``: ``state/eviction.py``)."""
+    broker = settings.broker_url
+    if broker and broker != state_url and broker_kind(broker) == "redis":
+        return [state_url, broker]
+    return [state_url]
+
+
 def broker_kind(url: str) -> BrokerKind:
     scheme = urlsplit(url).scheme.lower()
     kind = KINDS.get(scheme)

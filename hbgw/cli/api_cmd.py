@@ -83,6 +83,7 @@ def _listen(host: str, port: int) -> socket.socket:
 
 
 def _serve(s: Settings, sock: socket.socket, host: str) -> None:
+    from hbgw.broker import redis_urls
     from hbgw.celery_app import make_celery
     from hbgw.core.errors import HbgwError
     from hbgw.gateway.api.app import create_app
@@ -101,7 +102,8 @@ def _serve(s: Settings, sock: socket.socket, host: str) -> None:
     celery = make_celery(s, redis_url) if redis_url else None
     app = create_app(s, celery_app=celery, redis_url=redis_url)
     if redis_url:  # the gauge is the app's own (its registry is the one /metrics serves)
-        refuse_evicting_redis_at(s, redis_url, app.state.api.metrics.redis_eviction)
+        gauge = app.state.api.metrics.redis_eviction
+        refuse_evicting_redis_at(s, redis_urls(s, redis_url), gauge)
     bound = sock.getsockname()[1]
     shown = f"[{host.strip('[]')}]" if sock.family == socket.AF_INET6 else host
     url = f"http://{shown}:{bound}"

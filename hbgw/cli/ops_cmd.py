@@ -31,6 +31,7 @@ def worker(
     ),
 ) -> None:
     """Run a gateway worker: consumes its own queue and runs the turns of the sessions it owns."""
+    from hbgw.broker import redis_urls
     from hbgw.core.logs import configure_logging
     from hbgw.core.metrics import gateway_metrics, serve_metrics
     from hbgw.state import connection as redis_connection
@@ -41,7 +42,8 @@ def worker(
     configure_logging(s, worker=name)
     url = redis_connection.resolve_redis_url(s)
     redis_connection.refuse_unverified_redis(s, url)
-    redis_connection.refuse_evicting_redis_at(s, url, gateway_metrics().redis_eviction)
+    eviction = gateway_metrics().redis_eviction
+    redis_connection.refuse_evicting_redis_at(s, redis_urls(s, url), eviction)
     serve_metrics(s.metrics_host, s.metrics_port, "worker")
     with assembled_worker(s, name, threads=turns or s.worker_turns) as parts:
         celery_worker = parts.app.Worker(
@@ -67,6 +69,7 @@ def beat() -> None:
     from celery.beat import Service
 
     from hbgw.beat.scheduler import HeartbeatScheduler
+    from hbgw.broker import redis_urls
     from hbgw.celery_app import make_celery
     from hbgw.core.logs import configure_logging
     from hbgw.core.metrics import gateway_metrics, serve_metrics
@@ -77,7 +80,7 @@ def beat() -> None:
     configure_logging(s)
     url = resolve_redis_url(s)
     refuse_unverified_redis(s, url)
-    refuse_evicting_redis_at(s, url, gateway_metrics().redis_eviction)
+    refuse_evicting_redis_at(s, redis_urls(s, url), gateway_metrics().redis_eviction)
     serve_metrics(s.metrics_host, s.metrics_port, "beat")
     app = make_celery(s, url)
     service = Service(app, max_interval=s.beat_max_sleep, scheduler_cls=HeartbeatScheduler)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import redis
@@ -167,17 +168,20 @@ def refuse_unverified_redis(settings: RedisSettings, url: str) -> None:
         client.close()
 
 
-def refuse_evicting_redis_at(settings: RedisSettings, url: str, gauge: Gauge) -> str:
-    """Every role calls this at start, after ``refuse_unverified_redis``: Redis at ``url``
-    evicting keys under a policy ``settings`` do not accept stops the process with a sentence
-    (``EvictingRedis``); an accepted one is a warning and ``gauge``. A Redis that does not
-    answer is left to the role, which waits it out (its connections check again)."""
-    client = connect(url, settings)
-    try:
-        return refuse_evicting_redis(client, url, settings.redis_accept_eviction, gauge)
-    except EvictingRedis:
-        raise
-    except (redis.RedisError, OSError):
-        return "unknown"
-    finally:
-        client.close()
+def refuse_evicting_redis_at(settings: RedisSettings, urls: Sequence[str], gauge: Gauge) -> None:
+    """Every role calls this at start, after ``refuse_unverified_redis``, with its state Redis
+    and a Redis broker apart from it: one evicting keys under a policy ``settings`` do not
+    accept stops the process with a sentence (``EvictingRedis``); an accepted one is a warning
+    and ``gauge``. A Redis that does not answer is left to the role, which waits it out (the
+    state's connections check again as they are made)."""
+    gauge.clear()
+    for url in urls:
+        client = connect(url, settings)
+        try:
+            refuse_evicting_redis(client, url, settings.redis_accept_eviction, gauge)
+        except EvictingRedis:
+            raise
+        except (redis.RedisError, OSError):
+            continue
+        finally:
+            client.close()

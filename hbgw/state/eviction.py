@@ -132,7 +132,6 @@ def refuse_evicting_redis(client: redis.Redis, url: str, accepted: str | None, g
     where = mask_url(url)
     if not acceptable(policy, accepted):
         raise EvictingRedis(refusal(policy, where, accepted))
-    gauge.clear()
     if policy != SAFE_POLICY:
         gauge.labels(policy).set(1)
         log.warning(

@@ -153,7 +153,7 @@ def test_an_accepted_policy_is_the_only_one_accepted(tmp_path: Path) -> None:
         settings = _settings(tmp_path, server.url, redis_accept_eviction="allkeys-lru")
         gauge = redis_eviction_gauge(CollectorRegistry())
         with pytest.raises(UnsafeRedis) as refused:
-            refuse_evicting_redis_at(settings, server.url, gauge)
+            refuse_evicting_redis_at(settings, [server.url], gauge)
         assert "maxmemory-policy volatile-lru" in str(refused.value)
         assert "accepts allkeys-lru only" in str(refused.value)
 
@@ -173,12 +173,13 @@ def test_a_renamed_config_command_falls_back_to_info(
             plain.close()
         refused = _settings(tmp_path, server.url)
         with pytest.raises(EvictingRedis, match="maxmemory-policy allkeys-lfu"):
-            refuse_evicting_redis_at(refused, server.url, redis_eviction_gauge(CollectorRegistry()))
+            refuse_evicting_redis_at(
+                refused, [server.url], redis_eviction_gauge(CollectorRegistry())
+            )
         accepted = _settings(tmp_path, server.url, redis_accept_eviction="allkeys-lfu")
         registry = CollectorRegistry()
         with caplog.at_level(logging.WARNING, logger="hbgw.redis"):
-            policy = refuse_evicting_redis_at(accepted, server.url, redis_eviction_gauge(registry))
-        assert policy == "allkeys-lfu"
+            refuse_evicting_redis_at(accepted, [server.url], redis_eviction_gauge(registry))
         assert (
             registry.get_sample_value("hbgw_redis_eviction_accepted", {"policy": "allkeys-lfu"})
             == 1.0
@@ -190,10 +191,24 @@ def test_noeviction_sets_no_series(tmp_path: Path) -> None:
     with running_redis(tmp_path / "r", "--maxmemory-policy", "noeviction") as server:
         registry = CollectorRegistry()
         settings = _settings(tmp_path, server.url)
-        assert refuse_evicting_redis_at(settings, server.url, redis_eviction_gauge(registry)) == (
-            "noeviction"
-        )
+        refuse_evicting_redis_at(settings, [server.url], redis_eviction_gauge(registry))
         assert (
             registry.get_sample_value("hbgw_redis_eviction_accepted", {"policy": "noeviction"})
             is None
         )
+
+
+def test_a_broker_redis_apart_from_the_state_is_checked_too(
+    tmp_path: Path, lru_redis: PrivateRedis
+) -> None:
+    """HBGW_BROKER_URL on an evicting Redis: Celery's queues and bindings live there, so the
+    roles refuse it at start as they refuse an evicting state Redis."""
+    with running_redis(tmp_path / "state", "--maxmemory-policy", "noeviction") as state:
+        settings = _settings(tmp_path, state.url, broker_url=lru_redis.url)
+        env = settings_env(settings)
+        proc = subprocess.run(
+            _hbgw("worker", "--name", "w1"), env=env, capture_output=True, timeout=120
+        )
+    text = " ".join((proc.stdout + proc.stderr).decode().split())
+    assert proc.returncode == 2, text
+    assert f"127.0.0.1:{lru_redis.port}" in text and "maxmemory-policy allkeys-lru" in text, text
