@@ -89,7 +89,7 @@ def connection_policy(conn: Any) -> str:
     """``read_policy`` on one connection being made (inside redis-py's connect); ``conn``: a
     redis-py connection (its methods are untyped)."""
     try:
-        conn.send_command("CONFIG", "GET", "maxmemory-policy")
+        conn.send_command("CONFIG", "GET", "maxmemory-policy", check_health=False)
         answer = conn.read_response()
         pairs = (
             answer.items()
@@ -102,7 +102,7 @@ def connection_policy(conn: Any) -> str:
     except redis.ResponseError:
         pass
     try:
-        conn.send_command("INFO", "memory")
+        conn.send_command("INFO", "memory", check_health=False)
         return policy_of_info(_decoded(conn.read_response()))
     except redis.ResponseError:
         return UNREADABLE
@@ -115,7 +115,9 @@ def policy_check(accepted: str | None, *, handshake: bool = True) -> Callable[[A
 
     def on_connect(conn: Any) -> None:
         if handshake:
-            conn.on_connect()
+            # As redis-py's own connect does it: no health check (a PING) before AUTH, whose
+            # NOAUTH would reconnect, and so call this hook again, for ever.
+            conn.on_connect_check_health(check_health=False)
         policy = connection_policy(conn)
         if not acceptable(policy, accepted):
             where = f"{conn.host}:{conn.port}" if hasattr(conn, "port") else "its unix socket"
