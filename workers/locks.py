@@ -160,6 +160,7 @@ class LockKeeper:
         self._guard = threading.Lock()
         self._stamp_guard = threading.Lock()
         self._held: Queue | None = None
+        self._restore: Queue | None = None
         self._own = renewals is None
         self._renewals = renewals or LockRenewals(gate, lease_ms, monotonic=monotonic)
 
@@ -177,12 +178,17 @@ class LockKeeper:
         if self._own:
             self._renewals.close()
 
-    def hold(self, stamp: Queue) -> None:
+    def hold(self, stamp: Queue, restore: Queue) -> None:
         """Keep a liveness stamp for the turn's next round trip, or the renewals' if the turn
         makes none before (a long model call): a step of the agent costs no round trip of its
-        own, and a stamp is never older than a renewal period when it lands."""
+        own, and a stamp is never older than a renewal period when it lands.
+
+        ``restore``: the same stamp written only where Redis has none; every renewal with no
+        newer stamp to send sends it, so a stamp an evicting Redis dropped during a long model
+        call is back within a renewal period (issue 29), and a newer one is never overwritten.
+        """
         with self._stamp_guard:
-            self._held = stamp
+            self._held, self._restore = stamp, restore
 
     def take_held(self) -> Queue | None:
         """The held stamp, for the turn's own round trip; waits for a renewal that is sending
@@ -193,11 +199,11 @@ class LockKeeper:
 
     @contextlib.contextmanager
     def held_stamp(self) -> Iterator[Queue | None]:
-        """The held stamp, taken for the renewals' round trip; the guard is held while it is
-        sent."""
+        """The held stamp, taken for the renewals' round trip, else the last one's restore
+        (``hold``); the guard is held while it is sent."""
         with self._stamp_guard:
             stamp, self._held = self._held, None
-            yield stamp
+            yield stamp if stamp is not None else self._restore
 
     def check(self) -> None:
         if self.lost.is_set():

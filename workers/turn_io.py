@@ -217,7 +217,10 @@ class TurnIO:
         """A stamp that rides on the turn's next round trip (``LockKeeper.hold``): stamped now,
         landing within a renewal period at the latest."""
         p, sid, at_ms = self.parts, lease.session_id, self.parts.now_ms()
-        lease.keeper.hold(lambda pipe: p.stamp(sid, at_ms, phase, pipe=pipe))
+        lease.keeper.hold(
+            lambda pipe: p.stamp(sid, at_ms, phase, pipe=pipe),
+            restore=lambda pipe: p.stamp(sid, at_ms, phase, pipe=pipe, missing_only=True),
+        )
 
     def _step(self, lease: Lease, phase: str, address: Address | None) -> None:
         lease.keeper.check()

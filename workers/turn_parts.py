@@ -59,7 +59,16 @@ class TurnParts:
         return to_ms(self.clock())
 
     def stamp(
-        self, session_id: str, at_ms: int, phase: str, *, pipe: redis.client.Pipeline | None = None
+        self,
+        session_id: str,
+        at_ms: int,
+        phase: str,
+        *,
+        pipe: redis.client.Pipeline | None = None,
+        missing_only: bool = False,
     ) -> None:
-        """The session's liveness stamp, as this worker (``pipe``: queued there)."""
-        self.liveness.stamp(session_id, at_ms, phase, self.worker, pipe=pipe)
+        """The session's liveness stamp, as this worker (``pipe``: queued there;
+        ``missing_only``: only where Redis has none, ``Liveness.stamp``)."""
+        self.liveness.stamp(
+            session_id, at_ms, phase, self.worker, pipe=pipe, missing_only=missing_only
+        )

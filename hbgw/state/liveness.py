@@ -161,11 +161,18 @@ class Liveness:
         *,
         external: bool = False,
         pipe: redis.client.Pipeline | None = None,
+        missing_only: bool = False,
     ) -> None:
-        """Stamp the session's phase; ``pipe``: queued there, sent with its other commands."""
+        """Stamp the session's phase; ``pipe``: queued there, sent with its other commands.
+        ``missing_only``: write it only where the session has no stamp (HSETNX): a stamp Redis
+        evicted comes back, a newer one is never overwritten."""
         record = Stamp(session_id, at_ms, phase, worker, external)
         _hset, key, field, value = stamp_command(self.keys, record)
-        (self.client if pipe is None else pipe).hset(key, field, value)
+        target = self.client if pipe is None else pipe
+        if missing_only:
+            target.hsetnx(key, field, value)
+        else:
+            target.hset(key, field, value)
 
     def all(self) -> list[Stamp]:
         entries = self.client.hgetall(self.keys.liveness())

@@ -143,3 +143,37 @@ def test_a_cron_job_behind_an_evicted_fence_runs_at_once(
 
 def _job_done(gw: Gateway, job_id: str) -> int:
     return sum(1 for r in gw.store.jobs.job_runs(job_id) if r.state == RunState.COMPLETED)
+
+
+def test_an_evicted_stamp_of_a_running_turn_is_back_within_a_renewal_period(
+    tmp_path: Path, redis_url: str, redis_ns: str
+) -> None:
+    """Before the fix a turn in a long model call had no stamp from the eviction until its
+    next step (here: 4 s later, the delivery; with a real model, minutes), so `hbgw agents` lost
+    it and a stall of it could never be alerted. The lock renewals now write its last stamp
+    back (HSETNX), within a renewal period (a third of the 2 s lease here)."""
+    settings = gateway_settings(
+        tmp_path, redis_url, redis_ns, agent="echo", echo_delay=4.0, **PRODUCTION
+    )
+    gw = Gateway(settings, redis_url)
+    liveness = gw.rt.liveness
+    try:
+        with gw.worker("w1"):
+            sid = gw.session()
+            gw.due_now(sid, seconds=60)
+            gw.tick()
+
+            def running_stamp() -> object:
+                mine = [s for s in liveness.all() if s.session == sid and s.phase != "idle"]
+                return mine[0] if mine else None
+
+            stamp = wait_until(running_stamp, 10, "the turn's stamp, in the agent")
+            assert gw.rt.client.delete(gw.rt.keys.liveness()) == 1  # evicted
+            back = wait_until(running_stamp, settings.lock_lease, "the stamp written back")
+            assert back == stamp  # the same stamp, not a new one or a newer phase overwritten
+            [run] = gw.final_runs(sid)
+            assert run.state == RunState.COMPLETED
+            final = [s for s in liveness.all() if s.session == sid]
+            assert [s.phase for s in final] == ["idle"]  # the restore never outlives the turn
+    finally:
+        gw.close()

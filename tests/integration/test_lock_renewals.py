@@ -110,7 +110,12 @@ def test_stamps_a_turn_held_ride_on_the_renewal(gateway: Gateway) -> None:
     renewals = LockRenewals(gate, LEASE_MS)
     keeper = LockKeeper(gate, sid, f"tok-{sid}", LEASE_MS, renewals=renewals)
     with keeper:
-        keeper.hold(lambda pipe: gw.rt.liveness.stamp(sid, 7, "thinking", "w1", pipe=pipe))
+        keeper.hold(
+            lambda pipe: gw.rt.liveness.stamp(sid, 7, "thinking", "w1", pipe=pipe),
+            restore=lambda pipe: gw.rt.liveness.stamp(
+                sid, 7, "thinking", "w1", pipe=pipe, missing_only=True
+            ),
+        )
         assert [s for s in gw.rt.liveness.all() if s.session == sid] == []  # held, not sent
         sent = CountingRedis.executed
         renewals.renew_all()
