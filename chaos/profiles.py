@@ -35,6 +35,9 @@ SETTINGS: dict[str, Any] = {
     "webhook_timeout": 1.0,
     "webhook_retries": 3,
     "webhook_retry_seconds": 6.0,
+    # That receiver listens on loopback, an inside address outbound webhooks refuse unless the
+    # operator allows it (issue 29, docs/operations.md#outbound-addresses).
+    "webhook_allow_networks": "127.0.0.1/32",
     # A delivery that failed for now is not sent again by a later grant here: the send checks
     # judge every send by the grant of the turn it answers, and a later grant's resend of a
     # retrying record would read as a stale send (tests/e2e/test_delivery_retries.py covers that

@@ -11,6 +11,7 @@ from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from hbgw.core.masking import mask_command, mask_url
+from hbgw.core.outbound import OutboundGuard
 from hbgw.core.settings_agent import AgentToolSettings
 from hbgw.core.settings_beat import BeatSettings
 from hbgw.core.settings_costs import CostSettings
@@ -43,6 +44,11 @@ PLATFORM_NEEDS = {
 
 
 # Each platform's settings, and the refusal of placeholders, live in modules of their own.
+def _no_resolving(host: str, port: int) -> list[str]:
+    """Settings are read by every command: names are not looked up then, only when connecting."""
+    return []
+
+
 class Settings(
     BaseSettings,
     BeatSettings,
@@ -298,6 +304,20 @@ class Settings(
                 "set HBGW_REDIS_TLS_CERT and HBGW_REDIS_TLS_KEY together (a client certificate "
                 "is useless without its key), or neither"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _webhooks_stay_outside(self) -> Settings:
+        # The operator's own URLs follow the rule of a tenant's (core/outbound.py): an inside
+        # address written in the URL stops the start; a name is checked when connecting.
+        guard = OutboundGuard(self.outbound_allowlist, resolve=_no_resolving)
+        urls = {"HBGW_WEBHOOK_URL": self.webhook_url}
+        if self.alert_webhook is not None:
+            urls["HBGW_ALERT_WEBHOOK"] = self.alert_webhook.get_secret_value()
+        for name, url in urls.items():
+            problem = guard.url_problem(url) if url else None
+            if problem is not None:
+                raise ValueError(f"{name}: {problem}")
         return self
 
     @model_validator(mode="before")

@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import logging
+import re
 from typing import Any
 
+import pytest
 from support.fake_webhook_receiver import Received, Scripted
 from support.harness import wait_until
 from support.webhook_fixtures import SECRET, TIMEOUT, Webhook
@@ -133,13 +136,22 @@ def test_a_hang_past_the_timeout_is_sent_again_and_the_receiver_drops_it(
     assert run.state == "completed" and run.delivery.state == "suppressed"
 
 
-def test_a_receiver_gone_for_good_fails_the_delivery_at_once(webhook: Webhook) -> None:
+def test_a_receiver_gone_for_good_fails_the_delivery_at_once(
+    webhook: Webhook, caplog: pytest.LogCaptureFixture
+) -> None:
     webhook.receiver.gone = True
+    caplog.set_level(logging.WARNING, "hbgw.webhook")
     run, requests = _run_after(webhook)
     assert [r.status for r in requests] == [410]  # not repeated
     assert run.state == "failed" and run.delivery.state == "failed"
-    assert "HTTP 410" in run.detail and "refused the message for good" in run.detail
+    # Issue 29: the record (what a tenant reads) says no more than "could not be delivered"
+    # and a reference; the operator's log has the receiver's answer under that reference.
+    assert "could not be delivered" in run.detail and "HTTP 410" not in run.detail
     assert "s3cr3t" not in run.detail  # the URL's token is never in a record
+    found = re.search(r"reference (wh-[0-9a-f]+)", run.detail)
+    assert found is not None, run.detail
+    logged = [r for r in caplog.records if getattr(r, "reference", None) == found.group(1)]
+    assert len(logged) == 1 and "HTTP 410" in logged[0].getMessage()
 
 
 def test_a_session_without_a_url_fails_its_delivery_with_a_sentence(webhook: Webhook) -> None:

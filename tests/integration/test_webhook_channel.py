@@ -13,6 +13,7 @@ from collections.abc import Iterator
 import pytest
 from pydantic import ValidationError
 from support.fake_webhook_receiver import FakeReceiver, Scripted, fake_receiver
+from support.webhook_fixtures import loopback_guard
 
 from hbgw.core.errors import BadInput, PermanentDelivery, TransientDelivery
 from hbgw.core.logs import configured_secrets
@@ -25,6 +26,8 @@ from hbgw.workers.ports import Address
 
 SECRET = "whsec-unit"
 TO = Address("webhook", "room-1", "t-1")
+# What a failure says (the tenant reads it in the runs view): no detail, a reference.
+WITHHELD = r"could not be delivered to the session's webhook \(reference wh-[0-9a-f]{10}\)"
 
 
 @pytest.fixture
@@ -46,7 +49,7 @@ def _closed() -> Iterator[None]:
 
 
 def channel(url: str | None, *, retries: int = 2, budget: float = 10.0) -> WebhookChannel:
-    made = WebhookChannel(SECRET, lambda _sid: url, Policy(1.0, retries, budget))
+    made = WebhookChannel(SECRET, lambda _sid: url, Policy(1.0, retries, budget), loopback_guard())
     OPEN.append(made)
     return made
 
@@ -65,8 +68,9 @@ def test_a_duplicate_answer_is_a_duplicate_receipt(receiver: FakeReceiver) -> No
     receipts = [send(ch, key) for key in ("k1", "k2", "k3")]
     assert [r.duplicate for r in receipts] == [True, True, True]  # type: ignore[attr-defined]
     receiver.next(Scripted(409, answer={"error": "another conflict"}))
-    with pytest.raises(PermanentDelivery, match="HTTP 409"):
+    with pytest.raises(PermanentDelivery, match=WITHHELD) as failed:
         send(ch, "k4")
+    assert failed.value.reason == "http_409"
 
 
 def test_every_attempt_carries_the_key_the_mark_and_a_fresh_signature(
@@ -90,7 +94,7 @@ def test_every_attempt_carries_the_key_the_mark_and_a_fresh_signature(
 def test_a_wait_longer_than_the_budget_fails_at_once(receiver: FakeReceiver) -> None:
     ch = channel(receiver.hook(), budget=5)
     receiver.next(Scripted(429, retry_after=60))
-    with pytest.raises(TransientDelivery, match="HTTP 429") as failed:
+    with pytest.raises(TransientDelivery, match=WITHHELD) as failed:
         send(ch)
     assert failed.value.reason == "http_429" and len(receiver.requests) == 1
 
@@ -98,13 +102,14 @@ def test_a_wait_longer_than_the_budget_fails_at_once(receiver: FakeReceiver) -> 
 def test_a_redirect_and_a_client_error_are_permanent(receiver: FakeReceiver) -> None:
     ch = channel(receiver.hook())
     receiver.next(Scripted(302, location="https://elsewhere.example/"))
-    with pytest.raises(PermanentDelivery, match="HTTP 302"):
+    with pytest.raises(PermanentDelivery, match=WITHHELD) as redirected:
         send(ch, "a")
+    assert redirected.value.reason == "http_302"
     for status in (401, 403, 404):
         receiver.next(Scripted(status))
-        with pytest.raises(PermanentDelivery, match=f"HTTP {status}") as failed:
+        with pytest.raises(PermanentDelivery, match=WITHHELD) as failed:
             send(ch, f"b{status}")
-        assert failed.value.platform == "webhook"
+        assert failed.value.platform == "webhook" and failed.value.reason == f"http_{status}"
     assert len(receiver.requests) == 4  # none repeated
 
 
@@ -117,7 +122,7 @@ def test_a_receiver_that_is_down_is_tried_again_then_transient(
     url = f"http://127.0.0.1:{port}/hooks/T0/XYZ?token=s3cr3t"
     ch = channel(url, retries=2)
     caplog.set_level(logging.WARNING, "hbgw.webhook")
-    with pytest.raises(TransientDelivery, match="could not be reached") as failed:
+    with pytest.raises(TransientDelivery, match=WITHHELD) as failed:
         send(ch)
     assert failed.value.reason == "unreachable"
     assert "s3cr3t" not in str(failed.value) and "XYZ" not in str(failed.value)

@@ -14,12 +14,20 @@
   is the receipt's message id.
 * ``typing`` and ``progress`` send nothing, on any turn: a webhook gets messages only.
 * The URL is never logged (its path or query often holds a token): logs name its origin.
+* Connections go only to addresses outside the gateway's network or on the operator's
+  allowlist (``core/outbound.py``), checked on the address connected to; a refused one fails
+  ``PermanentDelivery``.
+* What a failure says is what a tenant reads in the runs view and the heartbeat's status, so
+  it says no more than "could not be delivered" and a reference: the receiver's answer, a
+  refused connection or an inside address would map the gateway's network for whoever set the
+  URL. The log line of the failure carries the detail under the same ``reference``.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import secrets
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -31,7 +39,9 @@ import httpx
 from tenacity import RetryCallState, Retrying, retry_if_exception_type, wait_random_exponential
 
 from hbgw.core.clock import Clock, iso, pause, utcnow
-from hbgw.core.errors import PermanentDelivery, TransientDelivery
+from hbgw.core.errors import DeliveryFailed, OutboundRefused, PermanentDelivery, TransientDelivery
+from hbgw.core.outbound import OutboundGuard
+from hbgw.core.outbound_http import guarded_transport
 from hbgw.core.settings import Settings
 from hbgw.gateway.platforms.webhook.redact import origin
 from hbgw.gateway.platforms.webhook.signature import signed_headers
@@ -71,6 +81,7 @@ class WebhookChannel:
         secret: str,
         urls: Callable[[str], str | None],
         policy: Policy,
+        guard: OutboundGuard,
         *,
         clock: Clock = utcnow,
         sleep: Callable[[float], None] = pause,
@@ -80,8 +91,13 @@ class WebhookChannel:
         self.policy = policy
         self.clock = clock
         self.sleep = sleep
-        # No redirects: a 3xx would send the signed body somewhere nobody configured.
-        self.client = httpx.Client(follow_redirects=False, headers={"User-Agent": "hbgw-webhook"})
+        # No redirects: a 3xx would send the signed body somewhere nobody configured (an
+        # inside address among them). Every connection passes the guard.
+        self.client = httpx.Client(
+            follow_redirects=False,
+            headers={"User-Agent": "hbgw-webhook"},
+            transport=guarded_transport(guard),
+        )
 
     @classmethod
     def from_settings(
@@ -92,7 +108,10 @@ class WebhookChannel:
         policy = Policy(
             settings.webhook_timeout, settings.webhook_retries, settings.webhook_retry_seconds
         )
-        return cls(secret.get_secret_value(), urls or StoredUrls(settings), policy, clock=clock)
+        guard = OutboundGuard(settings.outbound_allowlist)
+        return cls(
+            secret.get_secret_value(), urls or StoredUrls(settings), policy, guard, clock=clock
+        )
 
     def send(
         self,
@@ -136,7 +155,9 @@ class WebhookChannel:
         try:
             return retrying(self._attempt, url, body, delivery_key, possible_repeat, started)
         except _Again as exc:
-            raise exc.failure from exc
+            raise _withheld(exc.failure, url, session_id) from exc
+        except PermanentDelivery as exc:
+            raise _withheld(exc, url, session_id) from exc
 
     def _url(self, session_id: str) -> str:
         try:
@@ -169,6 +190,12 @@ class WebhookChannel:
         timeout = max(0.1, min(self.policy.timeout, left))
         try:
             response = self.client.post(url, content=body, headers=headers, timeout=timeout)
+        except OutboundRefused as exc:
+            raise PermanentDelivery(
+                f"The webhook at {origin(url)} was not connected to: {exc}",
+                platform=PLATFORM,
+                reason="inside_address",
+            ) from exc
         except httpx.TimeoutException as exc:
             raise _Again(_transient(
                 f"The webhook at {origin(url)} did not answer within {timeout:g} s; it may have "
@@ -231,6 +258,24 @@ class WebhookChannel:
 
 
 _BACKOFF = wait_random_exponential(multiplier=BACKOFF, max=MAX_BACKOFF)
+
+
+def _withheld(failure: DeliveryFailed, url: str, session_id: str) -> DeliveryFailed:
+    """``failure`` as a tenant may read it: "could not be delivered" and a reference; the
+    detail goes to the operator's log under that reference."""
+    reference = f"wh-{secrets.token_hex(5)}"
+    log.warning(
+        "webhook delivery to %s failed (reference %s): %s",
+        origin(url),
+        reference,
+        failure,
+        extra={"action": "webhook.failed", "session": session_id, "reference": reference},
+    )
+    sentence = (
+        f"The message could not be delivered to the session's webhook (reference {reference}); "
+        "the operator finds the cause in the gateway's log under that reference."
+    )
+    return type(failure)(sentence, platform=PLATFORM, reason=failure.reason)
 
 
 def _transient(sentence: str, reason: str) -> TransientDelivery:

@@ -4,6 +4,7 @@ heartbeats are POSTed to, behind the API's bearer tokens like the session's othe
 ``PUT {"url": "https://…"}`` keeps it on the session (compression and a switch carry it
 along); ``{"url": null}`` forgets it, and HBGW_WEBHOOK_URL applies again. Answers show the
 URL's origin only (``https://host/…``): its path or query often holds the receiver's token.
+A URL whose host is inside the gateway's network is refused with 422 (``core/outbound.py``).
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from typing import Any
 
 from fastapi import APIRouter
 
+from hbgw.core.outbound import OutboundGuard
+from hbgw.core.webhook_url import webhook_url_problem
 from hbgw.gateway.api.errors import ApiError
 from hbgw.gateway.api.routes_sessions import Ctx, Who
 from hbgw.gateway.api.schemas import Request, Response, errors
@@ -53,6 +56,13 @@ def set_webhook(session_id: str, body: WebhookTarget, ctx: Ctx, who: Who) -> dic
             f"Session {session.id} is on {session.platform}, not webhook: only a webhook "
             "session's messages are POSTed to a URL.",
         )
+    # An inside address (in any notation, or a name resolving to one now) is refused here,
+    # before anything is stored; the worker checks the address it connects to again.
+    guard = OutboundGuard(ctx.settings.outbound_allowlist)
+    url = body.url
+    problem = None if url is None else webhook_url_problem(url) or guard.url_problem(url)
+    if problem is not None:
+        raise ApiError(422, "invalid_input", problem)
     kept = ctx.store.webhooks.set_webhook_url(session.id, body.url, ctx.clock())
     answer = _route(ctx, session.id, kept)
     where = answer["url"] or "HBGW_WEBHOOK_URL"
