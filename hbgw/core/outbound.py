@@ -30,6 +30,9 @@ Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 Resolver = Callable[[str, int], Sequence[str]]
 
 ALLOW_SETTING = "HBGW_WEBHOOK_ALLOW_NETWORKS"
+# The end of a refusal: a tenant asks the operator; the operator (a setting) allows it.
+TENANT_REMEDY = f"Use a public address, or ask the operator to add it to {ALLOW_SETTING}."
+OPERATOR_REMEDY = f"Use a public address, or add it to {ALLOW_SETTING} if you mean it."
 
 # Listed rather than left to ``ipaddress.is_global``, whose answer changed between Python
 # patch releases; each with the word a refusal uses for it.
@@ -147,7 +150,7 @@ def parse_allowlist(text: str) -> Allowlist:
                 networks.append(ipaddress.ip_network(entry.strip("[]"), strict=True))
             except ValueError as exc:
                 raise ValueError(
-                    f"{ALLOW_SETTING}: {entry!r} is not a network ({exc}); write networks like "
+                    f"{entry!r} is not a network ({exc}); write networks like "
                     "10.0.5.0/24 or fd00::/8, addresses like 10.0.5.7, or host names, "
                     "separated by commas"
                 ) from None
@@ -157,7 +160,7 @@ def parse_allowlist(text: str) -> Allowlist:
         if not all(label and label.replace("-", "").isalnum() and label.isascii()
                    for label in labels):  # fmt: skip
             raise ValueError(
-                f"{ALLOW_SETTING}: {entry!r} is neither a network nor a host name; write "
+                f"{entry!r} is neither a network nor a host name; write "
                 "networks like 10.0.5.0/24, addresses like 10.0.5.7, or host names like "
                 "hooks.internal, separated by commas"
             )
@@ -178,7 +181,7 @@ class OutboundGuard:
         self.allow = allow
         self.resolve = resolve
 
-    def refusal(self, address: Address, shown: str) -> str | None:
+    def refusal(self, address: Address, shown: str, remedy: str = TENANT_REMEDY) -> str | None:
         """The sentence refusing ``address`` (reached through ``shown``); None when allowed."""
         kind = inside_kind(address)
         if kind is None or self.allow.permits(address):
@@ -186,13 +189,12 @@ class OutboundGuard:
         article = "an" if kind[0] in "aeiou" else "a"
         return (
             f"{shown} is {article} {kind} address, inside the gateway's own network: webhooks are "
-            f"not sent there. Use a public address, or ask the operator to add it to "
-            f"{ALLOW_SETTING}."
+            f"not sent there. {remedy}"
         )
 
-    def url_problem(self, url: str) -> str | None:
-        """Set time: None when ``url``'s host may be POSTed to; else the sentence saying why not.
-        A name that does not resolve now is left to the check at connect time."""
+    def url_problem(self, url: str, remedy: str = TENANT_REMEDY) -> str | None:
+        """Set time: None when ``url``'s host may be POSTed to; else the sentence saying why not
+        (ending in ``remedy``). A name that does not resolve now is left to connect time."""
         try:
             host = host_name(urlsplit(url).hostname or "")
         except ValueError:  # not a URL: the syntax check (webhook_url.py) says so
@@ -202,15 +204,15 @@ class OutboundGuard:
         shown = f"The webhook URL's host {host}"
         literal = literal_address(host)
         if literal is not None:
-            return self.refusal(literal, shown)
+            return self.refusal(literal, shown, remedy)
         if is_localhost(host):
-            return self.refusal(ipaddress.IPv4Address("127.0.0.1"), shown)
+            return self.refusal(ipaddress.IPv4Address("127.0.0.1"), shown, remedy)
         try:
             found = self.resolve(host, 443)
         except (OSError, UnicodeError):  # no answer now; connecting will look again
             return None
         for text in found:
-            problem = self.refusal(ipaddress.ip_address(text), shown)
+            problem = self.refusal(ipaddress.ip_address(text), shown, remedy)
             if problem is not None:
                 return problem.replace(" is ", " resolves to ", 1)
         return None
@@ -226,7 +228,8 @@ class OutboundGuard:
         allowed: list[str] = []
         refused: str | None = None
         for text in found:
-            problem = self.refusal(ipaddress.ip_address(text), f"{name} ({text})")
+            # Read in the operator's log (the tenant sees a reference): the operator's remedy.
+            problem = self.refusal(ipaddress.ip_address(text), f"{name} ({text})", OPERATOR_REMEDY)
             if problem is None:
                 allowed.append(text)
             else:

@@ -11,7 +11,7 @@ from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from hbgw.core.masking import mask_command, mask_url
-from hbgw.core.outbound import OutboundGuard
+from hbgw.core.outbound import OPERATOR_REMEDY, OutboundGuard
 from hbgw.core.settings_agent import AgentToolSettings
 from hbgw.core.settings_beat import BeatSettings
 from hbgw.core.settings_costs import CostSettings
@@ -315,7 +315,7 @@ class Settings(
         if self.alert_webhook is not None:
             urls["HBGW_ALERT_WEBHOOK"] = self.alert_webhook.get_secret_value()
         for name, url in urls.items():
-            problem = guard.url_problem(url) if url else None
+            problem = guard.url_problem(url, OPERATOR_REMEDY) if url else None
             if problem is not None:
                 raise ValueError(f"{name}: {problem}")
         return self
