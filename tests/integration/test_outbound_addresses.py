@@ -41,6 +41,8 @@ from hbgw.core.outbound import Allowlist, OutboundGuard
 from hbgw.gateway.platforms.webhook.channel import Policy, WebhookChannel
 from hbgw.workers.ports import Address
 
+NOTHING = OutboundGuard(Allowlist())
+
 # The attack's notations of loopback, and the metadata service.
 NOTATIONS = (
     "127.0.0.1",
@@ -139,6 +141,40 @@ def test_the_allowlist_lets_the_loopback_receiver_through(receiver: FakeReceiver
     finally:
         refusing.close()
         allowing.close()
+
+
+def test_a_url_httpx_cannot_read_fails_for_good_and_sends_nothing() -> None:
+    """``010.8.8.8`` is 8.8.8.8 to the address check (octal, as the OS reads it) but not a URL
+    httpx takes: the delivery fails for good with a reference, no exception escapes."""
+    ch = WebhookChannel(SECRET, lambda _sid: "http://010.8.8.8/hook", Policy(1.0, 2, 5.0), NOTHING)
+    try:
+        with pytest.raises(PermanentDelivery, match="could not be delivered") as failed:
+            ch.send(Address("webhook", "room-1"), "hi", session_id="s1", kind="reply",
+                    delivery_key="k1")  # fmt: skip
+        assert failed.value.reason == "invalid_url"
+    finally:
+        ch.close()
+
+
+def test_an_alert_is_not_redirected_inside(caplog: pytest.LogCaptureFixture) -> None:
+    """Redirects are not followed at all: a receiver allowed on loopback that answers 302 to
+    another inside path does not get the alert POSTed there."""
+    app, hits = FastAPI(), []
+
+    @app.post("/alerts")
+    async def moved() -> Response:
+        hits.append("alerts")
+        return Response(status_code=302, headers={"Location": "/api/worker/shutdown/w1"})
+
+    @app.post("/api/worker/shutdown/w1")
+    async def shutdown() -> Response:
+        hits.append("shutdown")
+        return Response(status_code=200)
+
+    with serving(app) as base:
+        sender = AlertSender(f"{base}/alerts", None, loopback_guard(), timeout=5)
+        assert sender.submit({"session": "s-stuck"}) and sender.flush(20)
+    assert hits == ["alerts"]
 
 
 @pytest.fixture

@@ -201,6 +201,12 @@ class WebhookChannel:
                 f"The webhook at {origin(url)} did not answer within {timeout:g} s; it may have "
                 "received the message.", "timeout"
             )) from exc  # fmt: skip
+        except httpx.InvalidURL as exc:  # a host our check read and httpx does not (010.8.8.8)
+            raise PermanentDelivery(
+                f"The webhook URL {origin(url)} could not be used ({exc}).",
+                platform=PLATFORM,
+                reason="invalid_url",
+            ) from exc
         except httpx.TransportError as exc:
             raise _Again(_transient(
                 f"The webhook at {origin(url)} could not be reached ({type(exc).__name__}); the "
