@@ -181,15 +181,17 @@ class OutboundGuard:
         self.allow = allow
         self.resolve = resolve
 
-    def refusal(self, address: Address, shown: str, remedy: str = TENANT_REMEDY) -> str | None:
-        """The sentence refusing ``address`` (reached through ``shown``); None when allowed."""
+    def refusal(
+        self, address: Address, shown: str, remedy: str = TENANT_REMEDY, *, verb: str = "is"
+    ) -> str | None:
+        """The sentence refusing ``address`` (``shown`` ``verb`` it); None when allowed."""
         kind = inside_kind(address)
         if kind is None or self.allow.permits(address):
             return None
         article = "an" if kind[0] in "aeiou" else "a"
         return (
-            f"{shown} is {article} {kind} address, inside the gateway's own network: webhooks are "
-            f"not sent there. {remedy}"
+            f"{shown} {verb} {article} {kind} address, inside the gateway's own network: "
+            f"webhooks are not sent there. {remedy}"
         )
 
     def url_problem(self, url: str, remedy: str = TENANT_REMEDY) -> str | None:
@@ -212,9 +214,9 @@ class OutboundGuard:
         except (OSError, UnicodeError):  # no answer now; connecting will look again
             return None
         for text in found:
-            problem = self.refusal(ipaddress.ip_address(text), shown, remedy)
+            problem = self.refusal(ipaddress.ip_address(text), shown, remedy, verb="resolves to")
             if problem is not None:
-                return problem.replace(" is ", " resolves to ", 1)
+                return problem
         return None
 
     def addresses(self, host: str, port: int) -> list[str]:
