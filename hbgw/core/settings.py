@@ -112,6 +112,17 @@ class Settings(
         description="Comma-separated environment variables the command agent's child inherits; "
         "nothing else reaches it (no HBGW_* setting, no secret).",
     )
+    agent_user: str = Field(
+        default="nobody",
+        description="User the command agent runs as: not root, not the worker's own user, so "
+        "it reads none of the worker's secrets (its environment, memory, files). The worker "
+        "needs root (or CAP_SETUID and CAP_SETGID) to switch to it.",
+    )
+    agent_same_user: bool = Field(
+        default=False,
+        description="Run the command agent as the worker's own user instead (it can then read "
+        "the worker's files in HBGW_HOME and any secret file it reads); logged as a warning.",
+    )
     agent_log: Path | None = Field(
         default=None, description="JSONL file where the echo agent records every turn request."
     )
