@@ -10,7 +10,7 @@ from typing import Any, Literal
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from hbgw.core.masking import mask_command, mask_url
+from hbgw.core.masking import mask_command, mask_url, mask_webhook_url
 from hbgw.core.settings_agent import AgentToolSettings
 from hbgw.core.settings_beat import BeatSettings
 from hbgw.core.settings_costs import CostSettings
@@ -366,6 +366,8 @@ class Settings(
                 value = "********" if value.get_secret_value() else ""
             elif name == "agent_command" and isinstance(value, str):
                 value = mask_command(value)
+            elif name == "webhook_url" and isinstance(value, str):
+                value = mask_webhook_url(value)  # its path may be the token (the logs agree)
             elif isinstance(value, str) and "://" in value:
                 value = mask_url(value)
             elif isinstance(value, Path):
