@@ -16,7 +16,12 @@ import pytest
 
 from hbgw.core.errors import BadInput
 from hbgw.core.settings import Settings
-from hbgw.workers.agents.agent_user import AgentUser, agent_user, can_switch_user
+from hbgw.workers.agents.agent_user import (
+    AgentUser,
+    agent_user,
+    can_switch_user,
+    check_unreadable_by,
+)
 
 NOBODY = pwd.getpwnam("nobody")
 
@@ -79,3 +84,36 @@ def test_switching_needs_both_setuid_and_setgid(tmp_path: Path, caps: str, can: 
 
 def test_without_proc_only_root_counts_as_able_to_switch(tmp_path: Path) -> None:
     assert can_switch_user(tmp_path / "missing") is (os.geteuid() == 0)
+
+
+@pytest.mark.parametrize(
+    ("mode", "owner", "group", "refused"),
+    [
+        (0o600, 0, 0, False),
+        (0o400, 0, 0, False),
+        (0o644, 0, 0, True),  # a Kubernetes Secret volume's default mode
+        (0o640, 0, NOBODY.pw_gid, True),
+        (0o600, NOBODY.pw_uid, 0, True),
+        (0o660, 0, 0, False),
+    ],
+)
+def test_a_secret_file_the_agent_user_can_read_is_refused(
+    tmp_path: Path, mode: int, owner: int, group: int, refused: bool
+) -> None:
+    """The Redis client key is a secret the worker reads from a file; the command's user
+    must not be able to read it too (owner, group or everyone)."""
+    key = tmp_path / "redis.key"
+    key.write_text("-----BEGIN PRIVATE KEY-----")
+    key.chmod(mode)
+    user = AgentUser("nobody", NOBODY.pw_uid, NOBODY.pw_gid, NOBODY.pw_dir)
+    if os.geteuid() != 0 and (owner or group):
+        pytest.skip("giving a file to another user needs root")
+    os.chown(key, owner if os.geteuid() == 0 else -1, group if os.geteuid() == 0 else -1)
+    files = {"HBGW_REDIS_TLS_KEY": key, "HBGW_REDIS_TLS_CERT": None}
+    if not refused:
+        check_unreadable_by(user, files)
+        return
+    with pytest.raises(BadInput) as err:
+        check_unreadable_by(user, files)
+    assert str(err.value).startswith(f"HBGW_REDIS_TLS_KEY ({key}, mode {mode:04o}) can be read")
+    assert "chmod 600" in str(err.value)

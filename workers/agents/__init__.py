@@ -6,7 +6,12 @@ import os
 
 from hbgw.core.errors import BadInput
 from hbgw.core.settings import Settings
-from hbgw.workers.agents.agent_user import agent_user, can_switch_user, make_undumpable
+from hbgw.workers.agents.agent_user import (
+    agent_user,
+    can_switch_user,
+    check_unreadable_by,
+    make_undumpable,
+)
 from hbgw.workers.agents.base import Agent
 from hbgw.workers.agents.command import BLANK_COMMAND, CommandAgent
 from hbgw.workers.agents.echo import EchoAgent
@@ -43,6 +48,8 @@ def command_agent(settings: Settings) -> CommandAgent:
         worker_uid=os.geteuid(),
         can_switch=can_switch_user(),
     )
+    if user is not None:
+        check_unreadable_by(user, {"HBGW_REDIS_TLS_KEY": settings.redis_tls_key})
     # Whoever the child runs as, the worker's /proc entries (its original environment, its
     # memory) are closed to its own uid too: nothing of it is for a command to read.
     make_undumpable()

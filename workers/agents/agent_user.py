@@ -92,6 +92,30 @@ def agent_user(
     return AgentUser(name, entry.pw_uid, entry.pw_gid, entry.pw_dir)
 
 
+def check_unreadable_by(user: AgentUser, files: dict[str, Path | None]) -> None:
+    """Refuse secret files (by setting name) that ``user`` could read by their owner, group
+    or mode: the worker reads them, and the child is meant to read none of its secrets."""
+    for setting, path in files.items():
+        if path is None:
+            continue
+        try:
+            st = path.stat()
+        except OSError:
+            continue  # a missing file is its own setting's error, said where it is read
+        readable = (
+            st.st_mode & 0o004
+            or (st.st_gid == user.gid and st.st_mode & 0o040)
+            or (st.st_uid == user.uid and st.st_mode & 0o400)
+        )
+        if readable:
+            raise BadInput(
+                f"{setting} ({path}, mode {st.st_mode & 0o777:04o}) can be read by "
+                f"HBGW_AGENT_USER={user.name}, the command agent's user: make it the worker's "
+                "alone (chmod 600, owned by the worker's user; a Kubernetes Secret volume: "
+                "defaultMode 0400)."
+            )
+
+
 def can_switch_user(status: Path = Path("/proc/self/status")) -> bool:
     """Whether this process may set its uid and gid: the capabilities it holds, which root
     in a container may have lost."""
