@@ -100,3 +100,8 @@ def test_the_command_agent_reads_no_secret_of_its_worker(
     ]
     assert not leaked, reply
     assert "xyzzy" not in reply, reply
+    # No descriptor of the worker's (sockets to Redis and SQL, its log) reached the child: its
+    # stdin, stdout and stderr pipes, and the directory `ls` itself opened.
+    own_fds = reply.split("--- own fds", 1)[1].split("\n--- ", 1)[0]
+    targets = [line.split(" -> ", 1)[1] for line in own_fds.splitlines() if " -> " in line]
+    assert targets and all(t.startswith(("pipe:", "/proc/")) for t in targets), own_fds
