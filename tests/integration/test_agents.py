@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import pwd
 import subprocess
 import sys
 from pathlib import Path
@@ -9,9 +11,12 @@ from pathlib import Path
 import pytest
 
 from hbgw.cli.main import main
-from hbgw.core.errors import BadInput
+from hbgw.core.errors import AgentError, BadInput
 from hbgw.core.settings import Settings, get_settings
 from hbgw.workers.agents import make_agent
+from hbgw.workers.agents.agent_user import AgentUser
+from hbgw.workers.agents.base import TurnRequest
+from hbgw.workers.agents.command import CommandAgent
 
 
 @pytest.mark.parametrize("command", ["", "   ", "\t \n"])
@@ -92,3 +97,26 @@ def test_a_command_agent_makes_its_worker_undumpable(tmp_path: Path) -> None:
         [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True
     )
     assert done.stdout.split() == ["1", "0"], done
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="switching the agent's user needs root")
+def test_a_command_its_user_cannot_run_says_whose_rights_count(tmp_path: Path) -> None:
+    """Issue 29, finding 3: the command now runs as HBGW_AGENT_USER; one kept where only the
+    worker's user reaches (pytest's directory, 0700) fails the turn naming that user."""
+    script = tmp_path / "my-agent"
+    script.write_text("#!/bin/sh\ncat\n")
+    script.chmod(0o755)
+    nobody = pwd.getpwnam("nobody")
+    user = AgentUser("nobody", nobody.pw_uid, nobody.pw_gid, nobody.pw_dir)
+    agent = CommandAgent(str(script), timeout=30, user=user)
+    with pytest.raises(AgentError) as failed:
+        agent.run(TurnRequest("s-1", "user", "hi"), lambda _phase: None)
+    said = str(failed.value)
+    assert said.startswith("The agent command could not start as HBGW_AGENT_USER=nobody, who")
+    assert "Permission denied" in said
+    assert (
+        CommandAgent(str(script), timeout=30)
+        .run(TurnRequest("s-1", "user", "hi"), lambda _phase: None)
+        .text
+        == "hi"
+    )

@@ -77,6 +77,14 @@ class CommandAgent:
             )
         except subprocess.TimeoutExpired as exc:
             raise AgentError(f"The agent command timed out after {self.timeout:g}s.") from exc
+        except PermissionError as exc:
+            # Worked when the worker ran it, fails as the agent's user: say whose rights count.
+            whose = (
+                f" as HBGW_AGENT_USER={user.name}, who must be able to read and run it"
+                if user
+                else ""
+            )
+            raise AgentError(f"The agent command could not start{whose}: {exc}.") from exc
         except OSError as exc:
             raise AgentError(f"The agent command could not start: {exc}.") from exc
         if done.returncode != 0:
