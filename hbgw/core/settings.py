@@ -10,7 +10,7 @@ from typing import Any, Literal
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from hbgw.core.masking import mask_command, mask_url
+from hbgw.core.masking import mask_command, mask_url, mask_webhook_url
 from hbgw.core.outbound import OPERATOR_REMEDY, OutboundGuard
 from hbgw.core.settings_agent import AgentToolSettings
 from hbgw.core.settings_beat import BeatSettings
@@ -117,6 +117,17 @@ class Settings(
         default="PATH,HOME,LANG,LC_ALL,TZ,TMPDIR",
         description="Comma-separated environment variables the command agent's child inherits; "
         "nothing else reaches it (no HBGW_* setting, no secret).",
+    )
+    agent_user: str = Field(
+        default="nobody",
+        description="User the command agent runs as: not root, not the worker's own user, so "
+        "it reads none of the worker's secrets (its environment, memory, files). The worker "
+        "needs root (or CAP_SETUID and CAP_SETGID) to switch to it.",
+    )
+    agent_same_user: bool = Field(
+        default=False,
+        description="Run the command agent as the worker's own user instead (it can then read "
+        "the worker's files in HBGW_HOME and any secret file it reads); logged as a warning.",
     )
     agent_log: Path | None = Field(
         default=None, description="JSONL file where the echo agent records every turn request."
@@ -375,6 +386,8 @@ class Settings(
                 value = "********" if value.get_secret_value() else ""
             elif name == "agent_command" and isinstance(value, str):
                 value = mask_command(value)
+            elif name == "webhook_url" and isinstance(value, str):
+                value = mask_webhook_url(value)  # its path may be the token (the logs agree)
             elif isinstance(value, str) and "://" in value:
                 value = mask_url(value)
             elif isinstance(value, Path):

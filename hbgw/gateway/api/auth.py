@@ -4,10 +4,11 @@
 session. A token is compared with every configured one in constant time, and never logged.
 
 Refused at start, each with a sentence that names the pair by position (never the token): a
-token shorter than ``MIN_TOKEN_CHARS``, a character a bearer token cannot carry (RFC 6750:
-letters, digits, ``-._~+/``, trailing ``=``), a token used twice, and an admin token equal to
-an owner's (that owner would be the admin). The length rule also catches most tokens split
-by a comma meant to be part of them: the pieces are short.
+token shorter than ``MIN_TOKEN_CHARS`` or with fewer than ``MIN_DISTINCT_CHARS`` different
+characters (``aaaaaaaaaaaaaaaa`` is long and guessed at once), a character a bearer token
+cannot carry (RFC 6750: letters, digits, ``-._~+/``, trailing ``=``), a token used twice, and
+an admin token equal to an owner's (that owner would be the admin). The length rule also
+catches most tokens split by a comma meant to be part of them: the pieces are short.
 """
 
 from __future__ import annotations
@@ -22,6 +23,11 @@ from hbgw.sessions.validation import check_name
 
 OWNER_CHARS = 255
 MIN_TOKEN_CHARS = 16
+# A random token of 16 or more characters has far more (token_urlsafe(24): about 25 of 32); a
+# typed or repeated one (aaaa…, abab…, passwordpassword) fewer. One in a hundred random
+# 16-digit hex tokens has fewer too: the sentence asks for a longer one.
+MIN_DISTINCT_CHARS = 8
+GENERATE = "python -c 'import secrets; print(secrets.token_urlsafe(24))'"
 # RFC 6750's b64token: what a client can send after "Bearer " (and "=" as trailing padding).
 _TOKEN_CHARS = frozenset(string.ascii_letters + string.digits + "-._~+/")
 
@@ -59,11 +65,19 @@ def parse_tokens(text: str) -> list[tuple[str, str]]:
 
 
 def check_token(token: str, what: str) -> None:
-    """Long enough to resist guessing, and sendable as ``Authorization: Bearer <token>``."""
+    """Long and varied enough to resist guessing, and sendable as ``Authorization: Bearer
+    <token>``."""
     if len(token) < MIN_TOKEN_CHARS:
         raise BadInput(
             f"The token of {what} has {len(token)} characters; use at least {MIN_TOKEN_CHARS}, "
-            "for example from: python -c 'import secrets; print(secrets.token_urlsafe(24))'."
+            f"for example from: {GENERATE}."
+        )
+    distinct = len(set(token))
+    if distinct < MIN_DISTINCT_CHARS:
+        raise BadInput(
+            f"The token of {what} has only {distinct} different characters, which is easy to "
+            f"guess; use a random token with at least {MIN_DISTINCT_CHARS} different characters, "
+            f"for example from: {GENERATE}."
         )
     for position, char in enumerate(token, start=1):
         padding = char == "=" and not token[position:].strip("=")
