@@ -1,10 +1,11 @@
 """Every path that makes a session, a heartbeat or a cron job counts against the owner's quota
 (issue 29, finding 6: with HBGW_API_MAX_HEARTBEATS_PER_OWNER=2 the API refused a third, but
 signed webhook commands, four Telegram forum topics and the model's set_heartbeat tool set
-more). Each path is refused in its own medium, nothing stored, on SQLite and PostgreSQL: the
-API with 429 and its words, a webhook command and a Telegram topic with the sentence as the
-command's answer, the model's tool with an error the model reads. Real Redis and SQL, the API
-under uvicorn, the platforms' fakes and a fake model endpoint on loopback, a real worker."""
+more; a Discord interaction made a session past it). Each path is refused in its own medium,
+nothing stored, on SQLite and PostgreSQL: the API with 429 and its words, a webhook command,
+a Telegram topic and a Discord interaction with the sentence as the command's answer, the
+model's tool with an error the model reads. Real Redis and SQL, the API under uvicorn, the
+platforms' fakes and a fake model endpoint on loopback, a real worker."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import httpx
 import pytest
 from sqlalchemy import Engine
 from support.api_fixtures import ADMIN_TOKEN, BOB, TOKENS, api_overrides
+from support.discord_fixtures import discord_deployment, interaction
 from support.fake_openai import Text, ToolCall, openai_gateway, set_args
 from support.harness import Gateway, gateway_settings, wait_until
 from support.http_server import serving
@@ -165,3 +167,19 @@ def test_the_models_set_heartbeat_tool_is_held_to_the_quota(
             == f"Error: {HEARTBEATS_SENTENCE.replace('2 heartbeats', '1 heartbeats')}"
         )
         assert gw.store.heartbeats.get_heartbeat(made[1].id) is None
+
+
+def test_discord_interactions_are_held_to_the_session_quota(
+    tmp_path: Path, redis_url: str, redis_ns: str, database: str
+) -> None:
+    with discord_deployment(
+        tmp_path, redis_url, redis_ns, database_url=database, api_max_sessions_per_owner=1
+    ) as discord:
+        assert discord.send(interaction("heartbeat", "every 5m check")).status_code == 200
+        wait_until(lambda: discord.fake.of("edit"), 30, "the first answer")
+        in_thread = interaction("heartbeat", "every 5m check", thread=True)
+        assert discord.send(in_thread).status_code == 200  # a thread is a session of its own
+        edits = wait_until(lambda: len(discord.fake.of("edit")) == 2 and discord.fake.of("edit"))
+        assert edits[0].content.startswith("♥ Heartbeat set")
+        assert edits[1].content == SESSIONS_SENTENCE.replace("3 sessions", "1 sessions")
+        assert len(discord.gw.store.sessions.list_sessions(limit=10)) == 1
