@@ -6,14 +6,15 @@ The body (JSON, docs/platforms.md, Signed webhooks)::
     {"id": "<the sender's message id>", "chat": "...", "thread": "..." | null,
      "text": "...", "owner": "..."}
 
-``id`` de-duplicates the sender's retries; ``thread`` and ``owner`` may be left out (owner:
-``webhook``). Everything here runs after the signature and the replay window have passed
-(``routes.py``), on the API's store, Runtime and clock — the path of
-``POST /v1/sessions/{id}/messages`` (``ApiContext.receive``).
+``id`` de-duplicates the sender's retries, within its owner, chat and thread (``seen_id``);
+``thread`` and ``owner`` may be left out (owner: ``webhook``). Everything here runs after the
+signature and the replay window have passed (``routes.py``), on the API's store, Runtime and
+clock — the path of ``POST /v1/sessions/{id}/messages`` (``ApiContext.receive``).
 """
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,6 +46,14 @@ class WebhookMessage:
     @property
     def idempotency_key(self) -> str:
         return f"webhook:{self.id}"
+
+    @property
+    def seen_id(self) -> str:
+        """What the sender's retry is recognised by: its id within its owner, chat and thread
+        (two owners, or two chats of one, may well use the same ids); a digest, so the Redis
+        key stays short whatever the names."""
+        route = "\x1f".join((self.owner, self.chat, self.thread or "", self.id))
+        return hashlib.sha256(route.encode()).hexdigest()[:32]
 
 
 def read_message(payload: Any) -> WebhookMessage:
