@@ -20,6 +20,7 @@ from support.fake_openai import Text, ToolCall, openai_gateway, set_args
 from support.harness import Gateway, gateway_settings, wait_until
 from support.http_server import serving
 from support.scenarios import send
+from support.slack_fixtures import BOT, message, slack_deployment
 from support.telegram_fixtures import GROUP, OWNER, message_update, telegram_deployment
 from support.webhook_fixtures import webhook_deployment
 
@@ -183,3 +184,19 @@ def test_discord_interactions_are_held_to_the_session_quota(
         assert edits[0].content.startswith("♥ Heartbeat set")
         assert edits[1].content == SESSIONS_SENTENCE.replace("3 sessions", "1 sessions")
         assert len(discord.gw.store.sessions.list_sessions(limit=10)) == 1
+
+
+def test_slack_commands_and_messages_are_held_to_the_session_quota(
+    tmp_path: Path, redis_url: str, redis_ns: str, database: str
+) -> None:
+    with slack_deployment(
+        tmp_path, redis_url, redis_ns, database_url=database, api_max_sessions_per_owner=1
+    ) as slack:
+        assert slack.command("heartbeat status").status_code == 200
+        other = slack.command("heartbeat every 5m check", channel="C0OTHER")
+        assert other.json()["text"] == SESSIONS_SENTENCE.replace("3 sessions", "1 sessions")
+        asked = message(f"<@{BOT}> hello", "1700000000.000900", channel="C0THIRD")
+        assert slack.event("EvQ1", asked).status_code == 200
+        told = wait_until(lambda: slack.fake.posts(channel="C0THIRD"), 30, "the refusal")
+        assert told[0].params["text"] == other.json()["text"]
+        assert len(slack.gw.store.sessions.list_sessions(limit=10)) == 1
