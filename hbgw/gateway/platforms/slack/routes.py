@@ -40,7 +40,9 @@ COMMAND_NAME = "/hbgw"
 # heartbeat's own posts, not the commands that set it.
 COMMAND_RESPONSE_TYPE = "ephemeral"
 # A replayed slash command (the same signed request again, within the replay window).
-TAKEN_BEFORE = "This command was taken already; `/hbgw heartbeat status` shows where it stands."
+TAKEN_BEFORE = (
+    "This command was taken already (the same request came again); nothing more was done."
+)
 
 
 class SlackEdge:
