@@ -187,10 +187,12 @@ class Settings(
     api_max_sessions_per_owner: int = Field(
         default=500,
         ge=0,
-        description="Most sessions (not closed) one owner token may hold; 0: any.",
+        description="Most sessions (not closed) one owner may hold, by any path; 0: any.",
     )
     api_max_heartbeats_per_owner: int = Field(
-        default=100, ge=0, description="Most heartbeats (not cleared) of one owner; 0: any."
+        default=100,
+        ge=0,
+        description="Most heartbeats (not cleared) of one owner, by any path; 0: any.",
     )
     api_max_streams_per_owner: int = Field(
         default=20,

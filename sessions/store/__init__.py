@@ -20,11 +20,13 @@ lock cannot change anything after the new owner has started.
 
 from __future__ import annotations
 
+import functools
 from typing import ClassVar
 
 from sqlalchemy import Engine
 
 from hbgw.sessions.db import ensure_schema, make_engine
+from hbgw.sessions.quotas import OwnerQuotas
 from hbgw.sessions.store.base import Database, Transactions
 from hbgw.sessions.store.deliveries import DeliveryRecords
 from hbgw.sessions.store.delivery_retries import DeliveryRetries
@@ -77,9 +79,10 @@ class Store:
         "retention": Housekeeping,
     }
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, quotas: OwnerQuotas | None = None) -> None:
         self.engine = engine
-        database = Database(engine)
+        self.quotas = quotas or OwnerQuotas()
+        database = Database(engine, self.quotas)
         self.sessions = SessionRecords(database)
         self.messages = MessageRecords(database)
         self.heartbeats = Heartbeats(database)
@@ -91,11 +94,18 @@ class Store:
         self.retention = Housekeeping(database)
 
     @classmethod
-    def from_url(cls, url: str) -> Store:
-        """Open a store; the embedded SQLite store migrates itself, others must be migrated."""
+    def from_url(cls, url: str, quotas: OwnerQuotas | None = None) -> Store:
+        """Open a store; the embedded SQLite store migrates itself, others must be migrated.
+        ``quotas``: what each owner may hold (none: the operator's store)."""
         engine = make_engine(url)
         ensure_schema(engine)
-        return cls(engine)
+        return cls(engine, quotas)
+
+    @functools.cached_property
+    def operator(self) -> Store:
+        """The same database, its steps not held to owners' quotas: the operator's (the API's
+        admin token). It shares this store's engine (and its pool)."""
+        return Store(self.engine) if self.quotas.any else self
 
     def close(self) -> None:
         self.engine.dispose()

@@ -22,6 +22,7 @@ from hbgw.gateway.inbound import Answered, InboundParts, Queued, receive
 from hbgw.gateway.platforms.served import Served
 from hbgw.sessions.db import make_engine
 from hbgw.sessions.grammar import GrammarLimits, limits_from_settings
+from hbgw.sessions.quotas import quotas_from_settings
 from hbgw.sessions.store import Store
 from hbgw.sessions.validation import MessageLimits, check_storable, message_limits_from_settings
 from hbgw.sessions.views import SessionView
@@ -78,13 +79,24 @@ class ApiContext:
             raise not_found(session_id)
         return session
 
+    def store_for(self, principal: Principal) -> Store:
+        """The store a principal's changes go through: the admin token is the operator's, not
+        held to owners' quotas; every other change counts against its owner's."""
+        return self.store.operator if principal.admin else self.store
+
     def receive(
-        self, session_id: str, text: str, *, idempotency_key: str | None = None
+        self,
+        session_id: str,
+        text: str,
+        *,
+        idempotency_key: str | None = None,
+        store: Store | None = None,
     ) -> Answered | Queued:
-        """``gateway.inbound.receive`` with this API's store, clock, limits, Redis and platforms:
-        what every edge (the API's messages, each platform's inbound route) hands a text to."""
+        """``gateway.inbound.receive`` with this API's store (or ``store``: ``store_for`` the
+        caller), clock, limits, Redis and platforms: what every edge (the API's messages, each
+        platform's inbound route) hands a text to."""
         return receive(
-            self.store,
+            store or self.store,
             session_id,
             text,
             self.clock(),
@@ -94,7 +106,6 @@ class ApiContext:
             idempotency_key=idempotency_key,
             message_limits=self.message_limits,
             served=self.served,
-            max_jobs=self.settings.api_max_jobs_per_owner,
         )
 
     def settle(self, *session_ids: str) -> None:
@@ -131,11 +142,12 @@ class ApiContext:
 
 def open_store(settings: Settings) -> Store:
     """The store; a database that is away or behind still gives an app whose /readyz says so."""
+    quotas = quotas_from_settings(settings)  # every path through the API's store counts
     try:
-        return Store.from_url(settings.effective_database_url)
+        return Store.from_url(settings.effective_database_url, quotas)
     except HbgwError as exc:
         log.warning("the database is not ready: %s", exc, extra={"action": "api.store_not_ready"})
-        return Store(make_engine(settings.effective_database_url))
+        return Store(make_engine(settings.effective_database_url), quotas)
 
 
 def build_context(

@@ -20,7 +20,6 @@ from hbgw.gateway.api.context import ApiContext
 from hbgw.gateway.api.routes_sessions import PAGE_MAX, Ctx, Who
 from hbgw.gateway.api.schemas import JobSpec, errors
 from hbgw.gateway.api.serial import run_json
-from hbgw.sessions.cron_commands import check_job_quota
 from hbgw.sessions.grammar import check_prompt
 from hbgw.sessions.grammar.job_schedule import exact_text, parse_job_schedule
 from hbgw.sessions.states import MissedPolicy
@@ -56,14 +55,12 @@ def add(body: JobSpec, ctx: Ctx, who: Who) -> dict[str, Any]:
         ctx.session_for(who, body.session_id)  # a stranger's session answers 404
     elif body.platform is not None:
         ctx.served.check(body.platform)  # no job for a route nobody delivers to
-    if not who.admin:
-        check_job_quota(ctx.store.jobs, who.owner, ctx.settings.api_max_jobs_per_owner)
     route = JobRoute(body.session_id, body.platform, body.chat, body.thread)
     text = exact_text(text, schedule, body.exact or not ctx.limits.jitter)
     new = NewJob(
         schedule, text, prompt, route, who.owner, body.model, body.times, MissedPolicy(body.missed)
     )
-    return _settled(ctx, ctx.store.jobs.create_job(new, now))
+    return _settled(ctx, ctx.store_for(who).jobs.create_job(new, now))
 
 
 @router.get("", responses=errors(422))

@@ -10,7 +10,6 @@ from fastapi.responses import JSONResponse
 from hbgw.gateway.api.auth import Principal
 from hbgw.gateway.api.context import ApiContext, context, principal
 from hbgw.gateway.api.errors import ApiError
-from hbgw.gateway.api.quotas import check_sessions
 from hbgw.gateway.api.schemas import (
     NewSession,
     RunList,
@@ -40,10 +39,7 @@ def create_session(body: NewSession, ctx: Ctx, who: Who) -> JSONResponse:
         )
     ctx.served.check(body.platform)
     owner = body.owner if who.admin else who.owner
-    if owner is not None and not who.admin:
-        limit = ctx.settings.api_max_sessions_per_owner
-        check_sessions(ctx.store.sessions.count_open_sessions(owner) if limit else 0, limit, who)
-    session = ctx.store.sessions.create_session(
+    session = ctx.store_for(who).sessions.create_session(
         platform=body.platform, chat=body.chat, thread=body.thread, owner=owner, now=ctx.clock()
     )
     return JSONResponse(session_json(session), status_code=201)

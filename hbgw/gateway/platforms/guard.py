@@ -75,6 +75,10 @@ class Answer:
     key: str
 
 
+# The session of an answer refused before its conversation had one (the owner's session quota).
+NO_SESSION = ""
+
+
 def post_answer(channel: Channel, answer: Answer, platform: str) -> None:
     """Post ``answer``; a failure is logged, not raised: the command has been applied, and
     asking ``/heartbeat status`` again shows its state."""

@@ -10,6 +10,7 @@ time over the exact bytes received.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 
 from slack_sdk.signature import Clock as SlackClock
@@ -47,3 +48,12 @@ class SlackSignature:
         except UnicodeDecodeError:
             return Reject.SIGNATURE  # slack_sdk decodes the body as UTF-8 to sign it
         return None if valid else Reject.SIGNATURE
+
+
+def request_id(headers: Mapping[str, str], body: bytes) -> str:
+    """The id of a verified request: the same for a replay of it (the signature covers the
+    timestamp and the body, so a replay carries both unchanged), different for any other —
+    Slack puts a fresh ``trigger_id`` in each slash command's body. Slash commands have no
+    event id of their own; this one de-duplicates them within the replay window."""
+    stamp = headers.get("x-slack-request-timestamp", "").encode()
+    return "slash:" + hashlib.sha256(stamp + b":" + body).hexdigest()[:32]
