@@ -81,7 +81,8 @@ _SNOWFLAKE = IdFormat(
 # stored (a chat like "1/../../guilds/777/prune" would otherwise steer the bot's token).
 # Slack's conversation ids are C…, G… or D… (users' U… for a direct message), 9 to 11
 # uppercase letters and digits today, and a thread is its first message's ts (1700000000.000100);
-# both are held to their character sets rather than their lengths, which Slack has changed.
+# both are held to their character sets, not to exact shapes: Slack has lengthened its ids
+# before, and sessions made before this check name threads with letters too (T1).
 PLATFORM_IDS: dict[str, tuple[IdFormat, IdFormat]] = {
     "discord": (_SNOWFLAKE, _SNOWFLAKE),
     "telegram": (
