@@ -1,11 +1,14 @@
 """Issue 29, finding 4, through the HTTP API: a 60 kB ``/heartbeat 1eee…e5`` took 32 s (and
 held ``/healthz`` 13.6 s) and was parsed twice, once for the owner's heartbeat quota and once to
-apply it. Now it is refused by its length with the grammar's sentence, stores nothing, and a
-command is parsed once."""
+apply it; a signed Slack command of 40k characters took 15 s. Now it is refused by its length
+with the grammar's sentence, stores nothing, and a command is parsed once."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from support.api_fixtures import ALICE, Api
+from support.slack_fixtures import slack_deployment
 
 from hbgw.sessions.grammar.slash import parse_command
 
@@ -39,3 +42,14 @@ def test_a_heartbeat_command_is_parsed_once_for_the_quota_and_the_answer(api: Ap
         assert answer.json()["ok"] is True, answer.text
     after = parse_command.cache_info()
     assert (after.misses - before.misses, after.hits - before.hits) == (1, 1)
+
+
+def test_a_signed_slack_command_of_40k_characters_gets_the_length_sentence(
+    tmp_path: Path, redis_url: str, redis_ns: str
+) -> None:
+    with slack_deployment(tmp_path, redis_url, redis_ns, api_max_body_bytes=65536) as slack:
+        answer = slack.command("hb 1" + "e" * 40_000 + "5")
+        assert answer.status_code == 200, answer.text
+        assert answer.json()["text"].startswith("The /heartbeat command is too long — 40006 ")
+        sessions = slack.gw.store.sessions.list_sessions(limit=10)
+        assert all(slack.gw.store.heartbeats.get_heartbeat(s.id) is None for s in sessions)
