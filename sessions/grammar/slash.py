@@ -151,7 +151,7 @@ def check_command_length(text: str, limits: GrammarLimits, command: str) -> None
         )
 
 
-@lru_cache(maxsize=256)
+@lru_cache(maxsize=64)  # a memo across one request's two reads, not a store of commands
 def parse_command(text: str, limits: GrammarLimits = GrammarLimits()) -> Command:
     """Parse one /heartbeat command; every failure is a GrammarError with one sentence.
 

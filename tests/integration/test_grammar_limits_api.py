@@ -53,3 +53,14 @@ def test_a_signed_slack_command_of_40k_characters_gets_the_length_sentence(
         assert answer.json()["text"].startswith("The /heartbeat command is too long — 40006 ")
         sessions = slack.gw.store.sessions.list_sessions(limit=10)
         assert all(slack.gw.store.heartbeats.get_heartbeat(s.id) is None for s in sessions)
+
+
+def test_a_put_heartbeat_prompt_too_long_gets_the_prompts_own_sentence(api: Api) -> None:
+    sid = _session(api)
+    spec = {"schedule": "every 5m", "prompt": "p" * 20_000}
+    with api.owner(ALICE) as alice:
+        answer = alice.put(f"/v1/sessions/{sid}/heartbeat", json=spec)
+    assert answer.status_code == 422, answer.text
+    assert answer.json()["error"]["message"] == (
+        "The prompt is too long — 20000 characters; the limit is 4000."
+    )
