@@ -17,7 +17,15 @@ from hbgw.gateway.api.context import ApiContext
 from hbgw.gateway.api.errors import ApiError
 from hbgw.gateway.api.routes_sessions import Ctx, Who
 from hbgw.gateway.api.schemas import HeartbeatChange, HeartbeatSpec, HeartbeatStatus, Reply, errors
-from hbgw.sessions.grammar import Clear, Command, Pause, Resume, SetHeartbeat, parse_command
+from hbgw.sessions.grammar import (
+    Clear,
+    Command,
+    Pause,
+    Resume,
+    SetHeartbeat,
+    check_prompt,
+    parse_command,
+)
 from hbgw.sessions.grammar.costs import check_model, parse_budget
 from hbgw.sessions.grammar.policy import policy_words
 from hbgw.sessions.heartbeat_commands import apply_command
@@ -113,8 +121,8 @@ def _set_command(ctx: ApiContext, body: HeartbeatSpec) -> SetHeartbeat:
         raise CommandError(
             "The schedule is required — for example: every 15m, or cron 0 9 * * 1-5."
         )
-    if not body.prompt.strip():
-        raise CommandError("The prompt is required — for example: check CI.")
+    # The prompt's own sentence (required, too long) before the line is built and parsed.
+    check_prompt(body.prompt, ctx.limits, example="for example: check CI")
     command = parse_command(f"/heartbeat {schedule} {body.prompt}", ctx.limits)
     if not isinstance(command, SetHeartbeat) or command.schedule_text != schedule:
         raise CommandError(

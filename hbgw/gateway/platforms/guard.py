@@ -8,9 +8,11 @@ request costs one counter increment of a series that already exists, never a key
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter
 
@@ -62,6 +64,20 @@ class InboundRejects:
         parts = path.split("/")
         if len(parts) > 2 and parts[1] == "platforms":
             self.count(parts[2], reason)
+
+
+class NotJson(ValueError):
+    """A verified body that JSON cannot read."""
+
+
+def read_json(body: bytes) -> Any:
+    """The body's JSON; every failure a ``ValueError`` (``NotJson``), which each route answers
+    as a malformed request (400). A body nested thousands deep (``[[[[…``) makes the parser
+    raise ``RecursionError``, which was a 500 and a traceback."""
+    try:
+        return json.loads(body)
+    except RecursionError:
+        raise NotJson("the body nests too deeply to be read as JSON.") from None
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,13 @@ from typing import Any
 
 from hbgw.core.clock import pause
 from hbgw.core.settings import Settings
-from hbgw.gateway.platforms.discord.rest import DEFAULT_API, DiscordRest, Route, body_of
+from hbgw.gateway.platforms.discord.rest import (
+    DEFAULT_API,
+    DiscordRest,
+    Route,
+    body_of,
+    channel_segment,
+)
 from hbgw.gateway.platforms.split import split_text
 from hbgw.workers.ports import Address, Receipt, SendGuard
 
@@ -45,8 +51,13 @@ def target(address: Address) -> str:
 
 
 def messages_route(channel_id: str) -> Route:
-    path = f"/channels/{channel_id}/messages"
+    path = f"/channels/{channel_segment(channel_id)}/messages"
     return Route("POST", "POST /channels/{id}/messages", channel_id, path)
+
+
+def typing_route(channel_id: str) -> Route:
+    path = f"/channels/{channel_segment(channel_id)}/typing"
+    return Route("POST", "POST /channels/{id}/typing", channel_id, path)
 
 
 class DiscordChannel:
@@ -117,12 +128,8 @@ class DiscordChannel:
         return body_of(response)
 
     def typing(self, address: Address, *, session_id: str) -> None:
-        channel_id = target(address)
-        route = Route(
-            "POST", "POST /channels/{id}/typing", channel_id, f"/channels/{channel_id}/typing"
-        )
         # Cosmetic: one attempt, and none at all while the bucket is empty.
-        self.rest.call(route, patient=False, retries=0)
+        self.rest.call(typing_route(target(address)), patient=False, retries=0)
 
     def progress(self, address: Address, text: str, *, session_id: str) -> None:
         return None

@@ -17,7 +17,7 @@ from hbgw.core.errors import BadInput, DeliveryFailed
 from hbgw.gateway.api.context import ApiContext
 from hbgw.gateway.inbound import Answered
 from hbgw.gateway.platforms.discord.interactions import EPHEMERAL, NO_PINGS, PLATFORM, Interaction
-from hbgw.gateway.platforms.discord.rest import DiscordRest, Route
+from hbgw.gateway.platforms.discord.rest import DiscordRest, Route, segment
 from hbgw.gateway.platforms.split import split_text
 from hbgw.sessions.views import SessionView
 
@@ -86,7 +86,7 @@ def follow_up(
     except Exception:
         log.exception("a Discord command failed", extra={"action": "discord.command_failed"})
         text = "The command failed inside the gateway; nothing was changed. Try it again."
-    base = f"/webhooks/{interaction.application_id}/{interaction.token}"
+    base = f"/webhooks/{segment(interaction.application_id)}/{segment(interaction.token)}"
     first, *rest_parts = split_text(text, 2000)
     edit = Route(
         "PATCH",

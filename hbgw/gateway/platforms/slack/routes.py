@@ -15,7 +15,6 @@ command's answer in a thread is posted after the response.
 
 from __future__ import annotations
 
-import json
 import logging
 from typing import Any
 from urllib.parse import parse_qs
@@ -27,7 +26,7 @@ from starlette.concurrency import run_in_threadpool
 from hbgw.core.settings import Settings
 from hbgw.gateway.api.context import ApiContext, context
 from hbgw.gateway.api.errors import ApiError
-from hbgw.gateway.platforms.guard import InboundRejects, Reject, SeenEvents, unsigned
+from hbgw.gateway.platforms.guard import InboundRejects, Reject, SeenEvents, read_json, unsigned
 from hbgw.gateway.platforms.slack.channel import SlackChannel
 from hbgw.gateway.platforms.slack.events import PLATFORM, read_command
 from hbgw.gateway.platforms.slack.inbound import post_answer, take_command, take_event
@@ -103,7 +102,7 @@ async def events(request: Request, background: BackgroundTasks) -> dict[str, Any
     slack = edge(request)
     body = await slack.verified(request)
     try:
-        payload = json.loads(body)
+        payload = read_json(body)
     except ValueError:
         payload = None
     if not isinstance(payload, dict):

@@ -39,7 +39,9 @@ class SlackSignature:
         """None when the request is Slack's and fresh; otherwise why it is refused."""
         stamp = headers.get("x-slack-request-timestamp", "")
         signature = headers.get("x-slack-signature", "")
-        if not stamp.isdigit() or len(stamp) > 12 or not signature.startswith("v0="):
+        # isdigit() alone takes "²", and int() of it raised: a 500 without authentication.
+        well_formed = stamp.isascii() and stamp.isdigit() and len(stamp) <= 12
+        if not well_formed or not signature.startswith("v0="):
             return Reject.SIGNATURE
         if abs(self.clock().timestamp() - int(stamp)) > REPLAY_WINDOW:
             return Reject.REPLAY

@@ -12,7 +12,6 @@ key is ``webhook:<id>``, unique within its session.
 
 from __future__ import annotations
 
-import json
 import logging
 
 from fastapi import APIRouter, FastAPI, Request
@@ -22,7 +21,14 @@ from starlette.concurrency import run_in_threadpool
 from hbgw.core.clock import Clock
 from hbgw.gateway.api.context import ApiContext, context
 from hbgw.gateway.api.errors import ApiError
-from hbgw.gateway.platforms.guard import InboundRejects, Reject, SeenEvents, unsigned
+from hbgw.gateway.platforms.guard import (
+    InboundRejects,
+    NotJson,
+    Reject,
+    SeenEvents,
+    read_json,
+    unsigned,
+)
 from hbgw.gateway.platforms.webhook import signature
 from hbgw.gateway.platforms.webhook.inbound import PLATFORM, NotAMessage, read_message, take_message
 
@@ -76,9 +82,9 @@ async def messages(request: Request) -> JSONResponse:
     hook = edge(request)
     body = await hook.verified(request)
     try:
-        message = read_message(json.loads(body))
+        message = read_message(read_json(body))
     except ValueError as exc:  # NotAMessage, and JSON that does not parse
-        sentence = str(exc) if isinstance(exc, NotAMessage) else "the body is not JSON."
+        sentence = str(exc) if isinstance(exc, NotAMessage | NotJson) else "the body is not JSON."
         raise hook.malformed(sentence) from None
     if not await run_in_threadpool(hook.seen.first, message.seen_id):
         log.info("webhook message %s seen before", message.id, extra={"action": "webhook.repeat"})
