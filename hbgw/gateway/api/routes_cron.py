@@ -43,7 +43,7 @@ def _settled(ctx: ApiContext, job: JobView) -> dict[str, Any]:
     return job.to_json()
 
 
-@router.post("", status_code=201, responses=errors(404, 409, 422, 429))
+@router.post("", status_code=201, responses=errors(403, 404, 409, 422, 429))
 def add(body: JobSpec, ctx: Ctx, who: Who) -> dict[str, Any]:
     """Add a job; nothing is stored when any part is refused."""
     now = ctx.clock()
@@ -56,6 +56,9 @@ def add(body: JobSpec, ctx: Ctx, who: Who) -> dict[str, Any]:
         ctx.session_for(who, body.session_id)  # a stranger's session answers 404
     elif body.platform is not None:
         ctx.served.check(body.platform)  # no job for a route nobody delivers to
+        if body.chat is not None:  # without one, create_job says a route needs its chat
+            # Each run is a fresh session on the route: the same right as opening one there.
+            ctx.check_chat(who, body.platform, body.chat)
     if not who.admin:
         check_job_quota(ctx.store.jobs, who.owner, ctx.settings.api_max_jobs_per_owner)
     route = JobRoute(body.session_id, body.platform, body.chat, body.thread)
