@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support.api_fixtures import ALICE, Api
+from support.api_fixtures import ALICE, TOKENS, Api
 from support.discord_fixtures import APP_ID, PUBLIC_KEY
 from support.discord_fixtures import BOT_TOKEN as DISCORD_TOKEN
 from support.fake_discord import FakeDiscord, fake_discord
@@ -19,6 +19,7 @@ from support.fake_telegram import FakeTelegram, fake_telegram
 from support.harness import gateway_settings
 from support.slack_fixtures import CHANNEL, TEAM, Slack
 from support.telegram_fixtures import telegram_settings_values
+from support.webhook_fixtures import ADMIN, webhook_deployment
 
 from hbgw.core.errors import PermanentDelivery
 from hbgw.gateway.channels.registry import ChannelRegistry
@@ -168,3 +169,46 @@ def test_slack_text_arrives_escaped_and_pings_nobody(
     send(allowed, Address("slack", CHANNEL, owner=f"slack:{TEAM}"), "<!here> deploy")
     assert slack.posts()[-1].params["text"] == "<!here> deploy"  # the operator allowed it
     allowed.close()
+
+
+def test_an_owners_webhook_session_posts_to_its_own_url_never_the_operators(
+    tmp_path: Path, redis_url: str, redis_ns: str
+) -> None:
+    """Pins finding 1: a webhook session an owner token made with any chat and no URL POSTed
+    the tenant's text to HBGW_WEBHOOK_URL, signed, as if the partner's own chat spoke."""
+    binding = {"owner_chats": "alice=webhook:room-A"}
+    with webhook_deployment(tmp_path, redis_url, redis_ns, **binding) as webhook:
+        store = webhook.gw.store
+        with webhook.client() as client:
+            as_alice = {"Authorization": f"Bearer {TOKENS[ALICE]}"}
+            victim = {"platform": "webhook", "chat": "room-VICTIM"}
+            assert client.post("/v1/sessions", json=victim, headers=as_alice).status_code == 403
+            no_url = client.post(
+                "/v1/sessions", json={"platform": "webhook", "chat": "room-A"}, headers=as_alice
+            )
+            assert no_url.status_code == 422, no_url.text
+            assert "HBGW_WEBHOOK_URL" in no_url.json()["error"]["message"]
+            assert store.sessions.list_sessions(owner=ALICE) == []
+            own = {"platform": "webhook", "chat": "room-A", "webhook_url": "https://h.example/a"}
+            made = client.post("/v1/sessions", json=own, headers=as_alice)
+            assert made.status_code == 201, made.text
+            sid = made.json()["id"]
+            assert store.webhooks.webhook_url(sid) == "https://h.example/a"
+            path = f"/v1/sessions/{sid}/webhook"
+            to_default = client.put(path, json={"url": None}, headers=as_alice)
+            assert to_default.status_code == 403
+            assert "HBGW_WEBHOOK_URL" in to_default.json()["error"]["message"]
+            moved = client.put(path, json={"url": "https://h.example/b"}, headers=as_alice)
+            assert moved.status_code == 200, moved.text
+            assert store.webhooks.webhook_url(sid) == "https://h.example/b"
+            job = {"schedule": "every 2h", "prompt": "p", "platform": "webhook", "chat": "room-A"}
+            assert client.post("/v1/cron", json=job, headers=as_alice).status_code == 403
+            stray = {"platform": "cli", "chat": "me", "webhook_url": "https://h.example/c"}
+            assert client.post("/v1/sessions", json=stray, headers=as_alice).status_code == 422
+            admins = client.post("/v1/sessions", json=victim, headers=ADMIN)
+            assert admins.status_code == 201  # the operator's: HBGW_WEBHOOK_URL is theirs
+            assert webhook.route(admins.json()["id"], None).status_code == 200
+        assert webhook.message("m1", "hello").status_code == 202  # the partner's signed inbound
+        assert (
+            store.webhooks.webhook_url(webhook.message("m2", "again").json()["session_id"]) is None
+        )

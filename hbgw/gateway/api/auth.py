@@ -56,6 +56,22 @@ def chat_refusal(who: Principal, platform: str, chat: str, bindings: OwnerChats)
     )
 
 
+def webhook_refusal(who: Principal, url: str | None) -> str | None:
+    """Why ``who`` may not leave a webhook session without a URL of its own; None when it may.
+
+    A webhook session without one posts to HBGW_WEBHOOK_URL, signed with the operator's secret:
+    the partner gateway there takes it as genuine. Only the signed inbound webhook (the partner
+    itself) and the admin token make such sessions; an owner's go to the owner's URL.
+    """
+    if who.admin or url is not None:
+        return None
+    return (
+        f"Owner {who.owner}'s webhook sessions post to a URL of their own, never to the "
+        'operator\'s HBGW_WEBHOOK_URL: give "webhook_url" (PUT /v1/sessions/{id}/webhook '
+        "changes it), or ask an operator to use the admin token."
+    )
+
+
 def parse_tokens(text: str) -> list[tuple[str, str]]:
     """``owner:token`` pairs; a malformed pair is named by position, never by its token."""
     pairs: list[tuple[str, str]] = []

@@ -17,6 +17,7 @@ from fastapi import APIRouter, Query
 from hbgw.core.errors import BadInput
 from hbgw.gateway.api.auth import Principal
 from hbgw.gateway.api.context import ApiContext
+from hbgw.gateway.api.errors import ApiError
 from hbgw.gateway.api.routes_sessions import PAGE_MAX, Ctx, Who
 from hbgw.gateway.api.schemas import JobSpec, errors
 from hbgw.gateway.api.serial import run_json
@@ -59,6 +60,14 @@ def add(body: JobSpec, ctx: Ctx, who: Who) -> dict[str, Any]:
         if body.chat is not None:  # without one, create_job says a route needs its chat
             # Each run is a fresh session on the route: the same right as opening one there.
             ctx.check_chat(who, body.platform, body.chat)
+        if body.platform == "webhook" and not who.admin:
+            # A run's fresh session has no URL of its own: it would post to HBGW_WEBHOOK_URL.
+            raise ApiError(
+                403,
+                "forbidden",
+                "A routed webhook job posts each run to the operator's HBGW_WEBHOOK_URL; an "
+                "owner's job runs in its own webhook session instead (session_id).",
+            )
     if not who.admin:
         check_job_quota(ctx.store.jobs, who.owner, ctx.settings.api_max_jobs_per_owner)
     route = JobRoute(body.session_id, body.platform, body.chat, body.thread)

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Query
 from fastapi.responses import JSONResponse
 
-from hbgw.gateway.api.auth import Principal
+from hbgw.gateway.api.auth import Principal, webhook_refusal
 from hbgw.gateway.api.context import ApiContext, context, principal
 from hbgw.gateway.api.errors import ApiError
 from hbgw.gateway.api.quotas import check_sessions
@@ -45,11 +45,24 @@ def create_session(body: NewSession, ctx: Ctx, who: Who) -> JSONResponse:
     # A malformed name is the caller's typo (422) before it is a question of rights (403).
     check_session_names(platform=body.platform, chat=body.chat, thread=body.thread, owner=owner)
     ctx.check_chat(who, body.platform, body.chat)
+    if body.platform != "webhook" and body.webhook_url is not None:
+        raise ApiError(
+            422, "invalid_input", "Only a webhook session has a 'webhook_url'; leave it out."
+        )
+    if body.platform == "webhook":
+        refusal = webhook_refusal(who, body.webhook_url)
+        if refusal is not None:
+            raise ApiError(422, "invalid_input", refusal)
     if owner is not None and not who.admin:
         limit = ctx.settings.api_max_sessions_per_owner
         check_sessions(ctx.store.sessions.count_open_sessions(owner) if limit else 0, limit, who)
     session = ctx.store.sessions.create_session(
-        platform=body.platform, chat=body.chat, thread=body.thread, owner=owner, now=ctx.clock()
+        platform=body.platform,
+        chat=body.chat,
+        thread=body.thread,
+        owner=owner,
+        now=ctx.clock(),
+        webhook_url=body.webhook_url,
     )
     return JSONResponse(session_json(session), status_code=201)
 

@@ -22,6 +22,9 @@ class NewSession(Request):
     thread: str | None = None
     owner: str | None = None
     """Admin token only: the owner of the new session."""
+    webhook_url: str | None = None
+    """A webhook session's own URL (``PUT …/webhook`` changes it); an owner token's webhook
+    session needs one: HBGW_WEBHOOK_URL is the operator's partner route."""
 
 
 class NewMessage(Request):

@@ -2,7 +2,8 @@
 heartbeats are POSTed to, behind the API's bearer tokens like the session's other routes.
 
 ``PUT {"url": "https://…"}`` keeps it on the session (compression and a switch carry it
-along); ``{"url": null}`` forgets it, and HBGW_WEBHOOK_URL applies again. Answers show the
+along); ``{"url": null}`` forgets it, and HBGW_WEBHOOK_URL applies again — the admin token's
+alone: an owner's session never falls back to the operator's partner route (403). Answers show the
 URL's origin only (``https://host/…``): its path or query often holds the receiver's token.
 """
 
@@ -12,6 +13,7 @@ from typing import Any
 
 from fastapi import APIRouter
 
+from hbgw.gateway.api.auth import webhook_refusal
 from hbgw.gateway.api.errors import ApiError
 from hbgw.gateway.api.routes_sessions import Ctx, Who
 from hbgw.gateway.api.schemas import Request, Response, errors
@@ -42,7 +44,7 @@ def show_webhook(session_id: str, ctx: Ctx, who: Who) -> dict[str, Any]:
     return _route(ctx, session.id, ctx.store.webhooks.webhook_url(session.id))
 
 
-@router.put("/{session_id}/webhook", response_model=WebhookRoute, responses=errors(404))
+@router.put("/{session_id}/webhook", response_model=WebhookRoute, responses=errors(403, 404))
 def set_webhook(session_id: str, body: WebhookTarget, ctx: Ctx, who: Who) -> dict[str, Any]:
     """Set (or, with null, forget) the URL a webhook session's messages are POSTed to."""
     session = ctx.session_for(who, session_id)
@@ -53,6 +55,9 @@ def set_webhook(session_id: str, body: WebhookTarget, ctx: Ctx, who: Who) -> dic
             f"Session {session.id} is on {session.platform}, not webhook: only a webhook "
             "session's messages are POSTed to a URL.",
         )
+    refusal = webhook_refusal(who, body.url)
+    if refusal is not None:  # null would hand the owner's session the operator's route
+        raise ApiError(403, "forbidden", refusal)
     kept = ctx.store.webhooks.set_webhook_url(session.id, body.url, ctx.clock())
     answer = _route(ctx, session.id, kept)
     where = answer["url"] or "HBGW_WEBHOOK_URL"
