@@ -16,11 +16,12 @@ from support.discord_fixtures import BOT_TOKEN as DISCORD_TOKEN
 from support.fake_discord import FakeDiscord, fake_discord
 from support.fake_slack import FakeSlack, fake_slack
 from support.fake_telegram import FakeTelegram, fake_telegram
-from support.harness import gateway_settings
-from support.slack_fixtures import CHANNEL, TEAM, Slack
+from support.harness import gateway_settings, wait_until
+from support.slack_fixtures import CHANNEL, TEAM, Slack, slack_deployment
 from support.telegram_fixtures import telegram_settings_values
 from support.webhook_fixtures import ADMIN, webhook_deployment
 
+from hbgw.core.clock import utcnow
 from hbgw.core.errors import PermanentDelivery
 from hbgw.gateway.channels.registry import ChannelRegistry
 from hbgw.workers.ports import Address
@@ -212,3 +213,29 @@ def test_an_owners_webhook_session_posts_to_its_own_url_never_the_operators(
         assert (
             store.webhooks.webhook_url(webhook.message("m2", "again").json()["session_id"]) is None
         )
+
+
+def test_a_worker_delivers_the_workspaces_sessions_and_refuses_an_owners_stray_one(
+    tmp_path: Path, redis_url: str, redis_ns: str
+) -> None:
+    """Pins finding 1 on the fire path: with HBGW_SLACK_TEAMS set, the session a signed Slack
+    command made (owner ``slack:<team>``) is delivered by a real worker, while a session an
+    owner token made on another chat before this fix (owner ``alice``) never reaches Slack: its
+    run ends failed and its heartbeat is paused for the route."""
+    with slack_deployment(tmp_path, redis_url, redis_ns, slack_teams=TEAM) as slack:
+        gw = slack.gw
+        stray = gw.store.sessions.create_session(
+            platform="slack", chat="C0VICTIM", owner=ALICE, now=utcnow()
+        ).id
+        gw.due_now(stray)
+        with gw.worker("w1"):
+            wait_until(lambda: gw.rt.registry.live(gw.rt.now_ms()) == ["w1"], 30, "w1 live")
+            assert slack.command("heartbeat every 1m check the deploy").status_code == 200
+            [own] = gw.store.sessions.list_sessions(owner=f"slack:{TEAM}")
+            gw.tick()
+            gw.final_runs(own.id)
+            gw.final_runs(stray)
+        assert [c.params["channel"] for c in slack.fake.posts()] == [CHANNEL]
+        assert [r.state for r in gw.runs(stray)] == ["failed"]
+        status = gw.store.heartbeats.heartbeat_status(stray, utcnow()).to_json()
+        assert status["status"] == "paused", status
