@@ -204,6 +204,12 @@ def test_an_owners_webhook_session_posts_to_its_own_url_never_the_operators(
             assert store.webhooks.webhook_url(sid) == "https://h.example/b"
             job = {"schedule": "every 2h", "prompt": "p", "platform": "webhook", "chat": "room-A"}
             assert client.post("/v1/cron", json=job, headers=as_alice).status_code == 403
+            in_chat = {"text": "/cron add every 2h -- post as the partner"}
+            said = client.post(f"/v1/sessions/{sid}/messages", json=in_chat, headers=as_alice)
+            assert said.json()["ok"] is False and "HBGW_WEBHOOK_URL" in said.json()["reply"]
+            own_job = {"schedule": "every 2h", "prompt": "p", "session_id": sid}
+            assert client.post("/v1/cron", json=own_job, headers=as_alice).status_code == 201
+            assert [j.route.session_id for j in store.jobs.jobs(owner=ALICE)] == [sid]
             stray = {"platform": "cli", "chat": "me", "webhook_url": "https://h.example/c"}
             assert client.post("/v1/sessions", json=stray, headers=as_alice).status_code == 422
             admins = client.post("/v1/sessions", json=victim, headers=ADMIN)
