@@ -15,12 +15,16 @@ SendGuard = Callable[[], None]
 
 @dataclass(frozen=True)
 class Address:
-    """Where a message goes: the chat and thread, and the message it answers (if any)."""
+    """Where a message goes: the chat and thread, and the message it answers (if any);
+    ``owner``, the session's owner, is whose chat the gateway believes it is (a platform's
+    signed inbound names it, ``slack:<team>``): the channels check the outbound allowlists by
+    it (``hbgw/gateway/platforms/outbound.py``)."""
 
     platform: str
     chat: str
     thread: str | None = None
     reply_to: str | None = None
+    owner: str | None = None
 
 
 @dataclass(frozen=True)

@@ -66,7 +66,9 @@ class UserTurn(Turn[Asked]):
         message, session = read.message, read.session
         if message.state == MessageState.DONE:
             return None  # answered by a turn that died before it took it off the in-flight list
-        address = Address(session.platform, session.chat, session.thread, str(message_id))
+        address = Address(
+            session.platform, session.chat, session.thread, str(message_id), session.owner
+        )
         io.best_effort(io.channel.typing, address, session_id=sid)
         io.hold_stamp(lease, "user:start")
         history = conversation_before(message, read.history)

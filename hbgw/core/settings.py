@@ -12,6 +12,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from hbgw.core.masking import mask_command, mask_url, mask_webhook_url
 from hbgw.core.outbound import OPERATOR_REMEDY, OutboundGuard
+from hbgw.core.owner_chats import OwnerChats
 from hbgw.core.settings_agent import AgentToolSettings
 from hbgw.core.settings_beat import BeatSettings
 from hbgw.core.settings_costs import CostSettings
@@ -165,6 +166,12 @@ class Settings(
     admin_token: SecretStr | None = Field(
         default=None, description="API bearer token of operators: every session."
     )
+    owner_chats: str = Field(
+        default="",
+        description="Chats bound to owner tokens, like alice=slack:C012ABC,telegram:-100123;"
+        "bob=discord:1234567890: an owner token makes slack, telegram, discord and webhook "
+        "sessions only for its bound chats ('' none).",
+    )
     api_max_body_bytes: int = Field(
         default=65_536, ge=1024, description="Largest HTTP request body accepted, in bytes."
     )
@@ -288,6 +295,12 @@ class Settings(
     def agent_env_names(self) -> tuple[str, ...]:
         return tuple(name for name in self.agent_env_allow.split(",") if name)
 
+    @field_validator("owner_chats", mode="after")
+    @classmethod
+    def _owner_chats_parse(cls, value: str) -> str:
+        OwnerChats.parse(value)  # a typo stops the process at start, naming its entry
+        return value
+
     @field_validator("log_level", mode="after")
     @classmethod
     def _known_level(cls, value: str) -> str:
@@ -368,6 +381,11 @@ class Settings(
         """The platforms HBGW_PLATFORMS names; None for '*', every platform."""
         names = {name.strip() for name in self.platforms.split(",") if name.strip()}
         return None if "*" in names else frozenset(names)
+
+    @property
+    def owner_chat_bindings(self) -> OwnerChats:
+        """HBGW_OWNER_CHATS parsed (checked at start, so this cannot fail)."""
+        return OwnerChats.parse(self.owner_chats)
 
     @property
     def effective_database_url(self) -> str:

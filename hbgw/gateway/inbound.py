@@ -19,7 +19,7 @@ import redis
 from kombu.exceptions import KombuError
 
 from hbgw.core.clock import to_ms
-from hbgw.core.errors import InvalidState
+from hbgw.core.errors import BadInput, InvalidState
 from hbgw.gateway.platforms.served import Served
 from hbgw.sessions.cron_commands import handle_cron
 from hbgw.sessions.grammar import GrammarLimits, is_heartbeat_command
@@ -155,6 +155,7 @@ def _answer_cron(
     parts: InboundParts | None,
 ) -> Answered:
     """A /cron command, applied and answered at once; the due index learns a changed job."""
+    _check_job_route(store, session, text)
     answer = handle_cron(store.jobs, session, text, now, limits)
     if parts is not None and answer.changed is not None:
         try:
@@ -166,6 +167,20 @@ def _answer_cron(
                 extra={"action": "inbound.settle_failed", "session": session.id},
             )
     return Answered(session.id, answer.text)
+
+
+def _check_job_route(store: Store, session: SessionView, text: str) -> None:
+    """``/cron add`` makes a job whose runs are fresh sessions on this chat, without a URL of
+    their own: they post to HBGW_WEBHOOK_URL. A webhook session with its own URL (an owner's)
+    would hand its jobs the operator's partner route, so it is refused with the way to do it."""
+    if session.platform != "webhook" or text.split(maxsplit=2)[1:2] != ["add"]:
+        return
+    if store.webhooks.webhook_url(session.id) is not None:
+        raise BadInput(
+            "A /cron job here would post its runs to the operator's HBGW_WEBHOOK_URL, not to "
+            "this session's URL; make it a job of this session instead: POST /v1/cron with "
+            f'"session_id": "{session.id}".'
+        )
 
 
 def _estop_holds(gate: TurnGate | None, sid: str) -> bool:

@@ -11,7 +11,8 @@ from sqlalchemy import Row, select, text
 from sqlalchemy.orm import Session
 
 from hbgw.core.clock import iso
-from hbgw.core.errors import InvalidState
+from hbgw.core.errors import BadInput, InvalidState
+from hbgw.core.webhook_url import webhook_url_problem
 from hbgw.sessions.models import SessionRow
 from hbgw.sessions.states import ClosedReason, SessionStatus
 from hbgw.sessions.store.base import (
@@ -85,11 +86,19 @@ class SessionRecords(Transactions):
         now: datetime,
         thread: str | None = None,
         owner: str | None = None,
+        webhook_url: str | None = None,
     ) -> SessionView:
+        """A new session; ``webhook_url``: a webhook session's own URL, kept with it in the
+        same transaction (``BadInput`` when it is not postable: nothing is stored)."""
         check_session_names(platform=platform, chat=chat, thread=thread, owner=owner)
+        if webhook_url is not None:
+            problem = webhook_url_problem(webhook_url)
+            if problem is not None:
+                raise BadInput(problem)
         with self._transaction() as db:
             check_session_room(db, self.quotas, owner)
             row = _new_session(db, platform, chat, thread, owner, now, parent_id=None)
+            row.webhook_url = webhook_url
             return session_view(row)
 
     @transaction

@@ -23,11 +23,22 @@ from support.http_server import serving
 ALICE, BOB = "alice", "bob"
 TOKENS = {ALICE: "tok-alice-7f3a9c", BOB: "tok-bob-52e1d0a4b8"}
 ADMIN_TOKEN = "tok-admin-c0ffee"
+# The Slack chats the tests' owner tokens open sessions on, bound by the operator: an owner token
+# alone opens none (HBGW_OWNER_CHATS; tests/integration/test_tenant_chats.py).
+OWNER_CHATS = ";".join(
+    f"{owner}=" + ",".join(f"slack:C{n}" for n in range(5)) + ",slack:CJ"
+    for owner in ("alice", "bob")
+)
 
 
 def api_overrides() -> dict[str, object]:
     pairs = ",".join(f"{owner}:{token}" for owner, token in TOKENS.items())
-    return {"api_tokens": pairs, "admin_token": ADMIN_TOKEN, "api_stream_poll": 0.05}
+    return {
+        "api_tokens": pairs,
+        "admin_token": ADMIN_TOKEN,
+        "api_stream_poll": 0.05,
+        "owner_chats": OWNER_CHATS,
+    }
 
 
 @dataclass

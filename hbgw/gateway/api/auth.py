@@ -18,6 +18,8 @@ import string
 from dataclasses import dataclass
 
 from hbgw.core.errors import BadInput
+from hbgw.core.metrics import CHAT_PLATFORMS
+from hbgw.core.owner_chats import OwnerChats
 from hbgw.core.settings import Settings
 from hbgw.sessions.validation import check_name
 
@@ -41,6 +43,39 @@ class Principal:
 
     def sees(self, session_owner: str | None) -> bool:
         return self.admin or (self.owner is not None and session_owner == self.owner)
+
+
+def chat_refusal(who: Principal, platform: str, chat: str, bindings: OwnerChats) -> str | None:
+    """Why ``who`` may not open a session (or a cron route) on this chat; None when it may.
+
+    A session on a chat platform posts into that chat as the bot: it is made by the platform's
+    signed inbound (the person proved they are in the chat) or by an operator — the admin
+    token, or HBGW_OWNER_CHATS binding the chat to this owner. An owner token alone makes
+    sessions of the other platforms (``api``, ``cli``: delivered to the console or a file).
+    """
+    if who.admin or platform not in CHAT_PLATFORMS or bindings.binds(who.owner, platform, chat):
+        return None
+    return (
+        f"Owner {who.owner} may not open a {platform} session on chat {chat}: a {platform} "
+        f"session starts from a message in that chat, or an operator binds the chat to "
+        f"{who.owner} in HBGW_OWNER_CHATS (or creates it with the admin token)."
+    )
+
+
+def webhook_refusal(who: Principal, url: str | None) -> str | None:
+    """Why ``who`` may not leave a webhook session without a URL of its own; None when it may.
+
+    A webhook session without one posts to HBGW_WEBHOOK_URL, signed with the operator's secret:
+    the partner gateway there takes it as genuine. Only the signed inbound webhook (the partner
+    itself) and the admin token make such sessions; an owner's go to the owner's URL.
+    """
+    if who.admin or url is not None:
+        return None
+    return (
+        f"Owner {who.owner}'s webhook sessions post to a URL of their own, never to the "
+        'operator\'s HBGW_WEBHOOK_URL: give "webhook_url" (PUT /v1/sessions/{id}/webhook '
+        "changes it), or ask an operator to use the admin token."
+    )
 
 
 def parse_tokens(text: str) -> list[tuple[str, str]]:

@@ -12,8 +12,9 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from hbgw.core.clock import Clock, utcnow
 from hbgw.core.errors import BadInput, HbgwError, NotFound
+from hbgw.core.owner_chats import OwnerChats
 from hbgw.core.settings import Settings
-from hbgw.gateway.api.auth import Principal, TokenTable
+from hbgw.gateway.api.auth import Principal, TokenTable, chat_refusal
 from hbgw.gateway.api.errors import ApiError, not_found
 from hbgw.gateway.api.metrics import ApiMetrics
 from hbgw.gateway.api.public_ids import PublicIds, id_key
@@ -54,6 +55,8 @@ class ApiContext:
     """The process's one pub/sub subscriber, waking the open event streams."""
     served: Served = field(default_factory=lambda: Served(None, frozenset()))
     """The platforms this deployment serves (HBGW_PLATFORMS): sessions on others are refused."""
+    owner_chats: OwnerChats = field(default_factory=OwnerChats)
+    """The chats an operator bound to owner tokens (HBGW_OWNER_CHATS)."""
 
     @property
     def redis(self) -> RedisPart | None:
@@ -67,6 +70,13 @@ class ApiContext:
     @property
     def message_limits(self) -> MessageLimits:
         return message_limits_from_settings(self.settings)
+
+    def check_chat(self, principal: Principal, platform: str, chat: str) -> None:
+        """``ApiError`` 403 when ``principal`` may not open a session on this chat
+        (``auth.chat_refusal``): checked before anything is stored."""
+        refusal = chat_refusal(principal, platform, chat, self.owner_chats)
+        if refusal is not None:
+            raise ApiError(403, "forbidden", refusal)
 
     def session_for(self, principal: Principal, session_id: str) -> SessionView:
         """The session, if this principal may see it; a stranger's answers like a missing one."""
@@ -189,6 +199,7 @@ def build_context(
         ids=ids,
         waker=waker,
         served=Served.from_settings(settings),
+        owner_chats=settings.owner_chat_bindings,
     )
 
 

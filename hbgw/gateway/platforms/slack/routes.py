@@ -27,7 +27,7 @@ from hbgw.core.settings import Settings
 from hbgw.gateway.api.context import ApiContext, context
 from hbgw.gateway.api.errors import ApiError
 from hbgw.gateway.platforms.guard import InboundRejects, Reject, SeenEvents, read_json, unsigned
-from hbgw.gateway.platforms.slack.channel import SlackChannel
+from hbgw.gateway.platforms.slack.channel import SlackChannel, escape
 from hbgw.gateway.platforms.slack.events import PLATFORM, read_command
 from hbgw.gateway.platforms.slack.inbound import post_answer, take_command, take_event
 from hbgw.gateway.platforms.slack.signature import SlackSignature, request_id
@@ -158,7 +158,8 @@ async def commands(request: Request) -> JSONResponse:
     except BaseException:
         await run_in_threadpool(slack.seen.forget, taken)  # not taken: a retry must be
         raise
-    return JSONResponse({"response_type": COMMAND_RESPONSE_TYPE, "text": reply})
+    shown = reply if slack.channel.allow_mentions else escape(reply)  # it echoes the prompt
+    return JSONResponse({"response_type": COMMAND_RESPONSE_TYPE, "text": shown})
 
 
 def mount(app: FastAPI, ctx: ApiContext) -> None:
