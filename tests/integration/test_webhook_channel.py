@@ -21,10 +21,12 @@ from hbgw.gateway.channels.registry import ChannelRegistry
 from hbgw.gateway.platforms.served import Served
 from hbgw.gateway.platforms.webhook.channel import Policy, WebhookChannel
 from hbgw.gateway.platforms.webhook.signature import problem, sign
+from hbgw.gateway.public_ids import PublicIds, id_key
 from hbgw.workers.ports import Address
 
 SECRET = "whsec-unit"
 TO = Address("webhook", "room-1", "t-1")
+IDS = PublicIds(lambda: id_key("ids-key-of-the-test"))
 
 
 @pytest.fixture
@@ -46,7 +48,7 @@ def _closed() -> Iterator[None]:
 
 
 def channel(url: str | None, *, retries: int = 2, budget: float = 10.0) -> WebhookChannel:
-    made = WebhookChannel(SECRET, lambda _sid: url, Policy(1.0, retries, budget))
+    made = WebhookChannel(SECRET, lambda _sid: url, Policy(1.0, retries, budget), IDS)
     OPEN.append(made)
     return made
 
@@ -78,7 +80,7 @@ def test_every_attempt_carries_the_key_the_mark_and_a_fresh_signature(
     assert receipt.message_id == "hook-1"  # type: ignore[attr-defined]
     first, second = receiver.requests
     for r in (first, second):
-        assert r.key == "msg:42" and r.headers["x-hbgw-possible-repeat"] == "1"
+        assert r.key == f"msg:{IDS.show(42)}" and r.headers["x-hbgw-possible-repeat"] == "1"
         assert r.headers["content-type"] == "application/json"
         stamp = r.headers["x-hbgw-timestamp"]
         assert r.headers["x-hbgw-signature"] == sign(SECRET, int(stamp), r.body)

@@ -16,10 +16,10 @@ from hbgw.core.settings import Settings
 from hbgw.gateway.api.auth import Principal, TokenTable
 from hbgw.gateway.api.errors import ApiError, not_found
 from hbgw.gateway.api.metrics import ApiMetrics
-from hbgw.gateway.api.public_ids import PublicIds, id_key
 from hbgw.gateway.api.quotas import StreamSlots
 from hbgw.gateway.inbound import Answered, InboundParts, Queued, receive
 from hbgw.gateway.platforms.served import Served
+from hbgw.gateway.public_ids import PublicIds, deployment_ids
 from hbgw.sessions.db import make_engine
 from hbgw.sessions.grammar import GrammarLimits, limits_from_settings
 from hbgw.sessions.store import Store
@@ -44,9 +44,9 @@ class ApiContext:
     dispatcher: Dispatcher | None
     clock: Clock
     tokens: TokenTable
+    ids: PublicIds
     metrics: ApiMetrics = field(default_factory=ApiMetrics)
     streams: StreamSlots = field(default_factory=StreamSlots)
-    ids: PublicIds = field(default_factory=lambda: PublicIds(b""))
     stopping: threading.Event = field(default_factory=threading.Event)
     """Set when the server shuts down: open event streams end (``stop_streams`` wakes them)."""
     waker: StreamWaker = field(default_factory=lambda: StreamWaker(None, Keys("hbgw")))
@@ -164,8 +164,6 @@ def build_context(
         rt = Runtime(settings=settings, store=store, client=client, worker="api", clock=clock)
         if celery_app is not None:
             dispatcher = Dispatcher(celery_app, rt.keys)
-    secret = settings.api_id_key.get_secret_value() if settings.api_id_key else None
-    ids = PublicIds(id_key(secret, settings.effective_database_url))
     return ApiContext(
         settings,
         store,
@@ -173,8 +171,8 @@ def build_context(
         dispatcher,
         clock or utcnow,
         tokens,
+        deployment_ids(settings, store.secrets),
         metrics=metrics,
-        ids=ids,
         waker=waker,
         served=Served.from_settings(settings),
     )
