@@ -14,7 +14,7 @@ import pytest
 from pydantic import ValidationError
 from support.fake_webhook_receiver import FakeReceiver, Scripted, fake_receiver
 
-from hbgw.core.errors import BadInput, PermanentDelivery, TransientDelivery
+from hbgw.core.errors import BadInput, PermanentDelivery, StoreError, TransientDelivery
 from hbgw.core.logs import configured_secrets
 from hbgw.core.settings import Settings
 from hbgw.gateway.channels.registry import ChannelRegistry
@@ -138,6 +138,22 @@ def test_no_url_fails_for_good_and_typing_and_progress_send_nothing(
     ch.typing(TO, session_id="s1")
     ch.progress(TO, "working", session_id="s1")
     assert receiver.requests == []
+
+
+def test_a_key_of_the_ids_that_cannot_be_read_sends_nothing_and_may_pass(
+    receiver: FakeReceiver,
+) -> None:
+    """The public ids' key is read from the store on first use: the store away is a failure
+    for now (the delivery is retried later), and no SQL id goes out instead."""
+
+    def away() -> bytes:
+        raise StoreError("The database connection dropped during stored_secret.")
+
+    ch = WebhookChannel(SECRET, lambda _sid: receiver.hook(), Policy(1.0, 2, 10.0), PublicIds(away))
+    OPEN.append(ch)
+    with pytest.raises(TransientDelivery, match="public ids could not be read") as failed:
+        send(ch, "msg:42")
+    assert failed.value.reason == "ids_unread" and receiver.requests == []
 
 
 def test_settings_are_secret_checked_and_build_the_channel(tmp_path: object) -> None:
