@@ -177,12 +177,16 @@ def test_replies_carry_public_ids_the_same_on_every_attempt(webhook: Webhook) ->
     receiver.next(Scripted(500))  # the first reply's first attempt fails: it is sent again
     with gw.worker("w1"):
         live(webhook)
+        answered = {}  # what the inbound POST answered for each message: its public id
         for n, text in enumerate(("one", "two"), 1):
-            assert webhook.message(f"m-{n + 1}", text).status_code == 202
+            taken = webhook.message(f"m-{n + 1}", text)
+            assert taken.status_code == 202
+            answered[text] = taken.json()["message_id"]
             wait_until(lambda n=n: len(receiver.kept()) == n, 30, f"reply {n} POSTed")  # type: ignore[misc]
     with webhook.client() as client:
         shown = client.get(f"/v1/sessions/{sid}/messages", headers=ADMIN).json()["messages"]
     asked = {m["text"]: m["id"] for m in shown if m["role"] == "user"}
+    assert asked == answered  # one public id per message, wherever the gateway shows it
     replies = receiver.kept()
     keys = []
     for post, text in zip(replies, ("one", "two"), strict=True):
