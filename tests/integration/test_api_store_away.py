@@ -45,8 +45,10 @@ def test_an_unreachable_database_answers_503_without_its_host_port_or_role(
     app = create_app(settings, redis_url=redis_url)
     with serving(app) as url, caplog.at_level(logging.WARNING, "hbgw.api"):
         api = Api(url, None)  # type: ignore[arg-type]  # no deployment behind: no workers
-        with api.owner(ALICE) as alice:
+        with api.owner(ALICE) as alice, api.admin() as admin:
             answer = alice.post("/v1/sessions", json={"platform": "cli", "chat": "me"})
+            # Every route answers through the same handler: a read, and the admin's too.
+            others = [alice.get("/v1/sessions"), admin.get("/v1/sessions/s0/messages")]
     assert answer.status_code == 503, answer.text
     for detail in ("127.0.0.1", str(port), ROLE, "hbgw_nowhere", "psycopg"):
         assert detail not in answer.text
@@ -60,3 +62,6 @@ def test_an_unreachable_database_answers_503_without_its_host_port_or_role(
     assert reference in line and "127.0.0.1" in line and str(port) in line
     if away == "unknown role":
         assert ROLE in line
+    for other in others:
+        assert other.status_code == 503 and other.json()["error"]["message"].startswith(STORE_AWAY)
+        assert all(detail not in other.text for detail in ("127.0.0.1", str(port), ROLE))
