@@ -33,12 +33,14 @@ from chaos.proxy import RedisProxy
 from chaos.report import Report, summary, write_report
 from chaos.skew import skew_env
 from chaos.traffic import Traffic
-from chaos.webhook_checks import webhook_sends
+from chaos.webhook_checks import in_sql_ids, webhook_sends
 from chaos.webhook_receiver import ChaosReceiver
 from hbgw.core.errors import HbgwError
 from hbgw.core.settings import Settings
+from hbgw.gateway.public_ids import deployment_ids
 from hbgw.procs import secrets_env, settings_env, spawn_hbgw
 from hbgw.sessions.db import make_engine
+from hbgw.sessions.store import Store
 
 log = logging.getLogger("chaos")
 READY_TIMEOUT = 120.0  # five Python processes starting on a busy two-core machine
@@ -226,9 +228,11 @@ def _settle(d: Deployment, profile: Profile, engine_url: str, grace: float) -> N
 
 def _evidence(d: Deployment, profile: Profile, faults: Faults, grace: float) -> Evidence:
     deliveries = collect.read_channel(d.settings.channel_file or d.home / "deliveries.jsonl")
-    hooked = d.receiver.records()  # read with the channel file: before SQL
+    received = d.receiver.records()  # read with the channel file: before SQL
     engine = make_engine(d.database.url)
     try:
+        ids = deployment_ids(d.settings, Store(engine).secrets)
+        hooked = [in_sql_ids(hit, ids) for hit in received]
         snapshot = time.time()
         runs = collect.read_runs(engine)
         messages, replies = collect.read_messages(engine)

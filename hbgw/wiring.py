@@ -46,7 +46,9 @@ def assembled_worker(settings: Settings, name: str, *, threads: int) -> Iterator
     except BaseException:
         rt.close()
         raise
-    channel = make_channel(settings, clock=rt.clock, webhooks=rt.store.webhooks)
+    channel = make_channel(
+        settings, clock=rt.clock, webhooks=rt.store.webhooks, secrets=rt.store.secrets
+    )
     runner = TurnRunner(rt, Dispatcher(app, rt.keys), agent=agent, channel=channel, threads=threads)
     context_of(app).handler = runner
     refresh_every = max(settings.worker_ttl / 4, 0.2)

@@ -194,6 +194,20 @@ class UserTurn(Turn[Asked]):
             )
 
 
+REPLY_KEY_PREFIX = "msg:"
+
+
 def reply_key(message_id: int) -> str:
     """The delivery key of the reply to user message ``message_id``: the same on every attempt."""
-    return f"msg:{message_id}"
+    return f"{REPLY_KEY_PREFIX}{message_id}"
+
+
+def reply_key_message(key: str) -> tuple[int, str] | None:
+    """The user message a delivery key of its turn names (``reply_key``, or an announcement's
+    ``msg:<id>:notice:<n>``) and what follows the id; None for any other key (a fire id)."""
+    if not key.startswith(REPLY_KEY_PREFIX):
+        return None
+    number, sep, rest = key.removeprefix(REPLY_KEY_PREFIX).partition(":")
+    if not (number.isascii() and number.isdigit()):
+        return None
+    return int(number), sep + rest

@@ -189,7 +189,10 @@ class Settings(
     )
     api_id_key: SecretStr | None = Field(
         default=None,
-        description="Key of the API's public message and run ids; unset: from the database URL.",
+        description=(
+            "Key of the public message and run ids (API, signed webhooks); unset: a random key "
+            "made once and kept in the database."
+        ),
     )
     api_max_sessions_per_owner: int = Field(
         default=500,

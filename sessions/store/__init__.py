@@ -10,7 +10,8 @@
 - ``store.deliveries``: delivery records and their retries (``Deliveries``);
 - ``store.webhooks``: the webhook URL of a session (``WebhookRoutes``);
 - ``store.jobs.jobs``: cron jobs and their turns (``Jobs``);
-- ``store.retention``: retiring old rows and the day partitions (``Housekeeping``).
+- ``store.retention``: retiring old rows and the day partitions (``Housekeeping``);
+- ``store.secrets``: secrets the deployment made for itself (``StoredSecrets``).
 
 A unit is handed the part it uses, not the whole store. Each public method of a part is one
 transaction, declared with ``@transaction`` (``base``). Writes made by a running turn carry its
@@ -41,6 +42,7 @@ from hbgw.sessions.store.partitions import Partitions
 from hbgw.sessions.store.restore_reads import RestoreReads
 from hbgw.sessions.store.retention import Retention
 from hbgw.sessions.store.session_records import SessionRecords
+from hbgw.sessions.store.stored_secrets import StoredSecrets
 from hbgw.sessions.store.webhook_routes import WebhookRoutes
 
 
@@ -77,6 +79,7 @@ class Store:
         "webhooks": WebhookRoutes,
         "jobs": Jobs,
         "retention": Housekeeping,
+        "secrets": StoredSecrets,
     }
 
     def __init__(self, engine: Engine, quotas: OwnerQuotas | None = None) -> None:
@@ -92,6 +95,7 @@ class Store:
         self.webhooks = WebhookRoutes(database)
         self.jobs = Jobs(database)
         self.retention = Housekeeping(database)
+        self.secrets = StoredSecrets(database)
 
     @classmethod
     def from_url(cls, url: str, quotas: OwnerQuotas | None = None) -> Store:
@@ -121,5 +125,6 @@ __all__ = [
     "RestoreReads",
     "SessionRecords",
     "Store",
+    "StoredSecrets",
     "WebhookRoutes",
 ]

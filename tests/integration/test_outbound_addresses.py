@@ -39,6 +39,7 @@ from hbgw.core.errors import PermanentDelivery
 from hbgw.core.metrics import gateway_metrics
 from hbgw.core.outbound import Allowlist, OutboundGuard
 from hbgw.gateway.platforms.webhook.channel import Policy, WebhookChannel
+from hbgw.gateway.public_ids import PublicIds, id_key
 from hbgw.workers.ports import Address
 
 NOTHING = OutboundGuard(Allowlist())
@@ -66,6 +67,9 @@ def closed(tmp_path: Path, redis_url: str, redis_ns: str) -> Iterator[Webhook]:
         tmp_path, redis_url, redis_ns, webhook_allow_networks=NOTHING_INSIDE
     ) as deployment:
         yield deployment
+
+
+IDS = PublicIds(lambda: id_key("ids-key-of-the-test"))
 
 
 def _session(webhook: Webhook) -> str:
@@ -129,9 +133,9 @@ def test_the_allowlist_lets_the_loopback_receiver_through(receiver: FakeReceiver
     to = Address("webhook", "room-1", "t-1")
     policy = Policy(1.0, 0, 5.0)
     refusing = WebhookChannel(
-        SECRET, lambda _sid: receiver.hook(), policy, OutboundGuard(Allowlist())
+        SECRET, lambda _sid: receiver.hook(), policy, IDS, OutboundGuard(Allowlist())
     )
-    allowing = WebhookChannel(SECRET, lambda _sid: receiver.hook(), policy, loopback_guard())
+    allowing = WebhookChannel(SECRET, lambda _sid: receiver.hook(), policy, IDS, loopback_guard())
     try:
         with pytest.raises(PermanentDelivery) as failed:
             refusing.send(to, "hi", session_id="s1", kind="reply", delivery_key="k1")
@@ -146,7 +150,9 @@ def test_the_allowlist_lets_the_loopback_receiver_through(receiver: FakeReceiver
 def test_a_url_httpx_cannot_read_fails_for_good_and_sends_nothing() -> None:
     """``010.8.8.8`` is 8.8.8.8 to the address check (octal, as the OS reads it) but not a URL
     httpx takes: the delivery fails for good with a reference, no exception escapes."""
-    ch = WebhookChannel(SECRET, lambda _sid: "http://010.8.8.8/hook", Policy(1.0, 2, 5.0), NOTHING)
+    ch = WebhookChannel(
+        SECRET, lambda _sid: "http://010.8.8.8/hook", Policy(1.0, 2, 5.0), IDS, NOTHING
+    )
     try:
         with pytest.raises(PermanentDelivery, match="could not be delivered") as failed:
             ch.send(Address("webhook", "room-1"), "hi", session_id="s1", kind="reply",

@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from hbgw.gateway.api.app import create_app
-from hbgw.gateway.api.public_ids import PublicIds, id_key
+from hbgw.gateway.public_ids import deployment_ids
 from support.harness import Gateway, gateway_settings, wait_until
 from support.http_server import serving
 
@@ -58,9 +58,7 @@ class Api:
 
     def public_id(self, internal: int) -> int:
         """The id the API shows for a message or run the test read from SQL."""
-        settings = self.gw.settings
-        secret = settings.api_id_key.get_secret_value() if settings.api_id_key else None
-        shown = PublicIds(id_key(secret, settings.effective_database_url)).show(internal)
+        shown = deployment_ids(self.gw.settings, self.gw.store.secrets).show(internal)
         assert shown is not None
         return shown
 

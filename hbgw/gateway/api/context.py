@@ -17,10 +17,10 @@ from hbgw.core.settings import Settings
 from hbgw.gateway.api.auth import Principal, TokenTable, chat_refusal
 from hbgw.gateway.api.errors import ApiError, not_found
 from hbgw.gateway.api.metrics import ApiMetrics
-from hbgw.gateway.api.public_ids import PublicIds, id_key
 from hbgw.gateway.api.quotas import StreamSlots
 from hbgw.gateway.inbound import Answered, InboundParts, Queued, receive
 from hbgw.gateway.platforms.served import Served
+from hbgw.gateway.public_ids import PublicIds, deployment_ids
 from hbgw.sessions.db import make_engine
 from hbgw.sessions.grammar import GrammarLimits, limits_from_settings
 from hbgw.sessions.quotas import quotas_from_settings
@@ -46,9 +46,9 @@ class ApiContext:
     dispatcher: Dispatcher | None
     clock: Clock
     tokens: TokenTable
+    ids: PublicIds
     metrics: ApiMetrics = field(default_factory=ApiMetrics)
     streams: StreamSlots = field(default_factory=StreamSlots)
-    ids: PublicIds = field(default_factory=lambda: PublicIds(b""))
     stopping: threading.Event = field(default_factory=threading.Event)
     """Set when the server shuts down: open event streams end (``stop_streams`` wakes them)."""
     waker: StreamWaker = field(default_factory=lambda: StreamWaker(None, Keys("hbgw")))
@@ -186,8 +186,6 @@ def build_context(
         rt = Runtime(settings=settings, store=store, client=client, worker="api", clock=clock)
         if celery_app is not None:
             dispatcher = Dispatcher(celery_app, rt.keys)
-    secret = settings.api_id_key.get_secret_value() if settings.api_id_key else None
-    ids = PublicIds(id_key(secret, settings.effective_database_url))
     return ApiContext(
         settings,
         store,
@@ -195,8 +193,8 @@ def build_context(
         dispatcher,
         clock or utcnow,
         tokens,
+        deployment_ids(settings, store.secrets),
         metrics=metrics,
-        ids=ids,
         waker=waker,
         served=Served.from_settings(settings),
         owner_chats=settings.owner_chat_bindings,

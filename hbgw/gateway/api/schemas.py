@@ -83,6 +83,8 @@ class JobSpec(Request):
 class ErrorDetail(BaseModel):
     code: str
     message: str
+    # A 5xx only: the log line holding the failure's detail carries the same reference.
+    reference: str | None = None
 
 
 class ErrorBody(BaseModel):

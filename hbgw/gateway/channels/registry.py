@@ -27,7 +27,8 @@ from hbgw.gateway.platforms.slack.channel import SlackChannel
 from hbgw.gateway.platforms.telegram.channel import TelegramChannel
 from hbgw.gateway.platforms.webhook.channel import WebhookChannel
 from hbgw.gateway.platforms.webhook.urls import StoredUrls
-from hbgw.sessions.store import WebhookRoutes
+from hbgw.gateway.public_ids import deployment_ids
+from hbgw.sessions.store import StoredSecrets, WebhookRoutes
 from hbgw.workers.ports import Address, Channel, Receipt, SendGuard
 
 log = logging.getLogger("hbgw.channels")
@@ -51,9 +52,15 @@ class ChannelRegistry:
 
     @classmethod
     def from_settings(
-        cls, settings: Settings, *, clock: Clock = utcnow, webhooks: WebhookRoutes | None = None
+        cls,
+        settings: Settings,
+        *,
+        clock: Clock = utcnow,
+        webhooks: WebhookRoutes | None = None,
+        secrets: StoredSecrets | None = None,
     ) -> ChannelRegistry:
-        """``webhooks``: where a webhook session's URL is read (a worker's Runtime's store)."""
+        """``webhooks``: where a webhook session's URL is read, ``secrets``: where the key of
+        its public ids is (a worker's Runtime's store; unset, opened when first needed)."""
         served = Served.from_settings(settings)
         own: dict[str, Channel] = {}
         if served.has_own_client("slack") and served.serves("slack"):
@@ -63,8 +70,8 @@ class ChannelRegistry:
         if served.has_own_client("discord") and served.serves("discord"):
             own["discord"] = DiscordChannel.from_settings(settings)
         if served.has_own_client("webhook") and served.serves("webhook"):
-            urls = StoredUrls(settings, webhooks)
-            own["webhook"] = WebhookChannel.from_settings(settings, clock=clock, urls=urls)
+            urls, ids = StoredUrls(settings, webhooks), deployment_ids(settings, secrets)
+            own["webhook"] = WebhookChannel.from_settings(settings, clock=clock, urls=urls, ids=ids)
         local = make_local_channel(settings, clock=clock)
         return cls(served, own, local, OutboundChats.from_settings(settings))
 

@@ -2,6 +2,11 @@
 /v1/sessions/{id}/webhook``), else HBGW_WEBHOOK_URL, signed like the inbound side
 (``signature.py``), with the delivery record's key as ``Idempotency-Key``.
 
+* Ids of messages are public ones (``gateway/public_ids.py``), the same the API shows: the
+  ``reply_to`` and the key of a reply (``msg:<id>``) never carry SQL's sequential id, which
+  would tell the receiver how many messages every tenant sends. The key is still the same on
+  every attempt and every retry of the delivery record: the id it shows is.
+
 * A 429 (after its ``Retry-After``), 408, 5xx, a timeout or a dropped connection is sent again
   by tenacity: exponential back-off with jitter, at most HBGW_WEBHOOK_RETRIES more times and
   HBGW_WEBHOOK_RETRY_SECONDS in all. A timeout may have been received, so every attempt carries
@@ -46,7 +51,9 @@ from hbgw.core.settings import Settings
 from hbgw.gateway.platforms.webhook.redact import origin
 from hbgw.gateway.platforms.webhook.signature import signed_headers
 from hbgw.gateway.platforms.webhook.urls import StoredUrls
+from hbgw.gateway.public_ids import PublicIds, deployment_ids
 from hbgw.workers.ports import Address, Receipt, SendGuard
+from hbgw.workers.user_turn import reply_key, reply_key_message
 
 log = logging.getLogger("hbgw.webhook")
 
@@ -81,6 +88,7 @@ class WebhookChannel:
         secret: str,
         urls: Callable[[str], str | None],
         policy: Policy,
+        ids: PublicIds,
         guard: OutboundGuard,
         *,
         clock: Clock = utcnow,
@@ -89,6 +97,7 @@ class WebhookChannel:
         self.secret = secret
         self.urls = urls
         self.policy = policy
+        self.ids = ids
         self.clock = clock
         self.sleep = sleep
         # No redirects: a 3xx would send the signed body somewhere nobody configured (an
@@ -101,17 +110,22 @@ class WebhookChannel:
 
     @classmethod
     def from_settings(
-        cls, settings: Settings, *, clock: Clock = utcnow, urls: StoredUrls | None = None
+        cls,
+        settings: Settings,
+        *,
+        clock: Clock = utcnow,
+        urls: StoredUrls | None = None,
+        ids: PublicIds | None = None,
     ) -> WebhookChannel:
         secret = settings.webhook_secret
         assert secret is not None  # built only when the webhook platform is configured
         policy = Policy(
             settings.webhook_timeout, settings.webhook_retries, settings.webhook_retry_seconds
         )
+        urls = urls or StoredUrls(settings)
+        ids = ids or deployment_ids(settings)
         guard = OutboundGuard(settings.outbound_allowlist)
-        return cls(
-            secret.get_secret_value(), urls or StoredUrls(settings), policy, guard, clock=clock
-        )
+        return cls(secret.get_secret_value(), urls, policy, ids, guard, clock=clock)
 
     def send(
         self,
@@ -127,11 +141,12 @@ class WebhookChannel:
     ) -> Receipt:
         """POST the message to the session's URL, again on a failure that may pass."""
         url = self._url(session_id)
+        delivery_key, reply_to = self._public(delivery_key, address.reply_to)
         payload = {
             "session_id": session_id,
             "chat": address.chat,
             "thread": address.thread,
-            "reply_to": address.reply_to,
+            "reply_to": reply_to,
             "kind": kind,
             "text": text,
             "delivery_key": delivery_key,
@@ -177,6 +192,18 @@ class WebhookChannel:
                 reason="no_url",
             )
         return url
+
+    def _public(self, delivery_key: str, reply_to: str | None) -> tuple[str, str | None]:
+        """The key and the ``reply_to`` with the message's public id in place of SQL's."""
+        try:
+            return public_key(delivery_key, self.ids), public_reply_to(reply_to, self.ids)
+        except Exception as exc:  # the ids' key is read from the store once: it may be away
+            raise TransientDelivery(
+                f"The key of the public ids could not be read ({type(exc).__name__}); the "
+                "message was not sent.",
+                platform=PLATFORM,
+                reason="ids_unread",
+            ) from exc
 
     def _attempt(self, url: str, body: bytes, key: str, repeat: bool, started: float) -> Receipt:
         headers = {
@@ -282,6 +309,23 @@ def _withheld(failure: DeliveryFailed, url: str, session_id: str) -> DeliveryFai
         "the operator finds the cause in the gateway's log under that reference."
     )
     return type(failure)(sentence, platform=PLATFORM, reason=failure.reason)
+
+
+def public_key(delivery_key: str, ids: PublicIds) -> str:
+    """A reply's key (``msg:<id>``, ``msg:<id>:notice:<n>``) with the message's public id; any
+    other key (a fire id: a session id and a due time) as it is."""
+    found = reply_key_message(delivery_key)
+    if found is None:
+        return delivery_key
+    message_id, rest = found
+    return f"{reply_key(ids.show(message_id) or 0)}{rest}"
+
+
+def public_reply_to(reply_to: str | None, ids: PublicIds) -> str | None:
+    """The public id of the message a reply answers (``Address.reply_to``: SQL's, as text)."""
+    if reply_to is None or not (reply_to.isascii() and reply_to.isdigit()):
+        return reply_to
+    return str(ids.show(int(reply_to)))
 
 
 def _transient(sentence: str, reason: str) -> TransientDelivery:
