@@ -9,6 +9,10 @@ thread POSTs them, each with a bounded timeout. A full queue drops the alert, co
 Each body is signed when HBGW_ALERT_WEBHOOK_SECRET is set: ``X-Hbgw-Signature: t=<unix>,v1=<hex>``
 where ``hex`` is HMAC-SHA256 over ``<t>.<body>`` (the receiver recomputes it and rejects an old
 ``t``). The URL is never logged: it often carries a token (Slack, Teams).
+
+Alerts connect only where outbound webhooks may (``core/outbound.py``): an address inside the
+gateway's network is refused unless HBGW_WEBHOOK_ALLOW_NETWORKS names it; redirects are not
+followed.
 """
 
 from __future__ import annotations
@@ -25,7 +29,10 @@ from typing import Any
 
 import httpx
 
+from hbgw.core.errors import OutboundRefused
 from hbgw.core.metrics import gateway_metrics
+from hbgw.core.outbound import OutboundGuard
+from hbgw.core.outbound_http import guarded_transport
 from hbgw.state.failures import log_failure
 
 log = logging.getLogger("hbgw.reconcile")
@@ -47,6 +54,7 @@ class AlertSender:
         self,
         url: str,
         secret: str | None,
+        guard: OutboundGuard,
         *,
         timeout: float = ALERT_TIMEOUT,
         size: int = QUEUE_SIZE,
@@ -54,6 +62,7 @@ class AlertSender:
     ) -> None:
         self._url = url
         self._secret = secret
+        self._guard = guard
         self._timeout = timeout
         self._clock = clock
         self._queue: queue.Queue[dict[str, Any]] = queue.Queue(maxsize=size)
@@ -93,7 +102,8 @@ class AlertSender:
                 self._thread.start()
 
     def _run(self) -> None:
-        with httpx.Client(timeout=self._timeout) as client:
+        transport = guarded_transport(self._guard)
+        with httpx.Client(timeout=self._timeout, transport=transport) as client:
             while True:
                 payload = self._queue.get()
                 try:
@@ -113,6 +123,13 @@ class AlertSender:
         outcome = "sent"
         try:
             client.post(self._url, content=body, headers=headers).raise_for_status()
+        except OutboundRefused as exc:
+            outcome = "failed"
+            log.warning(
+                "liveness: alert webhook refused: %s",
+                exc,
+                extra={"action": "reconcile.alert_refused", "session": payload.get("session")},
+            )
         except (httpx.HTTPError, httpx.InvalidURL) as exc:
             outcome = "failed"
             # Only the kind of failure: the URL (in the exception's text too) may carry a token.

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from hbgw.beat.alerts import AlertSender
 from hbgw.core.metrics import gateway_metrics
+from hbgw.core.outbound import OutboundGuard
 from hbgw.core.settings import Settings
 from hbgw.state.liveness import (
     DEAD,
@@ -62,7 +63,9 @@ class Reconciler:
         webhook = s.alert_webhook.get_secret_value() if s.alert_webhook else None
         secret = s.alert_webhook_secret.get_secret_value() if s.alert_webhook_secret else None
         # Alerts leave from the sender's thread, never from the tick (see beat/alerts.py).
-        self.alerts = AlertSender(webhook, secret) if webhook else None
+        # They go only where a tenant's webhook may (core/outbound.py), or to the allowlist.
+        guard = OutboundGuard(s.outbound_allowlist)
+        self.alerts = AlertSender(webhook, secret, guard) if webhook else None
         if webhook and not secret:
             log.warning(
                 "liveness: alerts go unsigned; set HBGW_ALERT_WEBHOOK_SECRET so the receiver "

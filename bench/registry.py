@@ -35,6 +35,7 @@ MODULES: list[str] = [
     "jitter_burst",
     "ledger_size",
     "cli_start",
+    "grammar_parse",
     "workers_scaling",
     "sizing",  # last: it reads the others' newest results
 ]

@@ -358,6 +358,31 @@ def processes_stayed_up(ev: Evidence) -> Check:
     return check
 
 
+def tenant_kept_out(ev: Evidence) -> Check:
+    """Issue 29's high findings, tried by a tenant during the run (``chaos/tenant.py``): each
+    attempt refused with a sentence, nothing of the tenant's stored but its one legitimate
+    session, and no secret of the deployment's in any text the channel delivered."""
+    check = Check("tenant_kept_out")
+    if not ev.attempts:
+        check.failures.append("the tenant never ran: no attempt recorded")
+    check.failures += [
+        f"not refused: {a.name} answered {a.status or 'nothing'} ({a.answer[:120]!r})"
+        for a in ev.attempts
+        if not a.refused
+    ]
+    check.failures += [
+        f"stored for the tenant: {s.platform} session {s.id} on {s.chat!r}"
+        + (f" posting to {s.webhook_url}" if s.webhook_url else "")
+        for s in ev.tenant_sessions
+        if s.id != ev.tenant_control or s.webhook_url != ev.tenant_route
+    ]
+    check.failures += [f"a delivered text held a secret: {leak}" for leak in ev.leaks]
+    check.figures.update(
+        attempts=len(ev.attempts), refused=sum(a.refused for a in ev.attempts), leaks=len(ev.leaks)
+    )
+    return check
+
+
 def faults_injected(ev: Evidence) -> Check:
     check = Check("every_fault_injected")
     seen = Counter(f.kind for f in ev.faults)
@@ -387,4 +412,5 @@ ALL_CHECKS: list[Callable[[Evidence], Check]] = [
     jitter_applied,
     recovery_bounded,
     processes_stayed_up,
+    tenant_kept_out,
 ]

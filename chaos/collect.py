@@ -15,7 +15,7 @@ from typing import Any
 from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
-from chaos.evidence import Delivery, Heartbeat, Job, Reply, Run, UserMessage
+from chaos.evidence import Delivery, Heartbeat, Job, Reply, Run, TenantSession, UserMessage
 from hbgw.sessions.grammar.cron import CronSchedule
 from hbgw.sessions.grammar.job_schedule import OnceSchedule, job_next_fire
 from hbgw.sessions.models import DeliveryRow, HeartbeatRow, JobRow, MessageRow, RunRow, SessionRow
@@ -56,6 +56,29 @@ def read_channel(path: Path) -> list[Delivery]:
             )
         )
     return out
+
+
+def read_tenant_sessions(engine: Engine, owner: str) -> list[TenantSession]:
+    with Session(engine) as db:
+        rows = db.scalars(select(SessionRow).where(SessionRow.owner == owner))
+        return [TenantSession(r.id, r.platform, r.chat, r.webhook_url) for r in rows]
+
+
+def delivered_leaks(path: Path, secrets: dict[str, str]) -> list[str]:
+    """The channel's records (sends, progress) whose text holds one of ``secrets`` (name to
+    value), as ``session: name`` — never the value itself."""
+    if not path.exists():
+        return []
+    found = []
+    for line in path.read_text().splitlines():
+        for name, value in secrets.items():
+            if value and value in line:
+                try:
+                    session = str(json.loads(line).get("session_id"))
+                except json.JSONDecodeError:
+                    session = "?"
+                found.append(f"{session}: {name}")
+    return found
 
 
 def read_runs(engine: Engine) -> list[Run]:

@@ -130,6 +130,27 @@ class ProcessExit:
 
 
 @dataclass(frozen=True)
+class Attempt:
+    """One try of the attacking tenant's (``chaos/tenant.py``) and the API's answer (``status``
+    0: no answer at all)."""
+
+    name: str
+    status: int
+    answer: str
+    refused: bool
+
+
+@dataclass(frozen=True)
+class TenantSession:
+    """A session the store holds for the attacking tenant, as read at the snapshot."""
+
+    id: str
+    platform: str
+    chat: str
+    webhook_url: str | None = None
+
+
+@dataclass(frozen=True)
 class WebhookHit:
     """One request the chaos webhook receiver got (``chaos/webhook_receiver.py``)."""
 
@@ -172,6 +193,11 @@ class Evidence:
     growth_floor: float = 3.0
     webhook: list[WebhookHit] = field(default_factory=list)  # what the webhook receiver got
     webhook_records: dict[str, str] = field(default_factory=dict)  # its keys' delivery states
+    attempts: list[Attempt] = field(default_factory=list)  # the attacking tenant's
+    tenant_sessions: list[TenantSession] = field(default_factory=list)
+    tenant_control: str | None = None  # its one legitimate session (a webhook to the receiver)
+    tenant_route: str | None = None  # that session's URL, the receiver the operator allowed
+    leaks: list[str] = field(default_factory=list)  # delivered texts that held a secret
 
 
 def inside_hours(hours: str | None, at: float) -> bool:

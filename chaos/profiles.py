@@ -12,6 +12,8 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
+from chaos.tenant import ALLOWED_HOST, probe_settings
+
 SETTINGS: dict[str, Any] = {
     "min_interval": 1,
     "lock_lease": 3,
@@ -22,7 +24,9 @@ SETTINGS: dict[str, Any] = {
     "beat_max_sleep": 0.2,
     # A killed beat's shards move to the other one within this (a fire is at most this late).
     "beat_ttl": 2,
-    "agent": "echo",
+    # The probe answers like the echo agent and tries to read the worker's secrets on every
+    # turn (chaos/tenant.py); echo_delay is its pause, which the settle grace reads.
+    **probe_settings(),
     "echo_delay": 0.3,
     # The echo agent answers each fire of a heartbeat alike: the checks judge every fire's send.
     "dedupe": "0",
@@ -35,6 +39,11 @@ SETTINGS: dict[str, Any] = {
     "webhook_timeout": 1.0,
     "webhook_retries": 3,
     "webhook_retry_seconds": 6.0,
+    # That receiver listens on a loopback address of its own, an inside address outbound
+    # webhooks refuse unless the operator allows it (issue 29,
+    # docs/operations.md#outbound-addresses); 127.0.0.1 (Redis, the API) stays refused, for the
+    # attacking tenant to try (chaos/tenant.py).
+    "webhook_allow_networks": f"{ALLOWED_HOST}/32",
     # A delivery that failed for now is not sent again by a later grant here: the send checks
     # judge every send by the grant of the turn it answers, and a later grant's resend of a
     # retrying record would read as a stale send (tests/e2e/test_delivery_retries.py covers that

@@ -15,6 +15,7 @@ from typing import Any
 
 from chaos.checks import run_checks
 from chaos.evidence import (
+    Attempt,
     Delivery,
     Disruption,
     Evidence,
@@ -23,6 +24,7 @@ from chaos.evidence import (
     ProcessExit,
     Reply,
     Run,
+    TenantSession,
     UserMessage,
     WebhookHit,
 )
@@ -37,6 +39,8 @@ RECORDS: dict[str, type] = {
     "faults": Disruption,
     "exits": ProcessExit,
     "webhook": WebhookHit,
+    "attempts": Attempt,
+    "tenant_sessions": TenantSession,
 }
 
 

@@ -10,6 +10,7 @@ import logging
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import tempfile
 import time
@@ -32,13 +33,16 @@ from chaos.profiles import BEATS, SETTINGS, WEBHOOK_HANG, WORKERS, Profile
 from chaos.proxy import RedisProxy
 from chaos.report import Report, summary, write_report
 from chaos.skew import skew_env
+from chaos.tenant import ALLOWED_HOST, TENANT, Tenant
 from chaos.traffic import Traffic
-from chaos.webhook_checks import webhook_sends
+from chaos.webhook_checks import in_sql_ids, webhook_sends
 from chaos.webhook_receiver import ChaosReceiver
 from hbgw.core.errors import HbgwError
 from hbgw.core.settings import Settings
+from hbgw.gateway.public_ids import deployment_ids
 from hbgw.procs import secrets_env, settings_env, spawn_hbgw
 from hbgw.sessions.db import make_engine
+from hbgw.sessions.store import Store
 
 log = logging.getLogger("chaos")
 READY_TIMEOUT = 120.0  # five Python processes starting on a busy two-core machine
@@ -57,6 +61,7 @@ class Deployment:
     pg_server: PrivatePostgres | None
     skew_env: dict[str, str] | None
     receiver: ChaosReceiver
+    tenant: Tenant
 
 
 def _terminate_on_signals() -> None:
@@ -147,20 +152,33 @@ def _deploy(stack: ExitStack, profile: Profile, seed: int, keep: bool) -> Deploy
         if name in WORKERS:
             via.update(secrets_env(settings, "worker"))  # the webhook secret signs their POSTs
         cluster.add(name, args, via)
+    tenant = _tenant(cluster, receiver, redis_server.port)
     traffic = Traffic(settings, redis_url, profile, seed, webhook_url=receiver.url)
     stack.callback(traffic.close)
     stack.callback(traffic.stop)
     skew = skew_env()
     _require(profile, "clock_skew", skew is not None, "libfaketime")
     return Deployment(
-        home, settings, redis_server, database, cluster, traffic, proxies, pg_server, skew, receiver
-    )
+        home, settings, redis_server, database, cluster, traffic, proxies, pg_server, skew,
+        receiver, tenant,
+    )  # fmt: skip
+
+
+def _tenant(cluster: Cluster, receiver: ChaosReceiver, redis_port: int) -> Tenant:
+    """The API role, with one owner token and no admin token, and the tenant that attacks it."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    url = f"http://127.0.0.1:{port}"
+    tenant = Tenant(url, Tenant.new_token(), receiver.url, (redis_port, port))
+    cluster.add("api", ["api", "--port", str(port)], tenant.api_env())
+    return tenant
 
 
 def _receiver(stack: ExitStack, settings: Settings, seed: int) -> ChaosReceiver:
     secret = settings.webhook_secret
     assert secret is not None  # SETTINGS sets it
-    receiver = ChaosReceiver(secret.get_secret_value(), seed, WEBHOOK_HANG)
+    receiver = ChaosReceiver(secret.get_secret_value(), seed, WEBHOOK_HANG, host=ALLOWED_HOST)
     receiver.start()
     stack.callback(receiver.stop)
     return receiver
@@ -225,16 +243,20 @@ def _settle(d: Deployment, profile: Profile, engine_url: str, grace: float) -> N
 
 
 def _evidence(d: Deployment, profile: Profile, faults: Faults, grace: float) -> Evidence:
-    deliveries = collect.read_channel(d.settings.channel_file or d.home / "deliveries.jsonl")
-    hooked = d.receiver.records()  # read with the channel file: before SQL
+    channel = d.settings.channel_file or d.home / "deliveries.jsonl"
+    deliveries = collect.read_channel(channel)
+    received = d.receiver.records()  # read with the channel file: before SQL
     engine = make_engine(d.database.url)
     try:
+        ids = deployment_ids(d.settings, Store(engine).secrets)
+        hooked = [in_sql_ids(hit, ids) for hit in received]
         snapshot = time.time()
         runs = collect.read_runs(engine)
         messages, replies = collect.read_messages(engine)
         heartbeats = collect.read_heartbeats(engine)
         jobs = collect.read_jobs(engine)
         records = collect.read_delivery_states(engine, {h.key for h in hooked if h.key})
+        tenant_sessions = collect.read_tenant_sessions(engine, TENANT)
     finally:
         engine.dispose()
     s = d.settings
@@ -257,7 +279,24 @@ def _evidence(d: Deployment, profile: Profile, faults: Faults, grace: float) -> 
         load_factor=load_factor(),
         webhook=hooked,
         webhook_records=records,
+        attempts=list(d.tenant.attempts),
+        tenant_sessions=tenant_sessions,
+        tenant_control=d.tenant.control,
+        tenant_route=d.tenant.allowed_url,
+        leaks=collect.delivered_leaks(channel, _secrets(d)),
     )
+
+
+def _secrets(d: Deployment) -> dict[str, str]:
+    """What the command agent must never read, by name: any HBGW_ variable, the secrets."""
+    hook = d.settings.webhook_secret
+    return {
+        "an HBGW_ variable": "HBGW_",
+        "the Redis password": d.redis_server.password,
+        "the webhook secret": hook.get_secret_value() if hook else "",
+        "the tenant's API token": d.tenant.token,
+        "the database URL": d.database.url,
+    }
 
 
 def load_factor() -> float:
@@ -279,6 +318,7 @@ def execute(profile: Profile, *, seed: int, out: Path, keep: bool) -> bool:
         d = _deploy(stack, profile, seed, keep)
         _wait_for_workers(d)
         d.traffic.setup()
+        d.tenant.start()
         admin = redis.Redis.from_url(d.redis_server.url, decode_responses=True)
         stack.callback(admin.close)
         faults = Faults(
@@ -287,6 +327,7 @@ def execute(profile: Profile, *, seed: int, out: Path, keep: bool) -> bool:
         )  # fmt: skip
         stack.callback(faults.finish)
         traffic_ended = _drive(d, profile, faults)
+        d.tenant.join()
         grace = d.settings.lock_lease + d.settings.claim_lease + 3 * d.settings.echo_delay
         _settle(d, profile, d.database.url, grace)
         ev = _evidence(d, profile, faults, grace)

@@ -6,18 +6,49 @@ was unsigned, and no delivery record says ``sent`` for a key the receiver never 
 
 ``webhook_sends`` turns what the receiver took (one request per key) into channel records, so
 the run's other checks (answered once, no stale send, no send after the lock moved) judge the
-webhook sessions like the file channel's.
+webhook sessions like the file channel's. The receiver gets public message ids (``reply_to``,
+``msg:<id>`` keys); ``in_sql_ids`` turns them back into SQL's, which the delivery records, the
+channel file and the messages hold.
 """
 
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from dataclasses import replace
 
 from chaos.evidence import Delivery, Evidence, WebhookHit
 from chaos.verdict import Check
+from hbgw.core.errors import BadInput
+from hbgw.gateway.public_ids import PublicIds
+from hbgw.workers.user_turn import reply_key, reply_key_message
 
 # States a record may only have if its message reached the receiver.
 CLAIMS_ARRIVAL = {"sent", "suppressed"}
+
+
+def in_sql_ids(hit: WebhookHit, ids: PublicIds) -> WebhookHit:
+    """The request with SQL's message ids in its keys and ``reply_to`` (a number the gateway
+    cannot have given stays as it came, for the checks to judge)."""
+
+    def key(value: str | None) -> str | None:
+        found = reply_key_message(value) if value is not None else None
+        if found is None:
+            return value
+        sql = _sql_id(found[0], ids)
+        return value if sql is None else f"{reply_key(sql)}{found[1]}"
+
+    reply_to = hit.reply_to
+    if reply_to is not None and reply_to.isascii() and reply_to.isdigit():
+        sql = _sql_id(int(reply_to), ids)
+        reply_to = reply_to if sql is None else str(sql)
+    return replace(hit, key=key(hit.key), delivery_key=key(hit.delivery_key), reply_to=reply_to)
+
+
+def _sql_id(public: int, ids: PublicIds) -> int | None:
+    try:
+        return ids.read(public)
+    except BadInput:
+        return None
 
 
 def webhook_sends(hits: list[WebhookHit]) -> list[Delivery]:

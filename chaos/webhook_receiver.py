@@ -29,14 +29,14 @@ MAX_BODY = 1 << 20
 
 
 class ChaosReceiver:
-    def __init__(self, secret: str, seed: int, hang_for: float) -> None:
+    def __init__(self, secret: str, seed: int, hang_for: float, host: str = "127.0.0.1") -> None:
         self.secret = secret
         self.hang_for = hang_for
         self.rng = random.Random(seed)
         self.lock = threading.Lock()
         self.hits: list[WebhookHit] = []
         self.taken: set[str] = set()
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
+        self.server = ThreadingHTTPServer((host, 0), _handler(self))
         self.server.daemon_threads = True
         self.thread = threading.Thread(
             target=self.server.serve_forever, name="chaos-webhook", daemon=True

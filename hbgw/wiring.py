@@ -12,6 +12,7 @@ from hbgw.celery_app import make_celery
 from hbgw.core.settings import Settings
 from hbgw.gateway.channels import make_channel
 from hbgw.gateway.platforms.served import Served
+from hbgw.sessions.quotas import quotas_from_settings
 from hbgw.state.dispatch import Dispatcher, context_of
 from hbgw.state.ownership import RegistryHeartbeat, claim_name
 from hbgw.state.runtime import Runtime, resolve_redis_url
@@ -37,13 +38,17 @@ def assembled_worker(settings: Settings, name: str, *, threads: int) -> Iterator
     agent = make_agent(settings)
     Served.from_settings(settings)  # HBGW_PLATFORMS naming a platform without its settings
     app = make_celery(settings, resolve_redis_url(settings))
-    rt = Runtime.from_settings(settings, worker=name, turns=threads)
+    rt = Runtime.from_settings(
+        settings, worker=name, turns=threads, quotas=quotas_from_settings(settings)
+    )
     try:
         claim_name(rt.registry, name, rt.now_ms)  # two live workers never share a name
     except BaseException:
         rt.close()
         raise
-    channel = make_channel(settings, clock=rt.clock, webhooks=rt.store.webhooks)
+    channel = make_channel(
+        settings, clock=rt.clock, webhooks=rt.store.webhooks, secrets=rt.store.secrets
+    )
     runner = TurnRunner(rt, Dispatcher(app, rt.keys), agent=agent, channel=channel, threads=threads)
     context_of(app).handler = runner
     refresh_every = max(settings.worker_ttl / 4, 0.2)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from hbgw.core.errors import NotFound, QuotaExceeded
+from hbgw.core.errors import NotFound
 from hbgw.sessions.cron_replies import job_line, job_lines
 from hbgw.sessions.grammar.cron_slash import (
     AddJob,
@@ -29,8 +29,6 @@ from hbgw.sessions.store import Jobs
 from hbgw.sessions.store.job_records import JOB_PAGE, JobRoute, JobView, NewJob
 from hbgw.sessions.store.session_records import SessionView
 
-QUOTA_SETTING = "HBGW_API_MAX_JOBS_PER_OWNER"
-
 
 @dataclass(frozen=True)
 class CronAnswer:
@@ -39,39 +37,25 @@ class CronAnswer:
     """The job whose state changed (the due index must learn it), if any."""
 
 
-def check_job_quota(jobs: Jobs, owner: str | None, limit: int) -> None:
-    """``limit`` jobs that may still run (active or paused) per owner; 0: no limit."""
-    if not limit or owner is None:
-        return
-    if jobs.count_live_jobs(owner) >= limit:
-        raise QuotaExceeded(
-            f"This owner already has {limit} cron jobs, the most allowed ({QUOTA_SETTING}); "
-            "cancel some first (/cron list shows them), or ask the operator for more."
-        )
-
-
 def handle_cron(
     jobs: Jobs,
     session: SessionView,
     text: str,
     now: datetime,
     limits: GrammarLimits,
-    *,
-    max_jobs: int = 0,
 ) -> CronAnswer:
-    """Parse and apply; grammar, state and quota errors propagate as typed errors."""
-    return apply_cron(jobs, session, parse_cron_command(text, now, limits), now, max_jobs=max_jobs)
+    """Parse and apply; grammar, state and quota errors (the store holds the session's owner
+    to HBGW_API_MAX_JOBS_PER_OWNER) propagate as typed errors."""
+    return apply_cron(jobs, session, parse_cron_command(text, now, limits), now)
 
 
-def apply_cron(
-    jobs: Jobs, session: SessionView, command: CronCommand, now: datetime, *, max_jobs: int = 0
-) -> CronAnswer:
+def apply_cron(jobs: Jobs, session: SessionView, command: CronCommand, now: datetime) -> CronAnswer:
     if isinstance(command, CronHelp):
         return CronAnswer(cron_help())
     if isinstance(command, ListJobs):
         return CronAnswer(_list(jobs, session))
     if isinstance(command, AddJob):
-        return _add(jobs, session, command, now, max_jobs)
+        return _add(jobs, session, command, now)
     return _verb(jobs, session, command, now)
 
 
@@ -80,10 +64,7 @@ def chat_route(session: SessionView) -> JobRoute:
     return JobRoute(platform=session.platform, chat=session.chat, thread=session.thread)
 
 
-def _add(
-    jobs: Jobs, session: SessionView, command: AddJob, now: datetime, max_jobs: int
-) -> CronAnswer:
-    check_job_quota(jobs, session.owner, max_jobs)
+def _add(jobs: Jobs, session: SessionView, command: AddJob, now: datetime) -> CronAnswer:
     new = NewJob(
         command.schedule, command.schedule_text, command.prompt, chat_route(session), session.owner
     )

@@ -238,6 +238,18 @@ class OwnerBudgetRow(Base):
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime())
 
 
+class StoredSecretRow(Base):
+    """A secret the deployment made for itself (0018): written once, by the first process that
+    needs it, and read by every replica — the key of the public ids when HBGW_API_ID_KEY is
+    unset (``store/stored_secrets.py``)."""
+
+    __tablename__ = "stored_secrets"
+
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    value: Mapped[str] = mapped_column(String(128))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime())
+
+
 class JobRow(Base):
     """A cron job: a standalone prompt on a schedule, any number per owner. Its runs go to a
     fresh session each (``platform``/``chat``/``thread``: where they are delivered) or to the

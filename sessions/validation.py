@@ -8,6 +8,7 @@ edge can call it cheaply; ``sessions/models.py`` takes its column sizes from her
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -64,6 +65,63 @@ def check_name(value: str, what: str, max_chars: int) -> None:
         )
 
 
+@dataclass(frozen=True)
+class IdFormat:
+    """What one platform's chat or thread ids look like, in a pattern and in words."""
+
+    pattern: re.Pattern[str]
+    words: str
+
+
+_SNOWFLAKE = IdFormat(
+    re.compile(r"[0-9]{1,20}"), "a Discord snowflake: up to 20 digits, like 1234567890123456789"
+)
+# The ids a channel sends to: a Discord id is a URL path segment, a Telegram or Slack id a
+# field of the request, so anything but the platform's own shape is refused before it is
+# stored (a chat like "1/../../guilds/777/prune" would otherwise steer the bot's token).
+# Slack's conversation ids are C…, G… or D… (users' U… for a direct message), 9 to 11
+# uppercase letters and digits today, and a thread is its first message's ts (1700000000.000100);
+# both are held to their character sets, not to exact shapes: Slack has lengthened its ids
+# before, and sessions made before this check name threads with letters too (T1).
+PLATFORM_IDS: dict[str, tuple[IdFormat, IdFormat]] = {
+    "discord": (_SNOWFLAKE, _SNOWFLAKE),
+    "telegram": (
+        IdFormat(
+            re.compile(r"-?[0-9]{1,20}"),
+            "a Telegram chat id: digits, a minus in front for a group, like -1001234567890",
+        ),
+        IdFormat(re.compile(r"[0-9]{1,20}"), "a Telegram topic id: up to 20 digits, like 42"),
+    ),
+    "slack": (
+        IdFormat(
+            re.compile(r"[A-Z][A-Z0-9]{0,31}"),
+            "a Slack conversation id: uppercase letters and digits, like C0123ABCDEF",
+        ),
+        IdFormat(
+            re.compile(r"[A-Za-z0-9][A-Za-z0-9.]{0,31}"),
+            "a Slack thread ts: letters, digits and dots, like 1700000000.000100",
+        ),
+    ),
+}
+
+
+def check_platform_ids(platform: str, chat: str, thread: str | None) -> None:
+    """A Discord, Telegram or Slack chat (and thread) id in that platform's own format; the
+    other platforms' chats (webhook, api, cli) are names their owners choose."""
+    formats = PLATFORM_IDS.get(platform)
+    if formats is None:
+        return
+    for what, value, form in (("chat", chat, formats[0]), ("thread", thread, formats[1])):
+        if value is not None and form.pattern.fullmatch(value) is None:
+            raise BadInput(
+                f"The {what} {_shown(value)} is not a {platform} {what} id — give {form.words}."
+            )
+
+
+def _shown(value: str, limit: int = 40) -> str:
+    return repr(value) if len(value) <= limit else repr(value[: limit - 1] + "…")
+
+
 def check_session_names(*, platform: str, chat: str, thread: str | None, owner: str | None) -> None:
     check_name(platform, "platform", PLATFORM_CHARS)
     check_name(chat, "chat", CHAT_CHARS)
@@ -71,6 +129,7 @@ def check_session_names(*, platform: str, chat: str, thread: str | None, owner: 
         check_name(thread, "thread", THREAD_CHARS)
     if owner is not None:
         check_name(owner, "owner", OWNER_CHARS)
+    check_platform_ids(platform, chat, thread)
 
 
 def check_user_text(text: str) -> None:

@@ -70,7 +70,7 @@ def resend_of(attempt: RetryAttempt) -> tuple[Address, str, Delivery]:
     and what the send is (the same key; the fire id for a heartbeat's)."""
     record = attempt.delivery
     assert record.text is not None and record.chat is not None  # a retrying record keeps them
-    address = Address(attempt.platform, record.chat, record.thread, record.reply_to)
+    address = Address(attempt.platform, record.chat, record.thread, record.reply_to, attempt.owner)
     text = record.text
     if record.maybe_sent and not text.startswith(REPEAT_MARK):
         text = REPEAT_MARK + text

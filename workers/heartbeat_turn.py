@@ -194,7 +194,10 @@ class HeartbeatTurn(Turn[Begun]):
         self.io.hold_stamp(lease, "heartbeat:start")
         state = started.state
         # Rule 6: to where the heartbeat was set, as a new message (no reply_to).
-        address = Address(fire.session.platform, state.origin_chat, state.origin_thread)
+        session = fire.session
+        address = Address(
+            session.platform, state.origin_chat, state.origin_thread, owner=session.owner
+        )
         # The same tools as a user turn (rule 5); writes refuse to run in a heartbeat turn.
         tools = self.io.toolbox(lease.session_id, "heartbeat", address)
         return Begun(fire, started, address, tools)

@@ -111,7 +111,7 @@ class JobTurn(Turn[JobBegun]):
             gateway_metrics().fire_lag.observe(max(0, p.now_ms() - fire.due_ms) / 1000)
             self.io.hold_stamp(lease, "job:start")
             session = fire.session
-            address = Address(session.platform, session.chat, session.thread)
+            address = Address(session.platform, session.chat, session.thread, owner=session.owner)
             return JobBegun(fire, outcome, address, self.io.toolbox(sid, "heartbeat", address))
         if isinstance(outcome, JobNotStarted):
             self._refunded(fire, outcome)

@@ -15,12 +15,16 @@ SendGuard = Callable[[], None]
 
 @dataclass(frozen=True)
 class Address:
-    """Where a message goes: the chat and thread, and the message it answers (if any)."""
+    """Where a message goes: the chat and thread, and the message it answers (if any);
+    ``owner``, the session's owner, is whose chat the gateway believes it is (a platform's
+    signed inbound names it, ``slack:<team>``): the channels check the outbound allowlists by
+    it (``hbgw/gateway/platforms/outbound.py``)."""
 
     platform: str
     chat: str
     thread: str | None = None
     reply_to: str | None = None
+    owner: str | None = None
 
 
 @dataclass(frozen=True)
@@ -55,10 +59,13 @@ class Channel(Protocol):
 
         ``delivery_key`` is the same for every attempt at one message (``msg:<id>`` for the
         reply to user message ``id``, the fire id for a heartbeat): a platform that
-        de-duplicates by key can drop a repeat. ``possible_repeat``: an older turn may already
-        have sent this message (its outcome is unknown); the text then carries a visible mark
-        too (``workers/turn_io.py``), for platforms that honour no key. ``guard``: see
-        ``SendGuard``; a channel that makes one request per send never calls it."""
+        de-duplicates by key can drop a repeat. The id in it, and ``Address.reply_to``, are
+        SQL's: a channel that shows them to another party shows the public id instead
+        (``gateway/public_ids.py``; the signed webhook's does). ``possible_repeat``: an older
+        turn may already have sent this message (its outcome is unknown); the text then carries
+        a visible mark too (``workers/turn_io.py``), for platforms that honour no key.
+        ``guard``: see ``SendGuard``; a channel that makes one request per send never calls
+        it."""
         ...
 
     def typing(self, address: Address, *, session_id: str) -> None:

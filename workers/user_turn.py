@@ -66,7 +66,9 @@ class UserTurn(Turn[Asked]):
         message, session = read.message, read.session
         if message.state == MessageState.DONE:
             return None  # answered by a turn that died before it took it off the in-flight list
-        address = Address(session.platform, session.chat, session.thread, str(message_id))
+        address = Address(
+            session.platform, session.chat, session.thread, str(message_id), session.owner
+        )
         io.best_effort(io.channel.typing, address, session_id=sid)
         io.hold_stamp(lease, "user:start")
         history = conversation_before(message, read.history)
@@ -192,6 +194,20 @@ class UserTurn(Turn[Asked]):
             )
 
 
+REPLY_KEY_PREFIX = "msg:"
+
+
 def reply_key(message_id: int) -> str:
     """The delivery key of the reply to user message ``message_id``: the same on every attempt."""
-    return f"msg:{message_id}"
+    return f"{REPLY_KEY_PREFIX}{message_id}"
+
+
+def reply_key_message(key: str) -> tuple[int, str] | None:
+    """The user message a delivery key of its turn names (``reply_key``, or an announcement's
+    ``msg:<id>:notice:<n>``) and what follows the id; None for any other key (a fire id)."""
+    if not key.startswith(REPLY_KEY_PREFIX):
+        return None
+    number, sep, rest = key.removeprefix(REPLY_KEY_PREFIX).partition(":")
+    if not (number.isascii() and number.isdigit()):
+        return None
+    return int(number), sep + rest

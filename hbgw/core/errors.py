@@ -103,3 +103,8 @@ class PermanentDelivery(DeliveryFailed):
 class TransientDelivery(DeliveryFailed):
     """The platform is busy or away (rate limit past its retries, 5xx, a timeout): the same
     message may go out later."""
+
+
+class OutboundRefused(HbgwError):
+    """An outbound request would reach an address inside the gateway's own network (loopback,
+    private, link-local, …) that HBGW_WEBHOOK_ALLOW_NETWORKS does not name; nothing was sent."""

@@ -36,6 +36,10 @@ _STANDARD = set(vars(logging.LogRecord("", 0, "", 0, None, None, None))) | {
 QUIET_LOGGERS = ("httpx", "httpcore")
 _URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://\S+")
 _BARE = re.compile(r"[^\s\"'=]+")
+# What json.dumps(ensure_ascii=False) leaves raw and a terminal or a line reader obeys: C0 and
+# C1 controls (ESC, NEL), the line and paragraph separators, the bidirectional overrides. Written
+# as \uXXXX, which a JSON reader decodes back to the same text.
+_LINE_BREAKING = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 
 
 class LogFormatter(logging.Formatter):
@@ -49,8 +53,11 @@ class LogFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         fields = self.fields(record)
         if self.mode == "json":
-            return json.dumps(fields, default=str, ensure_ascii=False)
-        return " ".join(f"{key}={_text_value(value)}" for key, value in fields.items())
+            line = json.dumps(fields, default=str, ensure_ascii=False)
+        else:
+            line = " ".join(f"{key}={_text_value(value)}" for key, value in fields.items())
+        # A reply or a prompt in a record cannot break its line nor act on a terminal.
+        return _LINE_BREAKING.sub(_json_escape, line)
 
     def fields(self, record: logging.LogRecord) -> dict[str, Any]:
         """The record as ordered, cleaned key/values (what both modes print)."""
@@ -96,6 +103,10 @@ class LogFormatter(logging.Formatter):
         if record.stack_info:
             parts.append(self.formatStack(record.stack_info))
         return "\n".join(parts) or None
+
+
+def _json_escape(match: re.Match[str]) -> str:
+    return f"\\u{ord(match.group()):04x}"
 
 
 def _text_value(value: Any) -> str:

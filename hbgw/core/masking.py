@@ -44,6 +44,21 @@ def mask_url(url: str) -> str:
     return f"{scheme}://{before}{mark}{query}"
 
 
+def mask_webhook_url(url: str) -> str:
+    """``url`` with everything after its host starred: a webhook's token is often its path
+    (``https://hooks.example/p/T0/B0/XXXX``), whatever its parameters are called."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return STARS
+    host = parts.netloc.rpartition("@")[2]
+    if parts.password:
+        host = f"{parts.username or ''}:{STARS}@{host}"
+    carries = len(parts.path) > 1 or parts.query  # "/" alone carries nothing
+    path = f"/{STARS}" if carries else parts.path
+    return f"{parts.scheme}://{host}{path}"
+
+
 def _mask_pair(pair: str) -> str:
     name, eq, _ = pair.partition("=")
     return f"{name}={STARS}" if eq and secret_name(unquote(name)) else pair

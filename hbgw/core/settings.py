@@ -10,7 +10,9 @@ from typing import Any, Literal
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from hbgw.core.masking import mask_command, mask_url
+from hbgw.core.masking import mask_command, mask_url, mask_webhook_url
+from hbgw.core.outbound import OPERATOR_REMEDY, OutboundGuard
+from hbgw.core.owner_chats import OwnerChats
 from hbgw.core.settings_agent import AgentToolSettings
 from hbgw.core.settings_beat import BeatSettings
 from hbgw.core.settings_costs import CostSettings
@@ -43,6 +45,11 @@ PLATFORM_NEEDS = {
 
 
 # Each platform's settings, and the refusal of placeholders, live in modules of their own.
+def _no_resolving(host: str, port: int) -> list[str]:
+    """Settings are read by every command: names are not looked up then, only when connecting."""
+    return []
+
+
 # Redis' and Valkey's evicting policies (redis.conf), and "unreadable" (neither CONFIG GET nor
 # INFO answers it): what HBGW_REDIS_ACCEPT_EVICTION may name (hbgw/state/eviction.py).
 REDIS_EVICTING_POLICIES = frozenset(
@@ -134,6 +141,17 @@ class Settings(
         description="Comma-separated environment variables the command agent's child inherits; "
         "nothing else reaches it (no HBGW_* setting, no secret).",
     )
+    agent_user: str = Field(
+        default="nobody",
+        description="User the command agent runs as: not root, not the worker's own user, so "
+        "it reads none of the worker's secrets (its environment, memory, files). The worker "
+        "needs root (or CAP_SETUID and CAP_SETGID) to switch to it.",
+    )
+    agent_same_user: bool = Field(
+        default=False,
+        description="Run the command agent as the worker's own user instead (it can then read "
+        "the worker's files in HBGW_HOME and any secret file it reads); logged as a warning.",
+    )
     agent_log: Path | None = Field(
         default=None, description="JSONL file where the echo agent records every turn request."
     )
@@ -170,6 +188,12 @@ class Settings(
     admin_token: SecretStr | None = Field(
         default=None, description="API bearer token of operators: every session."
     )
+    owner_chats: str = Field(
+        default="",
+        description="Chats bound to owner tokens, like alice=slack:C012ABC,telegram:-100123;"
+        "bob=discord:1234567890: an owner token makes slack, telegram, discord and webhook "
+        "sessions only for its bound chats ('' none).",
+    )
     api_max_body_bytes: int = Field(
         default=65_536, ge=1024, description="Largest HTTP request body accepted, in bytes."
     )
@@ -187,15 +211,20 @@ class Settings(
     )
     api_id_key: SecretStr | None = Field(
         default=None,
-        description="Key of the API's public message and run ids; unset: from the database URL.",
+        description=(
+            "Key of the public message and run ids (API, signed webhooks); unset: a random key "
+            "made once and kept in the database."
+        ),
     )
     api_max_sessions_per_owner: int = Field(
         default=500,
         ge=0,
-        description="Most sessions (not closed) one owner token may hold; 0: any.",
+        description="Most sessions (not closed) one owner may hold, by any path; 0: any.",
     )
     api_max_heartbeats_per_owner: int = Field(
-        default=100, ge=0, description="Most heartbeats (not cleared) of one owner; 0: any."
+        default=100,
+        ge=0,
+        description="Most heartbeats (not cleared) of one owner, by any path; 0: any.",
     )
     api_max_streams_per_owner: int = Field(
         default=20,
@@ -304,6 +333,12 @@ class Settings(
     def agent_env_names(self) -> tuple[str, ...]:
         return tuple(name for name in self.agent_env_allow.split(",") if name)
 
+    @field_validator("owner_chats", mode="after")
+    @classmethod
+    def _owner_chats_parse(cls, value: str) -> str:
+        OwnerChats.parse(value)  # a typo stops the process at start, naming its entry
+        return value
+
     @field_validator("log_level", mode="after")
     @classmethod
     def _known_level(cls, value: str) -> str:
@@ -333,6 +368,20 @@ class Settings(
                 "set HBGW_REDIS_TLS_CERT and HBGW_REDIS_TLS_KEY together (a client certificate "
                 "is useless without its key), or neither"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _webhooks_stay_outside(self) -> Settings:
+        # The operator's own URLs follow the rule of a tenant's (core/outbound.py): an inside
+        # address written in the URL stops the start; a name is checked when connecting.
+        guard = OutboundGuard(self.outbound_allowlist, resolve=_no_resolving)
+        urls = {"HBGW_WEBHOOK_URL": self.webhook_url}
+        if self.alert_webhook is not None:
+            urls["HBGW_ALERT_WEBHOOK"] = self.alert_webhook.get_secret_value()
+        for name, url in urls.items():
+            problem = guard.url_problem(url, OPERATOR_REMEDY) if url else None
+            if problem is not None:
+                raise ValueError(f"{name}: {problem}")
         return self
 
     @model_validator(mode="before")
@@ -372,6 +421,11 @@ class Settings(
         return None if "*" in names else frozenset(names)
 
     @property
+    def owner_chat_bindings(self) -> OwnerChats:
+        """HBGW_OWNER_CHATS parsed (checked at start, so this cannot fail)."""
+        return OwnerChats.parse(self.owner_chats)
+
+    @property
     def effective_database_url(self) -> str:
         if self.database_url:
             return self.database_url
@@ -390,6 +444,8 @@ class Settings(
                 value = "********" if value.get_secret_value() else ""
             elif name == "agent_command" and isinstance(value, str):
                 value = mask_command(value)
+            elif name == "webhook_url" and isinstance(value, str):
+                value = mask_webhook_url(value)  # its path may be the token (the logs agree)
             elif isinstance(value, str) and "://" in value:
                 value = mask_url(value)
             elif isinstance(value, Path):

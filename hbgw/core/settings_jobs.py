@@ -13,7 +13,7 @@ class JobSettings(BaseModel):
     api_max_jobs_per_owner: int = Field(
         default=100,
         ge=0,
-        description="Most cron jobs (active or paused) of one owner, by API or /cron; 0: any.",
+        description="Most cron jobs (active or paused) of one owner, by any path; 0: any.",
     )
     job_retry_delays: str = Field(
         default="60,300,900",

@@ -24,6 +24,12 @@ class SlackSettings(BaseModel):
     slack_teams: str = Field(
         default="", description="Slack workspace (team) ids accepted, comma-separated; '' any."
     )
+    slack_allow_mentions: bool = Field(
+        default=False,
+        description="Let text sent to Slack keep its markup: <!channel>, <!here>, <@U…> "
+        "mentions and <url|label> links. false: &, < and > are escaped, so a reply shows them "
+        "as written and pings nobody.",
+    )
     slack_timeout: float = Field(
         default=10.0, gt=0, le=60, description="Seconds one Slack Web API request may take."
     )

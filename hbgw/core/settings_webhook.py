@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field, SecretStr, field_validator
 
+from hbgw.core.outbound import Allowlist, parse_allowlist
 from hbgw.core.webhook_url import WEBHOOK_URL_CHARS, check_webhook_url, webhook_url_problem
 
 __all__ = ["WEBHOOK_URL_CHARS", "WebhookSettings", "check_webhook_url", "webhook_url_problem"]
@@ -35,6 +36,24 @@ class WebhookSettings(BaseModel):
         le=600,
         description="Most seconds one outbound webhook delivery takes, its retries included.",
     )
+
+    webhook_allow_networks: str = Field(
+        default="",
+        description="Inside addresses outbound webhooks (a session's URL, HBGW_WEBHOOK_URL, "
+        "HBGW_ALERT_WEBHOOK) may reach, comma-separated: networks (10.0.5.0/24, fd00::/8), "
+        "addresses and host names. Every other loopback, private, link-local, unique-local, "
+        "multicast or reserved address is refused.",
+    )
+
+    @field_validator("webhook_allow_networks", mode="after")
+    @classmethod
+    def _allowlist_reads(cls, value: str) -> str:
+        parse_allowlist(value)  # a bad entry stops the start with a sentence naming it
+        return value
+
+    @property
+    def outbound_allowlist(self) -> Allowlist:
+        return parse_allowlist(self.webhook_allow_networks)
 
     @field_validator("webhook_url", mode="after")
     @classmethod

@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["inert"]
+__all__ = ["inert", "one_line"]
 
+# What ``str.splitlines`` (and so a log reader) takes for a line break besides those ``_CONTROL``
+# already escapes: newline, and the line and paragraph separators.
+_BREAK = re.compile("[\n\u2028\u2029]")
 # C0 controls except tab and newline, DEL, C1 controls, and the bidirectional overrides and
 # isolates that reorder what is shown (U+202A-U+202E, U+2066-U+2069).
 _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
@@ -25,3 +28,13 @@ def _visible(match: re.Match[str]) -> str:
 def inert(text: str) -> str:
     """``text`` with every control character but newline and tab written as a visible escape."""
     return _CONTROL.sub(_visible, text)
+
+
+def one_line(text: str) -> str:
+    """``inert(text)`` with its line breaks escaped too (``\\n``): a reply printed into a log
+    stays on its own line and cannot forge another record."""
+    return _BREAK.sub(_escaped_break, inert(text))
+
+
+def _escaped_break(match: re.Match[str]) -> str:
+    return "\\n" if match.group() == "\n" else f"\\u{ord(match.group()):04x}"

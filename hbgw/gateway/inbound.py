@@ -19,7 +19,7 @@ import redis
 from kombu.exceptions import KombuError
 
 from hbgw.core.clock import to_ms
-from hbgw.core.errors import InvalidState
+from hbgw.core.errors import BadInput, InvalidState
 from hbgw.gateway.platforms.served import Served
 from hbgw.sessions.cron_commands import handle_cron
 from hbgw.sessions.grammar import GrammarLimits, is_heartbeat_command
@@ -89,7 +89,6 @@ def receive(
     idempotency_key: str | None = None,
     message_limits: MessageLimits = MessageLimits(),
     served: Served | None = None,
-    max_jobs: int = 0,
 ) -> Answered | Queued:
     """Slash commands are answered at once; anything else becomes a user turn via the owner.
 
@@ -97,7 +96,7 @@ def receive(
     there is none. Without Redis (``parts`` None) the message is stored and the heartbeat change
     reaches the due index on the next restore pass. ``served``: the platforms this deployment
     serves; a session on another is refused (``PlatformNotEnabled``) before anything is stored.
-    ``max_jobs``: the session owner's cron-job quota for ``/cron add`` (0: none, the operator's).
+    The store holds the session's owner to its quotas (``Store.quotas``).
     """
     check_storable(session_id, "session id")
     check_storable(text, "message")
@@ -109,7 +108,7 @@ def receive(
     if is_heartbeat_command(text):
         return _answer_command(store, session, text, now, limits, parts)
     if is_cron_command(text):
-        return _answer_cron(store, session, text, now, limits, parts, max_jobs)
+        return _answer_cron(store, session, text, now, limits, parts)
     check_message(text, message_limits)
     key = idempotency_key if idempotency_key is not None else uuid.uuid4().hex
     accepted = store.messages.accept_message(session.id, text, now=now, idempotency_key=key)
@@ -154,10 +153,10 @@ def _answer_cron(
     now: datetime,
     limits: GrammarLimits,
     parts: InboundParts | None,
-    max_jobs: int,
 ) -> Answered:
     """A /cron command, applied and answered at once; the due index learns a changed job."""
-    answer = handle_cron(store.jobs, session, text, now, limits, max_jobs=max_jobs)
+    _check_job_route(store, session, text)
+    answer = handle_cron(store.jobs, session, text, now, limits)
     if parts is not None and answer.changed is not None:
         try:
             parts.due.settle_job(answer.changed)
@@ -168,6 +167,20 @@ def _answer_cron(
                 extra={"action": "inbound.settle_failed", "session": session.id},
             )
     return Answered(session.id, answer.text)
+
+
+def _check_job_route(store: Store, session: SessionView, text: str) -> None:
+    """``/cron add`` makes a job whose runs are fresh sessions on this chat, without a URL of
+    their own: they post to HBGW_WEBHOOK_URL. A webhook session with its own URL (an owner's)
+    would hand its jobs the operator's partner route, so it is refused with the way to do it."""
+    if session.platform != "webhook" or text.split(maxsplit=2)[1:2] != ["add"]:
+        return
+    if store.webhooks.webhook_url(session.id) is not None:
+        raise BadInput(
+            "A /cron job here would post its runs to the operator's HBGW_WEBHOOK_URL, not to "
+            "this session's URL; make it a job of this session instead: POST /v1/cron with "
+            f'"session_id": "{session.id}".'
+        )
 
 
 def _estop_holds(gate: TurnGate | None, sid: str) -> bool:

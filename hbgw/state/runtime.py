@@ -13,6 +13,7 @@ import redis
 from hbgw.core.clock import Clock, to_ms, utcnow
 from hbgw.core.private import private_dir, write_private
 from hbgw.core.settings import Settings
+from hbgw.sessions.quotas import OwnerQuotas
 from hbgw.sessions.store import Store
 from hbgw.state.connection import MAX_CONNECTIONS, connect
 
@@ -74,10 +75,17 @@ class Runtime:
 
     @classmethod
     def from_settings(
-        cls, settings: Settings, *, worker: str = "cli", turns: int | None = None
+        cls,
+        settings: Settings,
+        *,
+        worker: str = "cli",
+        turns: int | None = None,
+        quotas: OwnerQuotas | None = None,
     ) -> Runtime:
-        """``turns``: the turns this process holds at once; each may use a Redis connection."""
-        store = Store.from_url(settings.effective_database_url)
+        """``turns``: the turns this process holds at once; each may use a Redis connection.
+        ``quotas``: what the store holds each owner to (a worker's: the model's tools set
+        heartbeats; none for the operator's ``hbgw`` and for beat, which makes nothing)."""
+        store = Store.from_url(settings.effective_database_url, quotas)
         client = connect(
             resolve_redis_url(settings),
             settings,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from enum import StrEnum
+from fractions import Fraction
 
 from hbgw.core.errors import CommandError
 from hbgw.sessions.grammar.text import quote
@@ -30,6 +31,7 @@ class BudgetSource(StrEnum):
 
 BUDGET = re.compile(r"([0-9]+(?:\.[0-9]+)?)([kKmM]?)")
 _SCALE = {"": 1, "k": 1_000, "m": 1_000_000}
+_NUMBER_CHARS = 32
 
 
 def is_budget(value: str | None) -> bool:
@@ -42,8 +44,11 @@ def parse_budget(value: str) -> int:
     if match is None:
         raise CommandError(f"{quote(value)} is not a token budget — write it like budget 50k.")
     number, unit = match.groups()
-    tokens = float(number) * _SCALE[unit.lower()]
-    if tokens != int(tokens) or not 1 <= tokens <= MAX_BUDGET:
+    # Exact (a float of 400 nines was infinity, and int() of it raised where a sentence
+    # belongs), and read only at a length a budget can have (Python refuses int() of more
+    # than 4,300 digits).
+    tokens = Fraction(number) * _SCALE[unit.lower()] if len(number) <= _NUMBER_CHARS else 0
+    if tokens.denominator != 1 or not 1 <= tokens <= MAX_BUDGET:
         raise CommandError(
             f"A token budget is a whole number of tokens from 1 to {MAX_BUDGET:,}, "
             f"not {quote(value)}."

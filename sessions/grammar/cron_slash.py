@@ -23,7 +23,7 @@ from hbgw.sessions.grammar.job_schedule import (
     split_schedule,
 )
 from hbgw.sessions.grammar.limits import GrammarLimits
-from hbgw.sessions.grammar.slash import check_prompt
+from hbgw.sessions.grammar.slash import check_command_length, check_prompt
 from hbgw.sessions.grammar.text import quote
 
 EXAMPLE = "for example: /cron add in 10m -- remind me to deploy"
@@ -82,6 +82,7 @@ def cron_help() -> str:
 
 def parse_cron_command(text: str, now: datetime, limits: GrammarLimits) -> CronCommand:
     """Parse one /cron command line; ``now`` (aware datetime) anchors ``in`` and ``at``."""
+    check_command_length(text, limits, "/cron")
     head = _HEAD.match(text)
     if head is None:
         raise CommandError(f"That is not a /cron command — start with /cron, {EXAMPLE}.")

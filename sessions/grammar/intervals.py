@@ -28,6 +28,8 @@ MAX_INTERVAL = 366 * 86400
 NUMBER = r"[+-]?(?:[0-9]+(?:\.[0-9]+)?|\.[0-9]+)"
 _INTERVAL = re.compile(rf"\s*(?:(?i:every)\s+)?({NUMBER})\s*([A-Za-z]+)\s*")
 _MAX_NUMBER_CHARS = 40
+# "every 366 days" with room to spare; a longer text is refused before the pattern reads it.
+_MAX_INTERVAL_CHARS = 100
 FORMS = (
     "write a number and a unit, such as 30s, 10m, 1.5h, 2d or every 90 minutes "
     "(units: s, sec, second, m, min, minute, h, hr, hour, d, day, and their plurals)"
@@ -58,6 +60,8 @@ def unit_seconds(word: str) -> int | None:
 
 def parse_interval(text: str, *, minimum: float = 60) -> int:
     """Whole seconds; below ``minimum`` is an error, never a silent clamp."""
+    if len(text) > _MAX_INTERVAL_CHARS:
+        raise IntervalError(f"{quote(text)} is too long to be an interval — {FORMS}.")
     match = _INTERVAL.fullmatch(text)
     size = unit_seconds(match.group(2)) if match else None
     if match is None or size is None:

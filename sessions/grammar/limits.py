@@ -12,6 +12,11 @@ if TYPE_CHECKING:
     from hbgw.core.settings import Settings
 
 
+# Room besides the prompt: a stored schedule is at most 255 characters (SCHEDULE_CHARS), the
+# policy words (hours with a zone, budget, model, for, times, dedupe, backoff) fit in the rest.
+COMMAND_ROOM = 1024
+
+
 @dataclass(frozen=True)
 class GrammarLimits:
     min_interval: float = 60
@@ -29,6 +34,13 @@ class GrammarLimits:
     dedupe: int = 0
     """Seconds a repeated reply is held back when a command names no ``dedupe`` (HBGW_DEDUPE,
     24h unless set; 0 here: off, for callers that build limits without the settings)."""
+
+    @property
+    def max_command_chars(self) -> int:
+        """Longest /heartbeat or /cron line read at all: the longest prompt and room for the
+        command word, a schedule and its policies. Checked before any pattern looks at it, so
+        a long line costs one length check, whatever its shape."""
+        return self.max_prompt_chars + COMMAND_ROOM
 
 
 def limits_from_settings(settings: Settings) -> GrammarLimits:

@@ -53,6 +53,7 @@ _ZONE = re.compile(r"UTC|[A-Za-z][A-Za-z0-9_+-]*(?:/[A-Za-z0-9_+-]+)+")
 _NUMBER = re.compile(r"[0-9]+(?:\.[0-9]+)?")
 _DURATION = re.compile(r"[0-9]+(?:\.[0-9]+)?\s*[A-Za-z]+")
 _WHOLE = re.compile(r"[0-9]+")
+_TOKEN = re.compile(r"\S+")
 WINDOW_EXAMPLE = "hours 09:00-18:00 Europe/Paris"
 
 
@@ -117,7 +118,7 @@ class Words:
         self.text, self.pos = text, 0
 
     def _peek(self) -> str | None:
-        match = re.compile(r"\S+").search(self.text, self.pos)
+        match = _TOKEN.search(self.text, self.pos)
         return match.group() if match else None
 
     def _skip(self, token: str) -> None:
@@ -273,7 +274,9 @@ def _fits(word: str, value: str | None) -> bool:
 
 
 def _times(value: str | None) -> int:
-    count = int(value or "0")
+    digits = (value or "0").lstrip("0") or "0"
+    # Beyond MAX_TIMES by its length alone: int() of thousands of digits is refused by Python.
+    count = int(digits) if len(digits) <= len(str(MAX_TIMES)) else MAX_TIMES + 1
     if not 1 <= count <= MAX_TIMES:
         raise CommandError(f"'times' needs a whole number from 1 to {MAX_TIMES}.")
     return count

@@ -33,6 +33,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
+from string import ascii_letters
 
 from hbgw.core.errors import CommandError, CronError, IntervalError
 from hbgw.sessions.grammar.cron import ALIASES, UNSUPPORTED_ALIASES, parse_cron
@@ -99,12 +101,16 @@ KEYWORDS: dict[str, Command] = {
 EXAMPLE = "for example: /heartbeat every 10m check CI"
 _HEAD = re.compile(r"\s*/(?:heartbeat|hb)(?:@[A-Za-z0-9_]+)?(?=\s|$)", re.IGNORECASE)
 _TOKEN = re.compile(r"\S+")
-_GLUED_INTERVAL = re.compile(rf"({NUMBER})([A-Za-z]+)")
 _BARE_NUMBER = re.compile(NUMBER)
-# Numeric-looking text glued to a unit (1e400s, 1,5h, 1.5.2m): a failed interval, not a prompt.
-_MANGLED_INTERVAL = re.compile(r"[+-]?[0-9.][0-9.,_eE+-]*([A-Za-z]+)")
+# The numeric-looking part of a mangled interval (1e400s, 1,5h, 1.5.2m). A token's trailing
+# letters are split off by hand (``_split_unit``) before a pattern reads the rest: one pattern
+# for both would backtrack over the digits (and the e's) for every letter it tried.
+_MANGLED_NUMBER = re.compile(r"[+-]?[0-9.][0-9.,_eE+-]*")
 _TZ_TOKEN = re.compile(r"(?:cron_)?tz=", re.IGNORECASE)
-_CRONISH = re.compile(r"[0-9*/,\-]*[0-9*][0-9*/,\-]*")
+# Cron-field characters with at least one digit or star. The run before the first digit or star
+# holds neither, so no two parts of the pattern can take the same character (linear time).
+_CRONISH = re.compile(r"[/,\-]*[0-9*][0-9*/,\-]*")
+_LONGEST_KEYWORD = max(map(len, KEYWORDS))
 _QUOTES = {'"': '"', "'": "'", "“": "”", "‘": "’", "«": "»"}  # chat apps curl quotes
 
 
@@ -135,8 +141,23 @@ def help_text() -> str:
     )
 
 
+def check_command_length(text: str, limits: GrammarLimits, command: str) -> None:
+    """A line longer than any command can be is refused before a pattern reads it."""
+    if len(text) > limits.max_command_chars:
+        raise CommandError(
+            f"The {command} command is too long — {len(text)} characters; the limit is "
+            f"{limits.max_command_chars} (a prompt of at most {limits.max_prompt_chars}, "
+            "HBGW_MAX_PROMPT_CHARS, and its schedule)."
+        )
+
+
+@lru_cache(maxsize=64)  # a memo across one request's two reads, not a store of commands
 def parse_command(text: str, limits: GrammarLimits = GrammarLimits()) -> Command:
-    """Parse one /heartbeat command; every failure is a GrammarError with one sentence."""
+    """Parse one /heartbeat command; every failure is a GrammarError with one sentence.
+
+    Remembered (a pure function of its arguments): the API and Slack read a command to count it
+    against the owner's quota, then apply it — one parse between them."""
+    check_command_length(text, limits, "/heartbeat")
     head = _HEAD.match(text)
     if head is None:
         raise CommandError(
@@ -168,6 +189,8 @@ def _refuse_mistyped_keyword(prompt: str, limits: GrammarLimits) -> None:
     if len(prompt.split()) != 1:
         return
     word = prompt.lower().rstrip(".!")
+    if len(word) > _LONGEST_KEYWORD + 2:
+        return  # more than two edits from every keyword: no need to count them
     # Short keywords (off, stop, help) allow one edit: two would turn "hello" into "help".
     close = [
         (distance, keyword)
@@ -305,13 +328,13 @@ class _Head:
         token = self._peek()
         if token is None:
             return False
-        glued = _GLUED_INTERVAL.fullmatch(token)
-        if glued is not None and unit_seconds(glued.group(2)) is not None:
+        number, letters = _split_unit(token)
+        if letters and _BARE_NUMBER.fullmatch(number) and unit_seconds(letters) is not None:
             self._skip(token)
             text = token
-        elif (mangled := _MANGLED_INTERVAL.fullmatch(token)) and unit_seconds(mangled.group(1)):
+        elif (unit := _mangled_unit(number, letters)) is not None and unit_seconds(unit):
             raise forms_error(token)
-        elif _BARE_NUMBER.fullmatch(token):
+        elif not letters and _BARE_NUMBER.fullmatch(token):
             start = self.pos
             self._skip(token)
             unit = self._peek()
@@ -375,6 +398,23 @@ class _Head:
                 'seconds are not supported; if the prompt starts with it, use --cron "…".'
             )
         return " ".join([*parts, *fields])
+
+
+def _split_unit(token: str) -> tuple[str, str]:
+    """``token`` as what precedes its trailing ASCII letters, and those letters: ``1.5h`` is
+    ``("1.5", "h")``, ``90`` is ``("90", "")``."""
+    cut = len(token.rstrip(ascii_letters))
+    return token[:cut], token[cut:]
+
+
+def _mangled_unit(number: str, letters: str) -> str | None:
+    """The unit glued to numeric-looking text (``s`` of ``1e400s``), or None.
+
+    What ``[+-]?[0-9.][0-9.,_eE+-]*([A-Za-z]+)`` captured, without its backtracking: the
+    trailing letters, less the leading e's that the number part takes (all but the last)."""
+    if not letters or _MANGLED_NUMBER.fullmatch(number) is None:
+        return None
+    return letters.lstrip("eE") or letters[-1]
 
 
 def _needs_interval(word: str) -> IntervalError:

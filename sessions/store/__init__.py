@@ -10,7 +10,8 @@
 - ``store.deliveries``: delivery records and their retries (``Deliveries``);
 - ``store.webhooks``: the webhook URL of a session (``WebhookRoutes``);
 - ``store.jobs.jobs``: cron jobs and their turns (``Jobs``);
-- ``store.retention``: retiring old rows and the day partitions (``Housekeeping``).
+- ``store.retention``: retiring old rows and the day partitions (``Housekeeping``);
+- ``store.secrets``: secrets the deployment made for itself (``StoredSecrets``).
 
 A unit is handed the part it uses, not the whole store. Each public method of a part is one
 transaction, declared with ``@transaction`` (``base``). Writes made by a running turn carry its
@@ -20,11 +21,13 @@ lock cannot change anything after the new owner has started.
 
 from __future__ import annotations
 
+import functools
 from typing import ClassVar
 
 from sqlalchemy import Engine
 
 from hbgw.sessions.db import ensure_schema, make_engine
+from hbgw.sessions.quotas import OwnerQuotas
 from hbgw.sessions.store.base import Database, Transactions
 from hbgw.sessions.store.deliveries import DeliveryRecords
 from hbgw.sessions.store.delivery_retries import DeliveryRetries
@@ -39,6 +42,7 @@ from hbgw.sessions.store.partitions import Partitions
 from hbgw.sessions.store.restore_reads import RestoreReads
 from hbgw.sessions.store.retention import Retention
 from hbgw.sessions.store.session_records import SessionRecords
+from hbgw.sessions.store.stored_secrets import StoredSecrets
 from hbgw.sessions.store.webhook_routes import WebhookRoutes
 
 
@@ -75,11 +79,13 @@ class Store:
         "webhooks": WebhookRoutes,
         "jobs": Jobs,
         "retention": Housekeeping,
+        "secrets": StoredSecrets,
     }
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, quotas: OwnerQuotas | None = None) -> None:
         self.engine = engine
-        database = Database(engine)
+        self.quotas = quotas or OwnerQuotas()
+        database = Database(engine, self.quotas)
         self.sessions = SessionRecords(database)
         self.messages = MessageRecords(database)
         self.heartbeats = Heartbeats(database)
@@ -89,13 +95,21 @@ class Store:
         self.webhooks = WebhookRoutes(database)
         self.jobs = Jobs(database)
         self.retention = Housekeeping(database)
+        self.secrets = StoredSecrets(database)
 
     @classmethod
-    def from_url(cls, url: str) -> Store:
-        """Open a store; the embedded SQLite store migrates itself, others must be migrated."""
+    def from_url(cls, url: str, quotas: OwnerQuotas | None = None) -> Store:
+        """Open a store; the embedded SQLite store migrates itself, others must be migrated.
+        ``quotas``: what each owner may hold (none: the operator's store)."""
         engine = make_engine(url)
         ensure_schema(engine)
-        return cls(engine)
+        return cls(engine, quotas)
+
+    @functools.cached_property
+    def operator(self) -> Store:
+        """The same database, its steps not held to owners' quotas: the operator's (the API's
+        admin token). It shares this store's engine (and its pool)."""
+        return Store(self.engine) if self.quotas.any else self
 
     def close(self) -> None:
         self.engine.dispose()
@@ -111,5 +125,6 @@ __all__ = [
     "RestoreReads",
     "SessionRecords",
     "Store",
+    "StoredSecrets",
     "WebhookRoutes",
 ]

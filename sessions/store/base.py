@@ -21,14 +21,15 @@ from contextlib import AbstractContextManager, contextmanager
 from datetime import date
 from typing import Any, ParamSpec, TypeVar, overload
 
-from sqlalchemy import Engine, event, select
+from sqlalchemy import Engine, event, exists, select
 from sqlalchemy.exc import DBAPIError, OperationalError, SQLAlchemyError
 from sqlalchemy.orm import ORMExecuteState, Session, sessionmaker
 
 from hbgw.core.clock import pause
 from hbgw.core.errors import InvalidState, NotFound, OutcomeUnknown, StaleFence, StoreError
 from hbgw.sessions.heartbeat_view import no_session
-from hbgw.sessions.models import HeartbeatRow, RunRow, SessionRow
+from hbgw.sessions.models import HeartbeatRow, JobRow, RunRow, SessionRow
+from hbgw.sessions.quotas import OwnerQuotas
 from hbgw.sessions.states import SessionStatus
 
 log = logging.getLogger("hbgw.store")
@@ -100,8 +101,10 @@ def _cause(exc: BaseException) -> str:
 class Database:
     """The engine and the one ORM session factory that every part of a store shares."""
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, quotas: OwnerQuotas | None = None) -> None:
         self.engine = engine
+        self.quotas = quotas or OwnerQuotas()
+        """The per-owner quotas the steps that add a session, heartbeat or job check."""
         self._make_orm_session = sessionmaker(engine, expire_on_commit=False)
         event.listen(self._make_orm_session, "after_flush", _note_write)
         event.listen(self._make_orm_session, "do_orm_execute", _note_dml)
@@ -130,6 +133,7 @@ class Transactions:
     def __init__(self, database: Database) -> None:
         self.database = database
         self.engine = database.engine
+        self.quotas = database.quotas
 
     def _transaction(self) -> AbstractContextManager[Session]:
         return self.database.transaction()
@@ -241,3 +245,13 @@ def run_row(db: Session, run_key: tuple[int, date]) -> RunRow:
     if run is None:
         raise NotFound(f"There is no run {run_key[0]}.")
     return run
+
+
+def a_job_runs_own_session() -> Any:
+    """True for a session made for one run of a routed job (its ledger row names the job, and
+    the job names no session of its own)."""
+    return exists().where(
+        RunRow.session_id == SessionRow.id,
+        RunRow.job_id == JobRow.id,
+        JobRow.session_id.is_(None),
+    )

@@ -37,10 +37,11 @@ ENDED_BEFORE_RETRY = (
 
 @dataclass(frozen=True)
 class RetryAttempt:
-    """A retry marked pending for a grant: the record and the session's platform."""
+    """A retry marked pending for a grant: the record, the session's platform and owner."""
 
     delivery: DeliveryView
     platform: str
+    owner: str | None
 
 
 def due_retries_in(db: Session, session_id: str, now: datetime, limit: int) -> list[DeliveryView]:
@@ -98,14 +99,14 @@ class DeliveryRetries(Transactions):
                 return None
             session = fenced_session_row(db, row.session_id, fence)
             if row.state == DeliveryState.PENDING and row.fence == fence and row.text is not None:
-                return RetryAttempt(delivery_view(row), session.platform)  # a repeat
+                return RetryAttempt(delivery_view(row), session.platform, session.owner)  # a repeat
             if row.state != DeliveryState.RETRYING or row.text is None:
                 return None
             row.state = DeliveryState.PENDING
             row.fence = fence
             row.attempts += 1
             row.updated_at = now
-            return RetryAttempt(delivery_view(row), session.platform)
+            return RetryAttempt(delivery_view(row), session.platform, session.owner)
 
     @transaction
     def finish_retry(

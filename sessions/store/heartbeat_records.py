@@ -6,7 +6,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from hbgw.sessions import heartbeat as hb
@@ -30,6 +29,7 @@ from hbgw.sessions.store.base import (
 )
 from hbgw.sessions.store.heartbeat_costs import tokens_on_day_in
 from hbgw.sessions.store.owner_budgets import with_owner_budget
+from hbgw.sessions.store.owner_quotas import check_heartbeat_room
 from hbgw.sessions.validation import check_schedule_text, check_storable
 
 # Where they were defined until the status command's quick read needed them without SQLAlchemy.
@@ -153,6 +153,8 @@ class HeartbeatRecords(Transactions):
         with self._transaction() as db:
             session = active_session_row(db, session_id, "set a heartbeat in")
             row = heartbeat_row(db, session_id)
+            if row is None or row.status == HeartbeatStatus.CLEARED:  # one more live heartbeat
+                check_heartbeat_room(db, self.quotas, session.owner, session_id)
             if policy is not None and not policy.names_budget:
                 policy = with_owner_budget(db, session.owner, policy)
             state = hb.set_heartbeat(
@@ -173,20 +175,6 @@ class HeartbeatRecords(Transactions):
             row.set_at = now
             row.last_outcome = None
             return state
-
-    @transaction
-    def count_live_heartbeats(self, owner: str, *, besides: str | None = None) -> int:
-        """The owner's heartbeats not cleared (active or paused), ``besides`` that session's."""
-        query = (
-            select(func.count())
-            .select_from(HeartbeatRow)
-            .join(SessionRow, SessionRow.id == HeartbeatRow.session_id)
-            .where(SessionRow.owner == owner, HeartbeatRow.status != HeartbeatStatus.CLEARED)
-        )
-        if besides is not None:
-            query = query.where(HeartbeatRow.session_id != besides)
-        with self._transaction() as db:
-            return int(db.scalar(query) or 0)
 
     @transaction
     def pause_heartbeat(self, session_id: str, now: datetime) -> hb.HeartbeatState:

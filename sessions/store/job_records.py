@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, Row, and_, func, or_, select
+from sqlalchemy import ColumnElement, Row, and_, or_, select
 from sqlalchemy.orm import Session
 
 from hbgw.core.clock import iso
@@ -30,6 +30,7 @@ from hbgw.sessions.models import MODEL_CHARS, JobRow, RunRow
 from hbgw.sessions.states import JobStatus, MissedPolicy
 from hbgw.sessions.store.base import Transactions, active_session_row, transaction
 from hbgw.sessions.store.deliveries import deliveries_of_runs
+from hbgw.sessions.store.owner_quotas import check_job_room
 from hbgw.sessions.store.run_views import RunView, run_view
 from hbgw.sessions.validation import check_schedule_text, check_session_names, check_storable
 
@@ -138,6 +139,7 @@ class JobRecords(Transactions):
         with self._transaction() as db:
             if new.route.session_id is not None:
                 active_session_row(db, new.route.session_id, "schedule a job in")
+            check_job_room(db, self.quotas, new.owner)
             row = JobRow(
                 id=job_id,
                 owner=new.owner,
@@ -188,15 +190,6 @@ class JobRecords(Transactions):
                     )
                 )
             return [job_view(r) for r in db.scalars(query)]
-
-    @transaction
-    def count_live_jobs(self, owner: str) -> int:
-        """The owner's jobs that may still run (active or paused): what the quota counts."""
-        live = (JobStatus.ACTIVE, JobStatus.PAUSED)
-        query = select(func.count()).select_from(JobRow)
-        query = query.where(JobRow.owner == owner, JobRow.status.in_(live))
-        with self._transaction() as db:
-            return int(db.scalar(query) or 0)
 
     @transaction
     def pause_job(self, job_id: str, now: datetime, *, owner: str | None = None) -> JobView:

@@ -7,21 +7,24 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Row, exists, func, select, text
+from sqlalchemy import Row, select, text
 from sqlalchemy.orm import Session
 
 from hbgw.core.clock import iso
-from hbgw.core.errors import InvalidState
-from hbgw.sessions.models import JobRow, RunRow, SessionRow
+from hbgw.core.errors import BadInput, InvalidState
+from hbgw.core.webhook_url import webhook_url_problem
+from hbgw.sessions.models import SessionRow
 from hbgw.sessions.states import ClosedReason, SessionStatus
 from hbgw.sessions.store.base import (
     Transactions,
+    a_job_runs_own_session,
     active_session_row,
     heartbeat_row,
     session_row,
     transaction,
 )
 from hbgw.sessions.store.heartbeat_records import clear_departing
+from hbgw.sessions.store.owner_quotas import check_session_room
 from hbgw.sessions.validation import check_session_names
 
 # A compression chain longer than this is a loop in the data, not a conversation.
@@ -83,10 +86,19 @@ class SessionRecords(Transactions):
         now: datetime,
         thread: str | None = None,
         owner: str | None = None,
+        webhook_url: str | None = None,
     ) -> SessionView:
+        """A new session; ``webhook_url``: a webhook session's own URL, kept with it in the
+        same transaction (``BadInput`` when it is not postable: nothing is stored)."""
         check_session_names(platform=platform, chat=chat, thread=thread, owner=owner)
+        if webhook_url is not None:
+            problem = webhook_url_problem(webhook_url)
+            if problem is not None:
+                raise BadInput(problem)
         with self._transaction() as db:
+            check_session_room(db, self.quotas, owner)
             row = _new_session(db, platform, chat, thread, owner, now, parent_id=None)
+            row.webhook_url = webhook_url
             return session_view(row)
 
     @transaction
@@ -124,7 +136,7 @@ class SessionRecords(Transactions):
                     # Sessions of another owner at the same address are not this one's; the
                     # owner's index (owner, status) narrows the read until an address index.
                     SessionRow.owner.is_(None) if owner is None else SessionRow.owner == owner,
-                    ~_a_job_runs_own_session(),
+                    ~a_job_runs_own_session(),
                 )
                 .order_by(SessionRow.created_at.desc(), SessionRow.id.desc())
                 .limit(1)
@@ -133,6 +145,7 @@ class SessionRecords(Transactions):
             if row is None:
                 if not create:
                     return None
+                check_session_room(db, self.quotas, owner)
                 row = _new_session(db, platform, chat, thread, owner, now, parent_id=None)
             return session_view(row)
 
@@ -153,15 +166,6 @@ class SessionRecords(Transactions):
             if after is not None:
                 query = query.where(SessionRow.id > after)
             return [session_view(r) for r in db.scalars(query)]
-
-    @transaction
-    def count_open_sessions(self, owner: str) -> int:
-        """The owner's sessions not closed (active or suspended): what a quota counts."""
-        with self._transaction() as db:
-            query = select(func.count()).where(
-                SessionRow.owner == owner, SessionRow.status != SessionStatus.CLOSED
-            )
-            return int(db.scalar(query) or 0)
 
     @transaction
     def resolve_active(self, session_id: str) -> SessionView:
@@ -272,13 +276,3 @@ def _close(row: SessionRow, reason: ClosedReason, now: datetime) -> None:
     row.status = SessionStatus.CLOSED
     row.closed_reason = reason
     row.updated_at = now
-
-
-def _a_job_runs_own_session() -> Any:
-    """True for a session made for one run of a routed job (its ledger row names the job, and
-    the job names no session of its own)."""
-    return exists().where(
-        RunRow.session_id == SessionRow.id,
-        RunRow.job_id == JobRow.id,
-        JobRow.session_id.is_(None),
-    )

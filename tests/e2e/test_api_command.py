@@ -43,7 +43,7 @@ def test_a_malformed_token_pair_is_one_sentence(
 
 
 def test_token_pairs_parse() -> None:
-    x, y = "x" * 16, "y" * 16
+    x, y = "x1-Token-a7Bq3zWm", "y2-Token-k9Rp4vNc"
     assert parse_tokens(f" a:{x} , b : {y}") == [("a", x), ("b", y)]
     for bad in ("a", "a:", f":{x}", f"a:{x},,b:{y}"):
         with pytest.raises(Exception, match="not owner:token"):

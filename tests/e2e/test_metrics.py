@@ -89,7 +89,8 @@ def _port(url: str) -> int:
 def _send_a_message(api_url: str) -> None:
     headers = {"Authorization": f"Bearer {TOKENS['alice']}"}
     with httpx.Client(base_url=api_url, headers=headers, timeout=30) as client:
-        created = client.post("/v1/sessions", json={"platform": "slack", "chat": "U1"})
+        # C1: a chat the operator bound to alice (api_overrides: HBGW_OWNER_CHATS)
+        created = client.post("/v1/sessions", json={"platform": "slack", "chat": "C1"})
         assert created.status_code == 201, created.text
         sid = created.json()["id"]
         sent = client.post(f"/v1/sessions/{sid}/messages", json={"text": "hello"})

@@ -48,6 +48,8 @@ def test_up_passes_the_agent_key_and_the_webhook_and_prints_no_secret(tmp_path: 
             "HBGW_OPENAI_MODEL": "main-model",
             "HBGW_OPENAI_API_KEY": KEY,
             "HBGW_ALERT_WEBHOOK": WEBHOOK,
+            # A loopback alert receiver is an inside address, which the operator allows.
+            "HBGW_WEBHOOK_ALLOW_NETWORKS": "127.0.0.1/32",
             "HBGW_ALERT_WEBHOOK_SECRET": SIGNING_SECRET,
             "HBGW_API_PORT": "0",
         }

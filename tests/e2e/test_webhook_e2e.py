@@ -8,14 +8,19 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import logging
+import re
 from typing import Any
 
+import pytest
 from support.fake_webhook_receiver import Received, Scripted
 from support.harness import wait_until
-from support.webhook_fixtures import SECRET, TIMEOUT, Webhook
+from support.webhook_fixtures import ADMIN, SECRET, TIMEOUT, Webhook
 
 from hbgw.core.clock import utcnow
 from hbgw.gateway.platforms.webhook import signature
+from hbgw.gateway.platforms.webhook.channel import public_key
+from hbgw.gateway.public_ids import deployment_ids
 
 
 def live(webhook: Webhook) -> None:
@@ -77,7 +82,9 @@ def test_a_signed_message_gets_its_reply_posted_signed_to_the_session_url(
     texts = [m.text for m in gw.store.messages.list_messages(sid, limit=10)]
     assert "how is the deploy?" in texts and "user reply to: how is the deploy?" in texts
     assert len(receiver.requests) == 1
-    [record] = [d for d in webhook.deliveries() if d.delivery_key == post.key]
+    # SQL keeps its own id in the key; the receiver got the public one.
+    ids = deployment_ids(gw.settings, gw.store.secrets)
+    [record] = [d for d in webhook.deliveries() if public_key(d.delivery_key, ids) == post.key]
     assert (record.state, record.platform_message_id) == ("sent", "hook-1")
 
 
@@ -133,13 +140,22 @@ def test_a_hang_past_the_timeout_is_sent_again_and_the_receiver_drops_it(
     assert run.state == "completed" and run.delivery.state == "suppressed"
 
 
-def test_a_receiver_gone_for_good_fails_the_delivery_at_once(webhook: Webhook) -> None:
+def test_a_receiver_gone_for_good_fails_the_delivery_at_once(
+    webhook: Webhook, caplog: pytest.LogCaptureFixture
+) -> None:
     webhook.receiver.gone = True
+    caplog.set_level(logging.WARNING, "hbgw.webhook")
     run, requests = _run_after(webhook)
     assert [r.status for r in requests] == [410]  # not repeated
     assert run.state == "failed" and run.delivery.state == "failed"
-    assert "HTTP 410" in run.detail and "refused the message for good" in run.detail
+    # Issue 29: the record (what a tenant reads) says no more than "could not be delivered"
+    # and a reference; the operator's log has the receiver's answer under that reference.
+    assert "could not be delivered" in run.detail and "HTTP 410" not in run.detail
     assert "s3cr3t" not in run.detail  # the URL's token is never in a record
+    found = re.search(r"reference (wh-[0-9a-f]+)", run.detail)
+    assert found is not None, run.detail
+    logged = [r for r in caplog.records if getattr(r, "reference", None) == found.group(1)]
+    assert len(logged) == 1 and "HTTP 410" in logged[0].getMessage()
 
 
 def test_a_session_without_a_url_fails_its_delivery_with_a_sentence(webhook: Webhook) -> None:
@@ -154,3 +170,45 @@ def test_a_session_without_a_url_fails_its_delivery_with_a_sentence(webhook: Web
     assert run.state == "failed"
     assert f"Session {sid} has no webhook URL" in run.detail
     assert webhook.receiver.requests == []
+
+
+PUBLIC_KEY = re.compile(r"^msg:([1-9][0-9]*)$")
+
+
+def test_replies_carry_public_ids_the_same_on_every_attempt(webhook: Webhook) -> None:
+    """Pins issue 29 (low): the reply's ``Idempotency-Key`` and ``reply_to`` carried SQL's
+    sequential message id (``msg:64``, then ``msg:76``; ``"reply_to": "29"``), which tells a
+    receiver how many messages everyone sends. They carry the public id the API shows for the
+    message, and a retried POST the same key."""
+    receiver, gw = webhook.receiver, webhook.gw
+    first = webhook.message("m-1", "/heartbeat status")
+    assert first.status_code == 200
+    sid = session_of(webhook)
+    assert webhook.route(sid, receiver.hook()).status_code == 200
+    receiver.next(Scripted(500))  # the first reply's first attempt fails: it is sent again
+    with gw.worker("w1"):
+        live(webhook)
+        answered = {}  # what the inbound POST answered for each message: its public id
+        for n, text in enumerate(("one", "two"), 1):
+            taken = webhook.message(f"m-{n + 1}", text)
+            assert taken.status_code == 202
+            answered[text] = taken.json()["message_id"]
+            wait_until(lambda n=n: len(receiver.kept()) == n, 30, f"reply {n} POSTed")  # type: ignore[misc]
+    with webhook.client() as client:
+        shown = client.get(f"/v1/sessions/{sid}/messages", headers=ADMIN).json()["messages"]
+    asked = {m["text"]: m["id"] for m in shown if m["role"] == "user"}
+    assert asked == answered  # one public id per message, wherever the gateway shows it
+    replies = receiver.kept()
+    keys = []
+    for post, text in zip(replies, ("one", "two"), strict=True):
+        body = post.json
+        found = PUBLIC_KEY.match(post.key or "")
+        assert found, post.key
+        assert post.key == body["delivery_key"] == f"msg:{asked[text]}"
+        assert body["reply_to"] == str(asked[text])
+        keys.append(int(found.group(1)))
+    # Not SQL's: neither small nor consecutive.
+    assert all(key > 1 << 32 for key in keys) and abs(keys[1] - keys[0]) > 1 << 20
+    retried = receiver.of_key(replies[0].key or "")
+    assert [r.status for r in retried] == [500, 200]
+    assert retried[0].body == retried[1].body

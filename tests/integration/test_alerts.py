@@ -20,6 +20,7 @@ from fastapi import FastAPI, Request, Response
 from support.broker import take_fires
 from support.harness import Gateway, gateway_settings
 from support.http_server import serving
+from support.webhook_fixtures import LOOPBACK_ALLOWED, loopback_guard
 
 from hbgw.beat.alerts import SIGNATURE_HEADER, AlertSender, sign
 from hbgw.beat.reconcile import Reconciler
@@ -60,7 +61,13 @@ def test_a_webhook_that_never_answers_does_not_hold_beats_tick(
     tmp_path: Path, redis_url: str, redis_ns: str
 ) -> None:
     with silent_webhook() as url:
-        settings = gateway_settings(tmp_path, redis_url, redis_ns, alert_webhook=url)
+        settings = gateway_settings(
+            tmp_path,
+            redis_url,
+            redis_ns,
+            alert_webhook=url,
+            webhook_allow_networks=LOOPBACK_ALLOWED,
+        )
         gw = Gateway(settings, redis_url)
         try:
             gw.rt.registry.refresh("w1", gw.rt.now_ms() + MINUTE)
@@ -82,7 +89,7 @@ def test_a_full_queue_drops_alerts_and_counts_them(tmp_path: Path) -> None:
     dropped = gateway_metrics().alerts.labels("dropped")
     before = dropped._value.get()
     with silent_webhook() as url:
-        sender = AlertSender(url, None, timeout=30, size=2)
+        sender = AlertSender(url, None, loopback_guard(), timeout=30, size=2)
         accepted = [sender.submit({"session": f"s{i}"}) for i in range(6)]
     # One alert is in flight (or not yet taken), two wait: the rest are dropped at once.
     assert accepted[:2] == [True, True] and accepted.count(False) >= 3
@@ -97,6 +104,7 @@ def test_every_alert_is_signed_and_the_url_is_never_logged(
         shown = url.replace("127.0.0.1", "LOCALHOST")
         settings = gateway_settings(
             tmp_path, redis_url, redis_ns, alert_webhook=shown, alert_webhook_secret=SECRET,
+            webhook_allow_networks=LOOPBACK_ALLOWED,
             log_format="json", log_level="DEBUG",
         )  # fmt: skip
         stream = io.StringIO()

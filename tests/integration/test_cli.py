@@ -101,7 +101,7 @@ def test_config_masks_secrets(hbgw: Hbgw, monkeypatch: pytest.MonkeyPatch) -> No
 
 def test_migrate_reports_revision(hbgw: Hbgw) -> None:
     result = hbgw("migrate")
-    assert result.code == 0 and "Database schema at 0017" in result.out
+    assert result.code == 0 and "Database schema at 0018" in result.out
 
 
 @pytest.mark.parametrize(

@@ -5,6 +5,7 @@ out, a wait too long refused), refusals typed, typing a cosmetic one-shot; and
 
 from __future__ import annotations
 
+import hashlib
 import socket
 from collections.abc import Iterator
 
@@ -60,6 +61,15 @@ def test_long_text_is_split_at_2000_into_the_thread(fake: FakeDiscord) -> None:
     )
     assert first == posts[0].answered["id"]  # the receipt names the reply's first part
     assert all(p.body["allowed_mentions"] == {"parse": []} for p in posts)
+
+
+def test_a_nonce_does_not_give_away_the_sql_id_of_the_message(fake: FakeDiscord) -> None:
+    """Pins issue 29 (low), Discord's share of it: the nonce was sha256 of the delivery key, so
+    trying ``msg:1``, ``msg:2``, … turned it back into SQL's sequential message id."""
+    send(channel(fake), "hi", key="msg:64")
+    [post] = fake.of("message")
+    guesses = {hashlib.sha256(f"msg:{n}\x1f0".encode()).hexdigest()[:25] for n in range(1000)}
+    assert post.body["nonce"] not in guesses and len(post.body["nonce"]) == 25
 
 
 def test_a_repeat_of_a_delivery_returns_the_message_already_posted(fake: FakeDiscord) -> None:

@@ -84,7 +84,12 @@ def test_backlog_longer_than_the_lease_runs_every_fire(
             sid: [RunState.COMPLETED] for sid in [blocker, *backlog]
         }
         assert len(gw.deliveries(call="send")) == 4
-        trouble = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+        # The harness runs its test agent as the test's own user, which says so (a warning).
+        trouble = [
+            r.getMessage()
+            for r in caplog.records
+            if r.levelno >= logging.WARNING and getattr(r, "action", "") != "agent.same_user"
+        ]
         assert trouble == []
     finally:
         gw.close()

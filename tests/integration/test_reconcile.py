@@ -13,6 +13,7 @@ import pytest
 from fastapi import FastAPI, Request, Response
 from support.harness import Gateway, gateway_settings
 from support.http_server import serving
+from support.webhook_fixtures import LOOPBACK_ALLOWED
 
 from hbgw.beat.reconcile import Reconciler
 from hbgw.core.metrics import gateway_metrics
@@ -38,7 +39,14 @@ def alert_receiver(status: int = 204) -> Iterator[tuple[str, list[dict[str, Any]
 def deployment(
     tmp_path: Path, redis_url: str, redis_ns: str, webhook: str | None
 ) -> Iterator[Gateway]:
-    gw = Gateway(gateway_settings(tmp_path, redis_url, redis_ns, alert_webhook=webhook), redis_url)
+    settings = gateway_settings(
+        tmp_path,
+        redis_url,
+        redis_ns,
+        alert_webhook=webhook,
+        webhook_allow_networks=LOOPBACK_ALLOWED,
+    )
+    gw = Gateway(settings, redis_url)
     try:
         yield gw
     finally:

@@ -21,14 +21,18 @@ from support.fake_telegram import Failure as TelegramFailure
 from support.fake_webhook_receiver import FakeReceiver, Scripted, fake_receiver
 from support.harness import wait_until
 from support.slack_fixtures import slack_deployment
+from support.webhook_fixtures import loopback_guard
 
 from hbgw.core.errors import TurnAborted
 from hbgw.gateway.platforms.discord.channel import DiscordChannel
 from hbgw.gateway.platforms.slack.channel import SlackChannel
 from hbgw.gateway.platforms.telegram.channel import TelegramChannel
 from hbgw.gateway.platforms.webhook.channel import Policy, WebhookChannel
+from hbgw.gateway.public_ids import PublicIds, id_key
 from hbgw.sessions.states import LostLockDetail, RunState
 from hbgw.workers.ports import Address
+
+IDS = PublicIds(lambda: id_key("ids-key-of-the-test"))
 
 
 class LockGone:
@@ -54,7 +58,8 @@ def receiver() -> Iterator[FakeReceiver]:
 
 def test_the_webhook_channel_asks_before_a_retry(receiver: FakeReceiver) -> None:
     url = receiver.hook()
-    ch = WebhookChannel("s" * 32, lambda _sid: url, Policy(1.0, 3, 10.0), sleep=no_sleep)
+    policy = Policy(1.0, 3, 10.0)
+    ch = WebhookChannel("s" * 32, lambda _sid: url, policy, IDS, loopback_guard(), sleep=no_sleep)
     try:
         receiver.next(Scripted(500))
         guard = LockGone()

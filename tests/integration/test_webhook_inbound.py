@@ -12,6 +12,8 @@ from pathlib import Path
 from support.api_fixtures import TOKENS
 from support.webhook_fixtures import ADMIN, Webhook, webhook_deployment
 
+from hbgw.gateway.platforms.webhook.inbound import read_message
+
 
 def stored(webhook: Webhook) -> tuple[int, int, int]:
     """Sessions and messages in SQL, and the inbound Redis keys of the deployment."""
@@ -89,7 +91,8 @@ def test_a_retried_message_is_stored_once(webhook: Webhook) -> None:
         "kind": "duplicate", "id": "m-7", "duplicate": True,
     }  # fmt: skip
     # Redis forgot the id (or was away): the idempotency key still keeps one message.
-    webhook.gw.rt.client.delete(webhook.gw.rt.keys.inbound_event("webhook", "m-7"))
+    sent = read_message({"id": "m-7", "chat": "room-1", "thread": "t-1", "text": "x"})
+    webhook.gw.rt.client.delete(webhook.gw.rt.keys.inbound_event("webhook", sent.seen_id))
     third = webhook.message("m-7", "are you there?")
     assert third.status_code == 202 and third.json()["duplicate"] is True
     sid = first.json()["session_id"]

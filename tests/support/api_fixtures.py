@@ -16,18 +16,29 @@ import httpx
 import pytest
 
 from hbgw.gateway.api.app import create_app
-from hbgw.gateway.api.public_ids import PublicIds, id_key
+from hbgw.gateway.public_ids import deployment_ids
 from support.harness import Gateway, gateway_settings, wait_until
 from support.http_server import serving
 
 ALICE, BOB = "alice", "bob"
 TOKENS = {ALICE: "tok-alice-7f3a9c", BOB: "tok-bob-52e1d0a4b8"}
 ADMIN_TOKEN = "tok-admin-c0ffee"
+# The Slack chats the tests' owner tokens open sessions on, bound by the operator: an owner token
+# alone opens none (HBGW_OWNER_CHATS; tests/integration/test_tenant_chats.py).
+OWNER_CHATS = ";".join(
+    f"{owner}=" + ",".join(f"slack:C{n}" for n in range(5)) + ",slack:CJ"
+    for owner in ("alice", "bob")
+)
 
 
 def api_overrides() -> dict[str, object]:
     pairs = ",".join(f"{owner}:{token}" for owner, token in TOKENS.items())
-    return {"api_tokens": pairs, "admin_token": ADMIN_TOKEN, "api_stream_poll": 0.05}
+    return {
+        "api_tokens": pairs,
+        "admin_token": ADMIN_TOKEN,
+        "api_stream_poll": 0.05,
+        "owner_chats": OWNER_CHATS,
+    }
 
 
 @dataclass
@@ -47,9 +58,7 @@ class Api:
 
     def public_id(self, internal: int) -> int:
         """The id the API shows for a message or run the test read from SQL."""
-        settings = self.gw.settings
-        secret = settings.api_id_key.get_secret_value() if settings.api_id_key else None
-        shown = PublicIds(id_key(secret, settings.effective_database_url)).show(internal)
+        shown = deployment_ids(self.gw.settings, self.gw.store.secrets).show(internal)
         assert shown is not None
         return shown
 

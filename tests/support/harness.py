@@ -68,6 +68,10 @@ def gateway_settings(
         "agent_log": tmp_path / "agent.jsonl",
         "agent": "command",
         "agent_command": f"{sys.executable} {AGENT_SCRIPT}",
+        # The test agent runs this checkout's interpreter and waits on files in the test's own
+        # directory, both private to the user running the tests; the isolation of the command
+        # agent has its own tests (tests/e2e/test_agent_isolation.py).
+        "agent_same_user": True,
         **FAST,
     }
     values.update(overrides)

@@ -23,6 +23,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from hbgw.core.clock import utcnow
+from hbgw.core.outbound import OutboundGuard, parse_allowlist
 from hbgw.gateway.api.app import create_app
 from hbgw.gateway.platforms.webhook.signature import signed_headers
 from hbgw.sessions.models import DeliveryRow
@@ -42,6 +43,16 @@ TIMEOUT = 1.0  # seconds an outbound POST may take: a hang of 2 s is past it
 # Redis. The turn then stopped "Lost the lock", as it should, and a test of the sender's retries
 # failed on what it does not test.
 LOCK_LEASE = 15.0
+# The receivers of these tests listen on loopback, which outbound webhooks refuse unless the
+# operator allows it (issue 29): the deployments here allow it, as an operator would for a
+# receiver of their own. A test of the refusal builds its deployment with ``NOTHING_INSIDE``.
+LOOPBACK_ALLOWED = "127.0.0.1/32"
+NOTHING_INSIDE = ""
+
+
+def loopback_guard() -> OutboundGuard:
+    """The outbound rule with loopback's 127.0.0.1 allowed, for a channel built in a test."""
+    return OutboundGuard(parse_allowlist(LOOPBACK_ALLOWED))
 
 
 def api_clock() -> datetime:
@@ -95,6 +106,7 @@ def webhook_deployment(
             "webhook_retry_seconds": 15,
             "lock_lease": LOCK_LEASE,
             "api_max_body_bytes": 4096,
+            "webhook_allow_networks": LOOPBACK_ALLOWED,
             **overrides,
         }
         settings = gateway_settings(tmp_path, redis_url, redis_ns, **values)

@@ -11,6 +11,7 @@ from pathlib import Path
 from chaos import recheck
 from chaos.checks import Check, run_checks
 from chaos.evidence import (
+    Attempt,
     Delivery,
     Disruption,
     Evidence,
@@ -51,6 +52,7 @@ def clean() -> Evidence:
         snapshot=T + 60,
         grace=5.0,
         allowance=3.0,
+        attempts=[Attempt("slack session on C0VICTIM", 403, "Owner mallory may not …", True)],
     )
 
 

@@ -10,7 +10,8 @@ from pathlib import Path
 
 from chaos import recheck
 from chaos.evidence import Evidence, WebhookHit
-from chaos.webhook_checks import webhook_delivered_once, webhook_sends
+from chaos.webhook_checks import in_sql_ids, webhook_delivered_once, webhook_sends
+from hbgw.gateway.public_ids import PublicIds, id_key
 
 T = 1_000_000.0
 
@@ -74,3 +75,17 @@ def test_receiver_records_are_saved_for_a_recheck(tmp_path: Path) -> None:
     ev = Evidence(webhook=[hit("s1:1", 0)], webhook_records={"s1:1": "sent"})
     recheck.save(ev, tmp_path / "evidence.json")
     assert recheck.load(tmp_path / "evidence.json") == ev
+
+
+def test_public_ids_the_receiver_got_are_read_back_as_sql_ids() -> None:
+    """Issue 29 (low): the webhooks now carry public message ids; the checks compare them with
+    SQL's delivery records and messages, so the run reads them back first."""
+    ids = PublicIds(lambda: id_key("chaos-test-key"))
+    public = ids.show(7)
+    got = hit(f"msg:{public}:notice:1", 0, kind="notice", reply_to=str(public))
+    back = in_sql_ids(got, ids)
+    assert (back.key, back.delivery_key, back.reply_to) == ("msg:7:notice:1",) * 2 + ("7",)
+    heartbeat = hit("s1:1000", 0)  # a fire id: no message id in it
+    assert in_sql_ids(heartbeat, ids) == heartbeat
+    forged = hit("msg:0x1", 0, reply_to=str(1 << 70))  # nothing the gateway gives: kept
+    assert in_sql_ids(forged, ids) == forged

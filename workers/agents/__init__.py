@@ -2,8 +2,16 @@
 
 from __future__ import annotations
 
+import os
+
 from hbgw.core.errors import BadInput
 from hbgw.core.settings import Settings
+from hbgw.workers.agents.agent_user import (
+    agent_user,
+    can_switch_user,
+    check_unreadable_by,
+    make_undumpable,
+)
 from hbgw.workers.agents.base import Agent
 from hbgw.workers.agents.command import BLANK_COMMAND, CommandAgent
 from hbgw.workers.agents.echo import EchoAgent
@@ -23,16 +31,31 @@ def make_agent(settings: Settings) -> Agent:
             log=settings.agent_log,
         )
     if settings.agent == "command":
-        # Spaces only would pass a truthiness test and fail at the first turn instead.
-        command = (settings.agent_command or "").strip()
-        if not command:
-            raise BadInput(f"HBGW_AGENT=command: {BLANK_COMMAND}")
-        return CommandAgent(
-            command, timeout=settings.agent_timeout, env_allow=settings.agent_env_names
-        )
+        return command_agent(settings)
     if settings.agent == "openai":
         return openai_agent(settings)
     raise BadInput(f"Unknown agent {settings.agent!r}: HBGW_AGENT is echo, command or openai.")
+
+
+def command_agent(settings: Settings) -> CommandAgent:
+    # Spaces only would pass a truthiness test and fail at the first turn instead.
+    command = (settings.agent_command or "").strip()
+    if not command:
+        raise BadInput(f"HBGW_AGENT=command: {BLANK_COMMAND}")
+    user = agent_user(
+        settings.agent_user,
+        same_user=settings.agent_same_user,
+        worker_uid=os.geteuid(),
+        can_switch=can_switch_user(),
+    )
+    if user is not None:
+        check_unreadable_by(user, {"HBGW_REDIS_TLS_KEY": settings.redis_tls_key})
+    # Whoever the child runs as, the worker's /proc entries (its original environment, its
+    # memory) are closed to its own uid too: nothing of it is for a command to read.
+    make_undumpable()
+    return CommandAgent(
+        command, timeout=settings.agent_timeout, env_allow=settings.agent_env_names, user=user
+    )
 
 
 def openai_agent(settings: Settings) -> OpenAIAgent:

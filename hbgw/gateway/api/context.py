@@ -12,16 +12,18 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from hbgw.core.clock import Clock, utcnow
 from hbgw.core.errors import BadInput, HbgwError, NotFound
+from hbgw.core.owner_chats import OwnerChats
 from hbgw.core.settings import Settings
-from hbgw.gateway.api.auth import Principal, TokenTable
+from hbgw.gateway.api.auth import Principal, TokenTable, chat_refusal
 from hbgw.gateway.api.errors import ApiError, not_found
 from hbgw.gateway.api.metrics import ApiMetrics
-from hbgw.gateway.api.public_ids import PublicIds, id_key
 from hbgw.gateway.api.quotas import StreamSlots
 from hbgw.gateway.inbound import Answered, InboundParts, Queued, receive
 from hbgw.gateway.platforms.served import Served
+from hbgw.gateway.public_ids import PublicIds, deployment_ids
 from hbgw.sessions.db import make_engine
 from hbgw.sessions.grammar import GrammarLimits, limits_from_settings
+from hbgw.sessions.quotas import quotas_from_settings
 from hbgw.sessions.store import Store
 from hbgw.sessions.validation import MessageLimits, check_storable, message_limits_from_settings
 from hbgw.sessions.views import SessionView
@@ -44,15 +46,17 @@ class ApiContext:
     dispatcher: Dispatcher | None
     clock: Clock
     tokens: TokenTable
+    ids: PublicIds
     metrics: ApiMetrics = field(default_factory=ApiMetrics)
     streams: StreamSlots = field(default_factory=StreamSlots)
-    ids: PublicIds = field(default_factory=lambda: PublicIds(b""))
     stopping: threading.Event = field(default_factory=threading.Event)
     """Set when the server shuts down: open event streams end (``stop_streams`` wakes them)."""
     waker: StreamWaker = field(default_factory=lambda: StreamWaker(None, Keys("hbgw")))
     """The process's one pub/sub subscriber, waking the open event streams."""
     served: Served = field(default_factory=lambda: Served(None, frozenset()))
     """The platforms this deployment serves (HBGW_PLATFORMS): sessions on others are refused."""
+    owner_chats: OwnerChats = field(default_factory=OwnerChats)
+    """The chats an operator bound to owner tokens (HBGW_OWNER_CHATS)."""
 
     @property
     def redis(self) -> RedisPart | None:
@@ -67,6 +71,13 @@ class ApiContext:
     def message_limits(self) -> MessageLimits:
         return message_limits_from_settings(self.settings)
 
+    def check_chat(self, principal: Principal, platform: str, chat: str) -> None:
+        """``ApiError`` 403 when ``principal`` may not open a session on this chat
+        (``auth.chat_refusal``): checked before anything is stored."""
+        refusal = chat_refusal(principal, platform, chat, self.owner_chats)
+        if refusal is not None:
+            raise ApiError(403, "forbidden", refusal)
+
     def session_for(self, principal: Principal, session_id: str) -> SessionView:
         """The session, if this principal may see it; a stranger's answers like a missing one."""
         try:
@@ -78,13 +89,24 @@ class ApiContext:
             raise not_found(session_id)
         return session
 
+    def store_for(self, principal: Principal) -> Store:
+        """The store a principal's changes go through: the admin token is the operator's, not
+        held to owners' quotas; every other change counts against its owner's."""
+        return self.store.operator if principal.admin else self.store
+
     def receive(
-        self, session_id: str, text: str, *, idempotency_key: str | None = None
+        self,
+        session_id: str,
+        text: str,
+        *,
+        idempotency_key: str | None = None,
+        store: Store | None = None,
     ) -> Answered | Queued:
-        """``gateway.inbound.receive`` with this API's store, clock, limits, Redis and platforms:
-        what every edge (the API's messages, each platform's inbound route) hands a text to."""
+        """``gateway.inbound.receive`` with this API's store (or ``store``: ``store_for`` the
+        caller), clock, limits, Redis and platforms: what every edge (the API's messages, each
+        platform's inbound route) hands a text to."""
         return receive(
-            self.store,
+            store or self.store,
             session_id,
             text,
             self.clock(),
@@ -94,7 +116,6 @@ class ApiContext:
             idempotency_key=idempotency_key,
             message_limits=self.message_limits,
             served=self.served,
-            max_jobs=self.settings.api_max_jobs_per_owner,
         )
 
     def settle(self, *session_ids: str) -> None:
@@ -131,11 +152,12 @@ class ApiContext:
 
 def open_store(settings: Settings) -> Store:
     """The store; a database that is away or behind still gives an app whose /readyz says so."""
+    quotas = quotas_from_settings(settings)  # every path through the API's store counts
     try:
-        return Store.from_url(settings.effective_database_url)
+        return Store.from_url(settings.effective_database_url, quotas)
     except HbgwError as exc:
         log.warning("the database is not ready: %s", exc, extra={"action": "api.store_not_ready"})
-        return Store(make_engine(settings.effective_database_url))
+        return Store(make_engine(settings.effective_database_url), quotas)
 
 
 def build_context(
@@ -164,8 +186,6 @@ def build_context(
         rt = Runtime(settings=settings, store=store, client=client, worker="api", clock=clock)
         if celery_app is not None:
             dispatcher = Dispatcher(celery_app, rt.keys)
-    secret = settings.api_id_key.get_secret_value() if settings.api_id_key else None
-    ids = PublicIds(id_key(secret, settings.effective_database_url))
     return ApiContext(
         settings,
         store,
@@ -173,10 +193,11 @@ def build_context(
         dispatcher,
         clock or utcnow,
         tokens,
+        deployment_ids(settings, store.secrets),
         metrics=metrics,
-        ids=ids,
         waker=waker,
         served=Served.from_settings(settings),
+        owner_chats=settings.owner_chat_bindings,
     )
 
 

@@ -6,11 +6,16 @@ Codes: ``unauthorized`` (401), ``forbidden`` (403: a platform's workspace not al
 signed platform body of the wrong shape), ``quota_exceeded`` and ``rate_limited`` (429, with
 ``Retry-After``), ``unavailable`` (503: the database or Redis is away), ``internal`` (500,
 never expected).
+
+A 5xx answers a fixed sentence and a ``reference`` and nothing of the failure itself: a store
+error names the database's host, port and role and quotes the server, which is for operators.
+The log has the detail under the same reference (``failure_answer``).
 """
 
 from __future__ import annotations
 
 import logging
+import secrets
 from collections.abc import Sequence
 from typing import Any
 
@@ -25,6 +30,10 @@ from hbgw.core.errors import BadInput, HbgwError, InvalidState, NotFound, QuotaE
 
 log = logging.getLogger("hbgw.api")
 
+STORE_AWAY = "The store is unavailable; try again shortly."
+REDIS_AWAY = "Redis is not reachable right now; try again in a moment."
+UNEXPECTED = "The server failed unexpectedly."
+
 
 class ApiError(Exception):
     def __init__(
@@ -37,14 +46,36 @@ class ApiError(Exception):
         self.headers = headers
 
 
-def error_body(code: str, message: str) -> dict[str, Any]:
-    return {"error": {"code": code, "message": message}}
+def error_body(code: str, message: str, reference: str | None = None) -> dict[str, Any]:
+    detail = {"code": code, "message": message}
+    if reference is not None:
+        detail["reference"] = reference
+    return {"error": detail}
 
 
 def error_response(
     status: int, code: str, message: str, headers: dict[str, str] | None = None
 ) -> JSONResponse:
     return JSONResponse(error_body(code, message), status_code=status, headers=headers)
+
+
+def failure_answer(
+    status: int, code: str, sentence: str, exc: BaseException, *, action: str
+) -> JSONResponse:
+    """A server-side failure: the caller gets ``sentence`` and a reference, the log gets the
+    exception (host, port, role, the server's words) under that reference."""
+    reference = secrets.token_hex(6)
+    log.log(
+        logging.ERROR if status == 500 else logging.WARNING,
+        "request failed (reference %s): %s: %s",
+        reference,
+        type(exc).__name__,
+        exc,
+        exc_info=exc if status == 500 else None,
+        extra={"action": action, "reference": reference},
+    )
+    body = error_body(code, f"{sentence} Reference: {reference}.", reference)
+    return JSONResponse(body, status_code=status)
 
 
 def not_found(session_id: str) -> ApiError:
@@ -104,8 +135,10 @@ def install(app: FastAPI) -> None:
     async def own_error(_request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, HbgwError)
         status, code = classify(exc)
+        if status == 503:
+            return failure_answer(503, code, STORE_AWAY, exc, action="api.unavailable")
         if status >= 500:
-            log.warning("request failed: %s", exc, extra={"action": "api.failed"})
+            return failure_answer(status, code, UNEXPECTED, exc, action="api.failed")
         return error_response(status, code, str(exc))
 
     async def invalid(_request: Request, exc: Exception) -> JSONResponse:
@@ -122,13 +155,10 @@ def install(app: FastAPI) -> None:
         return error_response(exc.status_code, "invalid_input", str(exc.detail))
 
     async def unavailable(_request: Request, exc: Exception) -> JSONResponse:
-        log.warning("Redis or the broker failed: %s", exc, extra={"action": "api.unavailable"})
-        sentence = "Redis is not reachable right now; try again in a moment."
-        return error_response(503, "unavailable", sentence)
+        return failure_answer(503, "unavailable", REDIS_AWAY, exc, action="api.unavailable")
 
     async def internal(_request: Request, exc: Exception) -> JSONResponse:
-        log.error("unexpected failure", exc_info=exc, extra={"action": "api.internal"})
-        return error_response(500, "internal", "The server failed unexpectedly; see its log.")
+        return failure_answer(500, "internal", UNEXPECTED, exc, action="api.internal")
 
     app.add_exception_handler(ApiError, api_error)
     app.add_exception_handler(HbgwError, own_error)

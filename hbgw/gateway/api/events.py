@@ -28,10 +28,10 @@ from starlette.concurrency import run_in_threadpool
 
 from hbgw.core.errors import BadInput, HbgwError
 from hbgw.gateway.api.context import ApiContext
-from hbgw.gateway.api.public_ids import PublicIds
 from hbgw.gateway.api.routes_sessions import MAX_ID, Ctx, Who
 from hbgw.gateway.api.schemas import errors
 from hbgw.gateway.api.serial import is_silent_answer, message_json
+from hbgw.gateway.public_ids import PublicIds
 from hbgw.sessions.states import ClosedReason, SessionStatus
 from hbgw.sessions.views import MessageView
 

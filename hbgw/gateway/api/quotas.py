@@ -1,13 +1,14 @@
-"""Per-owner quotas and the per-session message rate (HBGW_API_MAX_*_PER_OWNER,
-HBGW_API_MESSAGES_PER_MINUTE), each refused with 429 and a sentence naming its setting.
+"""The API's own limits: open event streams per owner (HBGW_API_MAX_STREAMS_PER_OWNER) and the
+per-session message rate (HBGW_API_MESSAGES_PER_MINUTE), each refused with 429 and a sentence
+naming its setting.
 
-Quotas bind owner tokens; the admin token is the operator's and is not held to them. Sessions
-and heartbeats are counted in SQL at the request (two requests racing on the last slot may
-both pass: a quota bounds growth, it is not an exact ledger). Open event streams are counted
-in this process (per API replica): a replica that dies takes its streams and their count with
-it. The message rate is a fixed one-minute window in Redis, INCR then PEXPIRE on the first
-message, so every replica shares one count and Redis' own clock ends the window; when Redis
-is away, messages are not rate limited (SQL still takes them, as without Redis at all).
+The quotas of sessions, heartbeats and cron jobs are not here: the store keeps them for every
+path (``sessions/quotas.py``), and the API answers their ``QuotaExceeded`` with 429. Open event
+streams are counted in this process (per API replica): a replica that dies takes its streams
+and their count with it. The message rate is a fixed one-minute window in Redis, INCR then
+PEXPIRE on the first message, so every replica shares one count and Redis' own clock ends the
+window; when Redis is away, messages are not rate limited (SQL still takes them, as without
+Redis at all).
 """
 
 from __future__ import annotations
@@ -25,25 +26,6 @@ from hbgw.state.redis_part import RedisPart
 log = logging.getLogger("hbgw.api")
 
 WINDOW_MS = 60_000
-
-
-def quota_exceeded(what: str, limit: int, setting: str) -> ApiError:
-    return ApiError(
-        429,
-        "quota_exceeded",
-        f"This owner already has {limit} {what}, the most allowed ({setting}); "
-        "close some first, or ask the operator for more.",
-    )
-
-
-def check_sessions(count: int, limit: int, who: Principal) -> None:
-    if limit and not who.admin and count >= limit:
-        raise quota_exceeded("sessions", limit, "HBGW_API_MAX_SESSIONS_PER_OWNER")
-
-
-def check_heartbeats(count: int, limit: int, who: Principal) -> None:
-    if limit and not who.admin and count >= limit:
-        raise quota_exceeded("heartbeats", limit, "HBGW_API_MAX_HEARTBEATS_PER_OWNER")
 
 
 def check_message_rate(redis: RedisPart | None, session_id: str, per_minute: int) -> None:

@@ -17,10 +17,10 @@ from fastapi import APIRouter, Query
 from hbgw.core.errors import BadInput
 from hbgw.gateway.api.auth import Principal
 from hbgw.gateway.api.context import ApiContext
+from hbgw.gateway.api.errors import ApiError
 from hbgw.gateway.api.routes_sessions import PAGE_MAX, Ctx, Who
 from hbgw.gateway.api.schemas import JobSpec, errors
 from hbgw.gateway.api.serial import run_json
-from hbgw.sessions.cron_commands import check_job_quota
 from hbgw.sessions.grammar import check_prompt
 from hbgw.sessions.grammar.job_schedule import exact_text, parse_job_schedule
 from hbgw.sessions.states import MissedPolicy
@@ -43,7 +43,7 @@ def _settled(ctx: ApiContext, job: JobView) -> dict[str, Any]:
     return job.to_json()
 
 
-@router.post("", status_code=201, responses=errors(404, 409, 422, 429))
+@router.post("", status_code=201, responses=errors(403, 404, 409, 422, 429))
 def add(body: JobSpec, ctx: Ctx, who: Who) -> dict[str, Any]:
     """Add a job; nothing is stored when any part is refused."""
     now = ctx.clock()
@@ -56,14 +56,23 @@ def add(body: JobSpec, ctx: Ctx, who: Who) -> dict[str, Any]:
         ctx.session_for(who, body.session_id)  # a stranger's session answers 404
     elif body.platform is not None:
         ctx.served.check(body.platform)  # no job for a route nobody delivers to
-    if not who.admin:
-        check_job_quota(ctx.store.jobs, who.owner, ctx.settings.api_max_jobs_per_owner)
+        if body.chat is not None:  # without one, create_job says a route needs its chat
+            # Each run is a fresh session on the route: the same right as opening one there.
+            ctx.check_chat(who, body.platform, body.chat)
+        if body.platform == "webhook" and not who.admin:
+            # A run's fresh session has no URL of its own: it would post to HBGW_WEBHOOK_URL.
+            raise ApiError(
+                403,
+                "forbidden",
+                "A routed webhook job posts each run to the operator's HBGW_WEBHOOK_URL; an "
+                "owner's job runs in its own webhook session instead (session_id).",
+            )
     route = JobRoute(body.session_id, body.platform, body.chat, body.thread)
     text = exact_text(text, schedule, body.exact or not ctx.limits.jitter)
     new = NewJob(
         schedule, text, prompt, route, who.owner, body.model, body.times, MissedPolicy(body.missed)
     )
-    return _settled(ctx, ctx.store.jobs.create_job(new, now))
+    return _settled(ctx, ctx.store_for(who).jobs.create_job(new, now))
 
 
 @router.get("", responses=errors(422))

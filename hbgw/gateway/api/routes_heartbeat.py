@@ -15,10 +15,17 @@ from hbgw.core.errors import CommandError
 from hbgw.gateway.api.auth import Principal
 from hbgw.gateway.api.context import ApiContext
 from hbgw.gateway.api.errors import ApiError
-from hbgw.gateway.api.quotas import check_heartbeats
 from hbgw.gateway.api.routes_sessions import Ctx, Who
 from hbgw.gateway.api.schemas import HeartbeatChange, HeartbeatSpec, HeartbeatStatus, Reply, errors
-from hbgw.sessions.grammar import Clear, Command, Pause, Resume, SetHeartbeat, parse_command
+from hbgw.sessions.grammar import (
+    Clear,
+    Command,
+    Pause,
+    Resume,
+    SetHeartbeat,
+    check_prompt,
+    parse_command,
+)
 from hbgw.sessions.grammar.costs import check_model, parse_budget
 from hbgw.sessions.grammar.policy import policy_words
 from hbgw.sessions.heartbeat_commands import apply_command
@@ -59,9 +66,11 @@ def _active(ctx: ApiContext, who: Principal, session_id: str) -> SessionView:
     return ctx.store.sessions.resolve_active(session_id)
 
 
-def _apply(ctx: ApiContext, session: SessionView, command: Command) -> dict[str, Any]:
+def _apply(
+    ctx: ApiContext, session: SessionView, command: Command, who: Principal
+) -> dict[str, Any]:
     reply = apply_command(
-        ctx.store.heartbeats,
+        ctx.store_for(who).heartbeats,  # a new heartbeat counts against the owner's quota
         session.id,
         command,
         ctx.clock(),
@@ -89,11 +98,7 @@ def put(session_id: str, body: HeartbeatSpec, ctx: Ctx, who: Who) -> dict[str, A
     session = _active(ctx, who, session_id)
     ctx.served.check(session.platform)  # no heartbeat for a route nobody delivers to
     command = _set_command(ctx, body)
-    limit = ctx.settings.api_max_heartbeats_per_owner
-    if limit and not who.admin and who.owner is not None:
-        count = ctx.store.heartbeats.count_live_heartbeats(who.owner, besides=session.id)
-        check_heartbeats(count, limit, who)
-    return _apply(ctx, session, command)
+    return _apply(ctx, session, command, who)
 
 
 def _set_command(ctx: ApiContext, body: HeartbeatSpec) -> SetHeartbeat:
@@ -116,8 +121,8 @@ def _set_command(ctx: ApiContext, body: HeartbeatSpec) -> SetHeartbeat:
         raise CommandError(
             "The schedule is required — for example: every 15m, or cron 0 9 * * 1-5."
         )
-    if not body.prompt.strip():
-        raise CommandError("The prompt is required — for example: check CI.")
+    # The prompt's own sentence (required, too long) before the line is built and parsed.
+    check_prompt(body.prompt, ctx.limits, example="for example: check CI")
     command = parse_command(f"/heartbeat {schedule} {body.prompt}", ctx.limits)
     if not isinstance(command, SetHeartbeat) or command.schedule_text != schedule:
         raise CommandError(
@@ -139,16 +144,16 @@ def _budget_word(budget: int | str) -> str:
 def delete(session_id: str, ctx: Ctx, who: Who) -> dict[str, Any]:
     """Remove the heartbeat (kept as cleared for audit, never restored)."""
     session = _active(ctx, who, session_id)
-    return {"reply": _apply(ctx, session, Clear())["reply"]}
+    return {"reply": _apply(ctx, session, Clear(), who)["reply"]}
 
 
 @router.post("/pause", response_model=HeartbeatChange, responses=errors(404, 409))
 def pause(session_id: str, ctx: Ctx, who: Who) -> dict[str, Any]:
     """Stop firing but keep the heartbeat."""
-    return _apply(ctx, _active(ctx, who, session_id), Pause())
+    return _apply(ctx, _active(ctx, who, session_id), Pause(), who)
 
 
 @router.post("/resume", response_model=HeartbeatChange, responses=errors(404, 409))
 def resume(session_id: str, ctx: Ctx, who: Who) -> dict[str, Any]:
     """Fire again; the clock re-anchors to now (no instant catch-up)."""
-    return _apply(ctx, _active(ctx, who, session_id), Resume())
+    return _apply(ctx, _active(ctx, who, session_id), Resume(), who)

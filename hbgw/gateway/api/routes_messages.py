@@ -8,16 +8,15 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Header, Query
 from fastapi.responses import JSONResponse
 
-from hbgw.core.errors import BadInput, GrammarError, NotFound
-from hbgw.gateway.api.auth import Principal
+from hbgw.core.errors import BadInput, NotFound, QuotaExceeded
 from hbgw.gateway.api.context import ApiContext
 from hbgw.gateway.api.errors import command_error_code, not_found
-from hbgw.gateway.api.quotas import check_heartbeats, check_message_rate
+from hbgw.gateway.api.quotas import check_message_rate
 from hbgw.gateway.api.routes_sessions import MAX_ID, PAGE_MAX, Ctx, Who
 from hbgw.gateway.api.schemas import CommandAnswer, MessageAccepted, MessageList, NewMessage, errors
 from hbgw.gateway.api.serial import message_json
 from hbgw.gateway.inbound import Answered, Queued
-from hbgw.sessions.grammar import SetHeartbeat, is_cron_command, is_heartbeat_command, parse_command
+from hbgw.sessions.grammar import is_cron_command, is_heartbeat_command
 from hbgw.sessions.validation import IDEMPOTENCY_KEY_CHARS
 
 router = APIRouter(prefix="/v1/sessions", tags=["messages"])
@@ -46,11 +45,13 @@ def post_message(
     session = ctx.session_for(who, session_id)
     check_message_rate(ctx.redis, session.id, ctx.settings.api_messages_per_minute)
     command = is_heartbeat_command(body.text) or is_cron_command(body.text)
-    if is_heartbeat_command(body.text):
-        _heartbeat_quota(ctx, who, session.id, body.text)
     try:
-        result = ctx.receive(session.id, body.text, idempotency_key=idempotency_key)
+        result = ctx.receive(
+            session.id, body.text, idempotency_key=idempotency_key, store=ctx.store_for(who)
+        )
     except BadInput as exc:
+        if isinstance(exc, QuotaExceeded) and is_heartbeat_command(body.text):
+            raise  # 429, as PUT …/heartbeat answers the same quota
         if not command:
             if isinstance(exc, NotFound):
                 raise not_found(session_id) from None
@@ -75,23 +76,6 @@ def _answer(ctx: ApiContext, result: Answered | Queued) -> JSONResponse:
         "handed_off": result.handed_off,
     }
     return JSONResponse(accepted, status_code=202)
-
-
-def _heartbeat_quota(ctx: ApiContext, who: Principal, session_id: str, text: str) -> None:
-    """A /heartbeat that sets one counts against the owner's heartbeat quota (a replacement
-    of the session's own heartbeat does not add one)."""
-    limit = ctx.settings.api_max_heartbeats_per_owner
-    if not limit or who.admin or who.owner is None:
-        return
-    try:
-        sets = isinstance(parse_command(text, ctx.limits), SetHeartbeat)
-    except GrammarError:
-        return  # the command's own answer says what is wrong with it
-    if sets:
-        active = ctx.store.sessions.resolve_active(session_id).id
-        check_heartbeats(
-            ctx.store.heartbeats.count_live_heartbeats(who.owner, besides=active), limit, who
-        )
 
 
 def _command_failed(ctx: ApiContext, session_id: str, exc: BadInput) -> JSONResponse:

@@ -7,10 +7,10 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Query
 from fastapi.responses import JSONResponse
 
-from hbgw.gateway.api.auth import Principal
+from hbgw.core.outbound import OutboundGuard
+from hbgw.gateway.api.auth import Principal, webhook_refusal
 from hbgw.gateway.api.context import ApiContext, context, principal
 from hbgw.gateway.api.errors import ApiError
-from hbgw.gateway.api.quotas import check_sessions
 from hbgw.gateway.api.schemas import (
     NewSession,
     RunList,
@@ -21,7 +21,7 @@ from hbgw.gateway.api.schemas import (
     errors,
 )
 from hbgw.gateway.api.serial import run_json, session_json
-from hbgw.sessions.validation import check_storable
+from hbgw.sessions.validation import check_session_names, check_storable
 
 router = APIRouter(prefix="/v1/sessions", tags=["sessions"])
 
@@ -31,20 +31,39 @@ PAGE_MAX = 200
 MAX_ID = 2**63 - 1  # the largest id SQL stores
 
 
-@router.post("", status_code=201, response_model=Session, responses=errors(429))
+@router.post("", status_code=201, response_model=Session, responses=errors(403, 429))
 def create_session(body: NewSession, ctx: Ctx, who: Who) -> JSONResponse:
-    """Create a session owned by the token's owner (an admin token may name the owner)."""
+    """Create a session owned by the token's owner (an admin token may name the owner); an
+    owner token opens a slack, telegram, discord or webhook session only on a chat bound to it
+    (HBGW_OWNER_CHATS), 403 otherwise."""
     if body.owner is not None and not who.admin:
         raise ApiError(
             422, "invalid_input", "Only the admin token may name an owner; leave 'owner' out."
         )
     ctx.served.check(body.platform)
     owner = body.owner if who.admin else who.owner
-    if owner is not None and not who.admin:
-        limit = ctx.settings.api_max_sessions_per_owner
-        check_sessions(ctx.store.sessions.count_open_sessions(owner) if limit else 0, limit, who)
-    session = ctx.store.sessions.create_session(
-        platform=body.platform, chat=body.chat, thread=body.thread, owner=owner, now=ctx.clock()
+    # A malformed name is the caller's typo (422) before it is a question of rights (403).
+    check_session_names(platform=body.platform, chat=body.chat, thread=body.thread, owner=owner)
+    ctx.check_chat(who, body.platform, body.chat)
+    if body.platform != "webhook" and body.webhook_url is not None:
+        raise ApiError(
+            422, "invalid_input", "Only a webhook session has a 'webhook_url'; leave it out."
+        )
+    if body.platform == "webhook":
+        refusal = webhook_refusal(who, body.webhook_url)
+        if refusal is not None:
+            raise ApiError(422, "invalid_input", refusal)
+    if body.webhook_url is not None:  # the same address rule as PUT /v1/sessions/{id}/webhook
+        problem = OutboundGuard(ctx.settings.outbound_allowlist).url_problem(body.webhook_url)
+        if problem is not None:
+            raise ApiError(422, "invalid_input", problem)
+    session = ctx.store_for(who).sessions.create_session(
+        platform=body.platform,
+        chat=body.chat,
+        thread=body.thread,
+        owner=owner,
+        now=ctx.clock(),
+        webhook_url=body.webhook_url,
     )
     return JSONResponse(session_json(session), status_code=201)
 

@@ -22,6 +22,9 @@ class NewSession(Request):
     thread: str | None = None
     owner: str | None = None
     """Admin token only: the owner of the new session."""
+    webhook_url: str | None = None
+    """A webhook session's own URL (``PUT …/webhook`` changes it); an owner token's webhook
+    session needs one: HBGW_WEBHOOK_URL is the operator's partner route."""
 
 
 class NewMessage(Request):
@@ -80,6 +83,8 @@ class JobSpec(Request):
 class ErrorDetail(BaseModel):
     code: str
     message: str
+    # A 5xx only: the log line holding the failure's detail carries the same reference.
+    reference: str | None = None
 
 
 class ErrorBody(BaseModel):
@@ -242,6 +247,8 @@ def errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
     """OpenAPI entries for the error answers a route may give (401 and 422 on every route)."""
     described = {
         401: "No token, or an unknown one.",
+        403: "An owner token may not open a session on this chat (not bound in "
+        "HBGW_OWNER_CHATS): it starts from a message in the chat, or with the admin token.",
         404: "No such session (or another owner's).",
         409: "The session's state does not allow it.",
         413: "The request body is too large.",

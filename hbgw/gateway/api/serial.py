@@ -9,7 +9,7 @@ from enum import Enum
 from typing import Any
 
 from hbgw.core.clock import iso
-from hbgw.gateway.api.public_ids import PublicIds
+from hbgw.gateway.public_ids import PublicIds
 from hbgw.sessions.views import MessageView, SessionView
 from hbgw.workers.injection import is_silent
 

@@ -6,11 +6,14 @@ webhooks) use it once their settings are present; every other served platform is
 HBGW_CHANNEL (console or file), which records what a platform would have received. A platform
 that is not served is refused: ``send`` raises ``PermanentDelivery`` (its reason
 ``not_served``), with the sentence of ``PlatformNotEnabled``; nothing falls back to another
-route.
+route. A chat outside the platform's allowlist is refused the same way (reason
+``not_allowed``, ``hbgw/gateway/platforms/outbound.py``), with one log line, before its channel
+is asked: no request reaches the platform, and typing and progress show nothing there.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 
 from hbgw.core.clock import Clock, utcnow
@@ -18,29 +21,46 @@ from hbgw.core.errors import PermanentDelivery, PlatformNotEnabled
 from hbgw.core.settings import Settings
 from hbgw.gateway.channels.local import make_local_channel
 from hbgw.gateway.platforms.discord.channel import DiscordChannel
+from hbgw.gateway.platforms.outbound import OutboundChats
 from hbgw.gateway.platforms.served import Served
 from hbgw.gateway.platforms.slack.channel import SlackChannel
 from hbgw.gateway.platforms.telegram.channel import TelegramChannel
 from hbgw.gateway.platforms.webhook.channel import WebhookChannel
 from hbgw.gateway.platforms.webhook.urls import StoredUrls
-from hbgw.sessions.store import WebhookRoutes
+from hbgw.gateway.public_ids import deployment_ids
+from hbgw.sessions.store import StoredSecrets, WebhookRoutes
 from hbgw.workers.ports import Address, Channel, Receipt, SendGuard
+
+log = logging.getLogger("hbgw.channels")
 
 
 class ChannelRegistry:
-    def __init__(self, served: Served, own: Mapping[str, Channel], local: Channel) -> None:
+    def __init__(
+        self,
+        served: Served,
+        own: Mapping[str, Channel],
+        local: Channel,
+        outbound: OutboundChats | None = None,
+    ) -> None:
         self.served = served
         self.own = dict(own)
         self.local = local
+        self.outbound = outbound or OutboundChats()
         # The name delivery records and metrics show: the local channel's while it is the only
         # one (console, file), "platforms" once a platform client delivers too.
         self.name = "platforms" if self.own else local.name
 
     @classmethod
     def from_settings(
-        cls, settings: Settings, *, clock: Clock = utcnow, webhooks: WebhookRoutes | None = None
+        cls,
+        settings: Settings,
+        *,
+        clock: Clock = utcnow,
+        webhooks: WebhookRoutes | None = None,
+        secrets: StoredSecrets | None = None,
     ) -> ChannelRegistry:
-        """``webhooks``: where a webhook session's URL is read (a worker's Runtime's store)."""
+        """``webhooks``: where a webhook session's URL is read, ``secrets``: where the key of
+        its public ids is (a worker's Runtime's store; unset, opened when first needed)."""
         served = Served.from_settings(settings)
         own: dict[str, Channel] = {}
         if served.has_own_client("slack") and served.serves("slack"):
@@ -50,9 +70,10 @@ class ChannelRegistry:
         if served.has_own_client("discord") and served.serves("discord"):
             own["discord"] = DiscordChannel.from_settings(settings)
         if served.has_own_client("webhook") and served.serves("webhook"):
-            urls = StoredUrls(settings, webhooks)
-            own["webhook"] = WebhookChannel.from_settings(settings, clock=clock, urls=urls)
-        return cls(served, own, make_local_channel(settings, clock=clock))
+            urls, ids = StoredUrls(settings, webhooks), deployment_ids(settings, secrets)
+            own["webhook"] = WebhookChannel.from_settings(settings, clock=clock, urls=urls, ids=ids)
+        local = make_local_channel(settings, clock=clock)
+        return cls(served, own, local, OutboundChats.from_settings(settings))
 
     def channel_for(self, platform: str) -> Channel:
         """The one channel that delivers ``platform``; ``PlatformNotEnabled`` if none does."""
@@ -82,6 +103,14 @@ class ChannelRegistry:
             raise PermanentDelivery(
                 str(exc), platform=address.platform, reason="not_served"
             ) from exc
+        refusal = self.outbound.refusal(address)
+        if refusal is not None:
+            log.warning(
+                "delivery refused: %s",
+                refusal,
+                extra={"action": "deliver.not_allowed", "session": session_id},
+            )
+            raise PermanentDelivery(refusal, platform=address.platform, reason="not_allowed")
         return channel.send(
             address,
             text,
@@ -102,7 +131,11 @@ class ChannelRegistry:
                 close()
 
     def typing(self, address: Address, *, session_id: str) -> None:
-        self.channel_for(address.platform).typing(address, session_id=session_id)
+        channel = self.channel_for(address.platform)
+        if self.outbound.refusal(address) is None:  # the send says why, once
+            channel.typing(address, session_id=session_id)
 
     def progress(self, address: Address, text: str, *, session_id: str) -> None:
-        self.channel_for(address.platform).progress(address, text, session_id=session_id)
+        channel = self.channel_for(address.platform)
+        if self.outbound.refusal(address) is None:
+            channel.progress(address, text, session_id=session_id)

@@ -8,9 +8,11 @@ request costs one counter increment of a series that already exists, never a key
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter
 
@@ -64,6 +66,20 @@ class InboundRejects:
             self.count(parts[2], reason)
 
 
+class NotJson(ValueError):
+    """A verified body that JSON cannot read."""
+
+
+def read_json(body: bytes) -> Any:
+    """The body's JSON; every failure a ``ValueError`` (``NotJson``), which each route answers
+    as a malformed request (400). A body nested thousands deep (``[[[[…``) makes the parser
+    raise ``RecursionError``, which was a 500 and a traceback."""
+    try:
+        return json.loads(body)
+    except RecursionError:
+        raise NotJson("the body nests too deeply to be read as JSON.") from None
+
+
 @dataclass(frozen=True)
 class Answer:
     """A command's sentence, to post into its conversation once the platform has had its
@@ -73,6 +89,10 @@ class Answer:
     address: Address
     text: str
     key: str
+
+
+# The session of an answer refused before its conversation had one (the owner's session quota).
+NO_SESSION = ""
 
 
 def post_answer(channel: Channel, answer: Answer, platform: str) -> None:

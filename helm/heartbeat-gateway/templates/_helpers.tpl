@@ -61,7 +61,7 @@ HBGW_API_TOKENS HBGW_API_ID_KEY HBGW_OPENAI_API_KEY HBGW_ALERT_WEBHOOK HBGW_ALER
 migrate: [HBGW_DATABASE_URL]
 api: {{ concat $stores (list "HBGW_ADMIN_TOKEN" "HBGW_API_TOKENS" "HBGW_API_ID_KEY") $platforms | toJson }}
 beat: {{ concat $stores (list "HBGW_ALERT_WEBHOOK" "HBGW_ALERT_WEBHOOK_SECRET") | toJson }}
-worker: {{ concat $stores (list "HBGW_OPENAI_API_KEY" "HBGW_WEBHOOK_URL") $platforms | toJson }}
+worker: {{ concat $stores (list "HBGW_OPENAI_API_KEY" "HBGW_WEBHOOK_URL" "HBGW_API_ID_KEY") $platforms | toJson }}
 flower: [HBGW_REDIS_URL, HBGW_BROKER_URL, HBGW_FLOWER_PASSWORD]
 {{- end -}}
 

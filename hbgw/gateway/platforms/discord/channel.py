@@ -7,7 +7,9 @@ channel, or its thread (a thread is a channel of its own in Discord) — never a
   shows it, and pings nobody.
 * Each part carries a ``nonce`` made from the delivery key, with ``enforce_nonce``: Discord
   returns the message already created with that nonce (within a few minutes) instead of a
-  second one, so a send repeated after a timeout does not post twice.
+  second one, so a send repeated after a timeout does not post twice. The nonce is keyed (an
+  HMAC under the bot's token): a plain hash of ``msg:<id>`` would give SQL's sequential
+  message id to anyone who tried the small numbers.
 * ``typing`` is ``POST /channels/{id}/typing`` (workers call it on user turns only, never during
   a heartbeat turn); skipped, not waited for, when its rate limit is spent. ``progress`` shows
   nothing: drafts would be messages.
@@ -17,13 +19,20 @@ channel, or its thread (a thread is a channel of its own in Discord) — never a
 from __future__ import annotations
 
 import hashlib
+import hmac
 import time
 from collections.abc import Callable
 from typing import Any
 
 from hbgw.core.clock import pause
 from hbgw.core.settings import Settings
-from hbgw.gateway.platforms.discord.rest import DEFAULT_API, DiscordRest, Route, body_of
+from hbgw.gateway.platforms.discord.rest import (
+    DEFAULT_API,
+    DiscordRest,
+    Route,
+    body_of,
+    channel_segment,
+)
 from hbgw.gateway.platforms.split import split_text
 from hbgw.workers.ports import Address, Receipt, SendGuard
 
@@ -33,9 +42,10 @@ NO_PINGS: dict[str, Any] = {"parse": []}
 NONCE_LENGTH = 25  # Discord's limit for a nonce
 
 
-def nonce(delivery_key: str, part: int) -> str:
-    """The same for every attempt at one part of one message, and 25 characters at most."""
-    digest = hashlib.sha256(f"{delivery_key}\x1f{part}".encode()).hexdigest()
+def nonce(key: bytes, delivery_key: str, part: int) -> str:
+    """The same for every attempt at one part of one message, 25 characters at most, and
+    nothing anyone without ``key`` can compute from a delivery key."""
+    digest = hmac.new(key, f"{delivery_key}\x1f{part}".encode(), hashlib.sha256).hexdigest()
     return digest[:NONCE_LENGTH]
 
 
@@ -45,8 +55,13 @@ def target(address: Address) -> str:
 
 
 def messages_route(channel_id: str) -> Route:
-    path = f"/channels/{channel_id}/messages"
+    path = f"/channels/{channel_segment(channel_id)}/messages"
     return Route("POST", "POST /channels/{id}/messages", channel_id, path)
+
+
+def typing_route(channel_id: str) -> Route:
+    path = f"/channels/{channel_segment(channel_id)}/typing"
+    return Route("POST", "POST /channels/{id}/typing", channel_id, path)
 
 
 class DiscordChannel:
@@ -64,6 +79,7 @@ class DiscordChannel:
         self.rest = DiscordRest(
             token, base_url=base_url, timeout=timeout, sleep=sleep, monotonic=monotonic
         )
+        self.nonce_key = token.encode()
 
     @classmethod
     def from_settings(cls, settings: Settings) -> DiscordChannel:
@@ -97,7 +113,7 @@ class DiscordChannel:
         for n, part in enumerate(split_text(text, SPLIT_AT)):
             if n and guard is not None:
                 guard()  # the next part: the lock confirmed afresh
-            answer = self.post(channel_id, part, nonce(delivery_key, n), guard)
+            answer = self.post(channel_id, part, nonce(self.nonce_key, delivery_key, n), guard)
             if first is None and answer.get("id") is not None:
                 first = str(answer["id"])
         return Receipt(message_id=first)
@@ -117,12 +133,8 @@ class DiscordChannel:
         return body_of(response)
 
     def typing(self, address: Address, *, session_id: str) -> None:
-        channel_id = target(address)
-        route = Route(
-            "POST", "POST /channels/{id}/typing", channel_id, f"/channels/{channel_id}/typing"
-        )
         # Cosmetic: one attempt, and none at all while the bucket is empty.
-        self.rest.call(route, patient=False, retries=0)
+        self.rest.call(typing_route(target(address)), patient=False, retries=0)
 
     def progress(self, address: Address, text: str, *, session_id: str) -> None:
         return None

@@ -19,7 +19,7 @@ from typing import Any
 from hbgw.core.errors import BadInput, DeliveryFailed, HbgwError
 from hbgw.core.settings import Settings
 from hbgw.gateway.platforms.discord.interactions import ASK_MESSAGE_NAME, ASK_NAME, TEXT_OPTION
-from hbgw.gateway.platforms.discord.rest import DiscordRest, Route
+from hbgw.gateway.platforms.discord.rest import DiscordRest, Route, segment
 
 CHAT_INPUT, MESSAGE = 1, 3  # application command types
 STRING = 3  # option type
@@ -84,9 +84,9 @@ def register(settings: Settings, guild: str | None = None) -> Registered:
         )
     if guild is not None and not guild.isdigit():
         raise BadInput(f"--guild {guild} is not a guild id; copy it with Developer Mode on.")
-    path = f"/applications/{app}/commands"
+    path = f"/applications/{segment(app)}/commands"
     if guild is not None:
-        path = f"/applications/{app}/guilds/{guild}/commands"
+        path = f"/applications/{segment(app)}/guilds/{segment(guild)}/commands"
     route = Route("PUT", path.replace(app, "{app}"), app, path)
     rest = DiscordRest(
         token.get_secret_value(),

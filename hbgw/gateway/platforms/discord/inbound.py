@@ -17,7 +17,7 @@ from hbgw.core.errors import BadInput, DeliveryFailed
 from hbgw.gateway.api.context import ApiContext
 from hbgw.gateway.inbound import Answered
 from hbgw.gateway.platforms.discord.interactions import EPHEMERAL, NO_PINGS, PLATFORM, Interaction
-from hbgw.gateway.platforms.discord.rest import DiscordRest, Route
+from hbgw.gateway.platforms.discord.rest import DiscordRest, Route, segment
 from hbgw.gateway.platforms.split import split_text
 from hbgw.sessions.views import SessionView
 
@@ -41,10 +41,10 @@ def session_of(ctx: ApiContext, interaction: Interaction) -> SessionView:
 
 def take_heartbeat(ctx: ApiContext, interaction: Interaction) -> str:
     """The answer to ``/heartbeat …`` (or ``/hb``): the command applied, or why it was not."""
-    session = session_of(ctx, interaction)
     try:
+        session = session_of(ctx, interaction)
         result = ctx.receive(session.id, interaction.command_line())
-    except BadInput as exc:
+    except BadInput as exc:  # the command's, or the owner's quota of sessions
         ctx.metrics.commands.labels("false").inc()
         return str(exc)
     assert isinstance(result, Answered)  # the text is a /heartbeat or /cron command
@@ -57,11 +57,11 @@ def take_message(ctx: ApiContext, interaction: Interaction) -> str | None:
     answers it (a refusal, or a /heartbeat written as the message)."""
     if not interaction.text:
         return "That message has no text to ask about."
-    session = session_of(ctx, interaction)
     key = interaction.idempotency_key
     try:
+        session = session_of(ctx, interaction)
         result = ctx.receive(session.id, interaction.text, idempotency_key=key)
-    except BadInput as exc:
+    except BadInput as exc:  # a refusal, the owner's quota of sessions included
         return str(exc)
     if isinstance(result, Answered):
         ctx.metrics.commands.labels("true").inc()
@@ -86,7 +86,7 @@ def follow_up(
     except Exception:
         log.exception("a Discord command failed", extra={"action": "discord.command_failed"})
         text = "The command failed inside the gateway; nothing was changed. Try it again."
-    base = f"/webhooks/{interaction.application_id}/{interaction.token}"
+    base = f"/webhooks/{segment(interaction.application_id)}/{segment(interaction.token)}"
     first, *rest_parts = split_text(text, 2000)
     edit = Route(
         "PATCH",

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 
@@ -57,6 +58,27 @@ def user_agent() -> str:
     except PackageNotFoundError:
         ours = "0"
     return f"DiscordBot ({PROJECT_URL}, {ours})"
+
+
+def channel_segment(channel_id: str) -> str:
+    """A channel or thread id as a path segment: a snowflake (digits only), or a permanent
+    refusal before any request. Sessions are checked when they are made
+    (``sessions/validation.py``); this holds for rows older than that check, so a stored
+    chat like ``1/../../guilds/777/prune`` never steers a request that carries the bot token."""
+    if not (channel_id.isascii() and channel_id.isdigit() and len(channel_id) <= 20):
+        raise PermanentDelivery(
+            f"The Discord channel id {channel_id[:40]!r} is not a snowflake (digits only); "
+            "nothing was sent — make a new session in the channel.",
+            platform=PLATFORM,
+            reason="bad_channel_id",
+        )
+    return channel_id
+
+
+def segment(value: str) -> str:
+    """Any other value as one path segment: every character but letters, digits and ``-._~``
+    percent-encoded, so a slash, a dot segment or a ``?`` cannot leave it."""
+    return quote(value, safe="")
 
 
 @dataclass(frozen=True)

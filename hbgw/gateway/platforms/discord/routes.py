@@ -18,7 +18,6 @@ sees what the reply that a worker posts next answers.
 
 from __future__ import annotations
 
-import json
 import logging
 from typing import Any
 
@@ -44,7 +43,7 @@ from hbgw.gateway.platforms.discord.interactions import (
     usage,
 )
 from hbgw.gateway.platforms.discord.signature import DiscordSignature
-from hbgw.gateway.platforms.guard import InboundRejects, Reject, SeenEvents, unsigned
+from hbgw.gateway.platforms.guard import InboundRejects, Reject, SeenEvents, read_json, unsigned
 
 log = logging.getLogger("hbgw.discord")
 
@@ -108,7 +107,7 @@ async def interactions(request: Request, background: BackgroundTasks) -> JSONRes
     discord = edge(request)
     body = await discord.verified(request)
     try:
-        payload = json.loads(body)
+        payload = read_json(body)
     except ValueError:
         payload = None
     if not isinstance(payload, dict):

@@ -12,6 +12,10 @@ channel and thread (``thread_ts``), a new message, never a broadcast to the chan
 * Failures are typed: ``PermanentDelivery`` when the route is gone (the bot was removed, the
   channel archived or unknown, the token revoked, HTTP 403/404), ``TransientDelivery`` when
   sending later may work (429 past its retries, 5xx, timeouts, an error code not known here).
+* Text is escaped as Slack documents (``&`` → ``&amp;``, ``<`` → ``&lt;``, ``>`` → ``&gt;``):
+  a model's reply or a user's echoed text cannot mention ``@channel``/``@here``/``@everyone``,
+  a user or a group (``<!channel>``, ``<@U…>``, ``<!subteam^…>``), or show one link as another
+  (``<https://evil|https://slack.com/login>``). HBGW_SLACK_ALLOW_MENTIONS=true keeps the markup.
 * Slack has no typing indicator for apps outside its assistant threads, and drafts would be
   messages: ``typing`` and ``progress`` show nothing, on any turn.
 """
@@ -126,7 +130,9 @@ class SlackChannel:
         base_url: str = "https://slack.com/api/",
         timeout: float = 10.0,
         sleep: Callable[[float], None] = pause,
+        allow_mentions: bool = False,
     ) -> None:
+        self.allow_mentions = allow_mentions
         limits = self.limits = BoundedRateLimits(RATE_LIMIT_RETRIES, MAX_RETRY_AFTER, sleep)
         # Only the 429 handler: slack_sdk's default also repeats a request after a reset
         # connection, which may post the message twice.
@@ -142,6 +148,7 @@ class SlackChannel:
             token.get_secret_value(),
             base_url=settings.slack_api_url,
             timeout=settings.slack_timeout,
+            allow_mentions=settings.slack_allow_mentions,
         )
 
     def send(
@@ -164,7 +171,8 @@ class SlackChannel:
             for n, part in enumerate(split_text(text, SPLIT_AT)):
                 if n and guard is not None:
                     guard()  # the next part: the lock confirmed afresh
-                answer = self.post(address.chat, part, address.thread)
+                shown = part if self.allow_mentions else escape(part)
+                answer = self.post(address.chat, shown, address.thread)
                 if first is None:
                     ts = answer.get("ts")
                     first = str(ts) if ts is not None else None
@@ -192,6 +200,12 @@ class SlackChannel:
 
     def progress(self, address: Address, text: str, *, session_id: str) -> None:
         return None
+
+
+def escape(text: str) -> str:
+    """``text`` as plain words in Slack's markup: the three characters its formatting reads
+    (https://api.slack.com/reference/surfaces/formatting#escaping), ``&`` first."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def classify(exc: SlackApiError) -> DeliveryFailed:

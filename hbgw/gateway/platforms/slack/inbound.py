@@ -11,14 +11,13 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from hbgw.core.errors import BadInput, GrammarError
-from hbgw.gateway.api.auth import Principal
+from hbgw.core.errors import BadInput, QuotaExceeded
 from hbgw.gateway.api.context import ApiContext
 from hbgw.gateway.api.errors import ApiError
-from hbgw.gateway.api.quotas import check_heartbeats, check_message_rate
+from hbgw.gateway.api.quotas import check_message_rate
 from hbgw.gateway.inbound import Answered
 from hbgw.gateway.platforms import guard
-from hbgw.gateway.platforms.guard import Answer
+from hbgw.gateway.platforms.guard import NO_SESSION, Answer
 from hbgw.gateway.platforms.slack.channel import SlackChannel
 from hbgw.gateway.platforms.slack.events import (
     PLATFORM,
@@ -28,7 +27,6 @@ from hbgw.gateway.platforms.slack.events import (
     read_message,
     session_thread,
 )
-from hbgw.sessions.grammar import SetHeartbeat, parse_command
 from hbgw.workers.ports import Address
 
 log = logging.getLogger("hbgw.slack")
@@ -41,20 +39,24 @@ def take_event(ctx: ApiContext, payload: dict[str, Any]) -> Answer | None:
     if message is None:
         return None
     thread, may_start = session_thread(message)
-    session = ctx.store.sessions.session_at(
-        platform=PLATFORM,
-        chat=message.channel,
-        thread=thread,
-        now=ctx.clock(),
-        owner=message.owner,
-        create=may_start,
-    )
+    key = message.idempotency_key
+    try:
+        session = ctx.store.sessions.session_at(
+            platform=PLATFORM,
+            chat=message.channel,
+            thread=thread,
+            now=ctx.clock(),
+            owner=message.owner,
+            create=may_start,
+        )
+    except QuotaExceeded as exc:  # a new conversation beyond the workspace's sessions
+        address = Address(PLATFORM, message.channel, thread)
+        return Answer(NO_SESSION, address, str(exc), f"{key}:answer")
     if session is None:
         return None  # a thread the app was never asked into
     text = as_command(message.text, addressed=message.direct or message.mentions_app)
     address = Address(PLATFORM, session.chat, session.thread)
-    key = message.idempotency_key
-    refused = over_limits(ctx, session.id, message.owner, text)
+    refused = over_limits(ctx, session.id)
     if refused is not None:  # told in its thread, like the API's 429: nothing is stored
         return Answer(session.id, address, refused, f"{key}:answer")
     try:
@@ -75,17 +77,21 @@ def take_command(ctx: ApiContext, command: SlashCommand, name: str) -> str:
     text = as_command(command.text, addressed=True)
     if not text.startswith(("/heartbeat", "/hb", "/cron")):
         return command_usage(name)
-    session = ctx.store.sessions.session_at(
-        platform=PLATFORM, chat=command.channel, thread=None, now=ctx.clock(), owner=command.owner
-    )
-    assert session is not None  # create=True
-    refused = over_limits(ctx, session.id, command.owner, text)
-    if refused is not None:
-        ctx.metrics.commands.labels("false").inc()
-        return refused
     try:
+        session = ctx.store.sessions.session_at(
+            platform=PLATFORM,
+            chat=command.channel,
+            thread=None,
+            now=ctx.clock(),
+            owner=command.owner,
+        )
+        assert session is not None  # create=True
+        refused = over_limits(ctx, session.id)
+        if refused is not None:
+            ctx.metrics.commands.labels("false").inc()
+            return refused
         result = ctx.receive(session.id, text)
-    except BadInput as exc:
+    except BadInput as exc:  # the command's, or the owner's quota of sessions
         ctx.metrics.commands.labels("false").inc()
         return str(exc)
     assert isinstance(result, Answered)  # the text is a /heartbeat or /cron command
@@ -93,28 +99,15 @@ def take_command(ctx: ApiContext, command: SlashCommand, name: str) -> str:
     return result.text
 
 
-def over_limits(ctx: ApiContext, session_id: str, owner: str | None, text: str) -> str | None:
-    """The HTTP API's limits, for Slack's messages too: the session's message rate
-    (HBGW_API_MESSAGES_PER_MINUTE) and, for a /heartbeat that sets one, the workspace's
-    heartbeat quota (HBGW_API_MAX_HEARTBEATS_PER_OWNER; a workspace is one owner). The
-    sentence of the first one exceeded, or None."""
-    settings = ctx.settings
+def over_limits(ctx: ApiContext, session_id: str) -> str | None:
+    """The HTTP API's message rate, for Slack's messages too (HBGW_API_MESSAGES_PER_MINUTE):
+    its sentence when exceeded, or None. The quotas are the store's: ``receive`` answers them
+    (a workspace is one owner)."""
     try:
-        check_message_rate(ctx.redis, session_id, settings.api_messages_per_minute)
-        limit = settings.api_max_heartbeats_per_owner
-        if limit and owner is not None and sets_heartbeat(text, ctx):
-            count = ctx.store.heartbeats.count_live_heartbeats(owner, besides=session_id)
-            check_heartbeats(count, limit, Principal(owner))
+        check_message_rate(ctx.redis, session_id, ctx.settings.api_messages_per_minute)
     except ApiError as exc:
         return exc.message
     return None
-
-
-def sets_heartbeat(text: str, ctx: ApiContext) -> bool:
-    try:
-        return isinstance(parse_command(text, ctx.limits), SetHeartbeat)
-    except GrammarError:
-        return False  # not a command, or a malformed one (its own answer says what is wrong)
 
 
 def post_answer(channel: SlackChannel, answer: Answer) -> None:

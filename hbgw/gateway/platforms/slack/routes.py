@@ -6,14 +6,15 @@ signature and the replay window (401), then the workspace allowlist (403), and o
 body parsed (400 for a shape Slack does not send) — nothing is stored, and no key written,
 for a request that fails one of them. An event's ``event_id`` is remembered (Redis, an hour) so
 Slack's retries (``X-Slack-Retry-Num``) are answered 200 and dropped; a failure forgets it, so
-the retry is taken. Slack wants a 200 within 3 s: an event stores its message and hands it to a
-worker (the turn's reply comes later, from the worker); a command's answer in a thread is posted
-after the response.
+the retry is taken. A slash command has no event id: the digest of its signed timestamp and
+body (``signature.request_id``) is remembered the same way, so a replay within the window is
+answered ``TAKEN_BEFORE`` and applies nothing. Slack wants a 200 within 3 s: an event stores
+its message and hands it to a worker (the turn's reply comes later, from the worker); a
+command's answer in a thread is posted after the response.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 from typing import Any
 from urllib.parse import parse_qs
@@ -25,11 +26,11 @@ from starlette.concurrency import run_in_threadpool
 from hbgw.core.settings import Settings
 from hbgw.gateway.api.context import ApiContext, context
 from hbgw.gateway.api.errors import ApiError
-from hbgw.gateway.platforms.guard import InboundRejects, Reject, SeenEvents, unsigned
-from hbgw.gateway.platforms.slack.channel import SlackChannel
+from hbgw.gateway.platforms.guard import InboundRejects, Reject, SeenEvents, read_json, unsigned
+from hbgw.gateway.platforms.slack.channel import SlackChannel, escape
 from hbgw.gateway.platforms.slack.events import PLATFORM, read_command
 from hbgw.gateway.platforms.slack.inbound import post_answer, take_command, take_event
-from hbgw.gateway.platforms.slack.signature import SlackSignature
+from hbgw.gateway.platforms.slack.signature import SlackSignature, request_id
 
 log = logging.getLogger("hbgw.slack")
 
@@ -37,6 +38,10 @@ COMMAND_NAME = "/hbgw"
 # The slash command's answer is seen by the person who typed it only: the channel sees the
 # heartbeat's own posts, not the commands that set it.
 COMMAND_RESPONSE_TYPE = "ephemeral"
+# A replayed slash command (the same signed request again, within the replay window).
+TAKEN_BEFORE = (
+    "This command was taken already (the same request came again); nothing more was done."
+)
 
 
 class SlackEdge:
@@ -97,7 +102,7 @@ async def events(request: Request, background: BackgroundTasks) -> dict[str, Any
     slack = edge(request)
     body = await slack.verified(request)
     try:
-        payload = json.loads(body)
+        payload = read_json(body)
     except ValueError:
         payload = None
     if not isinstance(payload, dict):
@@ -143,9 +148,18 @@ async def commands(request: Request) -> JSONResponse:
     if command is None:
         raise slack.malformed("slash command")
     slack.check_team(command.team)
+    taken = request_id(request.headers, body)
+    if not await run_in_threadpool(slack.seen.first, taken):
+        log.info("Slack command %s seen before", taken, extra={"action": "slack.command_repeat"})
+        return JSONResponse({"response_type": COMMAND_RESPONSE_TYPE, "text": TAKEN_BEFORE})
     name = (form.get("command") or [COMMAND_NAME])[0]
-    reply = await run_in_threadpool(take_command, context(request), command, name)
-    return JSONResponse({"response_type": COMMAND_RESPONSE_TYPE, "text": reply})
+    try:
+        reply = await run_in_threadpool(take_command, context(request), command, name)
+    except BaseException:
+        await run_in_threadpool(slack.seen.forget, taken)  # not taken: a retry must be
+        raise
+    shown = reply if slack.channel.allow_mentions else escape(reply)  # it echoes the prompt
+    return JSONResponse({"response_type": COMMAND_RESPONSE_TYPE, "text": shown})
 
 
 def mount(app: FastAPI, ctx: ApiContext) -> None:

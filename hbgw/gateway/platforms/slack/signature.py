@@ -10,6 +10,7 @@ time over the exact bytes received.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 
 from slack_sdk.signature import Clock as SlackClock
@@ -38,7 +39,9 @@ class SlackSignature:
         """None when the request is Slack's and fresh; otherwise why it is refused."""
         stamp = headers.get("x-slack-request-timestamp", "")
         signature = headers.get("x-slack-signature", "")
-        if not stamp.isdigit() or len(stamp) > 12 or not signature.startswith("v0="):
+        # isdigit() alone takes "²", and int() of it raised: a 500 without authentication.
+        well_formed = stamp.isascii() and stamp.isdigit() and len(stamp) <= 12
+        if not well_formed or not signature.startswith("v0="):
             return Reject.SIGNATURE
         if abs(self.clock().timestamp() - int(stamp)) > REPLAY_WINDOW:
             return Reject.REPLAY
@@ -47,3 +50,12 @@ class SlackSignature:
         except UnicodeDecodeError:
             return Reject.SIGNATURE  # slack_sdk decodes the body as UTF-8 to sign it
         return None if valid else Reject.SIGNATURE
+
+
+def request_id(headers: Mapping[str, str], body: bytes) -> str:
+    """The id of a verified request: the same for a replay of it (the signature covers the
+    timestamp and the body, so a replay carries both unchanged), different for any other —
+    Slack puts a fresh ``trigger_id`` in each slash command's body. Slash commands have no
+    event id of their own; this one de-duplicates them within the replay window."""
+    stamp = headers.get("x-slack-request-timestamp", "").encode()
+    return "slash:" + hashlib.sha256(stamp + b":" + body).hexdigest()[:32]

@@ -137,7 +137,8 @@ class TelegramChannel:
 
 def thread_id(thread: str | None) -> int | None:
     """A forum topic's ``message_thread_id`` as the Bot API wants it (an integer)."""
-    return int(thread) if thread is not None and thread.lstrip("-").isdigit() else None
+    digits = thread.lstrip("-") if thread is not None else ""
+    return int(digits) if digits.isascii() and digits.isdigit() else None
 
 
 def telegram_parts(text: str) -> list[str]:

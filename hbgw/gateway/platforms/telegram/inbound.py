@@ -13,11 +13,18 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from hbgw.core.errors import BadInput
+from hbgw.core.errors import BadInput, QuotaExceeded
 from hbgw.core.settings import Settings
 from hbgw.gateway.api.context import ApiContext
 from hbgw.gateway.inbound import Answered
-from hbgw.gateway.platforms.guard import Answer, InboundRejects, Reject, SeenEvents, post_answer
+from hbgw.gateway.platforms.guard import (
+    NO_SESSION,
+    Answer,
+    InboundRejects,
+    Reject,
+    SeenEvents,
+    post_answer,
+)
 from hbgw.gateway.platforms.telegram.api import Refused, Unreachable
 from hbgw.gateway.platforms.telegram.channel import TelegramChannel
 from hbgw.gateway.platforms.telegram.updates import (
@@ -99,16 +106,20 @@ class TelegramBot:
         command = read_command(message.text)
         if command is not None and command.bot is not None and self.for_other(command.bot):
             return None
-        session = ctx.store.sessions.session_at(
-            platform=PLATFORM,
-            chat=message.chat,
-            thread=message.thread,
-            now=ctx.clock(),
-            owner=self.owner,
-        )
+        key = message.idempotency_key
+        try:
+            session = ctx.store.sessions.session_at(
+                platform=PLATFORM,
+                chat=message.chat,
+                thread=message.thread,
+                now=ctx.clock(),
+                owner=self.owner,
+            )
+        except QuotaExceeded as exc:  # a new topic beyond the owner's sessions: told in it
+            address = Address(PLATFORM, message.chat, message.thread)
+            return Answer(NO_SESSION, address, str(exc), f"{key}:answer")
         assert session is not None  # create=True
         address = Address(PLATFORM, session.chat, session.thread)
-        key = message.idempotency_key
         if command is not None and command.name in USAGE_COMMANDS:
             return Answer(session.id, address, usage(), f"{key}:answer")
         try:

@@ -14,7 +14,6 @@ dropped (``inbound.py``); a failure answers 500 and forgets it, so the repeat is
 from __future__ import annotations
 
 import hmac
-import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -23,7 +22,7 @@ from starlette.concurrency import run_in_threadpool
 
 from hbgw.gateway.api.context import ApiContext, context
 from hbgw.gateway.api.errors import ApiError
-from hbgw.gateway.platforms.guard import InboundRejects, Reject, SeenEvents
+from hbgw.gateway.platforms.guard import InboundRejects, Reject, SeenEvents, read_json
 from hbgw.gateway.platforms.telegram.channel import TelegramChannel
 from hbgw.gateway.platforms.telegram.inbound import TelegramBot
 from hbgw.gateway.platforms.telegram.updates import PLATFORM, update_id
@@ -81,7 +80,7 @@ async def webhook(request: Request, background: BackgroundTasks) -> dict[str, An
     telegram.check(request)  # the header only: nothing of the body is read before it
     body = await request.body()
     try:
-        payload = json.loads(body)
+        payload = read_json(body)
     except ValueError:
         payload = None
     if update_id(payload) is None:

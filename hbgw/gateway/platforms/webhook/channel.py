@@ -2,6 +2,11 @@
 /v1/sessions/{id}/webhook``), else HBGW_WEBHOOK_URL, signed like the inbound side
 (``signature.py``), with the delivery record's key as ``Idempotency-Key``.
 
+* Ids of messages are public ones (``gateway/public_ids.py``), the same the API shows: the
+  ``reply_to`` and the key of a reply (``msg:<id>``) never carry SQL's sequential id, which
+  would tell the receiver how many messages every tenant sends. The key is still the same on
+  every attempt and every retry of the delivery record: the id it shows is.
+
 * A 429 (after its ``Retry-After``), 408, 5xx, a timeout or a dropped connection is sent again
   by tenacity: exponential back-off with jitter, at most HBGW_WEBHOOK_RETRIES more times and
   HBGW_WEBHOOK_RETRY_SECONDS in all. A timeout may have been received, so every attempt carries
@@ -14,12 +19,20 @@
   is the receipt's message id.
 * ``typing`` and ``progress`` send nothing, on any turn: a webhook gets messages only.
 * The URL is never logged (its path or query often holds a token): logs name its origin.
+* Connections go only to addresses outside the gateway's network or on the operator's
+  allowlist (``core/outbound.py``), checked on the address connected to; a refused one fails
+  ``PermanentDelivery``.
+* What a failure says is what a tenant reads in the runs view and the heartbeat's status, so
+  it says no more than "could not be delivered" and a reference: the receiver's answer, a
+  refused connection or an inside address would map the gateway's network for whoever set the
+  URL. The log line of the failure carries the detail under the same ``reference``.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import secrets
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -31,12 +44,16 @@ import httpx
 from tenacity import RetryCallState, Retrying, retry_if_exception_type, wait_random_exponential
 
 from hbgw.core.clock import Clock, iso, pause, utcnow
-from hbgw.core.errors import PermanentDelivery, TransientDelivery
+from hbgw.core.errors import DeliveryFailed, OutboundRefused, PermanentDelivery, TransientDelivery
+from hbgw.core.outbound import OutboundGuard
+from hbgw.core.outbound_http import guarded_transport
 from hbgw.core.settings import Settings
 from hbgw.gateway.platforms.webhook.redact import origin
 from hbgw.gateway.platforms.webhook.signature import signed_headers
 from hbgw.gateway.platforms.webhook.urls import StoredUrls
+from hbgw.gateway.public_ids import PublicIds, deployment_ids
 from hbgw.workers.ports import Address, Receipt, SendGuard
+from hbgw.workers.user_turn import reply_key, reply_key_message
 
 log = logging.getLogger("hbgw.webhook")
 
@@ -71,6 +88,8 @@ class WebhookChannel:
         secret: str,
         urls: Callable[[str], str | None],
         policy: Policy,
+        ids: PublicIds,
+        guard: OutboundGuard,
         *,
         clock: Clock = utcnow,
         sleep: Callable[[float], None] = pause,
@@ -78,21 +97,35 @@ class WebhookChannel:
         self.secret = secret
         self.urls = urls
         self.policy = policy
+        self.ids = ids
         self.clock = clock
         self.sleep = sleep
-        # No redirects: a 3xx would send the signed body somewhere nobody configured.
-        self.client = httpx.Client(follow_redirects=False, headers={"User-Agent": "hbgw-webhook"})
+        # No redirects: a 3xx would send the signed body somewhere nobody configured (an
+        # inside address among them). Every connection passes the guard.
+        self.client = httpx.Client(
+            follow_redirects=False,
+            headers={"User-Agent": "hbgw-webhook"},
+            transport=guarded_transport(guard),
+        )
 
     @classmethod
     def from_settings(
-        cls, settings: Settings, *, clock: Clock = utcnow, urls: StoredUrls | None = None
+        cls,
+        settings: Settings,
+        *,
+        clock: Clock = utcnow,
+        urls: StoredUrls | None = None,
+        ids: PublicIds | None = None,
     ) -> WebhookChannel:
         secret = settings.webhook_secret
         assert secret is not None  # built only when the webhook platform is configured
         policy = Policy(
             settings.webhook_timeout, settings.webhook_retries, settings.webhook_retry_seconds
         )
-        return cls(secret.get_secret_value(), urls or StoredUrls(settings), policy, clock=clock)
+        urls = urls or StoredUrls(settings)
+        ids = ids or deployment_ids(settings)
+        guard = OutboundGuard(settings.outbound_allowlist)
+        return cls(secret.get_secret_value(), urls, policy, ids, guard, clock=clock)
 
     def send(
         self,
@@ -108,11 +141,12 @@ class WebhookChannel:
     ) -> Receipt:
         """POST the message to the session's URL, again on a failure that may pass."""
         url = self._url(session_id)
+        delivery_key, reply_to = self._public(delivery_key, address.reply_to)
         payload = {
             "session_id": session_id,
             "chat": address.chat,
             "thread": address.thread,
-            "reply_to": address.reply_to,
+            "reply_to": reply_to,
             "kind": kind,
             "text": text,
             "delivery_key": delivery_key,
@@ -136,7 +170,9 @@ class WebhookChannel:
         try:
             return retrying(self._attempt, url, body, delivery_key, possible_repeat, started)
         except _Again as exc:
-            raise exc.failure from exc
+            raise _withheld(exc.failure, url, session_id) from exc
+        except PermanentDelivery as exc:
+            raise _withheld(exc, url, session_id) from exc
 
     def _url(self, session_id: str) -> str:
         try:
@@ -157,6 +193,18 @@ class WebhookChannel:
             )
         return url
 
+    def _public(self, delivery_key: str, reply_to: str | None) -> tuple[str, str | None]:
+        """The key and the ``reply_to`` with the message's public id in place of SQL's."""
+        try:
+            return public_key(delivery_key, self.ids), public_reply_to(reply_to, self.ids)
+        except Exception as exc:  # the ids' key is read from the store once: it may be away
+            raise TransientDelivery(
+                f"The key of the public ids could not be read ({type(exc).__name__}); the "
+                "message was not sent.",
+                platform=PLATFORM,
+                reason="ids_unread",
+            ) from exc
+
     def _attempt(self, url: str, body: bytes, key: str, repeat: bool, started: float) -> Receipt:
         headers = {
             "Content-Type": "application/json",
@@ -169,11 +217,23 @@ class WebhookChannel:
         timeout = max(0.1, min(self.policy.timeout, left))
         try:
             response = self.client.post(url, content=body, headers=headers, timeout=timeout)
+        except OutboundRefused as exc:
+            raise PermanentDelivery(
+                f"The webhook at {origin(url)} was not connected to: {exc}",
+                platform=PLATFORM,
+                reason="inside_address",
+            ) from exc
         except httpx.TimeoutException as exc:
             raise _Again(_transient(
                 f"The webhook at {origin(url)} did not answer within {timeout:g} s; it may have "
                 "received the message.", "timeout"
             )) from exc  # fmt: skip
+        except httpx.InvalidURL as exc:  # a host our check read and httpx does not (010.8.8.8)
+            raise PermanentDelivery(
+                f"The webhook URL {origin(url)} could not be used ({exc}).",
+                platform=PLATFORM,
+                reason="invalid_url",
+            ) from exc
         except httpx.TransportError as exc:
             raise _Again(_transient(
                 f"The webhook at {origin(url)} could not be reached ({type(exc).__name__}); the "
@@ -231,6 +291,41 @@ class WebhookChannel:
 
 
 _BACKOFF = wait_random_exponential(multiplier=BACKOFF, max=MAX_BACKOFF)
+
+
+def _withheld(failure: DeliveryFailed, url: str, session_id: str) -> DeliveryFailed:
+    """``failure`` as a tenant may read it: "could not be delivered" and a reference; the
+    detail goes to the operator's log under that reference."""
+    reference = f"wh-{secrets.token_hex(5)}"
+    log.warning(
+        "webhook delivery to %s failed (reference %s): %s",
+        origin(url),
+        reference,
+        failure,
+        extra={"action": "webhook.failed", "session": session_id, "reference": reference},
+    )
+    sentence = (
+        f"The message could not be delivered to the session's webhook (reference {reference}); "
+        "the operator finds the cause in the gateway's log under that reference."
+    )
+    return type(failure)(sentence, platform=PLATFORM, reason=failure.reason)
+
+
+def public_key(delivery_key: str, ids: PublicIds) -> str:
+    """A reply's key (``msg:<id>``, ``msg:<id>:notice:<n>``) with the message's public id; any
+    other key (a fire id: a session id and a due time) as it is."""
+    found = reply_key_message(delivery_key)
+    if found is None:
+        return delivery_key
+    message_id, rest = found
+    return f"{reply_key(ids.show(message_id) or 0)}{rest}"
+
+
+def public_reply_to(reply_to: str | None, ids: PublicIds) -> str | None:
+    """The public id of the message a reply answers (``Address.reply_to``: SQL's, as text)."""
+    if reply_to is None or not (reply_to.isascii() and reply_to.isdigit()):
+        return reply_to
+    return str(ids.show(int(reply_to)))
 
 
 def _transient(sentence: str, reason: str) -> TransientDelivery:

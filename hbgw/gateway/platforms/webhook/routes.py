@@ -4,14 +4,14 @@ HBGW_WEBHOOK_SECRET; mounted only when the secret is set.
 Order for every request: the body is already bounded (HBGW_API_MAX_BODY_BYTES, 413), then the
 signature and the replay window (401), and only then is the body parsed (422 for a shape that
 is not a webhook message, with the sentence) — nothing is stored, and no key written, for a
-request that fails one of them. The sender's ``id`` is remembered (Redis, an hour) so a retry
-is answered ``{"duplicate": true}`` and dropped; a failure forgets it, so the retry is taken.
-Even without Redis a message is stored once: its idempotency key is ``webhook:<id>``.
+request that fails one of them. The sender's ``id`` is remembered within its owner, chat and
+thread (Redis, an hour) so a retry is answered ``{"duplicate": true}`` and dropped; a failure
+forgets it, so the retry is taken. Even without Redis a message is stored once: its idempotency
+key is ``webhook:<id>``, unique within its session.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 
 from fastapi import APIRouter, FastAPI, Request
@@ -21,7 +21,14 @@ from starlette.concurrency import run_in_threadpool
 from hbgw.core.clock import Clock
 from hbgw.gateway.api.context import ApiContext, context
 from hbgw.gateway.api.errors import ApiError
-from hbgw.gateway.platforms.guard import InboundRejects, Reject, SeenEvents, unsigned
+from hbgw.gateway.platforms.guard import (
+    InboundRejects,
+    NotJson,
+    Reject,
+    SeenEvents,
+    read_json,
+    unsigned,
+)
 from hbgw.gateway.platforms.webhook import signature
 from hbgw.gateway.platforms.webhook.inbound import PLATFORM, NotAMessage, read_message, take_message
 
@@ -75,18 +82,18 @@ async def messages(request: Request) -> JSONResponse:
     hook = edge(request)
     body = await hook.verified(request)
     try:
-        message = read_message(json.loads(body))
+        message = read_message(read_json(body))
     except ValueError as exc:  # NotAMessage, and JSON that does not parse
-        sentence = str(exc) if isinstance(exc, NotAMessage) else "the body is not JSON."
+        sentence = str(exc) if isinstance(exc, NotAMessage | NotJson) else "the body is not JSON."
         raise hook.malformed(sentence) from None
-    if not await run_in_threadpool(hook.seen.first, message.id):
+    if not await run_in_threadpool(hook.seen.first, message.seen_id):
         log.info("webhook message %s seen before", message.id, extra={"action": "webhook.repeat"})
         return JSONResponse({"kind": "duplicate", "id": message.id, "duplicate": True})
     ctx = context(request)
     try:
         status, answer = await run_in_threadpool(take_message, ctx, message)
     except BaseException:
-        await run_in_threadpool(hook.seen.forget, message.id)  # the retry must be taken
+        await run_in_threadpool(hook.seen.forget, message.seen_id)  # the retry must be taken
         raise
     return JSONResponse(answer, status_code=status)
 
