@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from functools import lru_cache
 from string import ascii_letters
 
 from hbgw.core.errors import CommandError, CronError, IntervalError
@@ -151,12 +150,8 @@ def check_command_length(text: str, limits: GrammarLimits, command: str) -> None
         )
 
 
-@lru_cache(maxsize=64)  # a memo across one request's two reads, not a store of commands
 def parse_command(text: str, limits: GrammarLimits = GrammarLimits()) -> Command:
-    """Parse one /heartbeat command; every failure is a GrammarError with one sentence.
-
-    Remembered (a pure function of its arguments): the API and Slack read a command to count it
-    against the owner's quota, then apply it — one parse between them."""
+    """Parse one /heartbeat command; every failure is a GrammarError with one sentence."""
     check_command_length(text, limits, "/heartbeat")
     head = _HEAD.match(text)
     if head is None:

@@ -59,6 +59,15 @@ def home() -> Iterator[Path]:
         shutil.rmtree(path, ignore_errors=True)
 
 
+def readable_probe(home: Path) -> Path:
+    """The probe where the agent's user can read it: not in the checkout (a clone in a
+    directory only root enters, as in CI), but in the home, which others may enter."""
+    probe = home / PROBE.name
+    shutil.copy(PROBE, probe)
+    probe.chmod(0o755)
+    return probe
+
+
 def test_the_command_agent_reads_no_secret_of_its_worker(
     home: Path, redis_url: str, redis_ns: str
 ) -> None:
@@ -70,7 +79,7 @@ def test_the_command_agent_reads_no_secret_of_its_worker(
         home,
         redis_url,
         redis_ns,
-        agent_command=f"/bin/sh {PROBE} {home}",
+        agent_command=f"/bin/sh {readable_probe(home)} {home}",
         agent_same_user=False,  # the default: the harness opts out for its own agent script
         agent_timeout=60,
     )

@@ -63,7 +63,7 @@ def test_beat_worker_and_api_metrics_after_a_small_run(
         sessions = [gw.session(chat=f"C{i}") for i in range(3)]
         for sid in sessions:
             gw.due_now(sid, seconds=60)
-        held = gw.session(chat="held")
+        held = gw.session(chat="CHELD")
         gw.rt.gate.set_estop(True, held)  # its fire is reserved, then refunded
         gw.due_now(held, seconds=60)
         _send_a_message(api_url)

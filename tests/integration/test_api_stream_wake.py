@@ -103,7 +103,7 @@ def test_idle_streams_cost_the_sweep_alone(tmp_path: Path, redis_url: str, redis
         limits = httpx.Limits(max_connections=streams + 5)
         headers = {"Authorization": f"Bearer {TOKENS[ALICE]}"}
         with httpx.Client(base_url=api.url, headers=headers, timeout=30, limits=limits) as alice:
-            sids = [api.new_session(alice, chat=f"C{n}") for n in range(streams)]
+            sids = [api.new_session(alice, chat=f"C{n % 5}") for n in range(streams)]
             with ExitStack() as stack:
                 for sid in sids:
                     stack.enter_context(EventReader(alice, f"/v1/sessions/{sid}/events"))

@@ -10,7 +10,7 @@ from datetime import datetime
 
 from chaos.checks import Check, run_checks
 from chaos.collect import read_jobs
-from chaos.evidence import Delivery, Evidence, Heartbeat, Job, Run
+from chaos.evidence import Attempt, Delivery, Evidence, Heartbeat, Job, Run
 from hbgw.sessions.grammar.job_schedule import parse_job_schedule
 from hbgw.sessions.jitter import jitter_offset
 from hbgw.sessions.store import Store
@@ -45,6 +45,7 @@ def clean() -> Evidence:
         snapshot=T + 60,
         grace=5.0,
         allowance=3.0,
+        attempts=[Attempt("slack session on C0VICTIM", 403, "Owner mallory may not …", True)],
     )
 
 

@@ -126,7 +126,7 @@ def _fire_and_user_turn(store: Store) -> None:
     """A fire's production steps (admission, the begin and its repeat,
     the delivering mark, the finish and its repeat), a refund and a lost turn's settlement,
     and a user turn's mark, take-back and reply."""
-    sid = heartbeat_session(store, "C-hot", EVERY, NOW - timedelta(hours=2))
+    sid = heartbeat_session(store, "CHOT", EVERY, NOW - timedelta(hours=2))
     fid, due_ms = due_fire(store, sid, NOW)
     store.ledger.admit_fires([(sid, fid)])
     first = FireStart(1, lambda _state: "p", 20, worker="w1")
@@ -160,7 +160,7 @@ def _fire_and_user_turn(store: Store) -> None:
 def _job_due(store: Store, chat: str) -> tuple[str, str, str, int]:
     """A cron job of a session, set two hours ago every hour on its exact times: due now."""
     set_at = NOW - timedelta(hours=2)
-    sid = store.sessions.create_session(platform="slack", chat=chat, thread=None, now=set_at).id
+    sid = store.sessions.create_session(platform="cli", chat=chat, thread=None, now=set_at).id
     parsed = parse_job_schedule("every 1h", now=set_at, min_interval=60)
     new = NewJob(parsed, "every 1h exact", "p", JobRoute(session_id=sid))
     job = store.jobs.create_job(new, set_at)
@@ -226,7 +226,7 @@ def test_ids_past_32_bits_go_through_the_fire_path(pg_store: Store) -> None:
     with pg_store.engine.begin() as conn:
         for table in ("heartbeat_runs", "messages", "deliveries"):
             conn.exec_driver_sql(f"ALTER SEQUENCE {table}_id_seq RESTART WITH 5000000000")
-    sid = heartbeat_session(pg_store, "C-big", EVERY, NOW - timedelta(hours=2))
+    sid = heartbeat_session(pg_store, "CBIG", EVERY, NOW - timedelta(hours=2))
     fire_once(pg_store, sid, 1, NOW)
     [run] = pg_store.ledger.runs(sid)
     assert run.id > 2**32 and run.state == RunState.COMPLETED

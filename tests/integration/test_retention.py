@@ -55,7 +55,7 @@ def week(store: Store) -> Iterator[tuple[str, str, int]]:
     session's run left in its turn six days ago: (week's session, stuck session, its run).
     On PostgreSQL the week's day partitions exist, as beat's daily steps would have made them."""
     store.retention.add_partitions(START.date(), END.date())
-    sid = heartbeat_session(store, "C-week", HOUR, START)
+    sid = heartbeat_session(store, "CWEEK", HOUR, START)
     store.messages.accept_message(sid, "still waiting", now=START, idempotency_key="k-queued")
     stuck = heartbeat_session(store, "C-stuck", HOUR, START)
     run = start(store, stuck, 1, START + timedelta(seconds=HOUR + 60))
@@ -161,7 +161,7 @@ def test_beat_runs_retention_in_its_tick(tmp_path: Path, redis_url: str, redis_n
     gw = Gateway(settings, redis_url)
     try:
         now = utcnow()
-        sid = heartbeat_session(gw.store, "C-beat", 6 * HOUR, now - timedelta(days=3))
+        sid = heartbeat_session(gw.store, "CBEAT", 6 * HOUR, now - timedelta(days=3))
         fill(gw.store, sid, now - timedelta(days=3), now - timedelta(hours=1), 6 * HOUR)
         total = len(gw.runs(sid))
         gw.tick()

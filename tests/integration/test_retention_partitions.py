@@ -58,7 +58,7 @@ def test_a_week_of_days_past_retention_is_dropped_with_every_count_exact(
 ) -> None:
     store = pg_store
     store.retention.add_partitions(START.date(), END.date())
-    sid = heartbeat_session(store, "C-week", EVERY, START)
+    sid = heartbeat_session(store, "CWEEK", EVERY, START)
     store.messages.accept_message(sid, "still waiting", now=START, idempotency_key="k-queued")
     stuck = heartbeat_session(store, "C-stuck", EVERY, START)
     stuck_run = start(store, stuck, 1, START + timedelta(hours=3))
@@ -95,7 +95,7 @@ def test_a_row_whose_day_has_no_partition_waits_in_the_default_and_moves_to_its_
     pg_store: Store,
 ) -> None:
     store = pg_store
-    sid = heartbeat_session(store, "C-far", EVERY, START)
+    sid = heartbeat_session(store, "CFAR", EVERY, START)
     run = start(store, sid, 1, START + timedelta(seconds=EVERY))
     assert _in_default(store.engine, "heartbeat_runs") == 1
     assert _in_default(store.engine, "messages") == 1  # the turn's prompt
@@ -111,7 +111,7 @@ def test_a_row_whose_day_has_no_partition_waits_in_the_default_and_moves_to_its_
 
 def test_the_fire_day_is_bound_to_the_fire_id(pg_store: Store) -> None:
     store = pg_store
-    sid = heartbeat_session(store, "C-check", EVERY, START)
+    sid = heartbeat_session(store, "CCHECK", EVERY, START)
     run = start(store, sid, 1, START + timedelta(seconds=EVERY))
     with pytest.raises(IntegrityError), store.engine.begin() as conn:
         conn.execute(

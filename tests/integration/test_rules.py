@@ -100,7 +100,7 @@ def test_injected_prompt_and_unchanged_system_prompt(gateway: Gateway) -> None:
 def test_reply_goes_to_origin_without_quoting(gateway: Gateway) -> None:
     gw = gateway
     with gw.worker("w1"):
-        sid = gw.session(chat="C-now", thread="T-now")
+        sid = gw.session(chat="CNOW", thread="TNOW")
         gw.store.heartbeats.set_heartbeat(
             sid,
             schedule=IntervalSchedule(60),

@@ -25,7 +25,7 @@ def test_deferred_and_coalesced_fires_on_postgres(
     gw = Gateway(settings, redis_url)
     try:
         with gw.worker("w1"):
-            late, busy = gw.session(chat="late"), gw.session(chat="busy")
+            late, busy = gw.session(chat="CLATE"), gw.session(chat="CBUSY")
             gw.due_now(late, missed=3)
             busy_with_slow_turn(gw, busy)
             gw.due_now(busy)

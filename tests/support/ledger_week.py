@@ -25,7 +25,7 @@ class Week:
 
 
 def heartbeat_session(store: Store, chat: str, seconds: int, now: datetime) -> str:
-    sid = store.sessions.create_session(platform="slack", chat=chat, thread=None, now=now).id
+    sid = store.sessions.create_session(platform="cli", chat=chat, thread=None, now=now).id
     store.heartbeats.set_heartbeat(
         sid,
         schedule=IntervalSchedule(seconds=seconds),

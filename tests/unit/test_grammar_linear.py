@@ -282,13 +282,6 @@ def test_long_numbers_in_policies_get_a_sentence_not_an_overflow(
     assert str(refused.value).startswith(sentence)
 
 
-def test_a_command_is_parsed_once_for_its_quota_and_its_answer() -> None:
-    """The API and Slack read a /heartbeat to count it, then apply it: the second read is the
-    first one's result."""
-    line = "/heartbeat every 7m parse me once"
-    assert parse_command(line) is parse_command(line)
-
-
 # -- the hand-written readers answer as the patterns they replace ---------------------------
 
 OLD_GLUED = re.compile(rf"({intervals.NUMBER})([A-Za-z]+)")
