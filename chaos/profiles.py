@@ -153,7 +153,8 @@ def quick() -> Profile:
         FaultPlan(138, "clock_skew", 15, SKEWED),
         FaultPlan(158, "redis_evict", EVICT_FOR),
     ]
-    return Profile("quick", SESSIONS, INTERVALS, 190, MESSAGE_RATE, 45, faults)
+    # 18 s of quiet after the last fault: more than the longest interval and the allowance.
+    return Profile("quick", SESSIONS, INTERVALS, 182, MESSAGE_RATE, 45, faults)
 
 
 def _long_plan(rng: random.Random, kind: str, at: float) -> FaultPlan:
