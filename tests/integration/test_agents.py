@@ -34,23 +34,26 @@ def test_worker_with_blank_agent_command_exits_2(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    for name, value in {
-        "HBGW_HOME": str(tmp_path),
-        "HBGW_REDIS_URL": redis_url,
-        "HBGW_NAMESPACE": redis_ns,
-        "HBGW_AGENT": "command",
-        "HBGW_AGENT_COMMAND": "   ",
-    }.items():
+    env = {"HBGW_HOME": str(tmp_path), "HBGW_REDIS_URL": redis_url, "HBGW_NAMESPACE": redis_ns}
+    err = _worker_refused(monkeypatch, capsys, {**env, "HBGW_AGENT_COMMAND": "   "})
+    assert "HBGW_AGENT_COMMAND" in err
+
+
+def _worker_refused(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], env: dict[str, str]
+) -> str:
+    """`hbgw worker` with the command agent and ``env``: it exits 2; what it said."""
+    for name, value in {"HBGW_AGENT": "command", **env}.items():
         monkeypatch.setenv(name, value)
     get_settings.cache_clear()
     try:
         with pytest.raises(SystemExit) as exit_info:
-            main(["worker", "--name", "w-blank"])
+            main(["worker", "--name", "w-refused"])
     finally:
         get_settings.cache_clear()
     err = capsys.readouterr().err
     assert exit_info.value.code == 2, err
-    assert "HBGW_AGENT_COMMAND" in err
+    return err
 
 
 def test_a_worker_refuses_to_run_the_command_agent_as_root(
@@ -62,23 +65,10 @@ def test_a_worker_refuses_to_run_the_command_agent_as_root(
 ) -> None:
     """Issue 29, finding 3: a command agent that runs as root reads every secret of the
     worker; before the fix the worker started it as its own user, root included."""
-    for name, value in {
-        "HBGW_HOME": str(tmp_path),
-        "HBGW_REDIS_URL": redis_url,
-        "HBGW_NAMESPACE": redis_ns,
-        "HBGW_AGENT": "command",
-        "HBGW_AGENT_COMMAND": "cat",
-        "HBGW_AGENT_USER": "root",
-    }.items():
-        monkeypatch.setenv(name, value)
-    get_settings.cache_clear()
-    try:
-        with pytest.raises(SystemExit) as exit_info:
-            main(["worker", "--name", "w-root-agent"])
-    finally:
-        get_settings.cache_clear()
-    err = capsys.readouterr().err
-    assert exit_info.value.code == 2, err
+    env = {"HBGW_HOME": str(tmp_path), "HBGW_REDIS_URL": redis_url, "HBGW_NAMESPACE": redis_ns}
+    err = _worker_refused(
+        monkeypatch, capsys, {**env, "HBGW_AGENT_COMMAND": "cat", "HBGW_AGENT_USER": "root"}
+    )
     assert "HBGW_AGENT_USER=root is root, which can read every secret of the worker" in err
 
 

@@ -90,7 +90,3 @@ class StreamSlots:
                     del self._open[owner]
 
         return release
-
-    def open_for(self, owner: str) -> int:
-        with self._lock:
-            return self._open.get(owner, 0)

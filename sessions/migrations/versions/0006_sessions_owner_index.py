@@ -5,7 +5,8 @@ Revises: 0005
 Create Date: 2026-12-02
 
 Every session the API creates first counts the owner's sessions that are not closed
-(``count_open_sessions``); without this index that count scans the whole table. Plain CREATE
+(then ``count_open_sessions``; now ``check_session_room`` in sessions/store/owner_quotas.py, for
+every path); without this index that count scans the whole table. Plain CREATE
 INDEX, like 0004 (docs/operations.md, Upgrades, says how to build it beforehand, concurrently).
 """
 
